@@ -1,0 +1,37 @@
+# The two commands README promises: `make demo` and `make test`. Both install
+# what is missing first (scripts/setup.sh), so they work on a fresh machine.
+
+SHELL := /bin/bash
+CARGO ?= cargo
+export PATH := $(HOME)/.cargo/bin:$(PATH)
+
+.PHONY: demo test setup build bench fuzz lint
+
+setup:
+	@scripts/setup.sh
+
+build: setup
+	$(CARGO) build --release --workspace
+
+# The main job. Until the transport exists, it measures the codec.
+demo: build
+	./target/release/convoy bench codec
+
+# Every test: Rust (unit, property, integration) in release mode, because the
+# property tests push millions of symbols, then the Python package's tests.
+test: setup
+	$(CARGO) test --workspace --release
+	python3 -m pytest -q python/tests
+
+lint: setup
+	$(CARGO) fmt --all --check
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+bench: setup
+	$(CARGO) bench -p convoy-codec
+
+# Coverage-guided fuzzing of the codec's decoder input path (needs nightly).
+FUZZ_SECONDS ?= 60
+fuzz:
+	cargo install --locked cargo-fuzz
+	cd fuzz && cargo +nightly fuzz run decoder_input -- -max_total_time=$(FUZZ_SECONDS)
