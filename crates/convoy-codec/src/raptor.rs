@@ -1,0 +1,192 @@
+//! RaptorQ (RFC 6330) from the `raptorq` crate, behind the block-code trait.
+//!
+//! The crate panics on parameters it does not accept, so every value is
+//! checked here first. One block is one RFC 6330 source block with a single
+//! sub-block; the block id travels in convoy's own header, so the crate's
+//! 8-bit source block number is always 0.
+
+use std::collections::HashSet;
+
+use raptorq::{
+    EncodingPacket, ObjectTransmissionInformation, PayloadId, SourceBlockDecoder,
+    SourceBlockEncoder,
+};
+
+use crate::block::{BlockDecoder, BlockEncoder, BlockInfo, CodeKind, Pushed};
+use crate::error::CodecError;
+
+/// RFC 6330's K'max: source symbols one block may hold.
+pub const MAX_SOURCE_SYMBOLS: u32 = 56_403;
+/// Encoding symbol ids are 24-bit.
+pub const MAX_ESI: u32 = (1 << 24) - 1;
+
+fn expect_raptorq(info: &BlockInfo) -> Result<(), CodecError> {
+    info.validate()?;
+    if info.code != CodeKind::RaptorQ {
+        return Err(CodecError::InvalidParams(format!(
+            "{} block given to the RaptorQ code",
+            info.code.name()
+        )));
+    }
+    Ok(())
+}
+
+fn check_esi(esi: u32) -> Result<(), CodecError> {
+    if esi > MAX_ESI {
+        return Err(CodecError::IndexOutOfRange {
+            index: esi,
+            limit: MAX_ESI + 1,
+        });
+    }
+    Ok(())
+}
+
+/// Transmission parameters for a block of `k` symbols of `symbol_size` bytes.
+fn oti(k: u32, symbol_size: u16) -> ObjectTransmissionInformation {
+    ObjectTransmissionInformation::new(u64::from(k) * u64::from(symbol_size), symbol_size, 1, 1, 1)
+}
+
+pub struct RaptorQEncoder {
+    info: BlockInfo,
+    /// Holds the source symbols and the intermediate symbols computed once at
+    /// construction; any repair symbol is then one LT combination of those.
+    inner: SourceBlockEncoder,
+    padded: Vec<u8>,
+}
+
+impl RaptorQEncoder {
+    pub fn new(info: BlockInfo, data: &[u8]) -> Result<Self, CodecError> {
+        expect_raptorq(&info)?;
+        if data.len() != info.data_len as usize {
+            return Err(CodecError::InvalidParams(format!(
+                "block info says {} bytes, data has {}",
+                info.data_len,
+                data.len()
+            )));
+        }
+        let k = info.source_symbols();
+        let mut padded = vec![0u8; k as usize * usize::from(info.symbol_size)];
+        padded[..data.len()].copy_from_slice(data);
+        let inner = SourceBlockEncoder::new(0, &oti(k, info.symbol_size), &padded);
+        Ok(RaptorQEncoder {
+            info,
+            inner,
+            padded,
+        })
+    }
+}
+
+impl BlockEncoder for RaptorQEncoder {
+    fn info(&self) -> &BlockInfo {
+        &self.info
+    }
+
+    fn write_symbol(&self, esi: u32, out: &mut [u8]) -> Result<(), CodecError> {
+        self.info.check_symbol_len(out.len())?;
+        check_esi(esi)?;
+        let k = self.info.source_symbols();
+        let s = usize::from(self.info.symbol_size);
+        if esi < k {
+            let i = esi as usize;
+            out.copy_from_slice(&self.padded[i * s..(i + 1) * s]);
+        } else {
+            let packet = self.inner.repair_packets(esi - k, 1);
+            out.copy_from_slice(packet[0].data());
+        }
+        Ok(())
+    }
+}
+
+pub struct RaptorQDecoder {
+    info: BlockInfo,
+    seen: HashSet<u32>,
+    packets: Vec<EncodingPacket>,
+    /// Decodability depends only on which ids arrived, not on their bytes, so
+    /// it is settled on a twin block of 1-byte symbols: the same constraint
+    /// matrix, solved without the cost of moving real payloads.
+    shadow: SourceBlockDecoder,
+    shadow_pending: Vec<u32>,
+    decodable: bool,
+    data: Option<Vec<u8>>,
+}
+
+impl RaptorQDecoder {
+    pub fn new(info: BlockInfo) -> Result<Self, CodecError> {
+        expect_raptorq(&info)?;
+        let k = info.source_symbols();
+        let shadow = SourceBlockDecoder::new(0, &oti(k, 1), u64::from(k));
+        Ok(RaptorQDecoder {
+            info,
+            seen: HashSet::new(),
+            packets: Vec::new(),
+            shadow,
+            shadow_pending: Vec::new(),
+            decodable: false,
+            data: None,
+        })
+    }
+}
+
+impl BlockDecoder for RaptorQDecoder {
+    fn info(&self) -> &BlockInfo {
+        &self.info
+    }
+
+    fn push(&mut self, block_id: u32, esi: u32, payload: &[u8]) -> Result<Pushed, CodecError> {
+        self.info.check_block(block_id)?;
+        self.info.check_symbol_len(payload.len())?;
+        check_esi(esi)?;
+        if self.decodable || !self.seen.insert(esi) {
+            return Ok(Pushed::Redundant);
+        }
+        self.packets.push(EncodingPacket::new(
+            PayloadId::new(0, esi),
+            payload.to_vec(),
+        ));
+        self.shadow_pending.push(esi);
+        Ok(Pushed::Useful)
+    }
+
+    fn useful_symbols(&self) -> usize {
+        self.seen.len()
+    }
+
+    fn is_decodable(&mut self) -> bool {
+        if self.decodable {
+            return true;
+        }
+        if self.seen.len() < self.info.source_symbols() as usize {
+            return false;
+        }
+        let pending = self
+            .shadow_pending
+            .drain(..)
+            .map(|esi| EncodingPacket::new(PayloadId::new(0, esi), vec![0]));
+        self.decodable = self.shadow.decode(pending).is_some();
+        self.decodable
+    }
+
+    fn data(&mut self) -> Result<&[u8], CodecError> {
+        if self.data.is_none() {
+            let not_yet = CodecError::NotDecodable {
+                have: self.seen.len(),
+                needed: self.info.source_symbols() as usize,
+            };
+            if !self.is_decodable() {
+                return Err(not_yet);
+            }
+            let k = self.info.source_symbols();
+            let mut decoder = SourceBlockDecoder::new(
+                0,
+                &oti(k, self.info.symbol_size),
+                u64::from(k) * u64::from(self.info.symbol_size),
+            );
+            let mut data = decoder
+                .decode(std::mem::take(&mut self.packets))
+                .ok_or(not_yet)?;
+            data.truncate(self.info.data_len as usize);
+            self.data = Some(data);
+        }
+        Ok(self.data.as_deref().expect("set above"))
+    }
+}

@@ -1,0 +1,100 @@
+//! RLNC behind the [`BlockEncoder`]/[`BlockDecoder`] traits: encoding symbol
+//! id < g is systematic, any other id is the seed of a coded symbol.
+
+use super::{Decoder, Encoder, Generation, SymbolKind};
+use crate::block::{BlockDecoder, BlockEncoder, BlockInfo, CodeKind, Pushed};
+use crate::error::CodecError;
+
+fn expect_rlnc(info: &BlockInfo) -> Result<(), CodecError> {
+    info.validate()?;
+    if info.code != CodeKind::Rlnc {
+        return Err(CodecError::InvalidParams(format!(
+            "{} block given to the RLNC code",
+            info.code.name()
+        )));
+    }
+    Ok(())
+}
+
+pub struct RlncBlockEncoder {
+    info: BlockInfo,
+    encoder: Encoder,
+}
+
+impl RlncBlockEncoder {
+    pub fn new(info: BlockInfo, data: &[u8]) -> Result<Self, CodecError> {
+        expect_rlnc(&info)?;
+        if data.len() != info.data_len as usize {
+            return Err(CodecError::InvalidParams(format!(
+                "block info says {} bytes, data has {}",
+                info.data_len,
+                data.len()
+            )));
+        }
+        let encoder = Encoder::new(data, info.symbol_size.into())?;
+        Ok(RlncBlockEncoder { info, encoder })
+    }
+}
+
+impl BlockEncoder for RlncBlockEncoder {
+    fn info(&self) -> &BlockInfo {
+        &self.info
+    }
+
+    fn write_symbol(&self, esi: u32, out: &mut [u8]) -> Result<(), CodecError> {
+        let g = self.encoder.generation().size();
+        self.encoder.write(SymbolKind::from_esi(esi, g), out)
+    }
+}
+
+pub struct RlncBlockDecoder {
+    info: BlockInfo,
+    decoder: Decoder,
+}
+
+impl RlncBlockDecoder {
+    pub fn new(info: BlockInfo) -> Result<Self, CodecError> {
+        expect_rlnc(&info)?;
+        let generation = Generation::new(info.source_symbols() as usize, info.symbol_size.into())?;
+        Ok(RlncBlockDecoder {
+            info,
+            decoder: Decoder::new(generation),
+        })
+    }
+
+    /// The underlying decoder, for its rank and work counters.
+    pub fn decoder(&self) -> &Decoder {
+        &self.decoder
+    }
+}
+
+impl BlockDecoder for RlncBlockDecoder {
+    fn info(&self) -> &BlockInfo {
+        &self.info
+    }
+
+    fn push(&mut self, block_id: u32, esi: u32, payload: &[u8]) -> Result<Pushed, CodecError> {
+        self.info.check_block(block_id)?;
+        let g = self.decoder.generation().size();
+        self.decoder.push(SymbolKind::from_esi(esi, g), payload)
+    }
+
+    fn useful_symbols(&self) -> usize {
+        self.decoder.rank()
+    }
+
+    fn is_decodable(&mut self) -> bool {
+        self.decoder.is_complete()
+    }
+
+    fn data(&mut self) -> Result<&[u8], CodecError> {
+        let len = self.info.data_len as usize;
+        match self.decoder.decoded() {
+            Some(data) => Ok(&data[..len]),
+            None => Err(CodecError::NotDecodable {
+                have: self.decoder.rank(),
+                needed: self.decoder.generation().size(),
+            }),
+        }
+    }
+}
