@@ -1,0 +1,125 @@
+//! Configuration of one link direction.
+
+use std::sync::Arc;
+
+use crate::availability::{Availability, OutagePolicy};
+use crate::capacity::Capacity;
+use crate::delay::{DelayConfig, DelaySource};
+use crate::loss::{LossModel, LossPosition, LossSource};
+use crate::queue::QueueLimit;
+use crate::time::{Dur, Time};
+use crate::trace::mahimahi::MahimahiTrace;
+use crate::trace::series::SeriesTrace;
+
+/// Everything that defines one direction of a link. Two directions with the
+/// same configuration (including `seed`) behave identically for the same
+/// sequence of calls.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LinkConfig {
+    pub capacity: Capacity,
+    pub delay: DelayConfig,
+    pub loss: LossSource,
+    pub loss_position: LossPosition,
+    pub queue: QueueLimit,
+    pub availability: Availability,
+    pub outage: OutagePolicy,
+    /// The time-series trace that `Capacity::Series`, `DelaySource::Series`,
+    /// `LossSource::Series` and `Availability::Series` read.
+    pub series: Option<Arc<SeriesTrace>>,
+    /// Seeds every random process of this direction (each its own stream).
+    pub seed: u64,
+    /// Keep per-packet records (see [`LinkDirection::take_records`](crate::LinkDirection::take_records)).
+    pub record: bool,
+}
+
+impl LinkConfig {
+    fn with_capacity(capacity: Capacity) -> LinkConfig {
+        LinkConfig {
+            capacity,
+            delay: DelayConfig::default(),
+            loss: LossSource::default(),
+            loss_position: LossPosition::default(),
+            queue: QueueLimit::default(),
+            availability: Availability::default(),
+            outage: OutagePolicy::default(),
+            series: None,
+            seed: 0,
+            record: false,
+        }
+    }
+
+    /// A constant-rate link: no delay, no loss, unlimited queue.
+    pub fn constant(bps: u64) -> LinkConfig {
+        LinkConfig::with_capacity(Capacity::Constant { bps })
+    }
+
+    /// A Mahimahi-trace link: no delay, no loss, unlimited queue (mm-link's
+    /// defaults).
+    pub fn mahimahi(trace: Arc<MahimahiTrace>) -> LinkConfig {
+        LinkConfig::with_capacity(Capacity::Mahimahi(trace))
+    }
+
+    /// A link driven entirely by a time-series trace: rate, delay, loss and
+    /// availability all come from it.
+    pub fn series(trace: Arc<SeriesTrace>) -> LinkConfig {
+        LinkConfig {
+            delay: DelayConfig {
+                base: DelaySource::Series,
+                ..DelayConfig::default()
+            },
+            loss: LossSource::Series,
+            availability: Availability::Series,
+            series: Some(trace),
+            ..LinkConfig::with_capacity(Capacity::Series)
+        }
+    }
+
+    pub fn with_delay(mut self, delay: Dur) -> LinkConfig {
+        self.delay.base = DelaySource::Fixed(delay);
+        self
+    }
+
+    /// Uniform jitter in `[0, max]`; `reorder` lets packets overtake.
+    pub fn with_jitter(mut self, max: Dur, reorder: bool) -> LinkConfig {
+        self.delay.jitter = max;
+        self.delay.reorder = reorder;
+        self
+    }
+
+    pub fn with_loss(mut self, model: LossModel) -> LinkConfig {
+        self.loss = LossSource::Model(model);
+        self
+    }
+
+    pub fn with_loss_position(mut self, position: LossPosition) -> LinkConfig {
+        self.loss_position = position;
+        self
+    }
+
+    pub fn with_queue(mut self, limit: QueueLimit) -> LinkConfig {
+        self.queue = limit;
+        self
+    }
+
+    /// Down intervals `[start, end)` and what happens to packets meanwhile.
+    pub fn with_outages(mut self, down: Vec<(Time, Time)>, policy: OutagePolicy) -> LinkConfig {
+        self.availability = Availability::Down(down);
+        self.outage = policy;
+        self
+    }
+
+    pub fn with_outage_policy(mut self, policy: OutagePolicy) -> LinkConfig {
+        self.outage = policy;
+        self
+    }
+
+    pub fn with_seed(mut self, seed: u64) -> LinkConfig {
+        self.seed = seed;
+        self
+    }
+
+    pub fn with_records(mut self, on: bool) -> LinkConfig {
+        self.record = on;
+        self
+    }
+}

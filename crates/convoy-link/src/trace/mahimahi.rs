@@ -1,0 +1,240 @@
+//! Mahimahi packet-delivery traces, read the way mm-link reads them.
+//!
+//! One non-negative integer per line: a millisecond offset at which one
+//! 1500-byte delivery opportunity occurs (a repeated value is several
+//! opportunities in that millisecond). Values must not decrease; the last
+//! value is the period after which the schedule repeats, so it must not be 0.
+//! An empty line anywhere is an error, as in mm-link; a final newline and
+//! Windows line ends are accepted.
+
+use std::path::Path;
+
+use crate::error::{ParseErrorKind, TraceError};
+use crate::time::{Dur, Time};
+use crate::trace::numbered_lines;
+
+/// Bytes one Mahimahi delivery opportunity can carry.
+pub const OPPORTUNITY_BYTES: u32 = 1500;
+
+/// Largest accepted timestamp: far beyond any real trace (about 73 years),
+/// and small enough that cycle arithmetic in nanoseconds cannot overflow.
+const MAX_MS: u64 = u64::MAX / 1_000_000 / 4;
+
+/// A parsed packet-delivery trace.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MahimahiTrace {
+    ms: Box<[u64]>,
+    source: String,
+}
+
+impl MahimahiTrace {
+    /// Reads and validates a trace file.
+    pub fn from_file(path: impl AsRef<Path>) -> Result<MahimahiTrace, TraceError> {
+        let path = path.as_ref();
+        let text = super::read_to_string(path)?;
+        MahimahiTrace::parse(&text, &path.display().to_string())
+    }
+
+    /// Parses trace text; `source_name` is used in error messages.
+    pub fn parse(text: &str, source_name: &str) -> Result<MahimahiTrace, TraceError> {
+        let err = |line, kind| TraceError::parse(source_name, line, kind);
+        let mut ms: Vec<u64> = Vec::with_capacity(text.len() / 6);
+        let mut last_line = 1;
+        for (line_no, line) in numbered_lines(text) {
+            last_line = line_no;
+            if line.is_empty() {
+                return Err(err(line_no, ParseErrorKind::EmptyLine));
+            }
+            let value = parse_ms(line).ok_or_else(|| {
+                err(
+                    line_no,
+                    ParseErrorKind::NotAnInteger {
+                        found: line.to_owned(),
+                    },
+                )
+            })?;
+            if value > MAX_MS {
+                return Err(err(
+                    line_no,
+                    ParseErrorKind::TooLarge {
+                        max: MAX_MS,
+                        found: value,
+                    },
+                ));
+            }
+            if let Some(&previous) = ms.last() {
+                if value < previous {
+                    return Err(err(
+                        line_no,
+                        ParseErrorKind::Decreasing {
+                            previous,
+                            found: value,
+                        },
+                    ));
+                }
+            }
+            ms.push(value);
+        }
+        match ms.last() {
+            None => Err(err(1, ParseErrorKind::NoTimestamps)),
+            Some(0) => Err(err(last_line, ParseErrorKind::ZeroPeriod)),
+            Some(_) => Ok(MahimahiTrace {
+                ms: ms.into_boxed_slice(),
+                source: source_name.to_owned(),
+            }),
+        }
+    }
+
+    /// Builds a trace from millisecond offsets, with the same checks as a
+    /// file (errors name line `index + 1`).
+    pub fn from_millis(ms: &[u64], source_name: &str) -> Result<MahimahiTrace, TraceError> {
+        let mut text = String::with_capacity(ms.len() * 6);
+        for v in ms {
+            text.push_str(&v.to_string());
+            text.push('\n');
+        }
+        MahimahiTrace::parse(&text, source_name)
+    }
+
+    /// The opportunity offsets in milliseconds, non-decreasing.
+    pub fn opportunities_ms(&self) -> &[u64] {
+        &self.ms
+    }
+
+    /// Number of opportunities in one period.
+    pub fn len(&self) -> usize {
+        self.ms.len()
+    }
+
+    /// Always false: a valid trace has at least one opportunity.
+    pub fn is_empty(&self) -> bool {
+        self.ms.is_empty()
+    }
+
+    /// The repeat period: the last timestamp, as in mm-link.
+    pub fn period(&self) -> Dur {
+        Dur::from_millis(self.period_ms())
+    }
+
+    pub(crate) fn period_ms(&self) -> u64 {
+        self.ms[self.ms.len() - 1]
+    }
+
+    /// Where the trace came from (path or caller-given name).
+    pub fn source(&self) -> &str {
+        &self.source
+    }
+
+    /// Mean capacity over one period, bits per second.
+    pub fn mean_rate_bps(&self) -> f64 {
+        self.ms.len() as f64 * f64::from(OPPORTUNITY_BYTES) * 8.0
+            / (self.period_ms() as f64 / 1000.0)
+    }
+
+    /// Opportunities whose time is at or before `t`, counting from time 0
+    /// and repeating with the period, exactly as a replay would meet them.
+    pub fn opportunities_until(&self, t: Time) -> u64 {
+        let t_ms = t.as_nanos() / 1_000_000;
+        let period = self.period_ms();
+        let cycles = t_ms / period;
+        let rest = t_ms % period;
+        let in_last = self.ms.partition_point(|&m| m <= rest) as u64;
+        cycles * self.ms.len() as u64 + in_last
+    }
+}
+
+/// Strict like mm-link's `myatoi`: digits only, no sign, no spaces.
+fn parse_ms(s: &str) -> Option<u64> {
+    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    s.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<MahimahiTrace, TraceError> {
+        MahimahiTrace::parse(text, "t.trace")
+    }
+
+    #[test]
+    fn parses_repeats_and_period() {
+        let t = parse("0\n1\n1\n5\n").unwrap();
+        assert_eq!(t.opportunities_ms(), &[0, 1, 1, 5]);
+        assert_eq!(t.period(), Dur::from_millis(5));
+        assert!(parse("3\r\n4").is_ok());
+    }
+
+    #[test]
+    fn opportunities_until_matches_enumeration() {
+        let t = parse("0\n1\n1\n5\n").unwrap();
+        // Brute force: cycle c contributes c*5 + each offset.
+        for end_ms in 0..40u64 {
+            let mut n = 0;
+            for c in 0..10 {
+                for &m in t.opportunities_ms() {
+                    if c * 5 + m <= end_ms {
+                        n += 1;
+                    }
+                }
+            }
+            assert_eq!(
+                t.opportunities_until(Time::from_millis(end_ms)),
+                n,
+                "{end_ms}"
+            );
+        }
+    }
+
+    #[test]
+    fn errors_name_line_and_expectation() {
+        let e = parse("").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "t.trace:1: expected at least one timestamp in milliseconds, found none"
+        );
+        let e = parse("1\n2\nx3\n").unwrap_err();
+        assert_eq!(e.line(), Some(3));
+        assert!(
+            e.to_string()
+                .contains("expected a non-negative integer number of milliseconds, found \"x3\""),
+            "{e}"
+        );
+        let e = parse("1\n5\n4\n").unwrap_err();
+        assert_eq!(e.line(), Some(3));
+        assert!(matches!(
+            e.kind(),
+            Some(ParseErrorKind::Decreasing {
+                previous: 5,
+                found: 4
+            })
+        ));
+        let e = parse("0\n0\n").unwrap_err();
+        assert_eq!(e.line(), Some(2));
+        assert_eq!(e.kind(), Some(&ParseErrorKind::ZeroPeriod));
+        let e = parse("1\n\n2\n").unwrap_err();
+        assert_eq!(e.line(), Some(2));
+        assert_eq!(e.kind(), Some(&ParseErrorKind::EmptyLine));
+        for bad in ["-1", "1.5", " 1", "+1", "1e3", "99999999999999999999999"] {
+            let e = parse(bad).unwrap_err();
+            assert_eq!(e.line(), Some(1), "{bad}");
+            assert!(
+                matches!(e.kind(), Some(ParseErrorKind::NotAnInteger { .. })),
+                "{bad}: {e}"
+            );
+        }
+        let e = parse(&format!("{}\n", MAX_MS + 1)).unwrap_err();
+        assert!(matches!(e.kind(), Some(ParseErrorKind::TooLarge { .. })));
+    }
+
+    #[test]
+    fn missing_file_is_an_io_error() {
+        let e = MahimahiTrace::from_file("/nonexistent/convoy/trace").unwrap_err();
+        assert!(matches!(e, TraceError::Io { .. }));
+        assert!(e
+            .to_string()
+            .starts_with("/nonexistent/convoy/trace: cannot read"));
+    }
+}
