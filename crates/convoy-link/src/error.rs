@@ -81,11 +81,12 @@ pub enum ParseErrorKind {
 /// was expected`, the form editors and CI logs link to.
 #[derive(Debug, thiserror::Error)]
 pub enum TraceError {
-    #[error("{}: cannot read: {source}", path.display())]
+    // The I/O error is part of the message rather than a `source`, so
+    // error-chain printers do not repeat it.
+    #[error("{}: cannot read: {cause}", path.display())]
     Io {
         path: PathBuf,
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     #[error("{source_name}:{line}: {kind}")]
     Parse {

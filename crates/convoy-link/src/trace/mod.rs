@@ -10,9 +10,9 @@ use std::path::Path;
 use crate::error::TraceError;
 
 pub(crate) fn read_to_string(path: &Path) -> Result<String, TraceError> {
-    std::fs::read_to_string(path).map_err(|source| TraceError::Io {
+    std::fs::read_to_string(path).map_err(|cause| TraceError::Io {
         path: path.to_path_buf(),
-        source,
+        cause,
     })
 }
 

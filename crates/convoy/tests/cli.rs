@@ -1,0 +1,127 @@
+//! The `convoy` command as a user meets it: help, bad input, and the codec
+//! benchmark's JSON shape.
+
+use std::process::Command;
+
+fn convoy() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_convoy"))
+}
+
+#[test]
+fn bench_codec_json_has_every_cell() {
+    let out = convoy()
+        .args(["bench", "codec", "--json", "--quick"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("valid JSON");
+    let kernels = report["kernels"].as_array().unwrap();
+    for level in ["L1", "L2", "DRAM"] {
+        for op in ["memcpy", "mul_add scalar"] {
+            assert!(
+                kernels.iter().any(|r| r["level"] == level && r["op"] == op),
+                "missing {op} at {level}"
+            );
+        }
+    }
+    for code in ["rlnc", "raptorq"] {
+        let rows = report[code].as_array().unwrap();
+        assert_eq!(rows.len(), 15, "{code}: 5 generations x 3 loss rates");
+        for row in rows {
+            assert!(row["encode_mb_per_s"].as_f64().unwrap() > 0.0);
+            assert!(row["decode_mb_per_s"].as_f64().unwrap() > 0.0);
+            let g = row["generation"].as_u64().unwrap();
+            let needed = row["symbols_to_decode"].as_u64().unwrap();
+            assert!(
+                needed >= g && needed <= g + 8,
+                "{code} g={g} needed {needed}"
+            );
+            if code == "rlnc" {
+                assert_eq!(needed, g, "RLNC decodes from exactly g symbols here");
+            }
+        }
+    }
+    assert_eq!(report["targets"].as_array().unwrap().len(), 3);
+}
+
+#[test]
+fn bad_arguments_fail_with_one_line() {
+    let out = convoy()
+        .args(["bench", "codec", "--budget-ms", "0"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let out = convoy().args(["bench", "nonsense"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("nonsense"));
+}
+
+#[test]
+fn help_explains_the_benchmark() {
+    let out = convoy()
+        .args(["bench", "codec", "--help"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(help.contains("--json"));
+    assert!(help.contains("RaptorQ"));
+}
+
+fn shared_trace(name: &str) -> std::path::PathBuf {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/traces")
+        .join(name);
+    assert!(
+        path.is_file(),
+        "expected the shared traces at {}",
+        path.display()
+    );
+    path
+}
+
+#[test]
+fn bench_link_json_reports_both_workloads() {
+    let trace = shared_trace("ATT-LTE-driving-2016.up");
+    let out = convoy()
+        .args(["bench", "link", "--json", "--packets", "20000", "--trace"])
+        .arg(&trace)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rows = report["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 2);
+    for row in rows {
+        assert_eq!(row["packets"], 20000);
+        let delivered = row["delivered"].as_u64().unwrap();
+        let dropped = row["lost"].as_u64().unwrap() + row["tail_dropped"].as_u64().unwrap();
+        assert!(delivered > 0 && delivered + dropped <= 20000);
+    }
+}
+
+#[test]
+fn bench_link_names_the_bad_line_of_a_malformed_trace() {
+    let dir = std::env::temp_dir().join(format!("convoy-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bad = dir.join("bad.trace");
+    std::fs::write(&bad, "1\n2\nthree\n").unwrap();
+    let out = convoy()
+        .args(["bench", "link", "--packets", "10", "--trace"])
+        .arg(&bad)
+        .output()
+        .unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("bad.trace:3"), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "one-line error: {err}");
+}
