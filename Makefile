@@ -13,9 +13,12 @@ setup:
 build: setup
 	$(CARGO) build --release --workspace
 
-# The main job. Until the transport exists, it measures the codec.
+# The main job. Until the transport exists, it measures the codec and the
+# link model on this machine.
+SHARED ?= ../shared
 demo: build
 	./target/release/convoy bench codec
+	./target/release/convoy bench link --trace $(SHARED)/traces/TMobile-LTE-short.down
 
 # Every test: Rust (unit, property, integration) in release mode, because the
 # property tests push millions of symbols, then the Python package's tests.

@@ -70,3 +70,20 @@ def capacity_series(path: str | Path, bin_ms: int = 1000) -> pd.DataFrame:
             "rate_mbit_s": full.values * MTU_BYTES * 8 / (bin_ms / 1000) / 1e6,
         }
     )
+
+
+def read_series(path: str | Path) -> pd.DataFrame:
+    """A convoy time-series trace (docs/TRACES.md) as a DataFrame, one row
+    per interval. The Rust parser is the authority on validity; this is for
+    plotting and analysis, so it only checks that a `start_<unit>` column
+    exists."""
+    df = pd.read_csv(path, comment="#", skipinitialspace=True)
+    df.columns = [c.strip() for c in df.columns]
+    if not any(c.startswith("start_") for c in df.columns):
+        raise TraceError(f"{path}:1: expected a start_<s|ms|us|ns> column, found {list(df.columns)}")
+    return df
+
+
+def read_records(path: str | Path) -> pd.DataFrame:
+    """Per-packet link records (t_ns,event,id,len,queue_delay_ns,reason)."""
+    return pd.read_csv(path, dtype={"event": "category", "reason": "category"})
