@@ -5,8 +5,9 @@
 //! source symbols, the last one zero-padded. Every encoding symbol is named by
 //! a 32-bit encoding symbol id (ESI): ids below K are the source symbols
 //! themselves (both codes are systematic), ids from K up are repair symbols.
-//! For RLNC a repair symbol's id is also the seed its coefficient vector
-//! expands from; for RaptorQ it is the RFC 6330 ESI.
+//! For RLNC a repair symbol's id and the block id give the seed its
+//! coefficient vector expands from ([`crate::rlnc::block_seed`]); for RaptorQ
+//! it is the RFC 6330 ESI.
 
 use crate::error::CodecError;
 use crate::{raptor, rlnc};
@@ -138,7 +139,9 @@ impl BlockInfo {
 /// What a decoder did with one symbol.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Pushed {
-    /// The symbol added information.
+    /// The symbol was kept. For RLNC it raised the rank; RaptorQ cannot tell
+    /// a dependent symbol without solving, so there it means a new id kept
+    /// while the block was not yet known to be decodable.
     Useful,
     /// The symbol carried nothing new (a duplicate, a linear combination of
     /// what arrived, or the block was already decodable) and was dropped.
@@ -159,7 +162,7 @@ pub trait BlockDecoder: Send {
     fn info(&self) -> &BlockInfo;
     /// Takes one received symbol. Errors leave the decoder unchanged.
     fn push(&mut self, block_id: u32, esi: u32, payload: &[u8]) -> Result<Pushed, CodecError>;
-    /// Symbols that were useful so far (RLNC: the rank).
+    /// Symbols kept so far (RLNC: the rank; RaptorQ: distinct ids kept).
     fn useful_symbols(&self) -> usize;
     /// Whether the symbols received so far determine the block, answered
     /// without producing the data: this is what the receiver reports early so

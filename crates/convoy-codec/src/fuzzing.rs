@@ -45,7 +45,7 @@ pub fn decoder_input(input: &[u8]) {
             let kind = if record[0] & 0x80 != 0 && payload.len() >= g {
                 SymbolKind::Explicit(&payload[..g])
             } else {
-                SymbolKind::from_esi(esi, g)
+                SymbolKind::from_esi(block_id, esi, g)
             };
             let _ = dec.push(kind, payload);
             let _ = rec.push(kind, payload);

@@ -19,6 +19,11 @@ use crate::error::CodecError;
 pub const MAX_SOURCE_SYMBOLS: u32 = 56_403;
 /// Encoding symbol ids are 24-bit.
 pub const MAX_ESI: u32 = (1 << 24) - 1;
+/// Symbols a decoder keeps beyond K before it stops storing more. With K + h
+/// distinct symbols RaptorQ fails with probability about 256^-(h+1), so a
+/// block not decodable from K + 64 is not going to be; the cap bounds the
+/// memory a peer can make one block hold, whatever ids it sends.
+pub const MAX_EXTRA_SYMBOLS: usize = 64;
 
 fn expect_raptorq(info: &BlockInfo) -> Result<(), CodecError> {
     info.validate()?;
@@ -103,7 +108,9 @@ pub struct RaptorQDecoder {
     packets: Vec<EncodingPacket>,
     /// Decodability depends only on which ids arrived, not on their bytes, so
     /// it is settled on a twin block of 1-byte symbols: the same constraint
-    /// matrix, solved without the cost of moving real payloads.
+    /// matrix, solved without the cost of moving real payloads. The real
+    /// decode solves the matrix once more, so an early answer costs one extra
+    /// symbol-free solve per new batch of ids it is asked about.
     shadow: SourceBlockDecoder,
     shadow_pending: Vec<u32>,
     decodable: bool,
@@ -136,7 +143,8 @@ impl BlockDecoder for RaptorQDecoder {
         self.info.check_block(block_id)?;
         self.info.check_symbol_len(payload.len())?;
         check_esi(esi)?;
-        if self.decodable || !self.seen.insert(esi) {
+        let cap = self.info.source_symbols() as usize + MAX_EXTRA_SYMBOLS;
+        if self.decodable || self.seen.len() >= cap || !self.seen.insert(esi) {
             return Ok(Pushed::Redundant);
         }
         self.packets.push(EncodingPacket::new(
@@ -155,7 +163,9 @@ impl BlockDecoder for RaptorQDecoder {
         if self.decodable {
             return true;
         }
-        if self.seen.len() < self.info.source_symbols() as usize {
+        // The answer changes only when new ids arrive; asking again without
+        // them would re-solve the same system.
+        if self.seen.len() < self.info.source_symbols() as usize || self.shadow_pending.is_empty() {
             return false;
         }
         let pending = self
@@ -181,11 +191,14 @@ impl BlockDecoder for RaptorQDecoder {
                 &oti(k, self.info.symbol_size),
                 u64::from(k) * u64::from(self.info.symbol_size),
             );
+            // Cloned rather than moved: should the real decode ever disagree
+            // with the twin, the symbols are still here for the next try.
             let mut data = decoder
-                .decode(std::mem::take(&mut self.packets))
+                .decode(self.packets.iter().cloned())
                 .ok_or(not_yet)?;
             data.truncate(self.info.data_len as usize);
             self.data = Some(data);
+            self.packets = Vec::new();
         }
         Ok(self.data.as_deref().expect("set above"))
     }

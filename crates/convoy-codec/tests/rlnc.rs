@@ -286,6 +286,13 @@ fn block_trait_rejects_other_blocks_and_reports_progress() {
     assert!(decoder.is_decodable());
     assert_eq!(decoder.useful_symbols(), 10);
     assert_eq!(decoder.data().unwrap(), &data[..]);
+    // The same repair id in another block is another combination.
+    let other = new_encoder(CodeKind::Rlnc, 43, &data, 100).unwrap();
+    let mut a = vec![0u8; 100];
+    let mut b = vec![0u8; 100];
+    encoder.write_symbol(500, &mut a).unwrap();
+    other.write_symbol(500, &mut b).unwrap();
+    assert_ne!(a, b);
     assert!(matches!(
         BlockInfo::new(CodeKind::Rlnc, 0, 256 * 10, 10),
         Err(CodecError::InvalidParams(_))

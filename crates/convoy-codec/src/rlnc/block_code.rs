@@ -1,5 +1,6 @@
 //! RLNC behind the [`BlockEncoder`]/[`BlockDecoder`] traits: encoding symbol
-//! id < g is systematic, any other id is the seed of a coded symbol.
+//! id < g is systematic, any other id names a coded symbol through
+//! [`super::block_seed`].
 
 use super::{Decoder, Encoder, Generation, SymbolKind};
 use crate::block::{BlockDecoder, BlockEncoder, BlockInfo, CodeKind, Pushed};
@@ -43,7 +44,8 @@ impl BlockEncoder for RlncBlockEncoder {
 
     fn write_symbol(&self, esi: u32, out: &mut [u8]) -> Result<(), CodecError> {
         let g = self.encoder.generation().size();
-        self.encoder.write(SymbolKind::from_esi(esi, g), out)
+        let kind = SymbolKind::from_esi(self.info.block_id, esi, g);
+        self.encoder.write(kind, out)
     }
 }
 
@@ -76,7 +78,8 @@ impl BlockDecoder for RlncBlockDecoder {
     fn push(&mut self, block_id: u32, esi: u32, payload: &[u8]) -> Result<Pushed, CodecError> {
         self.info.check_block(block_id)?;
         let g = self.decoder.generation().size();
-        self.decoder.push(SymbolKind::from_esi(esi, g), payload)
+        let kind = SymbolKind::from_esi(block_id, esi, g);
+        self.decoder.push(kind, payload)
     }
 
     fn useful_symbols(&self) -> usize {

@@ -37,15 +37,25 @@ pub enum SymbolKind<'a> {
 }
 
 impl SymbolKind<'_> {
-    /// The symbol an encoding symbol id names: ids below g are systematic,
-    /// the rest are seeds (so seeds below g are never used on the wire).
-    pub fn from_esi(esi: u32, g: usize) -> SymbolKind<'static> {
+    /// The symbol encoding symbol id `esi` of block `block_id` names: ids
+    /// below g are systematic, the rest coded with seed
+    /// [`block_seed`]`(block_id, esi)`.
+    pub fn from_esi(block_id: u32, esi: u32, g: usize) -> SymbolKind<'static> {
         if (esi as usize) < g {
             SymbolKind::Systematic(esi)
         } else {
-            SymbolKind::Seeded(esi)
+            SymbolKind::Seeded(block_seed(block_id, esi))
         }
     }
+}
+
+/// The coefficient seed of repair id `esi` in block `block_id`. Offsetting
+/// the seed space per block keeps one block's unlucky (dependent) set of
+/// repair ids from recurring in every block, so overhead stays independent
+/// from block to block. A bijection in `esi` for each block, and free: the
+/// block id is in the header anyway.
+pub fn block_seed(block_id: u32, esi: u32) -> u32 {
+    esi.wrapping_add(block_id.wrapping_mul(0x9E37_79B9))
 }
 
 /// Shape of a generation: g symbols of s bytes.
