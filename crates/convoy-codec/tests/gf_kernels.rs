@@ -4,8 +4,9 @@
 //! Region-kernel coverage, per supported tier and per operation: every length
 //! 0..=4100. `mul_add` and `mul_region` run two cases per length, one with a
 //! special constant (cycling 0, 1, 255, 2) and one with a random constant,
-//! each with independent random src/dst start offsets in 0..8 (misaligned
-//! pointers; all 64 offset pairs are hit many times). `mul_add_multi` takes
+//! each with independent random src/dst start offsets in 0..64 (misaligned
+//! pointers: with 16-byte aligned allocations every residue mod 64, so every
+//! head case of the 128-, 256- and 512-bit kernels, is reached). `mul_add_multi` takes
 //! one of the two cases per length and 0..=17 sources (around and across the
 //! 4- and 8-source groups of the SIMD kernels), each source at its own
 //! offset, ~1/4 of coefficients 0 or 1. Destination buffers carry guard bytes
@@ -126,7 +127,7 @@ fn cases(rng: &mut Rng) -> Vec<(usize, u8, usize, usize)> {
         .flat_map(|len| {
             let special = SPECIAL[len % SPECIAL.len()];
             let random = rng.byte();
-            let offs = [rng.below(8), rng.below(8), rng.below(8), rng.below(8)];
+            let offs = [rng.below(64), rng.below(64), rng.below(64), rng.below(64)];
             [
                 (len, special, offs[0], offs[1]),
                 (len, random, offs[2], offs[3]),
@@ -310,9 +311,9 @@ fn mul_add_matrix_every_tier_matches_reference() {
     for (case, len) in lens.enumerate() {
         let rows = 1 + case % 6;
         let k = (case / 6) % 6;
-        let srcs: Vec<&[u8]> = (0..k).map(|j| pool.src(j, rng.below(8), len)).collect();
+        let srcs: Vec<&[u8]> = (0..k).map(|j| pool.src(j, rng.below(64), len)).collect();
         let coeffs: Vec<u8> = (0..rows * k).map(|_| rng.coeff()).collect();
-        let offs: Vec<usize> = (0..rows).map(|_| rng.below(8)).collect();
+        let offs: Vec<usize> = (0..rows).map(|_| rng.below(64)).collect();
         let dsts: Vec<Vec<u8>> = offs.iter().map(|&o| dst_buffer(&mut rng, o, len)).collect();
         let mut want = dsts.clone();
         for ((w, &o), cs) in want.iter_mut().zip(&offs).zip(coeffs.chunks(k.max(1))) {

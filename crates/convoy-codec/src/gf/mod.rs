@@ -19,6 +19,7 @@ mod x86_region;
 
 mod dispatch;
 mod scalar;
+mod self_test;
 mod tables;
 #[cfg(target_arch = "x86_64")]
 mod x86_avx2;
@@ -132,22 +133,33 @@ impl Tier {
         }
     }
 
-    /// The tier used by [`mul_add`] and friends: the fastest supported one,
-    /// unless `CONVOY_GF_TIER` names another supported tier. Decided once.
+    /// The tier used by [`mul_add`] and friends: the fastest supported tier
+    /// that passes a known-answer test against scalar (see `self_test.rs`),
+    /// unless `CONVOY_GF_TIER` names another tier that does. Decided once.
     pub fn best() -> Tier {
         static BEST: OnceLock<Tier> = OnceLock::new();
         *BEST.get_or_init(|| {
             let fastest = Tier::ALL
                 .into_iter()
                 .rev()
-                .find(|t| t.is_supported())
+                .filter(|t| t.is_supported())
+                .find(|&t| {
+                    let ok = self_test::passes(t);
+                    if !ok {
+                        eprintln!(
+                            "convoy-codec: the {} GF(2^8) kernels disagree with scalar on this CPU; not using them",
+                            t.name()
+                        );
+                    }
+                    ok
+                })
                 .unwrap_or(Tier::Scalar);
             match std::env::var("CONVOY_GF_TIER") {
                 Ok(name) => match Tier::from_name(name.trim()) {
-                    Some(t) if t.is_supported() => t,
+                    Some(t) if t.is_supported() && self_test::passes(t) => t,
                     Some(t) => {
                         eprintln!(
-                            "convoy-codec: CONVOY_GF_TIER={} is not supported by this CPU; using {}",
+                            "convoy-codec: CONVOY_GF_TIER={} is not supported by this CPU or failed its self-test; using {}",
                             t.name(),
                             fastest.name()
                         );
