@@ -3,7 +3,7 @@
 //! source symbols, and the sender replaces them with repair symbols. No clock
 //! here; callers time the rounds.
 
-use crate::block::{new_decoder, new_encoder, BlockInfo, CodeKind};
+use crate::block::{new_decoder, new_encoder, BlockEncoder, BlockInfo, CodeKind};
 use crate::error::CodecError;
 
 /// Repair symbols generated beyond the losses, in case RaptorQ needs them.
@@ -82,6 +82,11 @@ impl LossyBlock {
     /// Bytes of source data, the unit throughput is counted in.
     pub fn data_len(&self) -> usize {
         self.data.len()
+    }
+
+    /// A fresh encoder for the block, to time symbols one at a time.
+    pub fn encoder(&self) -> Result<Box<dyn BlockEncoder>, CodecError> {
+        new_encoder(self.info.code, 0, &self.data, self.info.symbol_size)
     }
 
     /// Sender side: builds the encoder and writes the k source symbols plus

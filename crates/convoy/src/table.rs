@@ -14,6 +14,11 @@ impl Table {
     }
 
     pub fn row(&mut self, cells: Vec<String>) {
+        assert_eq!(
+            cells.len(),
+            self.header.len(),
+            "row and header differ in width"
+        );
         self.rows.push(cells);
     }
 
