@@ -3,6 +3,7 @@
 
 SHELL := /bin/bash
 CARGO ?= cargo
+PYTHON := .venv/bin/python
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
 .PHONY: demo test setup build bench fuzz lint
@@ -16,15 +17,16 @@ build: setup
 # The main job. Until the transport exists, it measures the codec and the
 # link model on this machine.
 SHARED ?= ../shared
+DEMO_TRACE := $(SHARED)/traces/TMobile-LTE-short.down
 demo: build
 	./target/release/convoy bench codec
-	./target/release/convoy bench link --trace $(SHARED)/traces/TMobile-LTE-short.down
+	./target/release/convoy bench link $(if $(wildcard $(DEMO_TRACE)),--trace $(DEMO_TRACE))
 
 # Every test: Rust (unit, property, integration) in release mode, because the
 # property tests push millions of symbols, then the Python package's tests.
 test: setup
 	$(CARGO) test --workspace --release
-	python3 -m pytest -q python/tests
+	$(PYTHON) -m pytest -q python/tests
 
 lint: setup
 	$(CARGO) fmt --all --check

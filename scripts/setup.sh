@@ -18,6 +18,8 @@ if ((${#need_apt[@]})); then
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${need_apt[@]}"
 fi
 
+# Rust: the workspace's rust-version (GFNI intrinsics need 1.89).
+min_rust=$(sed -n 's/^rust-version = "\(.*\)"/\1/p' Cargo.toml)
 if ! command -v cargo >/dev/null 2>&1 && [ -x "$HOME/.cargo/bin/cargo" ]; then
     export PATH="$HOME/.cargo/bin:$PATH"
 fi
@@ -25,8 +27,18 @@ if ! command -v cargo >/dev/null 2>&1; then
     say "installing Rust with rustup"
     curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs \
         | sh -s -- -y --profile minimal --component rustfmt,clippy \
-        || { say "could not install Rust: install rustup from your distribution, then re-run"; exit 1; }
+        || { say "could not install Rust: install rustup, then re-run"; exit 1; }
     export PATH="$HOME/.cargo/bin:$PATH"
+fi
+rust_version=$(rustc --version | awk '{print $2}')
+if [ "$(printf '%s\n%s\n' "$min_rust" "$rust_version" | sort -V | head -n1)" != "$min_rust" ]; then
+    if command -v rustup >/dev/null 2>&1; then
+        say "Rust $rust_version is older than $min_rust: updating the stable toolchain"
+        rustup update stable && rustup default stable
+    else
+        say "Rust $rust_version is older than the $min_rust convoy needs: install rustup and re-run"
+        exit 1
+    fi
 fi
 if command -v rustup >/dev/null 2>&1; then
     for component in rustfmt clippy; do
@@ -35,8 +47,20 @@ if command -v rustup >/dev/null 2>&1; then
     done
 fi
 
-if ! python3 -c 'import convoy_lab, pytest, pandas' >/dev/null 2>&1; then
-    say "installing the convoy_lab Python package (editable) and its test tools"
-    python3 -m pip install --quiet --disable-pip-version-check -e 'python[test]' \
-        || python3 -m pip install --quiet --disable-pip-version-check --break-system-packages -e 'python[test]'
+# Python: a virtual environment in .venv, so nothing touches the system's
+# packages.
+if [ ! -x .venv/bin/python ]; then
+    say "creating the Python environment in .venv"
+    if ! python3 -m venv .venv 2>/dev/null; then
+        rm -rf .venv
+        say "installing python3-venv"
+        if [ "$(id -u)" -ne 0 ]; then sudo=sudo; else sudo=; fi
+        $sudo apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq python3-venv
+        python3 -m venv .venv
+    fi
+fi
+if ! .venv/bin/python -c 'import convoy_lab, pytest, pandas' >/dev/null 2>&1; then
+    say "installing the convoy_lab Python package (editable) and its test tools into .venv"
+    .venv/bin/python -m pip install --quiet --disable-pip-version-check -e 'python[test]'
 fi
