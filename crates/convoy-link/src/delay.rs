@@ -35,6 +35,10 @@ impl Default for DelaySource {
 pub struct DelayConfig {
     pub base: DelaySource,
     /// Largest extra delay; each packet gets a uniform draw in `[0, jitter]`.
+    /// Without `reorder`, a packet never leaves before the one ahead of it,
+    /// so when packets are spaced closer than the jitter the delays they see
+    /// bunch toward the top of the range (each is the running maximum), as
+    /// on a real link whose jitter comes from a FIFO below the IP layer.
     pub jitter: Dur,
     /// Let packets overtake each other when their delays allow it.
     pub reorder: bool,

@@ -143,7 +143,8 @@ impl MahimahiTrace {
     }
 }
 
-/// Strict like mm-link's `myatoi`: digits only, no sign, no spaces.
+/// Strict on purpose (mm-link's own parser may be more lenient): digits
+/// only, no sign, no spaces.
 fn parse_ms(s: &str) -> Option<u64> {
     if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
         return None;
