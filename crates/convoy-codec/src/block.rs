@@ -117,6 +117,31 @@ impl BlockInfo {
         Ok(())
     }
 
+    /// Validates the parameters for an encoder or decoder of `code`.
+    pub(crate) fn validate_for(&self, code: CodeKind) -> Result<(), CodecError> {
+        self.validate()?;
+        if self.code != code {
+            return Err(CodecError::InvalidParams(format!(
+                "{} block given to the {} code",
+                self.code.name(),
+                code.name()
+            )));
+        }
+        Ok(())
+    }
+
+    /// Checks that `data` is the block these parameters describe.
+    pub(crate) fn check_data(&self, data: &[u8]) -> Result<(), CodecError> {
+        if data.len() != self.data_len as usize {
+            return Err(CodecError::InvalidParams(format!(
+                "block info says {} bytes, data has {}",
+                self.data_len,
+                data.len()
+            )));
+        }
+        Ok(())
+    }
+
     pub(crate) fn check_symbol_len(&self, len: usize) -> Result<(), CodecError> {
         let expected = usize::from(self.symbol_size);
         if len != expected {

@@ -25,17 +25,6 @@ pub const MAX_ESI: u32 = (1 << 24) - 1;
 /// memory a peer can make one block hold, whatever ids it sends.
 pub const MAX_EXTRA_SYMBOLS: usize = 64;
 
-fn expect_raptorq(info: &BlockInfo) -> Result<(), CodecError> {
-    info.validate()?;
-    if info.code != CodeKind::RaptorQ {
-        return Err(CodecError::InvalidParams(format!(
-            "{} block given to the RaptorQ code",
-            info.code.name()
-        )));
-    }
-    Ok(())
-}
-
 fn check_esi(esi: u32) -> Result<(), CodecError> {
     if esi > MAX_ESI {
         return Err(CodecError::IndexOutOfRange {
@@ -61,14 +50,8 @@ pub struct RaptorQEncoder {
 
 impl RaptorQEncoder {
     pub fn new(info: BlockInfo, data: &[u8]) -> Result<Self, CodecError> {
-        expect_raptorq(&info)?;
-        if data.len() != info.data_len as usize {
-            return Err(CodecError::InvalidParams(format!(
-                "block info says {} bytes, data has {}",
-                info.data_len,
-                data.len()
-            )));
-        }
+        info.validate_for(CodeKind::RaptorQ)?;
+        info.check_data(data)?;
         let k = info.source_symbols();
         let mut padded = vec![0u8; k as usize * usize::from(info.symbol_size)];
         padded[..data.len()].copy_from_slice(data);
@@ -119,7 +102,7 @@ pub struct RaptorQDecoder {
 
 impl RaptorQDecoder {
     pub fn new(info: BlockInfo) -> Result<Self, CodecError> {
-        expect_raptorq(&info)?;
+        info.validate_for(CodeKind::RaptorQ)?;
         let k = info.source_symbols();
         let shadow = SourceBlockDecoder::new(0, &oti(k, 1), u64::from(k));
         Ok(RaptorQDecoder {

@@ -4,32 +4,9 @@
 use convoy_codec::raptor::MAX_EXTRA_SYMBOLS;
 use convoy_codec::{new_decoder, new_encoder, BlockInfo, CodeKind, CodecError, Pushed};
 use proptest::prelude::*;
+mod common;
+use common::{data_of, Rng};
 use raptorq::{EncodingPacket, ObjectTransmissionInformation, PayloadId, SourceBlockDecoder};
-
-fn data_of(len: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x >> 24) as u8
-        })
-        .collect()
-}
-
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
 
 /// Whether the `raptorq` crate, used directly with the real payloads and no
 /// adapter, decodes this block from these symbols: the reference the

@@ -5,17 +5,8 @@ use convoy_codec::rlnc::{Decoder, Encoder, Generation, Recoder, SymbolKind};
 use convoy_codec::{new_decoder, new_encoder, BlockInfo, CodeKind, CodecError, Pushed};
 use proptest::prelude::*;
 
-fn data_of(len: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
-}
+mod common;
+use common::data_of;
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(200))]

@@ -6,17 +6,6 @@ use super::{Decoder, Encoder, Generation, SymbolKind};
 use crate::block::{BlockDecoder, BlockEncoder, BlockInfo, CodeKind, Pushed};
 use crate::error::CodecError;
 
-fn expect_rlnc(info: &BlockInfo) -> Result<(), CodecError> {
-    info.validate()?;
-    if info.code != CodeKind::Rlnc {
-        return Err(CodecError::InvalidParams(format!(
-            "{} block given to the RLNC code",
-            info.code.name()
-        )));
-    }
-    Ok(())
-}
-
 pub struct RlncBlockEncoder {
     info: BlockInfo,
     encoder: Encoder,
@@ -24,14 +13,8 @@ pub struct RlncBlockEncoder {
 
 impl RlncBlockEncoder {
     pub fn new(info: BlockInfo, data: &[u8]) -> Result<Self, CodecError> {
-        expect_rlnc(&info)?;
-        if data.len() != info.data_len as usize {
-            return Err(CodecError::InvalidParams(format!(
-                "block info says {} bytes, data has {}",
-                info.data_len,
-                data.len()
-            )));
-        }
+        info.validate_for(CodeKind::Rlnc)?;
+        info.check_data(data)?;
         let encoder = Encoder::new(data, info.symbol_size.into())?;
         Ok(RlncBlockEncoder { info, encoder })
     }
@@ -56,7 +39,7 @@ pub struct RlncBlockDecoder {
 
 impl RlncBlockDecoder {
     pub fn new(info: BlockInfo) -> Result<Self, CodecError> {
-        expect_rlnc(&info)?;
+        info.validate_for(CodeKind::Rlnc)?;
         let generation = Generation::new(info.source_symbols() as usize, info.symbol_size.into())?;
         Ok(RlncBlockDecoder {
             info,
