@@ -25,40 +25,6 @@ fn matrix(c: u8) -> i64 {
     GFNI_MATRIX[c as usize] as i64
 }
 
-/// Collects non-zero (source, coefficient) pairs into groups of `GROUP` and
-/// hands each group to `$group::<N>` with N known at compile time.
-macro_rules! dispatch_groups {
-    ($group:ident, $dst:expr, $srcs:expr, $coeffs:expr) => {{
-        let mut ptrs = [core::ptr::null::<u8>(); GROUP];
-        let mut cs = [0u8; GROUP];
-        let mut n = 0;
-        // SAFETY (all group calls): the first N entries of ptrs/cs are live
-        // sources of dst.len() bytes with non-zero coefficients.
-        for (s, &c) in $srcs.iter().zip($coeffs) {
-            if c == 0 {
-                continue;
-            }
-            ptrs[n] = s.as_ptr();
-            cs[n] = c;
-            n += 1;
-            if n == GROUP {
-                unsafe { $group::<GROUP>($dst, &ptrs, &cs) };
-                n = 0;
-            }
-        }
-        match n {
-            1 => unsafe { $group::<1>($dst, &ptrs, &cs) },
-            2 => unsafe { $group::<2>($dst, &ptrs, &cs) },
-            3 => unsafe { $group::<3>($dst, &ptrs, &cs) },
-            4 => unsafe { $group::<4>($dst, &ptrs, &cs) },
-            5 => unsafe { $group::<5>($dst, &ptrs, &cs) },
-            6 => unsafe { $group::<6>($dst, &ptrs, &cs) },
-            7 => unsafe { $group::<7>($dst, &ptrs, &cs) },
-            _ => {}
-        }
-    }};
-}
-
 // ---------------------------------------------------------------- 256-bit
 
 /// # Safety
@@ -115,7 +81,7 @@ pub(super) unsafe fn mul_region_256(dst: &mut [u8], c: u8) {
 /// Requires GFNI + AVX2; every source has `dst.len()` bytes; `coeffs.len() == srcs.len()`.
 #[target_feature(enable = "gfni,avx,avx2")]
 pub(super) unsafe fn mul_add_multi_256(dst: &mut [u8], srcs: &[&[u8]], coeffs: &[u8]) {
-    dispatch_groups!(group_256, dst, srcs, coeffs);
+    dispatch_groups!(group_256, GROUP, dst, srcs, coeffs; 1 2 3 4 5 6 7);
 }
 
 /// `dst ^= Σ_{j<N} cs[j] * ptrs[j]`, loading and storing dst once.
@@ -285,7 +251,7 @@ pub(super) unsafe fn xor_512(dst: &mut [u8], src: &[u8]) {
 /// `coeffs.len() == srcs.len()`.
 #[target_feature(enable = "gfni,avx512f,avx512bw")]
 pub(super) unsafe fn mul_add_multi_512(dst: &mut [u8], srcs: &[&[u8]], coeffs: &[u8]) {
-    dispatch_groups!(group_512, dst, srcs, coeffs);
+    dispatch_groups!(group_512, GROUP, dst, srcs, coeffs; 1 2 3 4 5 6 7);
 }
 
 /// `dst ^= Σ_{j<N} cs[j] * ptrs[j]`, loading and storing dst once.

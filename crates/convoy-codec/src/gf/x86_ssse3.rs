@@ -101,29 +101,7 @@ pub(super) unsafe fn xor(dst: &mut [u8], src: &[u8]) {
 /// Requires SSSE3; every source has `dst.len()` bytes; `coeffs.len() == srcs.len()`.
 #[target_feature(enable = "ssse3")]
 pub(super) unsafe fn mul_add_multi(dst: &mut [u8], srcs: &[&[u8]], coeffs: &[u8]) {
-    let mut ptrs = [core::ptr::null::<u8>(); GROUP];
-    let mut cs = [0u8; GROUP];
-    let mut n = 0;
-    // SAFETY (all `group` calls): the first N entries of ptrs/cs are live
-    // sources of dst.len() bytes with non-zero coefficients.
-    for (s, &c) in srcs.iter().zip(coeffs) {
-        if c == 0 {
-            continue;
-        }
-        ptrs[n] = s.as_ptr();
-        cs[n] = c;
-        n += 1;
-        if n == GROUP {
-            unsafe { group::<GROUP>(dst, &ptrs, &cs) };
-            n = 0;
-        }
-    }
-    match n {
-        1 => unsafe { group::<1>(dst, &ptrs, &cs) },
-        2 => unsafe { group::<2>(dst, &ptrs, &cs) },
-        3 => unsafe { group::<3>(dst, &ptrs, &cs) },
-        _ => {}
-    }
+    dispatch_groups!(group, GROUP, dst, srcs, coeffs; 1 2 3);
 }
 
 /// `dst ^= Σ_{j<N} cs[j] * ptrs[j]`, loading and storing dst once.
