@@ -5,6 +5,7 @@ mod bench_codec;
 mod bench_link;
 mod progress;
 mod table;
+mod trace_cmd;
 
 use std::process::ExitCode;
 
@@ -30,6 +31,12 @@ enum Command {
     /// Measure convoy's building blocks on this machine.
     #[command(subcommand)]
     Bench(Bench),
+    /// Vehicular channel models (802.11p PDR, building shadowing, empirical
+    /// LTE, city obstacle coefficient) and per-vehicle link traces from SUMO
+    /// mobility: `convoy trace pdr --m 0.7 --alpha 2.3`, `convoy trace
+    /// from-mobility --fcd FCD --rsu X,Y --enb X,Y -o DIR`.
+    #[command(subcommand)]
+    Trace(trace_cmd::TraceCommand),
 }
 
 #[derive(Subcommand)]
@@ -87,6 +94,7 @@ fn main() -> ExitCode {
             packets: args.packets,
             trace: args.trace,
         }),
+        Command::Trace(cmd) => trace_cmd::run(cmd),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
