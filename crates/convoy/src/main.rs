@@ -26,6 +26,8 @@ struct Cli {
     command: Command,
 }
 
+// Parsed once per run, so the size of the largest variant does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand)]
 enum Command {
     /// Measure convoy's building blocks on this machine.
