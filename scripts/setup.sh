@@ -11,6 +11,13 @@ need_apt=()
 command -v cc >/dev/null 2>&1 || need_apt+=(build-essential)
 command -v curl >/dev/null 2>&1 || need_apt+=(curl ca-certificates)
 command -v python3 >/dev/null 2>&1 || need_apt+=(python3 python3-pip python3-venv)
+# convoy emu and its tests: iproute2 configures the namespaces; ping, iperf3,
+# tshark and mptcpize (mptcpd) are the unmodified programs run over them.
+command -v ip >/dev/null 2>&1 || need_apt+=(iproute2)
+command -v ping >/dev/null 2>&1 || need_apt+=(iputils-ping)
+command -v iperf3 >/dev/null 2>&1 || need_apt+=(iperf3)
+command -v tshark >/dev/null 2>&1 || need_apt+=(tshark)
+command -v mptcpize >/dev/null 2>&1 || need_apt+=(mptcpd)
 if ((${#need_apt[@]})); then
     say "installing Debian packages: ${need_apt[*]}"
     if [ "$(id -u)" -ne 0 ]; then sudo=sudo; else sudo=; fi

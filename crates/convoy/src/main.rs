@@ -3,6 +3,7 @@
 
 mod bench_codec;
 mod bench_link;
+mod emu_cmd;
 mod progress;
 mod table;
 mod trace_cmd;
@@ -33,6 +34,10 @@ enum Command {
     /// Measure convoy's building blocks on this machine.
     #[command(subcommand)]
     Bench(Bench),
+    /// Run a command over emulated links (network namespaces + TUN, driven
+    /// by the link model): `convoy emu --link lte:rate=50mbit,delay=20ms
+    /// [--server CMD] -- CMD...`; `convoy emu selftest` measures accuracy.
+    Emu(emu_cmd::EmuArgs),
     /// Vehicular channel models (802.11p PDR, building shadowing, empirical
     /// LTE, city obstacle coefficient) and per-vehicle link traces from SUMO
     /// mobility: `convoy trace pdr --m 0.7 --alpha 2.3`, `convoy trace
@@ -96,6 +101,7 @@ fn main() -> ExitCode {
             packets: args.packets,
             trace: args.trace,
         }),
+        Command::Emu(args) => emu_cmd::run(args),
         Command::Trace(cmd) => trace_cmd::run(cmd),
     };
     match result {

@@ -1,0 +1,508 @@
+//! The `--link` syntax: `NAME[:KEY=VALUE[,KEY=VALUE]...]`.
+//!
+//! One `--link` is what a stack of Mahimahi shells is (`mm-delay 20 mm-loss
+//! uplink 0.01 mm-link up.trace down.trace`), written as one word so that
+//! several links can sit side by side in one command. Every key applies to
+//! both directions unless prefixed with `up-` or `down-`; docs/EMU.md is the
+//! reference and `convoy emu --help` repeats it.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use convoy_link::{
+    splitmix64, Dur, LinkConfig, LossModel, LossPosition, MahimahiTrace, OutagePolicy, QueueLimit,
+    SeriesTrace, Time,
+};
+
+use crate::error::SpecError;
+
+/// A constant rate standing in for "no bottleneck": 1 Pbit/s serialises a
+/// 1500-byte packet in 12 ns, far below what the OS clock can resolve, while
+/// keeping the model's exact integer arithmetic (a rate of 0 is invalid).
+pub const UNLIMITED_BPS: u64 = 1_000_000_000_000_000;
+
+/// The largest MTU a link accepts (the IPv4 packet size limit).
+pub const MAX_MTU: u32 = 65_535;
+
+const KEYS: &str = "rate, up, down, uplink, downlink, delay, jitter, loss, loss-at, queue, \
+                    outage, outage-policy, seed, mtu (all but mtu also as up-KEY / down-KEY)";
+
+/// Where a direction's capacity comes from.
+#[derive(Clone, Debug, PartialEq)]
+pub enum RateSpec {
+    Unlimited,
+    Constant(u64),
+    Mahimahi(Arc<MahimahiTrace>),
+    Series(Arc<SeriesTrace>),
+}
+
+/// What was said about one direction; `None` keeps the model's default (or,
+/// for a time-series trace, the trace's own column).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct DirectionSpec {
+    pub rate: Option<RateSpec>,
+    pub delay: Option<Dur>,
+    pub jitter: Option<Dur>,
+    pub loss: Option<LossModel>,
+    pub loss_at: Option<LossPosition>,
+    pub queue: Option<QueueLimit>,
+    pub outages: Option<Vec<(Time, Time)>>,
+    pub outage_policy: Option<OutagePolicy>,
+    pub seed: Option<u64>,
+}
+
+/// One emulated link: its name (also its interfaces' name on both sides),
+/// its MTU, and its two directions. `up` carries client → server packets.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LinkSpec {
+    pub name: String,
+    pub mtu: u32,
+    pub up: DirectionSpec,
+    pub down: DirectionSpec,
+}
+
+impl LinkSpec {
+    /// A link with nothing configured: unlimited rate, no delay, no loss.
+    pub fn new(name: &str) -> Result<LinkSpec, SpecError> {
+        let ok = !name.is_empty()
+            && name.len() <= 15
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+        if !ok {
+            return Err(SpecError::BadName(name.to_owned()));
+        }
+        Ok(LinkSpec {
+            name: name.to_owned(),
+            mtu: 1500,
+            up: DirectionSpec::default(),
+            down: DirectionSpec::default(),
+        })
+    }
+
+    /// Parses `NAME[:KEY=VALUE,...]`. Trace files are read here, so a
+    /// malformed trace is reported before anything is created.
+    pub fn parse(text: &str) -> Result<LinkSpec, SpecError> {
+        let (name, options) = text.split_once(':').unwrap_or((text, ""));
+        let mut spec = LinkSpec::new(name)?;
+        let mut seen: Vec<String> = Vec::new();
+        for item in options.split(',').filter(|s| !s.is_empty()) {
+            let (key, value) = item
+                .split_once('=')
+                .ok_or_else(|| SpecError::MissingValue(item.to_owned()))?;
+            spec.set(key, value, &mut seen)?;
+        }
+        Ok(spec)
+    }
+
+    fn set(&mut self, key: &str, value: &str, seen: &mut Vec<String>) -> Result<(), SpecError> {
+        if key == "mtu" {
+            mark(seen, "mtu")?;
+            self.mtu = parse_int(key, value)
+                .ok()
+                .filter(|m| (68..=u64::from(MAX_MTU)).contains(m))
+                .ok_or_else(|| bad(key, "an MTU in bytes from 68 to 65535", value))?
+                as u32;
+            return Ok(());
+        }
+        let (dirs, base) = match key {
+            "up" | "uplink" => (Dirs::Up, "rate"),
+            "down" | "downlink" => (Dirs::Down, "rate"),
+            _ => match (key.strip_prefix("up-"), key.strip_prefix("down-")) {
+                (Some(k), _) => (Dirs::Up, k),
+                (_, Some(k)) => (Dirs::Down, k),
+                _ => (Dirs::Both, key),
+            },
+        };
+        // One value is parsed once (a trace is read once) and shared.
+        let apply = |spec: &mut LinkSpec, f: &dyn Fn(&mut DirectionSpec)| match dirs {
+            Dirs::Up => f(&mut spec.up),
+            Dirs::Down => f(&mut spec.down),
+            Dirs::Both => {
+                f(&mut spec.up);
+                f(&mut spec.down)
+            }
+        };
+        for d in dirs.names() {
+            mark(seen, &format!("{d}-{base}"))?;
+        }
+        match base {
+            "rate" => {
+                let r = parse_rate_or_trace(key, value)?;
+                apply(self, &|d| d.rate = Some(r.clone()));
+            }
+            "delay" => {
+                let v = parse_duration(key, value)?;
+                apply(self, &|d| d.delay = Some(v));
+            }
+            "jitter" => {
+                let v = parse_duration(key, value)?;
+                apply(self, &|d| d.jitter = Some(v));
+            }
+            "loss" => {
+                let v = parse_loss(key, value)?;
+                apply(self, &|d| d.loss = Some(v.clone()));
+            }
+            "loss-at" => {
+                let v = match value {
+                    "after" => LossPosition::AfterQueue,
+                    "before" => LossPosition::BeforeQueue,
+                    _ => return Err(bad(key, "before or after (the queue)", value)),
+                };
+                apply(self, &|d| d.loss_at = Some(v));
+            }
+            "queue" => {
+                let v = parse_queue(key, value)?;
+                apply(self, &|d| d.queue = Some(v));
+            }
+            "outage" => {
+                let v = parse_outages(key, value)?;
+                apply(self, &|d| d.outages = Some(v.clone()));
+            }
+            "outage-policy" => {
+                let v = match value {
+                    "hold" => OutagePolicy::Hold,
+                    "drop" => OutagePolicy::Drop,
+                    _ => return Err(bad(key, "hold or drop", value)),
+                };
+                apply(self, &|d| d.outage_policy = Some(v));
+            }
+            "seed" => {
+                let v = parse_int(key, value)?;
+                apply(self, &|d| d.seed = Some(v));
+            }
+            _ => {
+                return Err(SpecError::UnknownKey {
+                    key: key.to_owned(),
+                    expected: KEYS,
+                })
+            }
+        }
+        Ok(())
+    }
+
+    /// The model configuration of each direction (uplink, downlink). Seeds
+    /// default to values derived from the link's position and direction, so
+    /// no two directions share a loss pattern unless told to.
+    pub fn configs(&self, index: usize) -> Result<(LinkConfig, LinkConfig), SpecError> {
+        let mut state = index as u64;
+        let up = self.up.config(splitmix64(&mut state))?;
+        let down = self.down.config(splitmix64(&mut state))?;
+        // Building the model once here reports invalid values (a loss
+        // probability above 1, an empty outage) before anything is created.
+        convoy_link::LinkDirection::<convoy_link::NoAqm>::new(up.clone())?;
+        convoy_link::LinkDirection::<convoy_link::NoAqm>::new(down.clone())?;
+        Ok((up, down))
+    }
+}
+
+impl DirectionSpec {
+    fn config(&self, default_seed: u64) -> Result<LinkConfig, SpecError> {
+        let mut c = match self.rate.clone().unwrap_or(RateSpec::Unlimited) {
+            RateSpec::Unlimited => LinkConfig::constant(UNLIMITED_BPS),
+            RateSpec::Constant(bps) => LinkConfig::constant(bps),
+            RateSpec::Mahimahi(t) => LinkConfig::mahimahi(t),
+            RateSpec::Series(t) => LinkConfig::series(t),
+        };
+        if let Some(d) = self.delay {
+            c = c.with_delay(d);
+        }
+        if let Some(j) = self.jitter {
+            c = c.with_jitter(j, false);
+        }
+        if let Some(l) = &self.loss {
+            c = c.with_loss(l.clone());
+        }
+        if let Some(p) = self.loss_at {
+            c = c.with_loss_position(p);
+        }
+        if let Some(q) = self.queue {
+            c = c.with_queue(q);
+        }
+        if let Some(o) = &self.outages {
+            c = c.with_outages(o.clone(), self.outage_policy.unwrap_or_default());
+        } else if let Some(p) = self.outage_policy {
+            c = c.with_outage_policy(p);
+        }
+        // Records are always on: they are how the driver learns which
+        // payloads the model dropped after queueing them.
+        Ok(c.with_seed(self.seed.unwrap_or(default_seed))
+            .with_records(true))
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Dirs {
+    Up,
+    Down,
+    Both,
+}
+
+impl Dirs {
+    fn names(self) -> &'static [&'static str] {
+        match self {
+            Dirs::Up => &["up"],
+            Dirs::Down => &["down"],
+            Dirs::Both => &["up", "down"],
+        }
+    }
+}
+
+fn mark(seen: &mut Vec<String>, what: &str) -> Result<(), SpecError> {
+    if seen.iter().any(|s| s == what) {
+        return Err(SpecError::Duplicate(what.to_owned()));
+    }
+    seen.push(what.to_owned());
+    Ok(())
+}
+
+fn bad(key: &str, expected: &'static str, found: &str) -> SpecError {
+    SpecError::BadValue {
+        key: key.to_owned(),
+        expected,
+        found: found.to_owned(),
+    }
+}
+
+fn parse_int(key: &str, value: &str) -> Result<u64, SpecError> {
+    value
+        .parse()
+        .map_err(|_| bad(key, "a non-negative integer", value))
+}
+
+/// Splits `12.5ms` into (12.5, "ms"); the number must be finite and >= 0.
+fn number_and_unit(value: &str) -> Option<(f64, &str)> {
+    let end = value
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(value.len());
+    let n: f64 = value[..end].parse().ok()?;
+    (n.is_finite() && n >= 0.0).then_some((n, &value[end..]))
+}
+
+/// `20ms`, `500us`, `1.5s`, `0`.
+pub fn parse_duration(key: &str, value: &str) -> Result<Dur, SpecError> {
+    const EXPECTED: &str = "a duration such as 20ms, 500us or 1.5s";
+    let (n, unit) = number_and_unit(value).ok_or_else(|| bad(key, EXPECTED, value))?;
+    let scale = match unit {
+        "s" => 1e9,
+        "ms" => 1e6,
+        "us" | "µs" => 1e3,
+        "ns" => 1.0,
+        "" if n == 0.0 => 1.0,
+        _ => return Err(bad(key, EXPECTED, value)),
+    };
+    Ok(Dur::from_nanos((n * scale).round() as u64))
+}
+
+/// `50mbit`, `1.5gbit`, `64kbps`, `unlimited`: bits per second.
+pub fn parse_rate(value: &str) -> Option<RateSpec> {
+    if value == "unlimited" {
+        return Some(RateSpec::Unlimited);
+    }
+    let (n, unit) = number_and_unit(value)?;
+    let scale = match unit.to_ascii_lowercase().as_str() {
+        "bit" | "bps" => 1e0,
+        "kbit" | "kbps" => 1e3,
+        "mbit" | "mbps" => 1e6,
+        "gbit" | "gbps" => 1e9,
+        _ => return None,
+    };
+    let bps = (n * scale).round();
+    (bps >= 1.0 && bps <= UNLIMITED_BPS as f64).then_some(RateSpec::Constant(bps as u64))
+}
+
+fn parse_rate_or_trace(key: &str, value: &str) -> Result<RateSpec, SpecError> {
+    if let Some(r) = parse_rate(value) {
+        return Ok(r);
+    }
+    let path = Path::new(value);
+    if !path.is_file() {
+        return Err(SpecError::NotRateOrTrace {
+            key: key.to_owned(),
+            found: value.to_owned(),
+        });
+    }
+    // A time-series trace is CSV with a header; a Mahimahi trace is one
+    // integer per line, so the extension is enough to tell them apart.
+    if path
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("csv"))
+    {
+        Ok(RateSpec::Series(Arc::new(SeriesTrace::from_file(path)?)))
+    } else {
+        Ok(RateSpec::Mahimahi(Arc::new(MahimahiTrace::from_file(
+            path,
+        )?)))
+    }
+}
+
+/// `1%`, `0.01`, `ge:P_GB/P_BG[/LOSS_GOOD/LOSS_BAD]`, `every:N`.
+fn parse_loss(key: &str, value: &str) -> Result<LossModel, SpecError> {
+    const EXPECTED: &str =
+        "a probability (1% or 0.01), ge:P_GB/P_BG[/LOSS_GOOD/LOSS_BAD] or every:N";
+    let prob = |s: &str| -> Result<f64, SpecError> {
+        let p = match s.strip_suffix('%') {
+            Some(pct) => pct.parse::<f64>().map(|v| v / 100.0),
+            None => s.parse::<f64>(),
+        };
+        p.ok()
+            .filter(|p| (0.0..=1.0).contains(p))
+            .ok_or_else(|| bad(key, EXPECTED, value))
+    };
+    if let Some(rest) = value.strip_prefix("ge:") {
+        let ps = rest.split('/').map(prob).collect::<Result<Vec<_>, _>>()?;
+        return match ps[..] {
+            [p_gb, p_bg] => Ok(LossModel::gilbert(p_gb, p_bg)),
+            [p_gb, p_bg, loss_good, loss_bad] => Ok(LossModel::GilbertElliott {
+                p_gb,
+                p_bg,
+                loss_good,
+                loss_bad,
+            }),
+            _ => Err(bad(key, EXPECTED, value)),
+        };
+    }
+    if let Some(n) = value.strip_prefix("every:") {
+        let n = n
+            .parse::<u64>()
+            .ok()
+            .filter(|&n| n >= 1)
+            .ok_or_else(|| bad(key, EXPECTED, value))?;
+        return Ok(LossModel::EveryNth { n });
+    }
+    let p = prob(value)?;
+    Ok(if p == 0.0 {
+        LossModel::None
+    } else {
+        LossModel::Bernoulli { p }
+    })
+}
+
+/// `unlimited`, `100` or `100pkt` (packets), `150kB`, `64KiB`, `1MB` (bytes).
+fn parse_queue(key: &str, value: &str) -> Result<QueueLimit, SpecError> {
+    const EXPECTED: &str = "unlimited, a packet count (100 or 100pkt) or a size (150kB, 64KiB)";
+    if value == "unlimited" {
+        return Ok(QueueLimit::Unlimited);
+    }
+    let (n, unit) = number_and_unit(value).ok_or_else(|| bad(key, EXPECTED, value))?;
+    let (bytes, scale) = match unit {
+        "" | "pkt" | "pkts" | "p" => (false, 1.0),
+        "B" => (true, 1.0),
+        "kB" | "KB" => (true, 1e3),
+        "KiB" => (true, 1024.0),
+        "MB" => (true, 1e6),
+        "MiB" => (true, 1_048_576.0),
+        _ => return Err(bad(key, EXPECTED, value)),
+    };
+    let v = (n * scale).round() as u64;
+    if v == 0 || (!bytes && n.fract() != 0.0) {
+        return Err(bad(key, EXPECTED, value));
+    }
+    Ok(if bytes {
+        QueueLimit::Bytes(v)
+    } else {
+        QueueLimit::Packets(v)
+    })
+}
+
+/// `10s-12s` or several joined by `/`: `10s-12s/30s-31.5s`.
+fn parse_outages(key: &str, value: &str) -> Result<Vec<(Time, Time)>, SpecError> {
+    value
+        .split('/')
+        .map(|iv| {
+            let (a, b) = iv
+                .split_once('-')
+                .ok_or_else(|| bad(key, "START-END intervals such as 10s-12s/30s-31s", value))?;
+            let (a, b) = (parse_duration(key, a)?, parse_duration(key, b)?);
+            Ok((
+                Time::from_nanos(a.as_nanos()),
+                Time::from_nanos(b.as_nanos()),
+            ))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn full_spec() {
+        let s = LinkSpec::parse(
+            "lte:rate=50mbit,up-delay=30ms,down-delay=10ms,loss=1%,queue=100,seed=7,mtu=1400",
+        )
+        .unwrap();
+        assert_eq!(s.name, "lte");
+        assert_eq!(s.mtu, 1400);
+        assert_eq!(s.up.rate, Some(RateSpec::Constant(50_000_000)));
+        assert_eq!(s.down.rate, Some(RateSpec::Constant(50_000_000)));
+        assert_eq!(s.up.delay, Some(Dur::from_millis(30)));
+        assert_eq!(s.down.delay, Some(Dur::from_millis(10)));
+        assert_eq!(s.up.loss, Some(LossModel::Bernoulli { p: 0.01 }));
+        assert_eq!(s.down.queue, Some(QueueLimit::Packets(100)));
+        let (up, down) = s.configs(0).unwrap();
+        assert_eq!((up.seed, down.seed), (7, 7));
+    }
+
+    #[test]
+    fn values() {
+        assert_eq!(parse_duration("d", "1.5s").unwrap(), Dur::from_millis(1500));
+        assert_eq!(parse_duration("d", "0").unwrap(), Dur::ZERO);
+        assert!(parse_duration("d", "20").is_err());
+        assert_eq!(
+            parse_rate("1.5Gbit"),
+            Some(RateSpec::Constant(1_500_000_000))
+        );
+        assert_eq!(parse_rate("64kbps"), Some(RateSpec::Constant(64_000)));
+        assert_eq!(parse_rate("fast"), None);
+        assert_eq!(parse_queue("q", "64KiB").unwrap(), QueueLimit::Bytes(65536));
+        assert!(parse_queue("q", "1.5").is_err());
+        assert_eq!(
+            parse_loss("l", "ge:0.01/0.3").unwrap(),
+            LossModel::gilbert(0.01, 0.3)
+        );
+        assert_eq!(parse_loss("l", "0").unwrap(), LossModel::None);
+        assert!(parse_loss("l", "150%").is_err());
+        assert_eq!(
+            parse_outages("o", "1s-2s/3s-3.5s").unwrap(),
+            vec![
+                (Time::from_secs(1), Time::from_secs(2)),
+                (Time::from_secs(3), Time::from_millis(3500))
+            ]
+        );
+    }
+
+    #[test]
+    fn errors_name_the_problem() {
+        let e = LinkSpec::parse("lte:bogus=1").unwrap_err().to_string();
+        assert!(e.starts_with("unknown option \"bogus\""), "{e}");
+        let e = LinkSpec::parse("lte:delay=20ms,delay=1ms")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("twice"), "{e}");
+        let e = LinkSpec::parse("a-very-long-interface-name").unwrap_err();
+        assert!(matches!(e, SpecError::BadName(_)));
+        let e = LinkSpec::parse("lte:up=/nonexistent/trace").unwrap_err();
+        assert!(matches!(e, SpecError::NotRateOrTrace { .. }));
+        let e = LinkSpec::parse("lte:delay").unwrap_err();
+        assert!(matches!(e, SpecError::MissingValue(_)));
+    }
+
+    #[test]
+    fn malformed_trace_gives_file_and_line() {
+        let dir = std::env::temp_dir().join(format!("convoy-emu-spec-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("bad.up");
+        std::fs::write(&path, "0\n1\nthree\n").unwrap();
+        let e = LinkSpec::parse(&format!("lte:up={}", path.display()))
+            .unwrap_err()
+            .to_string();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(
+            e.ends_with(
+                "bad.up:3: expected a non-negative integer number of milliseconds, found \"three\""
+            ),
+            "{e}"
+        );
+    }
+}
