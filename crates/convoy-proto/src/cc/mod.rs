@@ -1,0 +1,68 @@
+//! Rate controllers. Each path owns one; the connection asks it when the next
+//! packet may leave (pacing) and how much may be in flight, and tells it
+//! what was sent, acknowledged, lost and reported. RCDP's receiver-driven
+//! packet trains are here; BBR, NewReno and Cubic plug into the same trait.
+
+pub mod rcdp;
+pub mod train;
+
+use std::time::Duration;
+
+use crate::recovery::SentPacket;
+use crate::rtt::RttEstimator;
+use crate::wire::TrainTag;
+
+pub use rcdp::{Rcdp, RcdpConfig};
+pub use train::TrainEstimator;
+
+/// What the connection tells a controller about an acknowledgment.
+pub struct AckEvent<'a> {
+    pub now: Duration,
+    pub acked: &'a [SentPacket],
+    pub rtt: &'a RttEstimator,
+    /// Bytes still in flight after this acknowledgment.
+    pub bytes_in_flight: u64,
+}
+
+pub trait RateController: Send {
+    /// A short name for reports ("rcdp", "bbr").
+    fn name(&self) -> &'static str;
+
+    /// The earliest time the next data packet may leave. `None` means at once.
+    fn next_send_time(&self) -> Option<Duration>;
+
+    /// How many bytes may be in flight; `None` if the controller is purely
+    /// rate-based (RCDP).
+    fn window(&self) -> Option<u64> {
+        None
+    }
+
+    /// The train tag the next data packet must carry, for controllers that
+    /// measure with receiver-side train dispersion.
+    fn train_tag(&self) -> Option<TrainTag> {
+        None
+    }
+
+    /// A data packet of `bytes` left at `now`.
+    fn on_sent(&mut self, now: Duration, bytes: usize, bytes_in_flight: u64);
+
+    /// The sender had nothing to send when pacing allowed it.
+    fn on_app_limited(&mut self, _now: Duration) {}
+
+    fn on_ack(&mut self, event: &AckEvent<'_>);
+
+    fn on_loss(&mut self, _now: Duration, _lost: &[SentPacket]) {}
+
+    /// The receiver's capacity estimate for one of our trains.
+    fn on_rate_report(
+        &mut self,
+        _now: Duration,
+        _train_id: u64,
+        _bytes_per_sec: u64,
+        _rtt: &RttEstimator,
+    ) {
+    }
+
+    /// The controller's current sending rate, bytes per second.
+    fn rate(&self) -> u64;
+}

@@ -1,0 +1,274 @@
+//! Collects symbols per block, says as soon as a block is decodable, and
+//! decodes later (RCDP's early feedback: the status frame leaves before the
+//! decode runs).
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+use convoy_codec::{new_decoder, BlockDecoder, BlockInfo, CodeKind, CodecError, Pushed};
+
+use crate::wire::{BlockProgress, Symbol};
+
+/// What became of one received symbol.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Received {
+    Useful,
+    /// Duplicate, dependent, or for a block already decodable.
+    Redundant,
+    /// The block just became decodable with this symbol.
+    Completed,
+    /// Outside the window we granted, or inconsistent with the block.
+    Refused,
+}
+
+struct RxBlock {
+    decoder: Box<dyn BlockDecoder>,
+    k: u32,
+    decodable: bool,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReceiverStats {
+    pub useful: u64,
+    pub redundant: u64,
+    pub refused: u64,
+    pub blocks_decoded: u64,
+}
+
+pub struct CodedReceiver {
+    code: CodeKind,
+    window: u32,
+    blocks: BTreeMap<u32, RxBlock>,
+    /// Every block below is decodable.
+    done_below: u32,
+    /// Decodable blocks at or above `done_below`.
+    done_above: BTreeSet<u32>,
+    /// Decodable blocks waiting for their decode, in order.
+    ready: VecDeque<u32>,
+    stats: ReceiverStats,
+}
+
+impl CodedReceiver {
+    pub fn new(code: CodeKind, window: u32) -> CodedReceiver {
+        CodedReceiver {
+            code,
+            window,
+            blocks: BTreeMap::new(),
+            done_below: 0,
+            done_above: BTreeSet::new(),
+            ready: VecDeque::new(),
+            stats: ReceiverStats::default(),
+        }
+    }
+
+    pub fn stats(&self) -> ReceiverStats {
+        self.stats
+    }
+
+    fn is_done(&self, id: u32) -> bool {
+        id < self.done_below || self.done_above.contains(&id)
+    }
+
+    /// The highest block id (exclusive) the peer may start: a window above
+    /// the oldest block we still hold, so memory stays bounded even while
+    /// decodes wait.
+    pub fn max_blocks(&self) -> u64 {
+        let oldest = self
+            .blocks
+            .keys()
+            .next()
+            .copied()
+            .unwrap_or(self.done_below)
+            .min(self.done_below);
+        u64::from(oldest) + u64::from(self.window)
+    }
+
+    pub fn on_symbol(&mut self, s: &Symbol<'_>) -> Received {
+        let outcome = self.take_symbol(s);
+        match outcome {
+            Received::Useful | Received::Completed => self.stats.useful += 1,
+            Received::Redundant => self.stats.redundant += 1,
+            Received::Refused => self.stats.refused += 1,
+        }
+        outcome
+    }
+
+    fn take_symbol(&mut self, s: &Symbol<'_>) -> Received {
+        if self.is_done(s.block_id) {
+            return Received::Redundant;
+        }
+        if u64::from(s.block_id) >= self.max_blocks() {
+            return Received::Refused;
+        }
+        let Ok(symbol_size) = u16::try_from(s.payload.len()) else {
+            return Received::Refused;
+        };
+        let block = match self.blocks.entry(s.block_id) {
+            std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::btree_map::Entry::Vacant(e) => {
+                let Ok(info) = BlockInfo::new(self.code, s.block_id, s.block_len, symbol_size)
+                else {
+                    return Received::Refused;
+                };
+                let Ok(decoder) = new_decoder(info) else {
+                    return Received::Refused;
+                };
+                e.insert(RxBlock {
+                    k: info.source_symbols(),
+                    decoder,
+                    decodable: false,
+                })
+            }
+        };
+        let info = block.decoder.info();
+        if info.data_len != s.block_len || usize::from(info.symbol_size) != s.payload.len() {
+            return Received::Refused;
+        }
+        match block.decoder.push(s.block_id, s.esi, s.payload) {
+            Err(_) => Received::Refused,
+            Ok(Pushed::Redundant) => Received::Redundant,
+            Ok(Pushed::Useful) => {
+                if block.decoder.useful_symbols() as u32 >= block.k && block.decoder.is_decodable()
+                {
+                    block.decodable = true;
+                    self.mark_done(s.block_id);
+                    Received::Completed
+                } else {
+                    Received::Useful
+                }
+            }
+        }
+    }
+
+    fn mark_done(&mut self, id: u32) {
+        self.done_above.insert(id);
+        self.ready.push_back(id);
+        while self.done_above.remove(&self.done_below) {
+            self.done_below += 1;
+        }
+    }
+
+    /// Progress of every block not yet decodable, plus decodable ones above
+    /// the contiguous prefix, for a BLOCK_STATUS frame.
+    pub fn status(&self) -> (u32, Vec<BlockProgress>) {
+        let mut entries: Vec<BlockProgress> = self
+            .blocks
+            .range(self.done_below..)
+            .filter(|(_, b)| !b.decodable)
+            .map(|(&id, b)| {
+                let useful = b.decoder.useful_symbols() as u32;
+                BlockProgress {
+                    block_id: id,
+                    // Not decodable yet: the sender must see that at least one more is needed.
+                    useful: useful.min(b.k.saturating_sub(1)),
+                    done: false,
+                }
+            })
+            .chain(self.done_above.iter().map(|&id| BlockProgress {
+                block_id: id,
+                useful: 0,
+                done: true,
+            }))
+            .collect();
+        entries.sort_by_key(|e| e.block_id);
+        (self.done_below, entries)
+    }
+
+    /// Whether a decodable block waits for its decode.
+    pub fn has_ready(&self) -> bool {
+        !self.ready.is_empty()
+    }
+
+    /// Decodes the oldest decodable block and returns (id, its bytes).
+    pub fn decode_next(&mut self) -> Option<Result<(u32, Vec<u8>), CodecError>> {
+        let id = self.ready.pop_front()?;
+        let mut block = self.blocks.remove(&id).expect("ready blocks are held");
+        self.stats.blocks_decoded += 1;
+        Some(block.decoder.data().map(|d| (id, d.to_vec())))
+    }
+
+    /// Bytes held in undecoded blocks (approximate: symbols × size).
+    pub fn buffered_bytes(&self) -> usize {
+        self.blocks
+            .values()
+            .map(|b| b.decoder.useful_symbols() * usize::from(b.decoder.info().symbol_size))
+            .sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use convoy_codec::new_encoder;
+
+    #[test]
+    fn completes_reports_then_decodes_out_of_order_blocks() {
+        for code in [CodeKind::Rlnc, CodeKind::RaptorQ] {
+            let mut rx = CodedReceiver::new(code, 4);
+            let data: Vec<Vec<u8>> = (0..2u8)
+                .map(|b| (0..250).map(|i| i as u8 ^ b).collect())
+                .collect();
+            for id in [1u32, 0] {
+                let enc = new_encoder(code, id, &data[id as usize], 50).unwrap();
+                let mut out = [0u8; 50];
+                let mut completed = false;
+                // Skip source symbol 2: repair symbols make up for it.
+                for esi in (0..12).filter(|&e| e != 2) {
+                    enc.write_symbol(esi, &mut out).unwrap();
+                    let s = Symbol {
+                        block_id: id,
+                        esi,
+                        block_len: 250,
+                        payload: &out,
+                    };
+                    if rx.on_symbol(&s) == Received::Completed {
+                        completed = true;
+                        break;
+                    }
+                }
+                assert!(completed, "{code:?} block {id}");
+            }
+            let (done_below, entries) = rx.status();
+            assert_eq!((done_below, entries.len()), (2, 0));
+            let mut got: Vec<(u32, Vec<u8>)> = std::iter::from_fn(|| rx.decode_next())
+                .map(Result::unwrap)
+                .collect();
+            got.sort();
+            assert_eq!(got, vec![(0, data[0].clone()), (1, data[1].clone())]);
+        }
+    }
+
+    #[test]
+    fn refuses_blocks_outside_the_window_and_inconsistent_symbols() {
+        let mut rx = CodedReceiver::new(CodeKind::Rlnc, 4);
+        let s = Symbol {
+            block_id: 4,
+            esi: 0,
+            block_len: 10,
+            payload: &[0; 10],
+        };
+        assert_eq!(rx.on_symbol(&s), Received::Refused);
+        let s = Symbol {
+            block_id: 0,
+            esi: 0,
+            block_len: 100,
+            payload: &[0; 10],
+        };
+        assert_eq!(rx.on_symbol(&s), Received::Useful);
+        let s = Symbol {
+            block_id: 0,
+            esi: 1,
+            block_len: 90,
+            payload: &[0; 10],
+        };
+        assert_eq!(rx.on_symbol(&s), Received::Refused, "block length changed");
+        let (_, entries) = rx.status();
+        assert_eq!(
+            entries,
+            vec![BlockProgress {
+                block_id: 0,
+                useful: 1,
+                done: false
+            }]
+        );
+    }
+}

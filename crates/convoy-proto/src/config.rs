@@ -1,0 +1,124 @@
+//! Everything an endpoint can be told, with documented defaults.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use convoy_codec::CodeKind;
+
+use crate::cc::{RateController, Rcdp, RcdpConfig};
+use crate::coding::CodingConfig;
+use crate::crypto::Keypair;
+use crate::stream::StreamLimits;
+
+/// Builds a path's rate controller.
+pub type ControllerFactory = Arc<dyn Fn() -> Box<dyn RateController> + Send + Sync>;
+
+/// Which rate controller each new path gets.
+#[derive(Clone)]
+pub enum RateControl {
+    /// RCDP's receiver-driven packet trains (SPEC S1).
+    Rcdp(RcdpConfig),
+    /// Any other controller on the trait (BBR, the simulator's references).
+    Custom {
+        name: &'static str,
+        factory: ControllerFactory,
+    },
+}
+
+impl std::fmt::Debug for RateControl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RateControl::Rcdp(c) => f.debug_tuple("Rcdp").field(c).finish(),
+            RateControl::Custom { name, .. } => f.debug_tuple("Custom").field(name).finish(),
+        }
+    }
+}
+
+impl RateControl {
+    pub fn build(&self) -> Box<dyn RateController> {
+        match self {
+            RateControl::Rcdp(c) => Box::new(Rcdp::new(c.clone())),
+            RateControl::Custom { factory, .. } => factory(),
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// This endpoint's static key (its identity).
+    pub keypair: Keypair,
+    /// Coding of what we send. A client's `coding.code` is proposed to the
+    /// server and both directions use it.
+    pub coding: CodingConfig,
+    pub rate_control: RateControl,
+    pub streams: StreamLimits,
+    /// A connection with nothing received for this long is closed.
+    pub idle_timeout: Duration,
+    /// A handshake not finished in this time fails.
+    pub handshake_timeout: Duration,
+    /// Largest UDP payload we send (1472 fits a 1500-byte IPv4 MTU).
+    pub max_datagram: usize,
+    /// Acknowledge after this many ack-eliciting packets...
+    pub ack_every: u32,
+    /// ...or this long after the first unacknowledged one.
+    pub max_ack_delay: Duration,
+    /// Server: accepted client keys (`None` accepts any).
+    pub allowed_peers: Option<Vec<[u8; 32]>>,
+    /// Server: with more handshakes than this pending, new clients must
+    /// first prove their address with a Retry cookie.
+    pub retry_threshold: usize,
+    /// Seeds connection ids and cookie keys, so simulations replay exactly.
+    pub seed: Option<u64>,
+}
+
+impl Config {
+    pub fn new(keypair: Keypair) -> Config {
+        Config {
+            keypair,
+            coding: CodingConfig::defaults_for(CodeKind::RaptorQ),
+            rate_control: RateControl::Rcdp(RcdpConfig::default()),
+            streams: StreamLimits::default(),
+            idle_timeout: Duration::from_secs(30),
+            handshake_timeout: Duration::from_secs(10),
+            max_datagram: 1472,
+            ack_every: 16,
+            max_ack_delay: Duration::from_millis(5),
+            allowed_peers: None,
+            retry_threshold: 64,
+            seed: None,
+        }
+    }
+
+    /// The same configuration with another code (and that code's default
+    /// block size).
+    pub fn with_code(mut self, code: CodeKind) -> Config {
+        self.coding = CodingConfig {
+            code,
+            ..CodingConfig::defaults_for(code)
+        };
+        self
+    }
+
+    pub fn validate(&self) -> Result<(), String> {
+        self.coding.validate()?;
+        if let RateControl::Rcdp(c) = &self.rate_control {
+            c.validate()?;
+        }
+        let smallest = usize::from(self.coding.symbol_size) + 64;
+        if self.max_datagram < smallest.max(1200) || self.max_datagram > 65_507 {
+            return Err(format!(
+                "max datagram {} must be in {}..=65507 for {}-byte symbols",
+                self.max_datagram,
+                smallest.max(1200),
+                self.coding.symbol_size
+            ));
+        }
+        if self.ack_every == 0 {
+            return Err("ack_every must be at least 1".into());
+        }
+        if self.idle_timeout.is_zero() || self.handshake_timeout.is_zero() {
+            return Err("timeouts must be positive".into());
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,311 @@
+//! Incoming packets: handshake messages, then protected packets and their
+//! frames.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use super::{CloseReason, Connection, Handshake};
+use crate::cc::AckEvent;
+use crate::coding::Received;
+use crate::handshake::HandshakeError;
+use crate::stream::Streams;
+use crate::wire::{Frame, Frames, Packet, Protected};
+
+/// Hands a decoded block's frames to the streams.
+pub(crate) fn deliver_block(streams: &mut Streams, block: &[u8]) -> Result<(), String> {
+    for frame in Frames::new(block) {
+        match frame.map_err(|e| format!("bad frame in a block: {e}"))? {
+            Frame::Stream {
+                stream,
+                offset,
+                fin,
+                data,
+            } => streams
+                .on_stream_frame(stream, offset, fin, data)
+                .map_err(|e| e.to_string())?,
+            Frame::ResetStream {
+                stream,
+                final_size,
+                code,
+            } => streams
+                .on_reset(stream, final_size, code)
+                .map_err(|e| e.to_string())?,
+            Frame::Padding => {}
+            other => return Err(format!("frame not allowed in a block: {other:?}")),
+        }
+    }
+    Ok(())
+}
+
+impl Connection {
+    /// Takes one parsed datagram addressed to this connection.
+    pub(crate) fn handle_packet(
+        &mut self,
+        now: Duration,
+        remote: SocketAddr,
+        packet: Packet<'_>,
+        len: usize,
+    ) {
+        if self.closed.is_some() {
+            return;
+        }
+        if !self.validated {
+            self.unvalidated_received += len as u64;
+        }
+        match packet {
+            Packet::Initial { .. } => {
+                // A repeated Initial: our reply was lost; send it again.
+                if matches!(
+                    self.handshake,
+                    Handshake::ServerWait { .. } | Handshake::ServerDone { .. }
+                ) {
+                    self.handshake_out = true;
+                }
+            }
+            Packet::Retry { token, .. } => self.on_retry(token),
+            Packet::Handshake { scid, noise, .. } => self.on_handshake(now, scid, noise),
+            Packet::Protected(p) => self.on_protected(now, remote, p, len),
+        }
+    }
+
+    fn on_retry(&mut self, new_token: &[u8]) {
+        if let Handshake::ClientWait { token, .. } = &mut self.handshake {
+            // One Retry per connection, as in QUIC: a second is ignored.
+            if token.is_empty() && !new_token.is_empty() {
+                *token = new_token.to_vec();
+                self.handshake_out = true;
+            }
+        }
+    }
+
+    fn on_handshake(&mut self, now: Duration, scid: crate::wire::ConnectionId, noise: &[u8]) {
+        let result = match std::mem::replace(&mut self.handshake, Handshake::Done) {
+            Handshake::ClientWait { hs, .. } => hs.on_response(noise).map(|done| {
+                self.remote_cid = scid;
+                self.handshake = match done.final_message {
+                    Some(message) => {
+                        self.handshake_out = true;
+                        Handshake::ClientFinal { message }
+                    }
+                    None => {
+                        self.handshake_timer = None;
+                        Handshake::Done
+                    }
+                };
+                Some(done.established)
+            }),
+            Handshake::ServerWait { hs, reply } => match hs.on_final(noise) {
+                Ok(est) => {
+                    self.handshake = Handshake::ServerDone { reply };
+                    Ok(Some(est))
+                }
+                Err(e) => {
+                    // The Noise state is spent; the client's retries will
+                    // time out and it reconnects.
+                    self.terminate(CloseReason::ProtocolViolation(format!(
+                        "handshake failed: {e}"
+                    )));
+                    Err(e)
+                }
+            },
+            other => {
+                self.handshake = other;
+                Ok(None)
+            }
+        };
+        match result {
+            Ok(Some(est)) => {
+                if !self.peer_allowed(&est.peer_static) {
+                    self.terminate(CloseReason::ProtocolViolation(
+                        "peer key not allowed".into(),
+                    ));
+                    return;
+                }
+                self.last_received = now;
+                self.establish(est);
+            }
+            Ok(None) => {}
+            Err(HandshakeError::PeerNotAllowed) => {
+                self.terminate(CloseReason::ProtocolViolation(
+                    "peer key not allowed".into(),
+                ));
+            }
+            Err(_) => self.stats.auth_failures += 1,
+        }
+    }
+
+    pub(crate) fn peer_allowed(&self, key: &[u8; 32]) -> bool {
+        self.cfg
+            .allowed_peers
+            .as_ref()
+            .is_none_or(|allowed| allowed.contains(key))
+    }
+
+    fn on_protected(&mut self, now: Duration, remote: SocketAddr, p: Protected<'_>, len: usize) {
+        let Some(e) = self.one_rtt.as_ref() else {
+            // Keys not ready (XX server before the final message): dropped;
+            // coding replaces whatever it carried.
+            return;
+        };
+        let pn =
+            crate::wire::packet::expand_packet_number(self.received.largest(), p.packet_number);
+        if !self.received.is_new(pn) {
+            self.stats.replays += 1;
+            return;
+        }
+        let mut plain = std::mem::take(&mut self.scratch);
+        if e.recv.open(pn, p.header, p.sealed, &mut plain).is_err() {
+            self.stats.auth_failures += 1;
+            self.scratch = plain;
+            return;
+        }
+        let newest = self.received.largest().is_none_or(|l| pn > l);
+        self.received.insert(pn);
+        self.stats.packets_received += 1;
+        self.stats.bytes_received += len as u64;
+        self.last_received = now;
+        self.pto_count = 0;
+        // An authenticated packet proves the peer holds the keys, so its
+        // address is validated.
+        self.validated = true;
+        if let Handshake::ClientFinal { .. } = self.handshake {
+            self.handshake = Handshake::Done;
+            self.handshake_timer = None;
+            self.handshake_out = false;
+        }
+        let path_idx = self.path_for(p.path_id, remote, newest);
+        if let Err(why) = self.on_frames(now, path_idx, &plain, len) {
+            self.close = Some((1, why.clone()));
+            self.terminate(CloseReason::ProtocolViolation(why));
+        }
+        self.scratch = plain;
+    }
+
+    /// The path a packet arrived on; a packet with a new path id opens a
+    /// path, and the newest packet of a path updates its address (NAT
+    /// rebinding, migration).
+    fn path_for(&mut self, path_id: u8, remote: SocketAddr, newest: bool) -> usize {
+        if let Some(i) = self.paths.iter().position(|p| p.id == path_id) {
+            if newest && self.paths[i].remote != remote {
+                self.paths[i].remote = remote;
+            }
+            return i;
+        }
+        self.paths.push(super::Path {
+            id: path_id,
+            remote,
+            rtt: Default::default(),
+            cc: self.cfg.rate_control.build(),
+        });
+        self.paths.len() - 1
+    }
+
+    fn on_frames(
+        &mut self,
+        now: Duration,
+        path_idx: usize,
+        plain: &[u8],
+        len: usize,
+    ) -> Result<(), String> {
+        let mut eliciting = false;
+        for frame in Frames::new(plain) {
+            let frame = frame.map_err(|e| format!("malformed frame: {e}"))?;
+            match frame {
+                Frame::Padding => {}
+                Frame::Ping => eliciting = true,
+                Frame::Ack(ack) => {
+                    let out = self.recovery.on_ack(now, &ack, &self.paths[0].rtt);
+                    if let Some((rtt, delay)) = out.rtt_sample {
+                        let path = out.acked.last().map_or(0, |p| p.path);
+                        if let Some(p) = self.paths.iter_mut().find(|p| p.id == path) {
+                            p.rtt.update(rtt, delay.min(self.cfg.max_ack_delay * 4));
+                        }
+                    }
+                    let e = self.one_rtt.as_mut().expect("established");
+                    for p in &out.acked {
+                        if let Some(b) = p.block {
+                            e.tx.on_acked(b);
+                        }
+                    }
+                    let in_flight = self.recovery.bytes_in_flight();
+                    for path in &mut self.paths {
+                        let mine: Vec<_> = out
+                            .acked
+                            .iter()
+                            .filter(|p| p.path == path.id)
+                            .copied()
+                            .collect();
+                        if !mine.is_empty() {
+                            path.cc.on_ack(&AckEvent {
+                                now,
+                                acked: &mine,
+                                rtt: &path.rtt,
+                                bytes_in_flight: in_flight,
+                            });
+                        }
+                    }
+                    self.on_lost(now, &out.lost);
+                }
+                Frame::Train(tag) => {
+                    if self.trains.on_packet(tag, now, len).is_some() {
+                        self.feedback_due = true;
+                    }
+                }
+                Frame::Symbol(s) => {
+                    eliciting = true;
+                    let e = self.one_rtt.as_mut().expect("established");
+                    if e.rx.on_symbol(&s) == Received::Completed {
+                        self.feedback_due = true;
+                    }
+                }
+                Frame::BlockStatus(status) => self
+                    .one_rtt
+                    .as_mut()
+                    .expect("established")
+                    .tx
+                    .on_status(&status),
+                Frame::RateReport {
+                    train_id,
+                    bytes_per_sec,
+                } => {
+                    let path = &mut self.paths[path_idx];
+                    path.cc
+                        .on_rate_report(now, train_id, bytes_per_sec, &path.rtt);
+                }
+                Frame::MaxData(m) => self.streams.on_max_data(m),
+                Frame::MaxStreamData { stream, max } => {
+                    self.streams.on_max_stream_data(stream, max)
+                }
+                Frame::MaxBlocks(m) => self
+                    .one_rtt
+                    .as_mut()
+                    .expect("established")
+                    .tx
+                    .on_max_blocks(m),
+                Frame::DataBlocked(_) => self.feedback_due = true,
+                Frame::StreamDataBlocked { stream, .. } => {
+                    self.streams.on_stream_blocked(stream);
+                    self.feedback_due = true;
+                }
+                Frame::Close { code, reason } => {
+                    self.terminate(CloseReason::Peer {
+                        code,
+                        reason: String::from_utf8_lossy(reason).into_owned(),
+                    });
+                    return Ok(());
+                }
+                Frame::Stream { .. } | Frame::ResetStream { .. } => {
+                    return Err("stream frame outside a coded block".into());
+                }
+            }
+        }
+        if eliciting {
+            if self.ack_pending == 0 {
+                self.ack_deadline = Some(now + self.cfg.max_ack_delay);
+            }
+            self.ack_pending += 1;
+            self.largest_received_at = now;
+        }
+        Ok(())
+    }
+}

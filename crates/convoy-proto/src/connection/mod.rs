@@ -1,0 +1,619 @@
+//! One connection: handshake, packet protection, paths, coded streams.
+//!
+//! The state machine is driven from outside: [`Connection::handle_packet`]
+//! (through the endpoint), [`Connection::poll_transmit`],
+//! [`Connection::poll_timeout`] / [`Connection::handle_timeout`], and the
+//! stream calls. Time is whatever the driver says it is.
+
+mod input;
+mod output;
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::cc::{RateController, TrainEstimator};
+use crate::coding::{CodedReceiver, CodedSender, ReceiverStats, SenderStats};
+use crate::config::Config;
+use crate::crypto::PacketKey;
+use crate::handshake::{ClientHandshake, Established, ServerHandshake, TransportParams};
+use crate::received::ReceivedPackets;
+use crate::recovery::Recovery;
+use crate::rtt::RttEstimator;
+use crate::stream::{StreamError, StreamId, Streams};
+use crate::wire::ConnectionId;
+
+/// First handshake retransmission; doubles each time.
+const HANDSHAKE_RETRANSMIT: Duration = Duration::from_millis(600);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    Client,
+    Server,
+}
+
+/// Why a connection ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CloseReason {
+    /// Nothing arrived for the idle timeout (the peer vanished).
+    IdleTimeout,
+    /// The handshake did not finish in time: unreachable server, or a
+    /// server that does not have the key the client expected.
+    HandshakeTimeout,
+    /// We closed it.
+    Local { code: u64 },
+    /// The peer closed it.
+    Peer { code: u64, reason: String },
+    /// The peer broke the protocol.
+    ProtocolViolation(String),
+}
+
+impl std::fmt::Display for CloseReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CloseReason::IdleTimeout => write!(f, "idle timeout: nothing heard from the peer"),
+            CloseReason::HandshakeTimeout => write!(
+                f,
+                "handshake timed out: server unreachable, or its key is not the one given"
+            ),
+            CloseReason::Local { code } => write!(f, "closed locally (code {code})"),
+            CloseReason::Peer { code, reason } => {
+                write!(f, "closed by peer (code {code}): {reason}")
+            }
+            CloseReason::ProtocolViolation(why) => write!(f, "protocol violation: {why}"),
+        }
+    }
+}
+
+/// What the application learns from [`Connection::poll_event`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Event {
+    Connected,
+    StreamOpened(StreamId),
+    StreamReadable(StreamId),
+    Closed(CloseReason),
+}
+
+/// A datagram to send.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Transmit {
+    pub remote: SocketAddr,
+    pub len: usize,
+    pub path_id: u8,
+}
+
+/// Counters, for reports and tests.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct ConnectionStats {
+    pub packets_sent: u64,
+    pub bytes_sent: u64,
+    pub packets_received: u64,
+    pub bytes_received: u64,
+    pub data_packets_sent: u64,
+    pub feedback_packets_sent: u64,
+    pub packets_lost: u64,
+    /// Packets declared lost and acknowledged afterwards.
+    pub spurious_losses: u64,
+    pub auth_failures: u64,
+    pub replays: u64,
+    pub malformed: u64,
+    pub sender: SenderStats,
+    pub receiver: ReceiverStats,
+    pub smoothed_rtt: Duration,
+    pub min_rtt: Duration,
+    /// The rate controller's sending rate, bytes/s.
+    pub rate: u64,
+    /// The measured loss rate of our data packets.
+    pub loss_rate: f64,
+}
+
+pub(crate) struct Path {
+    pub id: u8,
+    pub remote: SocketAddr,
+    pub rtt: RttEstimator,
+    pub cc: Box<dyn RateController>,
+}
+
+pub(crate) enum Handshake {
+    /// Client waiting for the server's reply.
+    ClientWait {
+        hs: Box<ClientHandshake>,
+        initial: Vec<u8>,
+        token: Vec<u8>,
+        initial_dcid: ConnectionId,
+    },
+    /// Client done (XX): repeat the final message until the server shows it has it.
+    ClientFinal {
+        message: Vec<u8>,
+    },
+    /// Server (XX) waiting for the client's final message; `reply` is
+    /// resent if the client repeats its Initial.
+    ServerWait {
+        hs: Box<ServerHandshake>,
+        reply: Vec<u8>,
+    },
+    /// Server done; `reply` still answers repeated Initials.
+    ServerDone {
+        reply: Vec<u8>,
+    },
+    Done,
+}
+
+/// What the endpoint learned from a client's Initial.
+pub(crate) struct Accepted {
+    pub local_cid: ConnectionId,
+    pub client_cid: ConnectionId,
+    pub remote: SocketAddr,
+    pub handshake: Handshake,
+    pub established: Option<Established>,
+    pub initial_len: usize,
+    /// The client came back with a valid Retry cookie.
+    pub validated: bool,
+}
+
+pub(crate) struct Established1Rtt {
+    pub send: PacketKey,
+    pub recv: PacketKey,
+    pub tx: CodedSender,
+    pub rx: CodedReceiver,
+}
+
+pub struct Connection {
+    pub(crate) role: Role,
+    pub(crate) cfg: Arc<Config>,
+    pub(crate) local_cid: ConnectionId,
+    pub(crate) remote_cid: ConnectionId,
+    pub(crate) paths: Vec<Path>,
+    pub(crate) handshake: Handshake,
+    /// Handshake datagram to (re)send, and when to repeat it.
+    pub(crate) handshake_out: bool,
+    pub(crate) handshake_timer: Option<Duration>,
+    pub(crate) handshake_backoff: u32,
+    pub(crate) handshake_deadline: Duration,
+    pub(crate) one_rtt: Option<Established1Rtt>,
+    pub(crate) peer_static: Option<[u8; 32]>,
+    pub(crate) next_pn: u64,
+    pub(crate) received: ReceivedPackets,
+    pub(crate) recovery: Recovery,
+    pub(crate) ack_pending: u32,
+    pub(crate) ack_deadline: Option<Duration>,
+    pub(crate) largest_received_at: Duration,
+    /// Something the peer must hear soon (a block completed, a new rate
+    /// report, credit raised).
+    pub(crate) feedback_due: bool,
+    pub(crate) trains: TrainEstimator,
+    pub(crate) streams: Streams,
+    pub(crate) events: VecDeque<Event>,
+    pub(crate) last_received: Duration,
+    pub(crate) last_sent: Duration,
+    pub(crate) idle_timeout: Duration,
+    pub(crate) pto_count: u32,
+    pub(crate) ping_due: bool,
+    pub(crate) close: Option<(u64, String)>,
+    pub(crate) closed: Option<CloseReason>,
+    /// Server: until the client proves its address, send at most 3× what
+    /// arrived from it.
+    pub(crate) validated: bool,
+    pub(crate) unvalidated_received: u64,
+    pub(crate) unvalidated_sent: u64,
+    pub(crate) stats: ConnectionStats,
+    pub(crate) scratch: Vec<u8>,
+}
+
+impl Connection {
+    fn new(
+        role: Role,
+        cfg: Arc<Config>,
+        local_cid: ConnectionId,
+        remote_cid: ConnectionId,
+        remote: SocketAddr,
+        now: Duration,
+        handshake: Handshake,
+    ) -> Connection {
+        let streams = Streams::new(role == Role::Client, cfg.streams);
+        let path = Path {
+            id: 0,
+            remote,
+            rtt: RttEstimator::default(),
+            cc: cfg.rate_control.build(),
+        };
+        Connection {
+            role,
+            local_cid,
+            remote_cid,
+            paths: vec![path],
+            handshake,
+            handshake_out: false,
+            handshake_timer: None,
+            handshake_backoff: 0,
+            handshake_deadline: now + cfg.handshake_timeout,
+            one_rtt: None,
+            peer_static: None,
+            next_pn: 0,
+            received: ReceivedPackets::default(),
+            recovery: Recovery::default(),
+            ack_pending: 0,
+            ack_deadline: None,
+            largest_received_at: now,
+            feedback_due: false,
+            trains: TrainEstimator::default(),
+            streams,
+            events: VecDeque::new(),
+            last_received: now,
+            last_sent: now,
+            idle_timeout: cfg.idle_timeout,
+            pto_count: 0,
+            ping_due: false,
+            close: None,
+            closed: None,
+            validated: role == Role::Client,
+            unvalidated_received: 0,
+            unvalidated_sent: 0,
+            stats: ConnectionStats::default(),
+            scratch: Vec::with_capacity(2048),
+            cfg,
+        }
+    }
+
+    pub(crate) fn params(cfg: &Config) -> TransportParams {
+        TransportParams {
+            code: cfg.coding.code,
+            max_data: cfg.streams.max_data,
+            max_stream_data: cfg.streams.max_stream_data,
+            max_blocks: u64::from(cfg.coding.window),
+            idle_timeout_ms: cfg.idle_timeout.as_millis() as u64,
+        }
+    }
+
+    /// A client connection whose Initial is ready to send.
+    pub(crate) fn client(
+        cfg: Arc<Config>,
+        local_cid: ConnectionId,
+        initial_dcid: ConnectionId,
+        remote: SocketAddr,
+        now: Duration,
+        server_key: Option<&[u8; 32]>,
+    ) -> Result<Connection, crate::handshake::HandshakeError> {
+        let (hs, initial) = ClientHandshake::start(&cfg.keypair, server_key, Self::params(&cfg))?;
+        let handshake = Handshake::ClientWait {
+            hs: Box::new(hs),
+            initial,
+            token: Vec::new(),
+            initial_dcid,
+        };
+        let mut c = Connection::new(
+            Role::Client,
+            cfg,
+            local_cid,
+            initial_dcid,
+            remote,
+            now,
+            handshake,
+        );
+        c.handshake_out = true;
+        Ok(c)
+    }
+
+    /// A server connection after reading a client's Initial.
+    pub(crate) fn server(cfg: Arc<Config>, a: Accepted, now: Duration) -> Connection {
+        let mut c = Connection::new(
+            Role::Server,
+            cfg,
+            a.local_cid,
+            a.client_cid,
+            a.remote,
+            now,
+            a.handshake,
+        );
+        c.validated = a.validated;
+        c.unvalidated_received = a.initial_len as u64;
+        c.handshake_out = true;
+        if let Some(est) = a.established {
+            c.establish(est);
+        }
+        c
+    }
+
+    /// Installs keys and the coding state once the handshake is done.
+    pub(crate) fn establish(&mut self, est: Established) {
+        let mut coding = self.cfg.coding;
+        // Both directions use the code the client proposed.
+        if self.role == Role::Server {
+            coding.code = est.peer_params.code;
+            if coding.code != self.cfg.coding.code {
+                coding = crate::coding::CodingConfig {
+                    code: coding.code,
+                    ..crate::coding::CodingConfig::defaults_for(coding.code)
+                };
+            }
+        }
+        self.streams
+            .set_peer_limits(est.peer_params.max_data, est.peer_params.max_stream_data);
+        let peer_idle = Duration::from_millis(est.peer_params.idle_timeout_ms.max(1));
+        self.idle_timeout = self.cfg.idle_timeout.min(peer_idle);
+        self.peer_static = Some(est.peer_static);
+        self.one_rtt = Some(Established1Rtt {
+            send: est.send,
+            recv: est.recv,
+            tx: CodedSender::new(coding, est.peer_params.max_blocks),
+            rx: CodedReceiver::new(coding.code, self.cfg.coding.window),
+        });
+        self.events.push_back(Event::Connected);
+        if self.role == Role::Client {
+            // An ack-eliciting packet at once: it validates our address at
+            // the server (lifting its 3× limit) and gives both sides an RTT.
+            self.ping_due = true;
+        }
+    }
+
+    pub fn role(&self) -> Role {
+        self.role
+    }
+
+    pub fn is_established(&self) -> bool {
+        self.one_rtt.is_some() && self.closed.is_none()
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.closed.is_some()
+    }
+
+    pub fn close_reason(&self) -> Option<&CloseReason> {
+        self.closed.as_ref()
+    }
+
+    /// The peer's static public key, once authenticated.
+    pub fn peer_static(&self) -> Option<[u8; 32]> {
+        self.peer_static
+    }
+
+    pub fn local_cid(&self) -> ConnectionId {
+        self.local_cid
+    }
+
+    pub fn remote_address(&self) -> SocketAddr {
+        self.paths[0].remote
+    }
+
+    pub fn poll_event(&mut self) -> Option<Event> {
+        if self.events.is_empty() {
+            for id in self.streams.take_readable() {
+                self.events.push_back(Event::StreamReadable(id));
+            }
+        }
+        self.events.pop_front()
+    }
+
+    pub fn stats(&self) -> ConnectionStats {
+        let mut s = self.stats;
+        s.spurious_losses = self.recovery.spurious_losses();
+        let path = &self.paths[0];
+        s.smoothed_rtt = path.rtt.smoothed();
+        s.min_rtt = path.rtt.min();
+        s.rate = path.cc.rate();
+        if let Some(e) = &self.one_rtt {
+            s.sender = e.tx.stats();
+            s.receiver = e.rx.stats();
+            s.loss_rate = e.tx.loss_rate();
+        }
+        s
+    }
+
+    /// The sending side's blocks in flight, for traces.
+    pub fn describe_blocks(&self) -> String {
+        let blocks = self
+            .one_rtt
+            .as_ref()
+            .map(|e| e.tx.describe_blocks())
+            .unwrap_or_default();
+        format!(
+            "in flight {} B, pto #{}, oldest {:?}, timeout {:?} | {blocks}",
+            self.recovery.bytes_in_flight(),
+            self.pto_count,
+            self.recovery.oldest_in_flight(),
+            self.poll_timeout()
+        )
+    }
+
+    /// Bytes this connection holds in stream buffers and undecoded blocks.
+    pub fn buffered_bytes(&self) -> usize {
+        self.streams.buffered_bytes() + self.one_rtt.as_ref().map_or(0, |e| e.rx.buffered_bytes())
+    }
+
+    // ---- streams ----
+
+    fn require_established(&self) -> Result<(), StreamError> {
+        if self.is_established() {
+            Ok(())
+        } else {
+            Err(StreamError::NotConnected)
+        }
+    }
+
+    pub fn open_stream(&mut self) -> Result<StreamId, StreamError> {
+        self.require_established()?;
+        Ok(self.streams.open())
+    }
+
+    pub fn accept_stream(&mut self) -> Option<StreamId> {
+        self.streams.accept()
+    }
+
+    pub fn write(&mut self, id: StreamId, data: &[u8]) -> Result<usize, StreamError> {
+        self.require_established()?;
+        self.streams.write(id, data)
+    }
+
+    pub fn write_room(&self, id: StreamId) -> usize {
+        self.streams.write_room(id)
+    }
+
+    pub fn finish(&mut self, id: StreamId) -> Result<(), StreamError> {
+        self.streams.finish(id)
+    }
+
+    pub fn reset(&mut self, id: StreamId, code: u64) -> Result<(), StreamError> {
+        self.streams.reset(id, code)
+    }
+
+    /// Reads in order; `Ok(0)` means the stream finished.
+    pub fn read(&mut self, id: StreamId, buf: &mut [u8]) -> Result<usize, StreamError> {
+        self.process_decodes();
+        let before = self.streams.credit_pending();
+        let r = self.streams.read(id, buf);
+        if !before && self.streams.credit_pending() {
+            self.feedback_due = true;
+        }
+        r
+    }
+
+    /// Closes the connection: the peer is told, then the state is dropped.
+    pub fn close(&mut self, code: u64, reason: &str) {
+        if self.closed.is_none() && self.close.is_none() {
+            self.close = Some((code, reason.to_owned()));
+        }
+    }
+
+    pub(crate) fn terminate(&mut self, reason: CloseReason) {
+        if self.closed.is_none() {
+            self.closed = Some(reason.clone());
+            self.events.push_back(Event::Closed(reason));
+        }
+    }
+
+    /// Runs pending decodes and hands their stream frames to the streams.
+    pub(crate) fn process_decodes(&mut self) {
+        let Some(e) = self.one_rtt.as_mut() else {
+            return;
+        };
+        let mut failure = None;
+        while let Some(result) = e.rx.decode_next() {
+            match result {
+                Ok((_, bytes)) => {
+                    if let Err(why) = input::deliver_block(&mut self.streams, &bytes) {
+                        failure = Some(why);
+                        break;
+                    }
+                }
+                Err(err) => {
+                    failure = Some(format!("block failed to decode: {err}"));
+                    break;
+                }
+            }
+        }
+        if let Some(why) = failure {
+            self.close = Some((1, why.clone()));
+            self.terminate(CloseReason::ProtocolViolation(why));
+        }
+    }
+
+    // ---- timers ----
+
+    /// The next time [`Connection::handle_timeout`] must run.
+    pub fn poll_timeout(&self) -> Option<Duration> {
+        if self.closed.is_some() {
+            return None;
+        }
+        let mut t = self.last_received + self.idle_timeout;
+        let mut consider = |x: Option<Duration>| {
+            if let Some(x) = x {
+                t = t.min(x);
+            }
+        };
+        if self.one_rtt.is_none() {
+            consider(Some(self.handshake_deadline));
+        }
+        consider(self.handshake_timer);
+        consider(self.ack_deadline.filter(|_| self.ack_pending > 0));
+        if let Some(e) = &self.one_rtt {
+            let rtt = &self.paths[0].rtt;
+            consider(self.recovery.loss_time(rtt));
+            if let Some(oldest) = self.recovery.oldest_in_flight() {
+                consider(Some(oldest + self.pto()));
+            }
+            let amplification_blocked = !self.validated
+                && self.unvalidated_sent + self.cfg.max_datagram as u64
+                    > 3 * self.unvalidated_received;
+            let has_data = e.tx.next_symbol().is_some()
+                || (e.tx.can_start_block() && self.streams.has_sendable());
+            if has_data && !amplification_blocked {
+                consider(Some(
+                    self.paths[0].cc.next_send_time().unwrap_or(self.last_sent),
+                ));
+            }
+            consider(Some(
+                self.last_sent.max(self.last_received) + self.idle_timeout / 3,
+            ));
+        }
+        Some(t)
+    }
+
+    pub(crate) fn pto(&self) -> Duration {
+        self.paths[0].rtt.pto(self.cfg.max_ack_delay) * 2u32.saturating_pow(self.pto_count.min(6))
+    }
+
+    pub fn handle_timeout(&mut self, now: Duration) {
+        if self.closed.is_some() {
+            return;
+        }
+        if now >= self.last_received + self.idle_timeout {
+            self.terminate(CloseReason::IdleTimeout);
+            return;
+        }
+        if self.one_rtt.is_none() && now >= self.handshake_deadline {
+            self.terminate(CloseReason::HandshakeTimeout);
+            return;
+        }
+        if self.handshake_timer.is_some_and(|t| now >= t) {
+            self.handshake_out = true;
+            self.handshake_timer = None;
+        }
+        if self.one_rtt.is_none() {
+            return;
+        }
+        let lost = self.recovery.detect_lost(now, &self.paths[0].rtt);
+        self.on_lost(now, &lost);
+        if let Some(oldest) = self.recovery.oldest_in_flight() {
+            if now >= oldest + self.pto() {
+                let lost = self
+                    .recovery
+                    .on_probe_timeout(now.saturating_sub(self.pto()));
+                self.on_lost(now, &lost);
+                self.pto_count += 1;
+                self.ping_due = true;
+            }
+        }
+        if now >= self.last_sent.max(self.last_received) + self.idle_timeout / 3 {
+            self.ping_due = true;
+        }
+        self.process_decodes();
+    }
+
+    pub(crate) fn on_lost(&mut self, now: Duration, lost: &[crate::recovery::SentPacket]) {
+        if lost.is_empty() {
+            return;
+        }
+        let Some(e) = self.one_rtt.as_mut() else {
+            return;
+        };
+        for p in lost {
+            if let Some(b) = p.block {
+                e.tx.on_lost(b);
+            }
+        }
+        self.stats.packets_lost += lost.iter().filter(|p| p.ack_eliciting).count() as u64;
+        for path in &mut self.paths {
+            let mine: Vec<_> = lost.iter().filter(|p| p.path == path.id).copied().collect();
+            if !mine.is_empty() {
+                path.cc.on_loss(now, &mine);
+            }
+        }
+    }
+
+    pub(crate) fn handshake_retransmit_after(&mut self, now: Duration) {
+        self.handshake_timer =
+            Some(now + HANDSHAKE_RETRANSMIT * 2u32.pow(self.handshake_backoff.min(5)));
+        self.handshake_backoff += 1;
+    }
+}

@@ -1,0 +1,299 @@
+//! Outgoing packets, most urgent first: close, handshake, feedback that is
+//! due, a paced data packet (with feedback riding along when it fits), a
+//! keep-alive ping.
+
+use std::time::Duration;
+
+use super::{CloseReason, Connection, Handshake, Role, Transmit};
+use crate::cc::train::TrainReport;
+use crate::recovery::SentPacket;
+use crate::wire::cursor::Writer;
+use crate::wire::frame::{
+    symbol_header_len, write_ack, write_block_status, write_frame, write_symbol_header,
+};
+use crate::wire::packet::{write_handshake, write_initial, write_short_header};
+use crate::wire::{Frame, SHORT_HEADER_LEN, TAG_LEN};
+
+impl Connection {
+    /// Writes the next datagram into `buf` (at least `max_datagram` bytes),
+    /// or returns `None` when nothing is due now.
+    pub fn poll_transmit(&mut self, now: Duration, buf: &mut [u8]) -> Option<Transmit> {
+        if self.closed.is_some() {
+            return None;
+        }
+        if let Some((code, reason)) = self.close.take() {
+            let t = self.close_packet(now, buf, code, &reason);
+            if !matches!(self.closed, Some(CloseReason::ProtocolViolation(_))) {
+                self.terminate(CloseReason::Local { code });
+            }
+            self.closed.get_or_insert(CloseReason::Local { code });
+            return t;
+        }
+        if self.handshake_out {
+            if let Some(t) = self.handshake_packet(now, buf) {
+                return Some(t);
+            }
+        }
+        self.one_rtt.as_ref()?;
+        if !self.validated
+            && self.unvalidated_sent + self.cfg.max_datagram as u64 > 3 * self.unvalidated_received
+        {
+            // Anti-amplification: nothing more until the client proves its
+            // address (its first authenticated packet). A train cut here
+            // would measure the wait, so it ends.
+            self.paths[0].cc.on_app_limited(now);
+            return None;
+        }
+        let ack_due = self.ack_pending > 0
+            && (self.ack_pending >= self.cfg.ack_every
+                || self.ack_deadline.is_some_and(|d| now >= d));
+        let feedback_due = ack_due || self.feedback_due || self.streams.credit_pending();
+        if let Some(t) = self.data_packet(now, buf, feedback_due) {
+            return Some(t);
+        }
+        if feedback_due || self.ping_due {
+            return Some(self.feedback_packet(now, buf));
+        }
+        // Nothing urgent left: a good moment to decode what is decodable.
+        self.process_decodes();
+        None
+    }
+
+    fn handshake_packet(&mut self, now: Duration, buf: &mut [u8]) -> Option<Transmit> {
+        let len = match &self.handshake {
+            Handshake::ClientWait {
+                initial,
+                token,
+                initial_dcid,
+                ..
+            } => write_initial(buf, *initial_dcid, self.local_cid, token, initial).ok()?,
+            Handshake::ClientFinal { message } => {
+                write_handshake(buf, self.remote_cid, self.local_cid, message).ok()?
+            }
+            Handshake::ServerWait { reply, .. } | Handshake::ServerDone { reply } => {
+                write_handshake(buf, self.remote_cid, self.local_cid, reply).ok()?
+            }
+            Handshake::Done => {
+                self.handshake_out = false;
+                return None;
+            }
+        };
+        if !self.validated && self.unvalidated_sent + len as u64 > 3 * self.unvalidated_received {
+            // Anti-amplification: wait for more from the client.
+            return None;
+        }
+        self.handshake_out = false;
+        if self.role == Role::Client {
+            self.handshake_retransmit_after(now);
+        }
+        Some(self.sent(now, len, 0))
+    }
+
+    fn sent(&mut self, now: Duration, len: usize, path_idx: usize) -> Transmit {
+        if !self.validated {
+            self.unvalidated_sent += len as u64;
+        }
+        self.stats.packets_sent += 1;
+        self.stats.bytes_sent += len as u64;
+        self.last_sent = now;
+        Transmit {
+            remote: self.paths[path_idx].remote,
+            len,
+            path_id: self.paths[path_idx].id,
+        }
+    }
+
+    fn close_packet(
+        &mut self,
+        now: Duration,
+        buf: &mut [u8],
+        code: u64,
+        reason: &str,
+    ) -> Option<Transmit> {
+        self.one_rtt.as_ref()?;
+        let reason = &reason.as_bytes()[..reason.len().min(200)];
+        self.protected(now, buf, 0, false, None, |w, _| {
+            write_frame(w, &Frame::Close { code, reason }).is_ok()
+        })
+    }
+
+    /// Builds, seals and records one protected packet; `body` writes the
+    /// frames and returns false to abandon the packet.
+    fn protected(
+        &mut self,
+        now: Duration,
+        buf: &mut [u8],
+        path_idx: usize,
+        ack_eliciting: bool,
+        block: Option<u32>,
+        body: impl FnOnce(&mut Writer<'_>, &mut Self) -> bool,
+    ) -> Option<Transmit> {
+        let limit = self.cfg.max_datagram.min(buf.len());
+        let pn = self.next_pn;
+        let len = {
+            let mut w = Writer::new(&mut buf[..limit - TAG_LEN]);
+            write_short_header(&mut w, self.remote_cid, self.paths[path_idx].id, pn).ok()?;
+            if !body(&mut w, self) {
+                return None;
+            }
+            w.len() + TAG_LEN
+        };
+        let (header, rest) = buf[..len].split_at_mut(SHORT_HEADER_LEN);
+        self.one_rtt.as_ref()?.send.seal(pn, header, rest);
+        self.next_pn += 1;
+        self.recovery.on_sent(SentPacket {
+            pn,
+            time: now,
+            bytes: len as u32,
+            path: self.paths[path_idx].id,
+            block,
+            ack_eliciting,
+        });
+        Some(self.sent(now, len, path_idx))
+    }
+
+    /// Feedback frames: ACK, block status, the latest rate report, credit.
+    fn write_feedback(&mut self, now: Duration, w: &mut Writer<'_>) {
+        let ranges: Vec<_> = self.received.ranges().cloned().collect();
+        if !ranges.is_empty() {
+            let delay = now.saturating_sub(self.largest_received_at).as_micros() as u64;
+            if write_ack(w, &ranges, delay).is_err() {
+                return;
+            }
+        }
+        if let Some(e) = &self.one_rtt {
+            let (done_below, entries) = e.rx.status();
+            if write_block_status(w, done_below, &entries).is_err() {
+                return;
+            }
+            let _ = write_frame(w, &Frame::MaxBlocks(e.rx.max_blocks()));
+        }
+        if let Some(TrainReport {
+            train_id,
+            bytes_per_sec,
+        }) = self.trains.latest()
+        {
+            let _ = write_frame(
+                w,
+                &Frame::RateReport {
+                    train_id,
+                    bytes_per_sec,
+                },
+            );
+        }
+        self.streams.write_credit(w);
+        self.ack_pending = 0;
+        self.ack_deadline = None;
+        self.feedback_due = false;
+    }
+
+    fn feedback_packet(&mut self, now: Duration, buf: &mut [u8]) -> Transmit {
+        let ping = std::mem::take(&mut self.ping_due);
+        self.stats.feedback_packets_sent += 1;
+        self.protected(now, buf, 0, ping, None, |w, c| {
+            if ping {
+                let _ = write_frame(w, &Frame::Ping);
+            }
+            c.write_feedback(now, w);
+            true
+        })
+        .expect("a feedback packet fits any datagram")
+    }
+
+    /// A data packet if pacing and the window allow and there is a symbol.
+    fn data_packet(
+        &mut self,
+        now: Duration,
+        buf: &mut [u8],
+        feedback_due: bool,
+    ) -> Option<Transmit> {
+        let path_idx = 0;
+        let path = &self.paths[path_idx];
+        if path.cc.next_send_time().is_some_and(|t| t > now) {
+            return None;
+        }
+        if path
+            .cc
+            .window()
+            .is_some_and(|w| self.recovery.bytes_in_flight() + self.cfg.max_datagram as u64 > w)
+        {
+            return None;
+        }
+        let Some(next) = self.next_symbol() else {
+            self.paths[path_idx].cc.on_app_limited(now);
+            return None;
+        };
+        let symbol_size = usize::from(self.one_rtt.as_ref()?.tx.config().symbol_size);
+        let train = self.paths[path_idx].cc.train_tag();
+        // Feedback rides along when it fits; otherwise it goes first, alone.
+        let mut feedback = Vec::new();
+        if feedback_due {
+            feedback = vec![0u8; 512];
+            let mut fw = Writer::new(&mut feedback);
+            self.write_feedback(now, &mut fw);
+            let n = fw.len();
+            feedback.truncate(n);
+            let room = self.cfg.max_datagram
+                - SHORT_HEADER_LEN
+                - TAG_LEN
+                - 24
+                - symbol_header_len(next.block_id, next.esi, next.block_len, symbol_size)
+                - symbol_size;
+            if feedback.len() > room {
+                self.stats.feedback_packets_sent += 1;
+                let t = self.protected(now, buf, path_idx, false, None, |w, _| {
+                    w.bytes(&feedback).is_ok()
+                });
+                return t;
+            }
+        }
+        let t = self.protected(now, buf, path_idx, true, Some(next.block_id), |w, c| {
+            if let Some(tag) = train {
+                if write_frame(w, &Frame::Train(tag)).is_err() {
+                    return false;
+                }
+            }
+            if write_symbol_header(w, next.block_id, next.esi, next.block_len, symbol_size).is_err()
+            {
+                return false;
+            }
+            let Ok(out) = w.reserve(symbol_size) else {
+                return false;
+            };
+            if c.one_rtt
+                .as_mut()
+                .expect("established")
+                .tx
+                .emit(next, out)
+                .is_err()
+            {
+                return false;
+            }
+            w.bytes(&feedback).is_ok()
+        })?;
+        self.stats.data_packets_sent += 1;
+        let in_flight = self.recovery.bytes_in_flight();
+        self.paths[path_idx].cc.on_sent(now, t.len, in_flight);
+        Some(t)
+    }
+
+    /// The next symbol, starting a new block from stream data if every block
+    /// in flight has enough on its way.
+    fn next_symbol(&mut self) -> Option<crate::coding::NextSymbol> {
+        let e = self.one_rtt.as_mut()?;
+        if let Some(s) = e.tx.next_symbol() {
+            return Some(s);
+        }
+        if !e.tx.can_start_block() || !self.streams.has_sendable() {
+            return None;
+        }
+        let max = e.tx.config().block_bytes();
+        let mut block = Vec::with_capacity(max);
+        self.streams.fill_block(&mut block, max);
+        if block.is_empty() {
+            return None;
+        }
+        e.tx.start_block(&block).ok()?;
+        e.tx.next_symbol()
+    }
+}

@@ -1,0 +1,663 @@
+//! Reliable, ordered byte streams in both directions, with flow control.
+//!
+//! Stream bytes travel as STREAM frames inside coded blocks; blocks may
+//! decode in any order, so the receiving side reassembles by offset. Credit
+//! works as in QUIC: the receiver lets the sender put bytes up to an offset
+//! per stream (MAX_STREAM_DATA) and up to a sum over streams (MAX_DATA), and
+//! raises both as the application reads. A reader that stops reading
+//! therefore stops the sender after one window, and the sender's own buffer
+//! is bounded too: `write` takes only what fits.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+use crate::wire::cursor::Writer;
+use crate::wire::frame::{stream_header_len, write_frame};
+use crate::wire::Frame;
+
+/// A stream id. Even ids are opened by the client, odd ids by the server.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct StreamId(pub u64);
+
+/// Why a stream call did not do what was asked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum StreamError {
+    #[error("would block: no buffer space or data right now")]
+    Blocked,
+    #[error("no such stream")]
+    UnknownStream,
+    #[error("the stream was already finished")]
+    Finished,
+    #[error("the peer reset the stream with code {0}")]
+    Reset(u64),
+    #[error("the connection is not established")]
+    NotConnected,
+}
+
+/// A flow-control or framing violation by the peer: closes the connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum StreamViolation {
+    #[error("the peer exceeded its stream credit")]
+    StreamCredit,
+    #[error("the peer exceeded its connection credit")]
+    ConnectionCredit,
+    #[error("the peer changed a stream's final size")]
+    FinalSize,
+    #[error("the peer used a stream id it may not open")]
+    StreamId,
+}
+
+/// Flow-control windows and buffer sizes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StreamLimits {
+    /// Connection window we grant the peer, bytes.
+    pub max_data: u64,
+    /// Per-stream window we grant the peer, bytes.
+    pub max_stream_data: u64,
+    /// Unsent bytes `write` buffers per stream.
+    pub send_buffer: usize,
+}
+
+impl Default for StreamLimits {
+    fn default() -> Self {
+        StreamLimits {
+            max_data: 16 << 20,
+            max_stream_data: 8 << 20,
+            send_buffer: 4 << 20,
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct SendSide {
+    unsent: VecDeque<u8>,
+    /// Offset of the first unsent byte.
+    offset: u64,
+    credit: u64,
+    fin_requested: bool,
+    fin_sent: bool,
+    reset: Option<u64>,
+    reset_sent: bool,
+}
+
+impl SendSide {
+    fn done(&self) -> bool {
+        (self.fin_sent || self.reset_sent) && self.unsent.is_empty()
+    }
+}
+
+#[derive(Debug, Default)]
+struct RecvSide {
+    chunks: BTreeMap<u64, Vec<u8>>,
+    read: u64,
+    highest: u64,
+    final_size: Option<u64>,
+    window_end: u64,
+    reset: Option<u64>,
+    eof_delivered: bool,
+}
+
+/// All streams of one connection.
+#[derive(Debug)]
+pub struct Streams {
+    is_client: bool,
+    limits: StreamLimits,
+    next_local: u64,
+    send: BTreeMap<u64, SendSide>,
+    recv: BTreeMap<u64, RecvSide>,
+    accept_queue: VecDeque<StreamId>,
+    opened_by_peer: BTreeSet<u64>,
+    /// Connection credit the peer gave us, and what we have used of it.
+    peer_max_data: u64,
+    sent_data: u64,
+    peer_max_stream_data: u64,
+    /// Connection window we granted, what arrived, and what was read.
+    local_max_data: u64,
+    advertised_max_data: u64,
+    received_data: u64,
+    consumed: u64,
+    /// Streams whose credit we raised and must tell the peer about.
+    credit_updates: BTreeSet<u64>,
+    readable: BTreeSet<u64>,
+    rr_cursor: u64,
+    data_blocked: bool,
+}
+
+impl Streams {
+    pub fn new(is_client: bool, limits: StreamLimits) -> Streams {
+        Streams {
+            is_client,
+            limits,
+            next_local: u64::from(!is_client),
+            send: BTreeMap::new(),
+            recv: BTreeMap::new(),
+            accept_queue: VecDeque::new(),
+            opened_by_peer: BTreeSet::new(),
+            peer_max_data: 0,
+            sent_data: 0,
+            peer_max_stream_data: 0,
+            local_max_data: limits.max_data,
+            advertised_max_data: limits.max_data,
+            received_data: 0,
+            consumed: 0,
+            credit_updates: BTreeSet::new(),
+            readable: BTreeSet::new(),
+            rr_cursor: 0,
+            data_blocked: false,
+        }
+    }
+
+    /// The peer's initial credit, from its transport parameters.
+    pub fn set_peer_limits(&mut self, max_data: u64, max_stream_data: u64) {
+        self.peer_max_data = max_data;
+        self.peer_max_stream_data = max_stream_data;
+        for s in self.send.values_mut() {
+            s.credit = s.credit.max(max_stream_data);
+        }
+    }
+
+    pub fn limits(&self) -> StreamLimits {
+        self.limits
+    }
+
+    fn is_local(&self, id: u64) -> bool {
+        id.is_multiple_of(2) == self.is_client
+    }
+
+    pub fn open(&mut self) -> StreamId {
+        let id = self.next_local;
+        self.next_local += 2;
+        self.create(id);
+        StreamId(id)
+    }
+
+    fn create(&mut self, id: u64) {
+        self.send.entry(id).or_insert_with(|| SendSide {
+            credit: self.peer_max_stream_data,
+            ..SendSide::default()
+        });
+        self.recv.entry(id).or_insert_with(|| RecvSide {
+            window_end: self.limits.max_stream_data,
+            ..RecvSide::default()
+        });
+    }
+
+    pub fn accept(&mut self) -> Option<StreamId> {
+        self.accept_queue.pop_front()
+    }
+
+    pub fn write(&mut self, id: StreamId, data: &[u8]) -> Result<usize, StreamError> {
+        let s = self.send.get_mut(&id.0).ok_or(StreamError::UnknownStream)?;
+        if s.fin_requested || s.reset.is_some() {
+            return Err(StreamError::Finished);
+        }
+        let room = self.limits.send_buffer.saturating_sub(s.unsent.len());
+        if room == 0 && !data.is_empty() {
+            return Err(StreamError::Blocked);
+        }
+        let n = room.min(data.len());
+        s.unsent.extend(&data[..n]);
+        Ok(n)
+    }
+
+    /// Bytes `write` would take now.
+    pub fn write_room(&self, id: StreamId) -> usize {
+        self.send.get(&id.0).map_or(0, |s| {
+            self.limits.send_buffer.saturating_sub(s.unsent.len())
+        })
+    }
+
+    pub fn finish(&mut self, id: StreamId) -> Result<(), StreamError> {
+        let s = self.send.get_mut(&id.0).ok_or(StreamError::UnknownStream)?;
+        if s.reset.is_some() {
+            return Err(StreamError::Finished);
+        }
+        s.fin_requested = true;
+        Ok(())
+    }
+
+    /// Abandons sending: buffered bytes are dropped and the peer is told.
+    pub fn reset(&mut self, id: StreamId, code: u64) -> Result<(), StreamError> {
+        let s = self.send.get_mut(&id.0).ok_or(StreamError::UnknownStream)?;
+        if s.fin_sent {
+            return Err(StreamError::Finished);
+        }
+        s.unsent.clear();
+        s.reset = Some(code);
+        Ok(())
+    }
+
+    /// Reads in order. `Ok(0)` with a non-empty `buf` means the stream is
+    /// finished and everything was read.
+    pub fn read(&mut self, id: StreamId, buf: &mut [u8]) -> Result<usize, StreamError> {
+        let r = self.recv.get_mut(&id.0).ok_or(StreamError::UnknownStream)?;
+        if let Some(code) = r.reset {
+            return Err(StreamError::Reset(code));
+        }
+        let mut n = 0;
+        while n < buf.len() {
+            let Some(mut entry) = r.chunks.first_entry() else {
+                break;
+            };
+            let off = *entry.key();
+            if off > r.read {
+                break;
+            }
+            let chunk = entry.get_mut();
+            let skip = (r.read - off) as usize;
+            if skip >= chunk.len() {
+                entry.remove();
+                continue;
+            }
+            let take = (chunk.len() - skip).min(buf.len() - n);
+            buf[n..n + take].copy_from_slice(&chunk[skip..skip + take]);
+            n += take;
+            r.read += take as u64;
+            if skip + take == chunk.len() {
+                entry.remove();
+            }
+        }
+        if n == 0 {
+            if r.final_size == Some(r.read) {
+                r.eof_delivered = true;
+                return Ok(0);
+            }
+            return Err(StreamError::Blocked);
+        }
+        self.consumed += n as u64;
+        // Raise credit once half a window was read, to keep updates rare.
+        let window = self.limits.max_stream_data;
+        if r.window_end - r.read <= window / 2 && r.final_size.is_none() {
+            r.window_end = r.read + window;
+            self.credit_updates.insert(id.0);
+        }
+        if self.local_max_data - self.consumed <= self.limits.max_data / 2 {
+            self.local_max_data = self.consumed + self.limits.max_data;
+        }
+        Ok(n)
+    }
+
+    /// Whether `read` would return data or end-of-stream now.
+    pub fn is_readable(&self, id: StreamId) -> bool {
+        self.recv.get(&id.0).is_some_and(|r| {
+            r.reset.is_some()
+                || r.chunks
+                    .first_key_value()
+                    .is_some_and(|(&off, _)| off <= r.read)
+                || (r.final_size == Some(r.read) && !r.eof_delivered)
+        })
+    }
+
+    /// Streams that became readable since the last call.
+    pub fn take_readable(&mut self) -> Vec<StreamId> {
+        std::mem::take(&mut self.readable)
+            .into_iter()
+            .map(StreamId)
+            .collect()
+    }
+
+    fn peer_stream(&mut self, id: u64) -> Result<(), StreamViolation> {
+        if self.send.contains_key(&id) {
+            return Ok(());
+        }
+        if self.is_local(id) {
+            return Err(StreamViolation::StreamId);
+        }
+        self.create(id);
+        if self.opened_by_peer.insert(id) {
+            self.accept_queue.push_back(StreamId(id));
+        }
+        Ok(())
+    }
+
+    /// A STREAM frame from a decoded block.
+    pub fn on_stream_frame(
+        &mut self,
+        id: u64,
+        offset: u64,
+        fin: bool,
+        data: &[u8],
+    ) -> Result<(), StreamViolation> {
+        self.peer_stream(id)?;
+        let r = self.recv.get_mut(&id).expect("created");
+        let end = offset + data.len() as u64;
+        if end > r.window_end {
+            return Err(StreamViolation::StreamCredit);
+        }
+        if r.final_size.is_some_and(|f| end > f || (fin && f != end)) {
+            return Err(StreamViolation::FinalSize);
+        }
+        if fin {
+            if end < r.highest {
+                return Err(StreamViolation::FinalSize);
+            }
+            r.final_size = Some(end);
+        }
+        if end > r.highest {
+            self.received_data += end - r.highest;
+            r.highest = end;
+            if self.received_data > self.local_max_data {
+                return Err(StreamViolation::ConnectionCredit);
+            }
+        }
+        if end > r.read && !data.is_empty() && r.reset.is_none() {
+            r.chunks.insert(offset, data.to_vec());
+        }
+        self.readable.insert(id);
+        Ok(())
+    }
+
+    pub fn on_reset(&mut self, id: u64, final_size: u64, code: u64) -> Result<(), StreamViolation> {
+        self.peer_stream(id)?;
+        let r = self.recv.get_mut(&id).expect("created");
+        if final_size < r.highest || r.final_size.is_some_and(|f| f != final_size) {
+            return Err(StreamViolation::FinalSize);
+        }
+        r.reset = Some(code);
+        r.chunks.clear();
+        self.readable.insert(id);
+        Ok(())
+    }
+
+    pub fn on_max_data(&mut self, max: u64) {
+        self.peer_max_data = self.peer_max_data.max(max);
+    }
+
+    pub fn on_max_stream_data(&mut self, id: u64, max: u64) {
+        if let Some(s) = self.send.get_mut(&id) {
+            if max > s.credit {
+                s.credit = max;
+            }
+        }
+    }
+
+    /// The peer says it is blocked on this stream: repeat our credit.
+    pub fn on_stream_blocked(&mut self, id: u64) {
+        if self.recv.contains_key(&id) {
+            self.credit_updates.insert(id);
+        }
+    }
+
+    /// Whether any stream has something `fill_block` could take now.
+    pub fn has_sendable(&self) -> bool {
+        let conn_credit = self.peer_max_data > self.sent_data;
+        self.send.values().any(|s| {
+            (s.reset.is_some() && !s.reset_sent)
+                || (!s.unsent.is_empty() && conn_credit && s.credit > s.offset)
+                || (s.fin_requested && !s.fin_sent && s.unsent.is_empty())
+        })
+    }
+
+    /// Appends STREAM and RESET_STREAM frames to `block` until it holds
+    /// `max` bytes or nothing more may be sent; streams take turns.
+    pub fn fill_block(&mut self, block: &mut Vec<u8>, max: usize) {
+        let ids: Vec<u64> = self
+            .send
+            .range(self.rr_cursor..)
+            .chain(self.send.range(..self.rr_cursor))
+            .map(|(&id, _)| id)
+            .collect();
+        for id in ids {
+            if block.len() + 24 >= max {
+                break;
+            }
+            self.rr_cursor = id + 1;
+            let s = self.send.get_mut(&id).expect("listed");
+            if let Some(code) = s.reset.filter(|_| !s.reset_sent) {
+                push_frame(
+                    block,
+                    &Frame::ResetStream {
+                        stream: id,
+                        final_size: s.offset,
+                        code,
+                    },
+                );
+                s.reset_sent = true;
+                continue;
+            }
+            let conn_room = self.peer_max_data.saturating_sub(self.sent_data);
+            let stream_room = s.credit.saturating_sub(s.offset);
+            let space = max.saturating_sub(block.len() + stream_header_len(id, s.offset, max));
+            let take = s
+                .unsent
+                .len()
+                .min(conn_room as usize)
+                .min(stream_room as usize)
+                .min(space);
+            let fin = s.fin_requested && take == s.unsent.len();
+            if take == 0 && (!fin || s.fin_sent) {
+                continue;
+            }
+            let data: Vec<u8> = s.unsent.drain(..take).collect();
+            push_frame(
+                block,
+                &Frame::Stream {
+                    stream: id,
+                    offset: s.offset,
+                    fin,
+                    data: &data,
+                },
+            );
+            s.offset += take as u64;
+            s.fin_sent |= fin;
+            self.sent_data += take as u64;
+        }
+        self.data_blocked = self.peer_max_data <= self.sent_data
+            && self.send.values().any(|s| !s.unsent.is_empty());
+        // Forget streams that are over in both directions.
+        let over: Vec<u64> = self
+            .send
+            .iter()
+            .filter(|(id, s)| {
+                s.done()
+                    && self
+                        .recv
+                        .get(id)
+                        .is_some_and(|r| r.eof_delivered || r.reset.is_some())
+            })
+            .map(|(&id, _)| id)
+            .collect();
+        for id in over {
+            self.send.remove(&id);
+            self.recv.remove(&id);
+        }
+    }
+
+    /// Writes credit frames: MAX_DATA always (cheap, and it repairs any lost
+    /// update), MAX_STREAM_DATA for streams recently raised, and blocked
+    /// signals when we wait for credit. A lost update is repaired by the
+    /// peer's blocked signal, which makes us send the stream's credit again.
+    pub fn write_credit(&mut self, w: &mut Writer<'_>) {
+        if write_frame(w, &Frame::MaxData(self.local_max_data)).is_ok() {
+            self.advertised_max_data = self.local_max_data;
+        }
+        let ids: Vec<u64> = self.credit_updates.iter().copied().collect();
+        for id in ids {
+            let Some(r) = self.recv.get(&id) else {
+                self.credit_updates.remove(&id);
+                continue;
+            };
+            if write_frame(
+                w,
+                &Frame::MaxStreamData {
+                    stream: id,
+                    max: r.window_end,
+                },
+            )
+            .is_err()
+            {
+                return;
+            }
+            self.credit_updates.remove(&id);
+        }
+        if self.data_blocked {
+            let _ = write_frame(w, &Frame::DataBlocked(self.peer_max_data));
+        }
+        // Repeated while blocked, so one lost signal cannot stall the stream.
+        for (&id, s) in &self.send {
+            if !s.unsent.is_empty()
+                && s.offset >= s.credit
+                && write_frame(
+                    w,
+                    &Frame::StreamDataBlocked {
+                        stream: id,
+                        limit: s.credit,
+                    },
+                )
+                .is_err()
+            {
+                return;
+            }
+        }
+    }
+
+    /// Whether raised credit waits to be told to the peer.
+    pub fn credit_pending(&self) -> bool {
+        !self.credit_updates.is_empty() || self.local_max_data > self.advertised_max_data
+    }
+
+    /// Bytes buffered in this connection's streams (both directions).
+    pub fn buffered_bytes(&self) -> usize {
+        self.send.values().map(|s| s.unsent.len()).sum::<usize>()
+            + self
+                .recv
+                .values()
+                .flat_map(|r| r.chunks.values())
+                .map(Vec::len)
+                .sum::<usize>()
+    }
+
+    /// Whether every stream we send on was finished or reset and is out.
+    pub fn all_sent(&self) -> bool {
+        self.send
+            .values()
+            .all(|s| s.unsent.is_empty() && (s.fin_sent || s.reset_sent || !s.fin_requested))
+    }
+}
+
+fn push_frame(block: &mut Vec<u8>, frame: &Frame<'_>) {
+    let len = match frame {
+        Frame::Stream { data, .. } => data.len() + 32,
+        _ => 32,
+    };
+    let start = block.len();
+    block.resize(start + len, 0);
+    let mut w = Writer::new(&mut block[start..]);
+    write_frame(&mut w, frame).expect("sized above");
+    let n = w.len();
+    block.truncate(start + n);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::Frames;
+
+    fn pair() -> (Streams, Streams) {
+        let limits = StreamLimits {
+            max_data: 1000,
+            max_stream_data: 600,
+            send_buffer: 5000,
+        };
+        let mut c = Streams::new(true, limits);
+        let mut s = Streams::new(false, limits);
+        c.set_peer_limits(1000, 600);
+        s.set_peer_limits(1000, 600);
+        (c, s)
+    }
+
+    fn deliver(block: &[u8], to: &mut Streams) {
+        for f in Frames::new(block) {
+            match f.unwrap() {
+                Frame::Stream {
+                    stream,
+                    offset,
+                    fin,
+                    data,
+                } => to.on_stream_frame(stream, offset, fin, data).unwrap(),
+                Frame::ResetStream {
+                    stream,
+                    final_size,
+                    code,
+                } => to.on_reset(stream, final_size, code).unwrap(),
+                other => panic!("{other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn credit_stops_the_sender_until_the_reader_reads() {
+        let (mut c, mut s) = pair();
+        let id = c.open();
+        assert_eq!(id, StreamId(0));
+        assert_eq!(c.write(id, &[7u8; 2000]).unwrap(), 2000);
+        let mut block = Vec::new();
+        c.fill_block(&mut block, 10_000);
+        deliver(&block, &mut s);
+        assert_eq!(s.accept(), Some(id));
+        assert!(!c.has_sendable(), "600 bytes of stream credit used");
+        let mut buf = [0u8; 400];
+        assert_eq!(s.read(id, &mut buf).unwrap(), 400);
+        let mut fb = [0u8; 128];
+        let mut w = Writer::new(&mut fb);
+        s.write_credit(&mut w);
+        let n = w.len();
+        for f in Frames::new(&fb[..n]) {
+            match f.unwrap() {
+                Frame::MaxData(m) => c.on_max_data(m),
+                Frame::MaxStreamData { stream, max } => c.on_max_stream_data(stream, max),
+                other => panic!("{other:?}"),
+            }
+        }
+        assert!(c.has_sendable());
+    }
+
+    #[test]
+    fn out_of_order_blocks_reassemble_and_fin_ends_the_stream() {
+        let (mut c, mut s) = pair();
+        let id = c.open();
+        c.write(id, b"hello ").unwrap();
+        let mut b1 = Vec::new();
+        c.fill_block(&mut b1, 100);
+        c.write(id, b"world").unwrap();
+        c.finish(id).unwrap();
+        let mut b2 = Vec::new();
+        c.fill_block(&mut b2, 100);
+        deliver(&b2, &mut s);
+        let mut buf = [0u8; 64];
+        assert_eq!(s.read(id, &mut buf), Err(StreamError::Blocked));
+        deliver(&b1, &mut s);
+        assert_eq!(s.read(id, &mut buf).unwrap(), 11);
+        assert_eq!(&buf[..11], b"hello world");
+        assert_eq!(s.read(id, &mut buf).unwrap(), 0, "end of stream");
+    }
+
+    #[test]
+    fn violations_are_detected() {
+        let (_, mut s) = pair();
+        assert_eq!(
+            s.on_stream_frame(0, 590, false, &[0; 20]),
+            Err(StreamViolation::StreamCredit)
+        );
+        assert_eq!(
+            s.on_stream_frame(1, 0, false, b"x"),
+            Err(StreamViolation::StreamId)
+        );
+        s.on_stream_frame(0, 0, true, b"abc").unwrap();
+        assert_eq!(
+            s.on_stream_frame(0, 0, true, b"abcd"),
+            Err(StreamViolation::FinalSize)
+        );
+    }
+
+    #[test]
+    fn reset_reaches_the_reader() {
+        let (mut c, mut s) = pair();
+        let id = c.open();
+        c.write(id, b"abc").unwrap();
+        c.reset(id, 9).unwrap();
+        let mut b = Vec::new();
+        c.fill_block(&mut b, 100);
+        deliver(&b, &mut s);
+        assert_eq!(s.read(id, &mut [0; 8]), Err(StreamError::Reset(9)));
+    }
+}

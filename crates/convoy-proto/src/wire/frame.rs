@@ -1,0 +1,640 @@
+//! Frames: the contents of protected packets and of coded blocks.
+//!
+//! A frame is a type byte and its fields (varints unless said otherwise).
+//! Two families share the one codec:
+//!
+//! * **Packet frames** travel uncoded inside one protected packet. Either
+//!   they carry a coded symbol, or they are *state* (acknowledgments, block
+//!   status, rate reports, credit) that the next packet repeats, so none of
+//!   them is ever retransmitted.
+//! * **Pipe frames** ([`Frame::Stream`], [`Frame::ResetStream`]) travel inside
+//!   coded blocks, which are delivered reliably by coding, so they need no
+//!   retransmission either.
+
+use std::ops::RangeInclusive;
+
+use super::cursor::{Reader, Writer};
+use super::WireError;
+
+pub const PADDING: u8 = 0x00;
+pub const PING: u8 = 0x01;
+pub const ACK: u8 = 0x02;
+pub const TRAIN: u8 = 0x03;
+pub const SYMBOL: u8 = 0x04;
+pub const BLOCK_STATUS: u8 = 0x05;
+pub const RATE_REPORT: u8 = 0x06;
+pub const MAX_DATA: u8 = 0x07;
+pub const MAX_STREAM_DATA: u8 = 0x08;
+pub const MAX_BLOCKS: u8 = 0x09;
+pub const DATA_BLOCKED: u8 = 0x0a;
+pub const STREAM_DATA_BLOCKED: u8 = 0x0b;
+pub const CLOSE: u8 = 0x0c;
+pub const STREAM: u8 = 0x10;
+pub const RESET_STREAM: u8 = 0x11;
+
+/// At most this many ranges in one ACK frame; older gaps age out and are
+/// declared lost by the sender's time threshold instead.
+pub const MAX_ACK_RANGES: usize = 32;
+/// At most this many entries in one BLOCK_STATUS frame.
+pub const MAX_STATUS_ENTRIES: usize = 256;
+
+/// One parsed frame, borrowing from the packet or block.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Frame<'a> {
+    /// A run of zero bytes.
+    Padding,
+    Ping,
+    Ack(Ack<'a>),
+    /// Marks the packet as part of a packet train (RCDP rate control).
+    Train(TrainTag),
+    Symbol(Symbol<'a>),
+    BlockStatus(BlockStatus<'a>),
+    /// The receiver's capacity estimate from one train.
+    RateReport {
+        train_id: u64,
+        bytes_per_sec: u64,
+    },
+    /// Connection credit: the peer may send stream bytes up to this sum of
+    /// stream offsets.
+    MaxData(u64),
+    MaxStreamData {
+        stream: u64,
+        max: u64,
+    },
+    /// The peer may start blocks with ids below this.
+    MaxBlocks(u64),
+    DataBlocked(u64),
+    StreamDataBlocked {
+        stream: u64,
+        limit: u64,
+    },
+    Close {
+        code: u64,
+        reason: &'a [u8],
+    },
+    Stream {
+        stream: u64,
+        offset: u64,
+        fin: bool,
+        data: &'a [u8],
+    },
+    ResetStream {
+        stream: u64,
+        final_size: u64,
+        code: u64,
+    },
+}
+
+/// Position of a packet in a train.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TrainTag {
+    pub train_id: u64,
+    pub index: u32,
+    pub len: u32,
+}
+
+/// One encoding symbol of a block.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Symbol<'a> {
+    pub block_id: u32,
+    pub esi: u32,
+    /// Bytes of data in the block (the decoder needs it to size itself).
+    pub block_len: u32,
+    pub payload: &'a [u8],
+}
+
+/// Acknowledged packet numbers: ranges in descending order, validated.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ack<'a> {
+    pub largest: u64,
+    /// Microseconds between receiving `largest` and sending this frame.
+    pub delay_us: u64,
+    range_count: u64,
+    first_range: u64,
+    raw: &'a [u8],
+}
+
+impl Ack<'_> {
+    /// The acknowledged ranges, highest first.
+    pub fn ranges(&self) -> impl Iterator<Item = RangeInclusive<u64>> + '_ {
+        let mut r = Reader::new(self.raw);
+        let mut end = self.largest;
+        let mut start = self.largest - self.first_range;
+        let mut left = self.range_count;
+        let mut first = true;
+        std::iter::from_fn(move || {
+            if first {
+                first = false;
+                return Some(start..=end);
+            }
+            if left == 0 {
+                return None;
+            }
+            left -= 1;
+            // Validated at parse time, so these cannot fail or underflow.
+            let gap = r.varint().ok()?;
+            let len = r.varint().ok()?;
+            end = start - gap - 2;
+            start = end - len;
+            Some(start..=end)
+        })
+    }
+}
+
+/// Decoding progress of every block from `done_below` up to the highest
+/// block seen. A block not listed has had no symbol arrive.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BlockStatus<'a> {
+    /// Every block below this is decoded.
+    pub done_below: u32,
+    count: u64,
+    raw: &'a [u8],
+}
+
+/// One entry of a BLOCK_STATUS frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BlockProgress {
+    pub block_id: u32,
+    /// Useful symbols held (RLNC: rank; RaptorQ: distinct ids, capped at K-1
+    /// while not decodable, so the sender knows one more is needed).
+    pub useful: u32,
+    /// Decodable (or decoded): the sender may forget the block.
+    pub done: bool,
+}
+
+impl BlockStatus<'_> {
+    pub fn entries(&self) -> impl Iterator<Item = BlockProgress> + '_ {
+        let mut r = Reader::new(self.raw);
+        let mut next = u64::from(self.done_below);
+        (0..self.count).map_while(move |_| {
+            let delta = r.varint().ok()?;
+            let useful = r.varint_u32().ok()?;
+            let done = r.u8().ok()? != 0;
+            let id = next + delta;
+            next = id + 1;
+            Some(BlockProgress {
+                block_id: id as u32,
+                useful,
+                done,
+            })
+        })
+    }
+}
+
+/// Iterates over the frames of a packet payload or a block.
+pub struct Frames<'a> {
+    r: Reader<'a>,
+    failed: bool,
+}
+
+impl<'a> Frames<'a> {
+    pub fn new(payload: &'a [u8]) -> Self {
+        Frames {
+            r: Reader::new(payload),
+            failed: false,
+        }
+    }
+}
+
+impl<'a> Iterator for Frames<'a> {
+    type Item = Result<Frame<'a>, WireError>;
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.failed || self.r.is_empty() {
+            return None;
+        }
+        let item = parse_frame(&mut self.r);
+        self.failed = item.is_err();
+        Some(item)
+    }
+}
+
+fn parse_frame<'a>(r: &mut Reader<'a>) -> Result<Frame<'a>, WireError> {
+    let kind = r.u8()?;
+    Ok(match kind {
+        PADDING => {
+            while r.rest().first() == Some(&0) {
+                r.u8()?;
+            }
+            Frame::Padding
+        }
+        PING => Frame::Ping,
+        ACK => Frame::Ack(parse_ack(r)?),
+        TRAIN => {
+            let train_id = r.varint()?;
+            let index = r.varint_u32()?;
+            let len = r.varint_u32()?;
+            if len == 0 || index >= len {
+                return Err(WireError::Invalid("train index outside the train"));
+            }
+            Frame::Train(TrainTag {
+                train_id,
+                index,
+                len,
+            })
+        }
+        SYMBOL => {
+            let block_id = r.varint_u32()?;
+            let esi = r.varint_u32()?;
+            let block_len = r.varint_u32()?;
+            let payload = r.length_prefixed()?;
+            if payload.is_empty() || block_len == 0 {
+                return Err(WireError::Invalid("empty symbol or block"));
+            }
+            Frame::Symbol(Symbol {
+                block_id,
+                esi,
+                block_len,
+                payload,
+            })
+        }
+        BLOCK_STATUS => Frame::BlockStatus(parse_block_status(r)?),
+        RATE_REPORT => Frame::RateReport {
+            train_id: r.varint()?,
+            bytes_per_sec: r.varint()?,
+        },
+        MAX_DATA => Frame::MaxData(r.varint()?),
+        MAX_STREAM_DATA => Frame::MaxStreamData {
+            stream: r.varint()?,
+            max: r.varint()?,
+        },
+        MAX_BLOCKS => Frame::MaxBlocks(r.varint()?),
+        DATA_BLOCKED => Frame::DataBlocked(r.varint()?),
+        STREAM_DATA_BLOCKED => Frame::StreamDataBlocked {
+            stream: r.varint()?,
+            limit: r.varint()?,
+        },
+        CLOSE => Frame::Close {
+            code: r.varint()?,
+            reason: r.length_prefixed()?,
+        },
+        STREAM => {
+            let fin = r.u8()?;
+            if fin > 1 {
+                return Err(WireError::Invalid("stream flags"));
+            }
+            let stream = r.varint()?;
+            let offset = r.varint()?;
+            let data = r.length_prefixed()?;
+            if offset
+                .checked_add(data.len() as u64)
+                .is_none_or(|end| end > super::cursor::VARINT_MAX)
+            {
+                return Err(WireError::Invalid("stream offset overflows"));
+            }
+            Frame::Stream {
+                stream,
+                offset,
+                fin: fin == 1,
+                data,
+            }
+        }
+        RESET_STREAM => Frame::ResetStream {
+            stream: r.varint()?,
+            final_size: r.varint()?,
+            code: r.varint()?,
+        },
+        other => return Err(WireError::UnknownFrameType(other)),
+    })
+}
+
+fn parse_ack<'a>(r: &mut Reader<'a>) -> Result<Ack<'a>, WireError> {
+    let largest = r.varint()?;
+    let delay_us = r.varint()?;
+    let range_count = r.varint()?;
+    let first_range = r.varint()?;
+    if range_count as usize > MAX_ACK_RANGES || first_range > largest {
+        return Err(WireError::Invalid("ACK ranges"));
+    }
+    // Walk the ranges once to validate them, so that iterating later cannot
+    // underflow; the raw bytes are kept for that later walk.
+    let before = r.rest();
+    let mut smallest = largest - first_range;
+    for _ in 0..range_count {
+        let gap = r.varint()?;
+        let len = r.varint()?;
+        let end = smallest
+            .checked_sub(gap)
+            .and_then(|v| v.checked_sub(2))
+            .ok_or(WireError::Invalid("ACK range below zero"))?;
+        smallest = end
+            .checked_sub(len)
+            .ok_or(WireError::Invalid("ACK range below zero"))?;
+    }
+    let raw = &before[..before.len() - r.remaining()];
+    Ok(Ack {
+        largest,
+        delay_us,
+        range_count,
+        first_range,
+        raw,
+    })
+}
+
+fn parse_block_status<'a>(r: &mut Reader<'a>) -> Result<BlockStatus<'a>, WireError> {
+    let done_below = r.varint_u32()?;
+    let count = r.varint()?;
+    if count as usize > MAX_STATUS_ENTRIES {
+        return Err(WireError::Invalid("too many block status entries"));
+    }
+    let before = r.rest();
+    let mut next = u64::from(done_below);
+    for _ in 0..count {
+        let id = next
+            .checked_add(r.varint()?)
+            .filter(|&id| id <= u64::from(u32::MAX))
+            .ok_or(WireError::Invalid("block id above 32 bits"))?;
+        r.varint_u32()?;
+        if r.u8()? > 1 {
+            return Err(WireError::Invalid("block status flags"));
+        }
+        next = id + 1;
+    }
+    let raw = &before[..before.len() - r.remaining()];
+    Ok(BlockStatus {
+        done_below,
+        count,
+        raw,
+    })
+}
+
+/// Bytes [`write_symbol_header`] takes, so a sender can size the payload.
+pub fn symbol_header_len(block_id: u32, esi: u32, block_len: u32, payload_len: usize) -> usize {
+    use super::cursor::varint_len;
+    1 + varint_len(block_id.into())
+        + varint_len(esi.into())
+        + varint_len(block_len.into())
+        + varint_len(payload_len as u64)
+}
+
+/// Writes a SYMBOL frame's header; the caller then writes exactly
+/// `payload_len` bytes of symbol.
+pub fn write_symbol_header(
+    w: &mut Writer<'_>,
+    block_id: u32,
+    esi: u32,
+    block_len: u32,
+    payload_len: usize,
+) -> Result<(), WireError> {
+    w.u8(SYMBOL)?;
+    w.varint(block_id.into())?;
+    w.varint(esi.into())?;
+    w.varint(block_len.into())?;
+    w.varint(payload_len as u64)
+}
+
+/// Writes an ACK frame from ranges given highest first (at most
+/// [`MAX_ACK_RANGES`] + 1 are written; the rest are dropped).
+pub fn write_ack(
+    w: &mut Writer<'_>,
+    ranges: &[RangeInclusive<u64>],
+    delay_us: u64,
+) -> Result<(), WireError> {
+    let Some(first) = ranges.first() else {
+        return Err(WireError::Invalid("ACK with no ranges"));
+    };
+    let ranges = &ranges[..ranges.len().min(MAX_ACK_RANGES + 1)];
+    w.u8(ACK)?;
+    w.varint(*first.end())?;
+    w.varint(delay_us)?;
+    w.varint(ranges.len() as u64 - 1)?;
+    w.varint(first.end() - first.start())?;
+    let mut smallest = *first.start();
+    for r in &ranges[1..] {
+        if *r.end() + 2 > smallest {
+            return Err(WireError::Invalid("ACK ranges overlap or touch"));
+        }
+        w.varint(smallest - r.end() - 2)?;
+        w.varint(r.end() - r.start())?;
+        smallest = *r.start();
+    }
+    Ok(())
+}
+
+/// Writes a BLOCK_STATUS frame; `entries` must be in increasing block order,
+/// all at or above `done_below`.
+pub fn write_block_status(
+    w: &mut Writer<'_>,
+    done_below: u32,
+    entries: &[BlockProgress],
+) -> Result<(), WireError> {
+    let entries = &entries[..entries.len().min(MAX_STATUS_ENTRIES)];
+    w.u8(BLOCK_STATUS)?;
+    w.varint(done_below.into())?;
+    w.varint(entries.len() as u64)?;
+    let mut next = done_below;
+    for e in entries {
+        if e.block_id < next {
+            return Err(WireError::Invalid("block status out of order"));
+        }
+        w.varint(u64::from(e.block_id - next))?;
+        w.varint(e.useful.into())?;
+        w.u8(u8::from(e.done))?;
+        next = e.block_id.saturating_add(1);
+    }
+    Ok(())
+}
+
+/// Writes any frame whose fields are all in the enum (everything but ACK and
+/// BLOCK_STATUS, which have their own writers, and SYMBOL, whose payload is
+/// encoded in place).
+pub fn write_frame(w: &mut Writer<'_>, frame: &Frame<'_>) -> Result<(), WireError> {
+    match *frame {
+        Frame::Padding => w.u8(PADDING),
+        Frame::Ping => w.u8(PING),
+        Frame::Train(t) => {
+            w.u8(TRAIN)?;
+            w.varint(t.train_id)?;
+            w.varint(t.index.into())?;
+            w.varint(t.len.into())
+        }
+        Frame::Symbol(s) => {
+            write_symbol_header(w, s.block_id, s.esi, s.block_len, s.payload.len())?;
+            w.bytes(s.payload)
+        }
+        Frame::RateReport {
+            train_id,
+            bytes_per_sec,
+        } => {
+            w.u8(RATE_REPORT)?;
+            w.varint(train_id)?;
+            w.varint(bytes_per_sec)
+        }
+        Frame::MaxData(v) => two(w, MAX_DATA, v, None),
+        Frame::MaxStreamData { stream, max } => two(w, MAX_STREAM_DATA, stream, Some(max)),
+        Frame::MaxBlocks(v) => two(w, MAX_BLOCKS, v, None),
+        Frame::DataBlocked(v) => two(w, DATA_BLOCKED, v, None),
+        Frame::StreamDataBlocked { stream, limit } => {
+            two(w, STREAM_DATA_BLOCKED, stream, Some(limit))
+        }
+        Frame::Close { code, reason } => {
+            w.u8(CLOSE)?;
+            w.varint(code)?;
+            w.length_prefixed(reason)
+        }
+        Frame::Stream {
+            stream,
+            offset,
+            fin,
+            data,
+        } => {
+            w.u8(STREAM)?;
+            w.u8(u8::from(fin))?;
+            w.varint(stream)?;
+            w.varint(offset)?;
+            w.length_prefixed(data)
+        }
+        Frame::ResetStream {
+            stream,
+            final_size,
+            code,
+        } => {
+            w.u8(RESET_STREAM)?;
+            w.varint(stream)?;
+            w.varint(final_size)?;
+            w.varint(code)
+        }
+        Frame::Ack(_) | Frame::BlockStatus(_) => {
+            Err(WireError::Invalid("use write_ack / write_block_status"))
+        }
+    }
+}
+
+fn two(w: &mut Writer<'_>, kind: u8, a: u64, b: Option<u64>) -> Result<(), WireError> {
+    w.u8(kind)?;
+    w.varint(a)?;
+    if let Some(b) = b {
+        w.varint(b)?;
+    }
+    Ok(())
+}
+
+/// Bytes a STREAM frame header takes for these fields.
+pub fn stream_header_len(stream: u64, offset: u64, data_len: usize) -> usize {
+    use super::cursor::varint_len;
+    2 + varint_len(stream) + varint_len(offset) + varint_len(data_len as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn encode(f: impl FnOnce(&mut Writer<'_>)) -> Vec<u8> {
+        let mut buf = vec![0u8; 4096];
+        let mut w = Writer::new(&mut buf);
+        f(&mut w);
+        let n = w.len();
+        buf.truncate(n);
+        buf
+    }
+
+    #[test]
+    fn ack_ranges_round_trip() {
+        let ranges = [90..=100, 50..=80, 10..=10, 0..=5];
+        let bytes = encode(|w| write_ack(w, &ranges, 250).unwrap());
+        let frames: Vec<_> = Frames::new(&bytes).collect::<Result<_, _>>().unwrap();
+        let Frame::Ack(ack) = frames[0] else { panic!() };
+        assert_eq!((ack.largest, ack.delay_us), (100, 250));
+        assert_eq!(ack.ranges().collect::<Vec<_>>(), ranges.to_vec());
+    }
+
+    #[test]
+    fn ack_ranges_that_would_go_below_zero_are_refused() {
+        // largest 3, first range 3 (covers 0..=3), then a second range.
+        let bytes = [ACK, 3, 0, 1, 3, 0, 0];
+        assert!(Frames::new(&bytes).next().unwrap().is_err());
+        assert!(write_ack(&mut Writer::new(&mut [0; 64]), &[5..=9, 4..=4], 0).is_err());
+    }
+
+    #[test]
+    fn block_status_round_trips() {
+        let entries = [
+            BlockProgress {
+                block_id: 7,
+                useful: 3,
+                done: false,
+            },
+            BlockProgress {
+                block_id: 8,
+                useful: 40,
+                done: true,
+            },
+            BlockProgress {
+                block_id: 20,
+                useful: 0,
+                done: false,
+            },
+        ];
+        let bytes = encode(|w| write_block_status(w, 5, &entries).unwrap());
+        let Frame::BlockStatus(s) = Frames::new(&bytes).next().unwrap().unwrap() else {
+            panic!()
+        };
+        assert_eq!(s.done_below, 5);
+        assert_eq!(s.entries().collect::<Vec<_>>(), entries.to_vec());
+    }
+
+    #[test]
+    fn every_simple_frame_round_trips() {
+        let frames = [
+            Frame::Ping,
+            Frame::Train(TrainTag {
+                train_id: 9,
+                index: 3,
+                len: 32,
+            }),
+            Frame::Symbol(Symbol {
+                block_id: 1,
+                esi: 70_000,
+                block_len: 9000,
+                payload: b"abc",
+            }),
+            Frame::RateReport {
+                train_id: 4,
+                bytes_per_sec: 2_500_000,
+            },
+            Frame::MaxData(1 << 40),
+            Frame::MaxStreamData { stream: 4, max: 99 },
+            Frame::MaxBlocks(12),
+            Frame::DataBlocked(5),
+            Frame::StreamDataBlocked {
+                stream: 1,
+                limit: 2,
+            },
+            Frame::Close {
+                code: 3,
+                reason: b"bye",
+            },
+            Frame::Stream {
+                stream: 8,
+                offset: 1 << 33,
+                fin: true,
+                data: b"hello",
+            },
+            Frame::ResetStream {
+                stream: 8,
+                final_size: 10,
+                code: 1,
+            },
+        ];
+        let bytes = encode(|w| {
+            for f in &frames {
+                write_frame(w, f).unwrap();
+            }
+            w.pad_to(w.len() + 5).unwrap();
+        });
+        let parsed: Vec<_> = Frames::new(&bytes).collect::<Result<_, _>>().unwrap();
+        assert_eq!(&parsed[..frames.len()], &frames);
+        assert_eq!(parsed[frames.len()..], [Frame::Padding]);
+    }
+
+    #[test]
+    fn bad_frames_stop_the_iterator_with_an_error() {
+        assert_eq!(
+            Frames::new(&[0x3f]).next(),
+            Some(Err(WireError::UnknownFrameType(0x3f)))
+        );
+        let mut it = Frames::new(&[TRAIN, 1, 5, 5, PING]);
+        assert!(it.next().unwrap().is_err(), "index must be below len");
+        assert!(it.next().is_none(), "nothing after an error");
+        assert!(Frames::new(&[SYMBOL, 0, 0, 10, 0]).next().unwrap().is_err());
+    }
+}

@@ -1,0 +1,469 @@
+//! One transfer in virtual time: a client and a server endpoint joined by a
+//! convoy-link [`Link`], each direction carrying a stream of a given size,
+//! verified byte for byte at the reader.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use convoy_link::{Link, LinkConfig, Time};
+use convoy_proto::{
+    Config, ConnectionHandle, ConnectionStats, Endpoint, Event, StreamError, StreamId,
+};
+
+use crate::payload::{pattern_check, pattern_fill};
+
+/// IPv4 + UDP headers, charged to the link for every datagram.
+pub const IPV4_UDP_OVERHEAD: u32 = 28;
+/// Width of the goodput timeline bins.
+pub const TIMELINE_BIN: Duration = Duration::from_millis(100);
+
+/// What to simulate.
+pub struct TransferSpec {
+    /// Client → server.
+    pub uplink: LinkConfig,
+    /// Server → client.
+    pub downlink: LinkConfig,
+    pub client: Config,
+    pub server: Config,
+    /// Bytes the client sends to the server.
+    pub upload: u64,
+    /// Bytes the server sends to the client.
+    pub download: u64,
+    /// Virtual time after which the run stops, finished or not.
+    pub time_limit: Duration,
+    /// Bytes of lower-layer headers charged per datagram.
+    pub header_overhead: u32,
+    /// The server's application stops reading after this many bytes.
+    pub server_reads_at_most: Option<u64>,
+    /// The server disappears (stops sending and receiving) at this time.
+    pub server_vanishes_at: Option<Duration>,
+}
+
+impl TransferSpec {
+    pub fn new(
+        uplink: LinkConfig,
+        downlink: LinkConfig,
+        client: Config,
+        server: Config,
+    ) -> TransferSpec {
+        TransferSpec {
+            uplink,
+            downlink,
+            client,
+            server,
+            upload: 0,
+            download: 0,
+            time_limit: Duration::from_secs(600),
+            header_overhead: IPV4_UDP_OVERHEAD,
+            server_reads_at_most: None,
+            server_vanishes_at: None,
+        }
+    }
+}
+
+/// One direction's outcome.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
+pub struct DirectionReport {
+    pub bytes: u64,
+    /// Bytes read by the receiving application, all verified.
+    pub delivered: u64,
+    /// From the connection being established to the last byte read.
+    pub completion: Option<Duration>,
+    /// delivered × 8 / completion (or / elapsed if unfinished), bit/s.
+    pub goodput_bps: f64,
+    /// One-way delay of the datagrams on the link (queueing + propagation).
+    pub delay_p50: Duration,
+    pub delay_p95: Duration,
+    pub datagrams_offered: u64,
+    pub datagrams_delivered: u64,
+    pub datagrams_dropped: u64,
+    /// Bytes read per [`TIMELINE_BIN`].
+    pub timeline: Vec<u64>,
+}
+
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct TransferReport {
+    pub handshake: Option<Duration>,
+    pub upload: DirectionReport,
+    pub download: DirectionReport,
+    pub client: StatsView,
+    pub server: StatsView,
+    pub elapsed: Duration,
+    /// Largest bytes either connection held in buffers at any time.
+    pub peak_buffered: usize,
+    pub client_closed: Option<String>,
+    pub server_closed: Option<String>,
+}
+
+/// The serialisable part of a connection's statistics.
+#[derive(Clone, Copy, Debug, Default, serde::Serialize)]
+pub struct StatsView {
+    pub packets_sent: u64,
+    pub data_packets_sent: u64,
+    pub feedback_packets_sent: u64,
+    pub packets_lost: u64,
+    pub source_symbols: u64,
+    pub repair_symbols: u64,
+    pub redundant_received: u64,
+    pub blocks: u64,
+    pub smoothed_rtt: Duration,
+    pub rate_bps: u64,
+    pub loss_rate: f64,
+    pub auth_failures: u64,
+    pub replays: u64,
+}
+
+impl From<ConnectionStats> for StatsView {
+    fn from(s: ConnectionStats) -> Self {
+        StatsView {
+            packets_sent: s.packets_sent,
+            data_packets_sent: s.data_packets_sent,
+            feedback_packets_sent: s.feedback_packets_sent,
+            packets_lost: s.packets_lost,
+            source_symbols: s.sender.source_symbols,
+            repair_symbols: s.sender.repair_symbols,
+            redundant_received: s.receiver.redundant,
+            blocks: s.sender.blocks,
+            smoothed_rtt: s.smoothed_rtt,
+            rate_bps: s.rate * 8,
+            loss_rate: s.loss_rate,
+            auth_failures: s.auth_failures,
+            replays: s.replays,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    #[error("link configuration: {0}")]
+    Link(String),
+    #[error("endpoint: {0}")]
+    Endpoint(String),
+    #[error("data corrupted: {0}")]
+    Corrupted(String),
+}
+
+/// One side's application: writes its stream, reads and checks the peer's.
+struct App {
+    dir_out: u8,
+    to_send: u64,
+    sent: u64,
+    out: Option<StreamId>,
+    finished: bool,
+    read: u64,
+    read_limit: u64,
+    timeline: Vec<u64>,
+    completed_at: Option<Duration>,
+    expected_in: u64,
+}
+
+impl App {
+    fn new(dir_out: u8, to_send: u64, expected_in: u64, read_limit: u64) -> App {
+        App {
+            dir_out,
+            to_send,
+            sent: 0,
+            out: None,
+            finished: to_send == 0,
+            read: 0,
+            read_limit,
+            timeline: Vec::new(),
+            completed_at: None,
+            expected_in,
+        }
+    }
+
+    fn done(&self) -> bool {
+        self.finished
+            && self.read == self.expected_in
+            && (self.expected_in == 0 || self.completed_at.is_some())
+    }
+
+    fn step(
+        &mut self,
+        ep: &mut Endpoint,
+        h: ConnectionHandle,
+        now: Duration,
+        start: Duration,
+        buf: &mut [u8],
+    ) -> Result<(), SimError> {
+        let Some(c) = ep.connection(h) else {
+            return Ok(());
+        };
+        if !c.is_established() {
+            return Ok(());
+        }
+        if self.out.is_none() && self.to_send > 0 {
+            self.out = c.open_stream().ok();
+        }
+        if let Some(id) = self.out.filter(|_| !self.finished) {
+            while self.sent < self.to_send {
+                let room = c.write_room(id).min(buf.len());
+                if room == 0 {
+                    break;
+                }
+                let n = (self.to_send - self.sent).min(room as u64) as usize;
+                pattern_fill(self.dir_out, self.sent, &mut buf[..n]);
+                match c.write(id, &buf[..n]) {
+                    Ok(w) => self.sent += w as u64,
+                    Err(StreamError::Blocked) => break,
+                    Err(e) => return Err(SimError::Endpoint(e.to_string())),
+                }
+            }
+            if self.sent == self.to_send {
+                c.finish(id)
+                    .map_err(|e| SimError::Endpoint(e.to_string()))?;
+                self.finished = true;
+            }
+        }
+        while let Some(id) = c.accept_stream() {
+            let _ = id;
+        }
+        // The peer's stream has the other parity from ours.
+        let peer_stream = StreamId(u64::from(c.role() == convoy_proto::Role::Client));
+        loop {
+            if self.read >= self.read_limit {
+                break;
+            }
+            let room = (self.read_limit - self.read).min(buf.len() as u64) as usize;
+            match c.read(peer_stream, &mut buf[..room]) {
+                Ok(0) => {
+                    if self.completed_at.is_none() {
+                        self.completed_at = Some(now.saturating_sub(start));
+                    }
+                    break;
+                }
+                Ok(n) => {
+                    if let Some(at) = pattern_check(1 - self.dir_out, self.read, &buf[..n]) {
+                        return Err(SimError::Corrupted(format!(
+                            "byte {} differs",
+                            self.read + at as u64
+                        )));
+                    }
+                    self.read += n as u64;
+                    let bin =
+                        (now.saturating_sub(start).as_nanos() / TIMELINE_BIN.as_nanos()) as usize;
+                    if self.timeline.len() <= bin {
+                        self.timeline.resize(bin + 1, 0);
+                    }
+                    self.timeline[bin] += n as u64;
+                }
+                Err(StreamError::Blocked) | Err(StreamError::UnknownStream) => break,
+                Err(e) => return Err(SimError::Endpoint(e.to_string())),
+            }
+        }
+        Ok(())
+    }
+}
+
+fn to_time(d: Duration) -> Time {
+    Time::from_nanos(d.as_nanos() as u64)
+}
+
+fn to_duration(t: Time) -> Duration {
+    Duration::from_nanos(t.as_nanos())
+}
+
+fn percentile(v: &mut [Duration], q: f64) -> Duration {
+    if v.is_empty() {
+        return Duration::ZERO;
+    }
+    v.sort_unstable();
+    v[((v.len() - 1) as f64 * q).round() as usize]
+}
+
+/// Runs the transfer to completion (or the time limit).
+pub fn run(spec: TransferSpec) -> Result<TransferReport, SimError> {
+    let client_addr: SocketAddr = "10.0.0.1:40000".parse().expect("valid");
+    let server_addr: SocketAddr = "10.0.0.2:4433".parse().expect("valid");
+    let server_key = spec.server.keypair.public;
+    let mut link: Link =
+        Link::new(spec.uplink, spec.downlink).map_err(|e| SimError::Link(e.to_string()))?;
+    let mut client =
+        Endpoint::new(spec.client, false).map_err(|e| SimError::Endpoint(e.to_string()))?;
+    let mut server =
+        Endpoint::new(spec.server, true).map_err(|e| SimError::Endpoint(e.to_string()))?;
+    let mut now = Duration::ZERO;
+    let ch = client
+        .connect(now, server_addr, Some(&server_key))
+        .map_err(|e| SimError::Endpoint(e.to_string()))?;
+    let mut sh = None;
+    let mut capp = App::new(0, spec.upload, spec.download, u64::MAX);
+    let mut sapp = App::new(
+        1,
+        spec.download,
+        spec.upload,
+        spec.server_reads_at_most.unwrap_or(u64::MAX),
+    );
+    let mut in_flight: [HashMap<u64, Vec<u8>>; 2] = [HashMap::new(), HashMap::new()];
+    let mut delays: [Vec<Duration>; 2] = [Vec::new(), Vec::new()];
+    let mut next_id = 0u64;
+    let mut buf = vec![0u8; 65_536];
+    let mut app_buf = vec![0u8; 256 * 1024];
+    let mut established_at = None;
+    let mut peak_buffered = 0usize;
+    let vanish = spec.server_vanishes_at.unwrap_or(Duration::MAX);
+    // CONVOY_SIM_TRACE=MS prints both connections' counters every MS of
+    // virtual time, to stderr.
+    let trace_every = std::env::var("CONVOY_SIM_TRACE")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .map(Duration::from_millis);
+    let mut next_trace = Duration::ZERO;
+
+    loop {
+        let server_alive = now < vanish;
+        // Applications.
+        while let Some(ev) = client.connection(ch).and_then(|c| c.poll_event()) {
+            if ev == Event::Connected && established_at.is_none() {
+                established_at = Some(now);
+            }
+        }
+        if sh.is_none() {
+            sh = server.accept();
+        }
+        if let Some(h) = sh {
+            while server.connection(h).and_then(|c| c.poll_event()).is_some() {}
+        }
+        let start = established_at.unwrap_or(now);
+        capp.step(&mut client, ch, now, start, &mut app_buf)?;
+        if let Some(h) = sh.filter(|_| server_alive) {
+            sapp.step(&mut server, h, now, start, &mut app_buf)?;
+        }
+        peak_buffered = peak_buffered
+            .max(client.connection_ref(ch).map_or(0, |c| c.buffered_bytes()))
+            .max(
+                sh.and_then(|h| server.connection_ref(h))
+                    .map_or(0, |c| c.buffered_bytes()),
+            );
+        // Datagrams out.
+        for (dir, ep) in [(0usize, &mut client), (1, &mut server)] {
+            if dir == 1 && !server_alive {
+                continue;
+            }
+            while let Some(t) = ep.poll_transmit(now, &mut buf) {
+                let id = next_id;
+                next_id += 1;
+                let link_dir = if dir == 0 {
+                    &mut link.uplink
+                } else {
+                    &mut link.downlink
+                };
+                let len = t.len as u32 + spec.header_overhead;
+                if link_dir.enqueue(to_time(now), len, id) == convoy_link::Enqueued::Accepted {
+                    in_flight[dir].insert(id, buf[..t.len].to_vec());
+                }
+            }
+        }
+        if trace_every.is_some() && now >= next_trace {
+            next_trace = now + trace_every.unwrap_or_default();
+            for (name, c) in [
+                ("client", client.connection_ref(ch)),
+                ("server", sh.and_then(|h| server.connection_ref(h))),
+            ] {
+                if let Some(c) = c {
+                    let s = c.stats();
+                    eprintln!(
+                        "{:>8.3}s {name}: sent {} data {} lost {} (spurious {}) rate {:.2} Mbit/s p̂ {:.3} srtt {:?} src {} rep {} blocks {}/{}",
+                        now.as_secs_f64(), s.packets_sent, s.data_packets_sent, s.packets_lost, s.spurious_losses,
+                        s.rate as f64 * 8e-6, s.loss_rate, s.smoothed_rtt, s.sender.source_symbols,
+                        s.sender.repair_symbols, s.sender.blocks_done, s.sender.blocks
+                    );
+                    if std::env::var("CONVOY_SIM_TRACE_BLOCKS").is_ok() {
+                        eprintln!("          {}", c.describe_blocks());
+                    }
+                }
+            }
+        }
+        let client_closed = client.connection_ref(ch).is_none_or(|c| c.is_closed());
+        if (capp.done() && sapp.done()) || now >= spec.time_limit || client_closed {
+            break;
+        }
+        // The next event.
+        let mut next = spec.time_limit;
+        for t in [
+            client.poll_timeout(),
+            server_alive.then(|| server.poll_timeout()).flatten(),
+            link.next_event_time().map(to_duration),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            next = next.min(t);
+        }
+        if server_alive {
+            next = next.min(vanish);
+        }
+        // Never stand still: a deadline already passed is served next
+        // microsecond.
+        now = next.max(now + Duration::from_micros(1));
+        // Deliveries.
+        for dir in 0..2 {
+            let link_dir = if dir == 0 {
+                &mut link.uplink
+            } else {
+                &mut link.downlink
+            };
+            while let Some(d) = link_dir.poll_delivery(to_time(now)) {
+                let Some(bytes) = in_flight[dir].remove(&d.id) else {
+                    continue;
+                };
+                delays[dir].push(to_duration(d.at).saturating_sub(to_duration(d.enqueued_at)));
+                if dir == 0 {
+                    if now < vanish {
+                        server.handle(to_duration(d.at), client_addr, &bytes);
+                    }
+                } else {
+                    client.handle(to_duration(d.at), server_addr, &bytes);
+                }
+            }
+        }
+        client.handle_timeout(now);
+        if now < vanish {
+            server.handle_timeout(now);
+        }
+    }
+
+    let start = established_at.unwrap_or(Duration::ZERO);
+    let elapsed = now.saturating_sub(start);
+    let direction = |app: &App, bytes: u64, dir: usize, delays: &mut Vec<Duration>| {
+        let stats = if dir == 0 {
+            link.uplink.stats()
+        } else {
+            link.downlink.stats()
+        };
+        let span = app.completed_at.unwrap_or(elapsed);
+        DirectionReport {
+            bytes,
+            delivered: app.read,
+            completion: app.completed_at,
+            goodput_bps: if span.is_zero() {
+                0.0
+            } else {
+                app.read as f64 * 8.0 / span.as_secs_f64()
+            },
+            delay_p50: percentile(delays, 0.5),
+            delay_p95: percentile(delays, 0.95),
+            datagrams_offered: stats.offered,
+            datagrams_delivered: stats.delivered,
+            datagrams_dropped: stats.dropped_total(),
+            timeline: app.timeline.clone(),
+        }
+    };
+    let upload = direction(&sapp, spec.upload, 0, &mut delays[0]);
+    let download = direction(&capp, spec.download, 1, &mut delays[1]);
+    let cconn = client.connection_ref(ch);
+    let sconn = sh.and_then(|h| server.connection_ref(h));
+    Ok(TransferReport {
+        handshake: established_at,
+        upload,
+        download,
+        client: cconn.map(|c| c.stats().into()).unwrap_or_default(),
+        server: sconn.map(|c| c.stats().into()).unwrap_or_default(),
+        elapsed,
+        peak_buffered,
+        client_closed: cconn.and_then(|c| c.close_reason()).map(|r| r.to_string()),
+        server_closed: sconn.and_then(|c| c.close_reason()).map(|r| r.to_string()),
+    })
+}
