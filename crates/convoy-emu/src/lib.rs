@@ -30,4 +30,4 @@ pub use emulator::{check_environment, EmuConfig, Emulator, LinkInfo, Side, MAX_L
 pub use error::{EmuError, SpecError};
 pub use netns::Netns;
 pub use pump::DirectionReport;
-pub use spec::LinkSpec;
+pub use spec::{parse_duration, LinkSpec};

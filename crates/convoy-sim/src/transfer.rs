@@ -94,6 +94,12 @@ pub struct TransferReport {
     pub peak_buffered: usize,
     pub client_closed: Option<String>,
     pub server_closed: Option<String>,
+    /// The client's sending rate (its rate controller's), bit/s, sampled
+    /// every [`TIMELINE_BIN`].
+    pub client_rate: Vec<u64>,
+    /// Bytes the uplink delivered per [`TIMELINE_BIN`] (all datagrams,
+    /// headers included): what the link carried, whatever was useful.
+    pub uplink_delivered: Vec<u64>,
 }
 
 /// The serialisable part of a connection's statistics.
@@ -311,6 +317,8 @@ pub fn run(spec: TransferSpec) -> Result<TransferReport, SimError> {
         .and_then(|v| v.parse().ok())
         .map(Duration::from_millis);
     let mut next_trace = Duration::ZERO;
+    let mut client_rate = Vec::new();
+    let mut uplink_delivered: Vec<u64> = Vec::new();
 
     loop {
         let server_alive = now < vanish;
@@ -376,6 +384,9 @@ pub fn run(spec: TransferSpec) -> Result<TransferReport, SimError> {
                 }
             }
         }
+        while (client_rate.len() as u128) * TIMELINE_BIN.as_nanos() <= now.as_nanos() {
+            client_rate.push(client.connection_ref(ch).map_or(0, |c| c.stats().rate * 8));
+        }
         let client_closed = client.connection_ref(ch).is_none_or(|c| c.is_closed());
         if (capp.done() && sapp.done()) || now >= spec.time_limit || client_closed {
             break;
@@ -410,6 +421,13 @@ pub fn run(spec: TransferSpec) -> Result<TransferReport, SimError> {
                     continue;
                 };
                 delays[dir].push(to_duration(d.at).saturating_sub(to_duration(d.enqueued_at)));
+                if dir == 0 {
+                    let bin = (d.at.as_nanos() as u128 / TIMELINE_BIN.as_nanos()) as usize;
+                    if uplink_delivered.len() <= bin {
+                        uplink_delivered.resize(bin + 1, 0);
+                    }
+                    uplink_delivered[bin] += u64::from(d.len);
+                }
                 if dir == 0 {
                     if now < vanish {
                         server.handle(to_duration(d.at), client_addr, &bytes);
@@ -465,5 +483,7 @@ pub fn run(spec: TransferSpec) -> Result<TransferReport, SimError> {
         peak_buffered,
         client_closed: cconn.and_then(|c| c.close_reason()).map(|r| r.to_string()),
         server_closed: sconn.and_then(|c| c.close_reason()).map(|r| r.to_string()),
+        client_rate,
+        uplink_delivered,
     })
 }

@@ -93,3 +93,73 @@ fn bernoulli_10_percent() {
 fn bernoulli_30_percent() {
     check_goodput(&lossy(0.30, CodeKind::RaptorQ), 0.30);
 }
+
+#[test]
+fn gilbert_elliott_bursts_with_rlnc_and_raptorq() {
+    // Mean burst 4 packets, about 9 % loss in all.
+    let loss = LossModel::gilbert(0.025, 0.25);
+    for code in [CodeKind::RaptorQ, CodeKind::Rlnc] {
+        let r = both_ways(loss.clone(), 10_000_000, code, 21);
+        for d in [&r.upload, &r.download] {
+            assert_eq!(
+                d.delivered, d.bytes,
+                "{code:?}: byte-exact delivery ({r:#?})"
+            );
+        }
+        eprintln!(
+            "{code:?} GE: up {:.2} Mbit/s, down {:.2} Mbit/s",
+            r.upload.goodput_bps / 1e6,
+            r.download.goodput_bps / 1e6
+        );
+    }
+}
+
+#[test]
+fn rlnc_generations_meet_the_goodput_target_under_loss() {
+    check_goodput(&lossy(0.10, CodeKind::Rlnc), 0.10);
+}
+
+#[test]
+fn capacity_step_20_5_20_is_followed_within_one_second() {
+    use convoy_link::trace::series::{SeriesRow, SeriesTrace};
+    use std::sync::Arc;
+    let row = |s: u64, mbit: u64| SeriesRow {
+        start: Dur::from_secs(s),
+        rate_bps: mbit * 1_000_000,
+        delay: Dur::from_millis(25),
+        ..SeriesRow::default()
+    };
+    let trace =
+        Arc::new(SeriesTrace::from_rows(vec![row(0, 20), row(4, 5), row(8, 20)], true).unwrap());
+    let step_link = || {
+        LinkConfig::series(trace.clone())
+            .with_queue(QueueLimit::Packets(300))
+            .with_seed(9)
+    };
+    let (c, s) = configs(CodeKind::RaptorQ, 31);
+    let mut spec = TransferSpec::new(step_link(), link(LossModel::None, 2), c, s);
+    spec.upload = 40_000_000;
+    spec.time_limit = Duration::from_secs(12);
+    let r = run(spec).unwrap();
+    // Bins are 100 ms of virtual time since the start of the run.
+    let mean = |v: &[u64], t: f64| {
+        v[(t * 10.0) as usize..(t * 10.0) as usize + 5]
+            .iter()
+            .sum::<u64>() as f64
+            / 5.0
+    };
+    for (from, to, capacity) in [(5.0, 7.5, 5.0), (9.0, 11.5, 20.0)] {
+        let mut t = from;
+        while t < to {
+            // Link utilisation over half a second, and the sender's rate.
+            let carried = mean(&r.uplink_delivered, t) * 8.0 * 10.0 / 1e6;
+            let rate = mean(&r.client_rate, t) / 1e6;
+            eprintln!("t = {t:.1} s: link carries {carried:.2} Mbit/s, sender rate {rate:.2}, capacity {capacity}");
+            assert!(
+                carried > 0.90 * capacity && rate < 1.02 * capacity,
+                "1 s after the step to {capacity} Mbit/s, at {t:.1} s the link carries {carried:.2} and the sender targets {rate:.2}"
+            );
+            t += 0.5;
+        }
+    }
+}

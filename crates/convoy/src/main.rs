@@ -5,6 +5,7 @@ mod bench_codec;
 mod bench_link;
 mod emu_cmd;
 mod progress;
+mod simulate_cmd;
 mod table;
 mod trace_cmd;
 
@@ -44,6 +45,11 @@ enum Command {
     /// from-mobility --fcd FCD --rsu X,Y --enb X,Y -o DIR`.
     #[command(subcommand)]
     Trace(trace_cmd::TraceCommand),
+    /// One transfer in virtual time over the link model, with the protocol
+    /// code the real sockets run: `convoy simulate --rate 20mbit --delay
+    /// 25ms --loss 10% --size 10MB [--trace FILE] [--both-ways] [--json]`.
+    /// Prints goodput against capacity x (1 - loss).
+    Simulate(simulate_cmd::SimulateArgs),
 }
 
 #[derive(Subcommand)]
@@ -103,6 +109,7 @@ fn main() -> ExitCode {
         }),
         Command::Emu(args) => emu_cmd::run(args),
         Command::Trace(cmd) => trace_cmd::run(cmd),
+        Command::Simulate(args) => simulate_cmd::run_simulate(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -125,3 +125,50 @@ fn bench_link_names_the_bad_line_of_a_malformed_trace() {
     assert!(err.contains("bad.trace:3"), "{err}");
     assert_eq!(err.trim().lines().count(), 1, "one-line error: {err}");
 }
+
+#[test]
+fn simulate_json_reports_goodput_against_the_ideal() {
+    let out = convoy()
+        .args(["simulate", "--loss", "10%", "--size", "2MB", "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).expect("valid JSON");
+    assert_eq!(r["delivered"], 2_000_000);
+    assert_eq!(r["ideal_bps"].as_f64().unwrap().round(), 18e6);
+    let ratio = r["ratio"].as_f64().unwrap();
+    assert!(ratio > 0.5 && ratio < 1.0, "ratio {ratio}");
+    for key in [
+        "delay_p50_ms",
+        "delay_p95_ms",
+        "packets_sent",
+        "packets_lost",
+        "cpu_seconds",
+    ] {
+        assert!(r[key].is_number(), "missing {key}");
+    }
+}
+
+#[test]
+fn simulate_rejects_bad_input_in_one_line() {
+    for args in [
+        &["--mode", "tcp"][..],
+        &["--loss", "2"],
+        &["--size", "3 parsecs"],
+        &["--trace", "/no/such/file"],
+    ] {
+        let out = convoy().arg("simulate").args(args).output().unwrap();
+        assert!(!out.status.success(), "{args:?} accepted");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+    }
+    let out = convoy()
+        .args(["simulate", "--mode", "tcp"])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&out.stderr).contains("valid modes are rcdp"));
+}

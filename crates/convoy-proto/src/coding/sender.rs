@@ -47,7 +47,7 @@ impl CodingConfig {
             symbol_size: 1400,
             block_symbols: match code {
                 CodeKind::RaptorQ => 256,
-                CodeKind::Rlnc => 64,
+                CodeKind::Rlnc => 255,
             },
             window: 32,
             margin_z: -0.5,

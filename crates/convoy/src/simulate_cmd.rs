@@ -1,0 +1,285 @@
+//! `convoy simulate`: one transfer in virtual time over the link model, with
+//! the same protocol code the real sockets run. Links are described with
+//! `convoy emu`'s key=value syntax, so a scenario moves between the two
+//! unchanged.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use convoy_emu::LinkSpec;
+use convoy_link::{Capacity, LinkConfig, LossSource};
+use convoy_proto::{CodeKind, Config, Keypair};
+use convoy_sim::{run, TransferReport, TransferSpec};
+use serde::Serialize;
+
+/// Transport modes; `rlnc-bbr` comes with BBR.
+const MODES: &[&str] = &["rcdp"];
+
+#[derive(Args)]
+pub struct SimulateArgs {
+    /// Transport mode. rcdp: coded blocks, RCDP packet trains.
+    #[arg(long, default_value = "rcdp")]
+    mode: String,
+    /// Erasure code: raptorq (RCDP's) or rlnc.
+    #[arg(long, default_value = "raptorq")]
+    code: String,
+    /// Link rate (both directions), e.g. 20mbit.
+    #[arg(long, default_value = "20mbit")]
+    rate: String,
+    /// One-way delay of each direction, e.g. 25ms.
+    #[arg(long, default_value = "25ms")]
+    delay: String,
+    /// Loss of each direction: 10%, 0.1, or ge:P_GB/P_BG[/LOSS_GOOD/LOSS_BAD].
+    #[arg(long, default_value = "0")]
+    loss: String,
+    /// Bytes to send, e.g. 10MB, 512KiB, 1000000.
+    #[arg(long, default_value = "10MB")]
+    size: String,
+    /// Capacity of the direction carrying the data from a trace instead of
+    /// --rate: a Mahimahi file or a convoy time-series .csv.
+    #[arg(long, value_name = "FILE")]
+    trace: Option<PathBuf>,
+    /// Send --size in both directions at once (full duplex).
+    #[arg(long)]
+    both_ways: bool,
+    /// Queue limit of each direction, in packets.
+    #[arg(long, default_value_t = 300)]
+    queue: u64,
+    /// Seeds the link's random processes and the endpoints.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Stop after this much virtual time.
+    #[arg(long, default_value = "600s")]
+    time_limit: String,
+    /// Print one JSON document instead of the summary.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Serialize)]
+struct Summary {
+    mode: String,
+    code: String,
+    bytes: u64,
+    delivered: u64,
+    complete: bool,
+    goodput_bps: f64,
+    capacity_bps: f64,
+    loss_rate: f64,
+    ideal_bps: f64,
+    ratio: f64,
+    delay_p50_ms: f64,
+    delay_p95_ms: f64,
+    packets_sent: u64,
+    packets_lost: u64,
+    repair_symbols: u64,
+    redundant_received: u64,
+    handshake_ms: f64,
+    cpu_seconds: f64,
+    wall_seconds: f64,
+    report: TransferReport,
+}
+
+/// `10MB`, `1.5MiB`, `500kB`, `1000`.
+fn parse_size(text: &str) -> Result<u64> {
+    let t = text.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let n: f64 = t[..split]
+        .parse()
+        .with_context(|| format!("--size {text:?}: expected e.g. 10MB"))?;
+    let scale = match t[split..].trim() {
+        "" | "B" => 1.0,
+        "kB" | "KB" => 1e3,
+        "MB" => 1e6,
+        "GB" => 1e9,
+        "KiB" => 1024.0,
+        "MiB" => 1024.0 * 1024.0,
+        "GiB" => 1024.0 * 1024.0 * 1024.0,
+        other => {
+            bail!("--size {text:?}: unknown unit {other:?} (use B, kB, MB, GB, KiB, MiB, GiB)")
+        }
+    };
+    let bytes = (n * scale).round();
+    if !(1.0..=1e12).contains(&bytes) {
+        bail!("--size {text:?}: must be between 1 byte and 1 TB");
+    }
+    Ok(bytes as u64)
+}
+
+/// Processor time this process used, user + system.
+fn cpu_seconds() -> f64 {
+    // SAFETY: getrusage only writes the struct we hand it.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) } != 0 {
+        return f64::NAN;
+    }
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
+    tv(u.ru_utime) + tv(u.ru_stime)
+}
+
+/// Mean capacity of a direction, bit/s, and its long-run loss rate.
+fn capacity_and_loss(cfg: &LinkConfig) -> (f64, f64) {
+    let capacity = match &cfg.capacity {
+        Capacity::Constant { bps } => *bps as f64,
+        Capacity::Mahimahi(t) => t.mean_rate_bps(),
+        Capacity::Series => cfg.series.as_ref().map_or(0.0, |s| {
+            let rows = s.rows();
+            rows.iter().map(|r| r.rate_bps as f64).sum::<f64>() / rows.len().max(1) as f64
+        }),
+    };
+    let loss = match &cfg.loss {
+        LossSource::Model(m) => m.theoretical_loss_rate().unwrap_or(0.0),
+        LossSource::Series => 0.0,
+    };
+    (capacity, loss)
+}
+
+pub fn run_simulate(args: SimulateArgs) -> Result<()> {
+    if !MODES.contains(&args.mode.as_str()) {
+        bail!(
+            "unknown mode {:?}: valid modes are {}",
+            args.mode,
+            MODES.join(", ")
+        );
+    }
+    let code: CodeKind = args.code.parse().map_err(|_| {
+        anyhow::anyhow!(
+            "unknown code {:?}: valid codes are raptorq, rlnc",
+            args.code
+        )
+    })?;
+    let size = parse_size(&args.size)?;
+    let limit = convoy_emu::parse_duration("--time-limit", &args.time_limit)
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let mut text = format!(
+        "sim:rate={},delay={},loss={},queue={},seed={}",
+        args.rate, args.delay, args.loss, args.queue, args.seed
+    );
+    if let Some(trace) = &args.trace {
+        if !trace.is_file() {
+            bail!("--trace {}: no such file", trace.display());
+        }
+        text.push_str(&format!(",up={}", trace.display()));
+    }
+    let spec = LinkSpec::parse(&text).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let (up, down) = spec.configs(0).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let (capacity, loss) = capacity_and_loss(&up);
+
+    let mut client = Config::new(Keypair::generate()).with_code(code);
+    let mut server = Config::new(Keypair::generate()).with_code(code);
+    client.seed = Some(args.seed);
+    server.seed = Some(args.seed.wrapping_add(1));
+    let mut t = TransferSpec::new(up, down, client, server);
+    t.upload = size;
+    t.download = if args.both_ways { size } else { 0 };
+    t.time_limit = Duration::from_nanos(limit.as_nanos());
+
+    let (cpu0, wall0) = (cpu_seconds(), Instant::now());
+    let report = run(t).context("simulation failed")?;
+    let (cpu, wall) = (cpu_seconds() - cpu0, wall0.elapsed().as_secs_f64());
+    let up = &report.upload;
+    let ideal = capacity * (1.0 - loss);
+    let s = Summary {
+        mode: args.mode.clone(),
+        code: code.name().into(),
+        bytes: size,
+        delivered: up.delivered,
+        complete: up.completion.is_some(),
+        goodput_bps: up.goodput_bps,
+        capacity_bps: capacity,
+        loss_rate: loss,
+        ideal_bps: ideal,
+        ratio: if ideal > 0.0 {
+            up.goodput_bps / ideal
+        } else {
+            0.0
+        },
+        delay_p50_ms: up.delay_p50.as_secs_f64() * 1e3,
+        delay_p95_ms: up.delay_p95.as_secs_f64() * 1e3,
+        packets_sent: report.client.packets_sent,
+        packets_lost: report.client.packets_lost,
+        repair_symbols: report.client.repair_symbols,
+        redundant_received: report.server.redundant_received,
+        handshake_ms: report.handshake.map_or(f64::NAN, |h| h.as_secs_f64() * 1e3),
+        cpu_seconds: cpu,
+        wall_seconds: wall,
+        report,
+    };
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&s)?);
+    } else {
+        print_summary(&s, &args);
+    }
+    if !s.complete {
+        bail!(
+            "the transfer did not finish: {} of {} bytes in {}",
+            s.delivered,
+            s.bytes,
+            args.time_limit
+        );
+    }
+    Ok(())
+}
+
+fn print_summary(s: &Summary, args: &SimulateArgs) {
+    let link = match &args.trace {
+        Some(t) => format!("trace {}", t.display()),
+        None => args.rate.clone(),
+    };
+    println!(
+        "convoy simulate: {} ({}) over {link}, {} one way, loss {}, {} bytes{}",
+        s.mode,
+        s.code,
+        args.delay,
+        args.loss,
+        s.bytes,
+        if args.both_ways { " each way" } else { "" }
+    );
+    println!("  goodput            {:>10.3} Mbit/s", s.goodput_bps / 1e6);
+    println!(
+        "  ideal C x (1 - p)  {:>10.3} Mbit/s   ({:.3} Mbit/s x (1 - {:.3}))",
+        s.ideal_bps / 1e6,
+        s.capacity_bps / 1e6,
+        s.loss_rate
+    );
+    println!("  ratio              {:>10.3}", s.ratio);
+    println!(
+        "  one-way delay      p50 {:.1} ms, p95 {:.1} ms",
+        s.delay_p50_ms, s.delay_p95_ms
+    );
+    println!(
+        "  packets            {} sent, {} lost, {} repair symbols, {} redundant at the receiver",
+        s.packets_sent, s.packets_lost, s.repair_symbols, s.redundant_received
+    );
+    if args.both_ways {
+        println!(
+            "  reverse goodput    {:>10.3} Mbit/s",
+            s.report.download.goodput_bps / 1e6
+        );
+    }
+    println!(
+        "  handshake {:.1} ms; CPU {:.2} s for {:.2} s of virtual time ({:.2} s wall)",
+        s.handshake_ms,
+        s.cpu_seconds,
+        s.report.elapsed.as_secs_f64(),
+        s.wall_seconds
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_size;
+
+    #[test]
+    fn sizes_parse_with_units() {
+        assert_eq!(parse_size("10MB").unwrap(), 10_000_000);
+        assert_eq!(parse_size("1KiB").unwrap(), 1024);
+        assert_eq!(parse_size("1500").unwrap(), 1500);
+        assert!(parse_size("10 parsecs").is_err());
+        assert!(parse_size("0").is_err());
+    }
+}
