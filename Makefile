@@ -35,8 +35,9 @@ lint: setup
 bench: setup
 	$(CARGO) bench -p convoy-codec
 
-# Coverage-guided fuzzing of the codec's decoder input path (needs nightly).
+# Coverage-guided fuzzing of the codec's decoder input and of the wire parsers (needs nightly).
 FUZZ_SECONDS ?= 60
 fuzz:
 	cargo install --locked cargo-fuzz
 	cd fuzz && cargo +nightly fuzz run decoder_input -- -max_total_time=$(FUZZ_SECONDS)
+	cd fuzz && cargo +nightly fuzz run wire_packet -- -max_total_time=$(FUZZ_SECONDS)

@@ -281,3 +281,58 @@ fn a_reader_that_stops_reading_bounds_memory() {
     );
     assert!(r.client_closed.is_none(), "a slow reader is not an error");
 }
+
+#[test]
+fn xx_learns_the_server_key_and_carries_data() {
+    let kp = Keypair::generate();
+    let mut wire = Wire::new(server_config(kp.clone()));
+    let h = wire.client.connect(Duration::ZERO, server_addr(), None).unwrap();
+    assert_eq!(upload(&mut wire, h, 100_000, |d| vec![d.to_vec()]), 100_000);
+    assert_eq!(wire.client.connection(h).unwrap().peer_static(), Some(kp.public));
+}
+
+#[test]
+fn retry_cookie_is_required_when_handshakes_pile_up() {
+    let kp = Keypair::generate();
+    let mut cfg = server_config(kp.clone());
+    cfg.retry_threshold = 0;
+    let mut wire = Wire::new(cfg);
+    let h = wire.client.connect(Duration::ZERO, server_addr(), Some(&kp.public)).unwrap();
+    assert_eq!(upload(&mut wire, h, 50_000, |d| vec![d.to_vec()]), 50_000);
+    assert_eq!(wire.server.stats().retries_sent, 1);
+}
+
+#[test]
+fn an_unvalidated_client_gets_at_most_three_times_what_it_sent() {
+    let kp = Keypair::generate();
+    let mut wire = Wire::new(server_config(kp.clone()));
+    let h = wire.client.connect(Duration::ZERO, server_addr(), Some(&kp.public)).unwrap();
+    let mut received_by_server = 0usize;
+    // Only the first Initial reaches the server (a spoofed source address
+    // never answers); the server also has data to push.
+    wire.run(
+        Duration::from_secs(3),
+        |d| {
+            if received_by_server == 0 {
+                received_by_server = d.len();
+                vec![d.to_vec()]
+            } else {
+                Vec::new()
+            }
+        },
+        |w| {
+            for sh in w.server.handles() {
+                let c = w.server.connection(sh).unwrap();
+                if let Ok(id) = c.open_stream() {
+                    let _ = c.write(id, &[7u8; 100_000]);
+                }
+            }
+            false
+        },
+    );
+    let sh = wire.server.handles()[0];
+    let server_sent = wire.server.connection(sh).unwrap().stats().bytes_sent as usize;
+    assert!(received_by_server >= 1200);
+    assert!(server_sent <= 3 * received_by_server, "sent {server_sent} for {received_by_server}");
+    let _ = h;
+}
