@@ -126,11 +126,22 @@ impl Recovery {
             let lo = (*range.start()).max(self.first_pn);
             let hi = (*range.end()).min(self.first_pn + self.sent.len() as u64);
             for pn in (lo..=hi).rev() {
-                if let Some(p) = self.resolve((pn - self.first_pn) as usize, Fate::Acked) {
-                    if out.rtt_sample.is_none() && pn == ack.largest && p.ack_eliciting {
-                        let delay = Duration::from_micros(ack.delay_us.min(1 << 32));
-                        out.rtt_sample = Some((now.saturating_sub(p.time), delay));
-                    }
+                let idx = (pn - self.first_pn) as usize;
+                let Some(&(sent, fate)) = self.sent.get(idx) else {
+                    continue;
+                };
+                // A packet declared lost too early still measures the RTT:
+                // without that sample a growing queue would make every
+                // packet look lost, and the threshold would never catch up.
+                if out.rtt_sample.is_none()
+                    && pn == ack.largest
+                    && sent.ack_eliciting
+                    && fate != Fate::Acked
+                {
+                    let delay = Duration::from_micros(ack.delay_us.min(1 << 32));
+                    out.rtt_sample = Some((now.saturating_sub(sent.time), delay));
+                }
+                if let Some(p) = self.resolve(idx, Fate::Acked) {
                     out.acked.push(p);
                 }
             }

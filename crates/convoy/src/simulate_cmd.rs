@@ -155,16 +155,19 @@ pub fn run_simulate(args: SimulateArgs) -> Result<()> {
     let size = parse_size(&args.size)?;
     let limit = convoy_emu::parse_duration("--time-limit", &args.time_limit)
         .map_err(|e| anyhow::anyhow!("{e}"))?;
-    let mut text = format!(
-        "sim:rate={},delay={},loss={},queue={},seed={}",
-        args.rate, args.delay, args.loss, args.queue, args.seed
-    );
-    if let Some(trace) = &args.trace {
-        if !trace.is_file() {
-            bail!("--trace {}: no such file", trace.display());
+    let rates = match &args.trace {
+        Some(trace) => {
+            if !trace.is_file() {
+                bail!("--trace {}: no such file", trace.display());
+            }
+            format!("up={},down={}", trace.display(), args.rate)
         }
-        text.push_str(&format!(",up={}", trace.display()));
-    }
+        None => format!("rate={}", args.rate),
+    };
+    let text = format!(
+        "sim:{rates},delay={},loss={},queue={},seed={}",
+        args.delay, args.loss, args.queue, args.seed
+    );
     let spec = LinkSpec::parse(&text).map_err(|e| anyhow::anyhow!("{e}"))?;
     let (up, down) = spec.configs(0).map_err(|e| anyhow::anyhow!("{e}"))?;
     let (capacity, loss) = capacity_and_loss(&up);
