@@ -311,4 +311,22 @@ mod tests {
         assert_eq!(r.on_probe_timeout(ms(250)).len(), 1);
         assert_eq!(r.bytes_in_flight(), 0);
     }
+
+    #[test]
+    fn a_late_ack_of_a_packet_declared_lost_still_samples_the_rtt() {
+        let mut r = Recovery::default();
+        send(&mut r, 0, 0);
+        send(&mut r, 1, 0);
+        send(&mut r, 2, 10);
+        let mut rtt = RttEstimator::default();
+        rtt.update(ms(50), Duration::ZERO);
+        with_ack(&ack_bytes(&[2..=2]), |a| r.on_ack(ms(60), a, &rtt));
+        // A queue built up: 0 and 1 pass the time threshold and are declared lost...
+        assert_eq!(r.detect_lost(ms(200), &rtt).len(), 2);
+        // ...but their acknowledgment arrives, late, and measures the real RTT.
+        let out = with_ack(&ack_bytes(&[0..=1]), |a| r.on_ack(ms(2000), a, &rtt));
+        assert_eq!(out.rtt_sample, Some((ms(2000), Duration::ZERO)));
+        assert!(out.acked.is_empty(), "already resolved as lost");
+        assert_eq!(r.spurious_losses(), 2);
+    }
 }
