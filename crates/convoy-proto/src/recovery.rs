@@ -320,9 +320,9 @@ mod tests {
         send(&mut r, 2, 10);
         let mut rtt = RttEstimator::default();
         rtt.update(ms(50), Duration::ZERO);
-        with_ack(&ack_bytes(&[2..=2]), |a| r.on_ack(ms(60), a, &rtt));
         // A queue built up: 0 and 1 pass the time threshold and are declared lost...
-        assert_eq!(r.detect_lost(ms(200), &rtt).len(), 2);
+        let out = with_ack(&ack_bytes(&[2..=2]), |a| r.on_ack(ms(60), a, &rtt));
+        assert_eq!(out.lost.len(), 2);
         // ...but their acknowledgment arrives, late, and measures the real RTT.
         let out = with_ack(&ack_bytes(&[0..=1]), |a| r.on_ack(ms(2000), a, &rtt));
         assert_eq!(out.rtt_sample, Some((ms(2000), Duration::ZERO)));

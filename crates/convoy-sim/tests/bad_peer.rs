@@ -286,9 +286,15 @@ fn a_reader_that_stops_reading_bounds_memory() {
 fn xx_learns_the_server_key_and_carries_data() {
     let kp = Keypair::generate();
     let mut wire = Wire::new(server_config(kp.clone()));
-    let h = wire.client.connect(Duration::ZERO, server_addr(), None).unwrap();
+    let h = wire
+        .client
+        .connect(Duration::ZERO, server_addr(), None)
+        .unwrap();
     assert_eq!(upload(&mut wire, h, 100_000, |d| vec![d.to_vec()]), 100_000);
-    assert_eq!(wire.client.connection(h).unwrap().peer_static(), Some(kp.public));
+    assert_eq!(
+        wire.client.connection(h).unwrap().peer_static(),
+        Some(kp.public)
+    );
 }
 
 #[test]
@@ -297,7 +303,10 @@ fn retry_cookie_is_required_when_handshakes_pile_up() {
     let mut cfg = server_config(kp.clone());
     cfg.retry_threshold = 0;
     let mut wire = Wire::new(cfg);
-    let h = wire.client.connect(Duration::ZERO, server_addr(), Some(&kp.public)).unwrap();
+    let h = wire
+        .client
+        .connect(Duration::ZERO, server_addr(), Some(&kp.public))
+        .unwrap();
     assert_eq!(upload(&mut wire, h, 50_000, |d| vec![d.to_vec()]), 50_000);
     assert_eq!(wire.server.stats().retries_sent, 1);
 }
@@ -306,7 +315,10 @@ fn retry_cookie_is_required_when_handshakes_pile_up() {
 fn an_unvalidated_client_gets_at_most_three_times_what_it_sent() {
     let kp = Keypair::generate();
     let mut wire = Wire::new(server_config(kp.clone()));
-    let h = wire.client.connect(Duration::ZERO, server_addr(), Some(&kp.public)).unwrap();
+    let h = wire
+        .client
+        .connect(Duration::ZERO, server_addr(), Some(&kp.public))
+        .unwrap();
     let mut received_by_server = 0usize;
     // Only the first Initial reaches the server (a spoofed source address
     // never answers); the server also has data to push.
@@ -333,6 +345,9 @@ fn an_unvalidated_client_gets_at_most_three_times_what_it_sent() {
     let sh = wire.server.handles()[0];
     let server_sent = wire.server.connection(sh).unwrap().stats().bytes_sent as usize;
     assert!(received_by_server >= 1200);
-    assert!(server_sent <= 3 * received_by_server, "sent {server_sent} for {received_by_server}");
+    assert!(
+        server_sent <= 3 * received_by_server,
+        "sent {server_sent} for {received_by_server}"
+    );
     let _ = h;
 }
