@@ -98,6 +98,19 @@ fn server_config(kp: Keypair) -> Config {
     s
 }
 
+/// A wire to a fresh server whose key the client knows (IK), connecting.
+fn wire_with(configure: impl FnOnce(&mut Config)) -> (Wire, ConnectionHandle) {
+    let kp = Keypair::generate();
+    let mut cfg = server_config(kp.clone());
+    configure(&mut cfg);
+    let mut wire = Wire::new(cfg);
+    let h = wire
+        .client
+        .connect(Duration::ZERO, server_addr(), Some(&kp.public))
+        .unwrap();
+    (wire, h)
+}
+
 /// Uploads `len` bytes through the wire, returning what the server read.
 fn upload(
     wire: &mut Wire,
@@ -169,12 +182,7 @@ fn wrong_server_key_fails_the_handshake_cleanly() {
 
 #[test]
 fn replayed_packets_are_refused_and_data_stays_exact() {
-    let kp = Keypair::generate();
-    let mut wire = Wire::new(server_config(kp.clone()));
-    let h = wire
-        .client
-        .connect(Duration::ZERO, server_addr(), Some(&kp.public))
-        .unwrap();
+    let (mut wire, h) = wire_with(|_| {});
     let read = upload(&mut wire, h, 300_000, |d| vec![d.to_vec(), d.to_vec()]);
     assert_eq!(read, 300_000);
     let sh = wire.server.handles()[0];
@@ -183,12 +191,7 @@ fn replayed_packets_are_refused_and_data_stays_exact() {
 
 #[test]
 fn truncated_flipped_and_garbage_datagrams_are_survived() {
-    let kp = Keypair::generate();
-    let mut wire = Wire::new(server_config(kp.clone()));
-    let h = wire
-        .client
-        .connect(Duration::ZERO, server_addr(), Some(&kp.public))
-        .unwrap();
+    let (mut wire, h) = wire_with(|_| {});
     let mut n = 0usize;
     let read = upload(&mut wire, h, 300_000, |d| {
         n += 1;
@@ -299,26 +302,14 @@ fn xx_learns_the_server_key_and_carries_data() {
 
 #[test]
 fn retry_cookie_is_required_when_handshakes_pile_up() {
-    let kp = Keypair::generate();
-    let mut cfg = server_config(kp.clone());
-    cfg.retry_threshold = 0;
-    let mut wire = Wire::new(cfg);
-    let h = wire
-        .client
-        .connect(Duration::ZERO, server_addr(), Some(&kp.public))
-        .unwrap();
+    let (mut wire, h) = wire_with(|cfg| cfg.retry_threshold = 0);
     assert_eq!(upload(&mut wire, h, 50_000, |d| vec![d.to_vec()]), 50_000);
     assert_eq!(wire.server.stats().retries_sent, 1);
 }
 
 #[test]
 fn an_unvalidated_client_gets_at_most_three_times_what_it_sent() {
-    let kp = Keypair::generate();
-    let mut wire = Wire::new(server_config(kp.clone()));
-    let h = wire
-        .client
-        .connect(Duration::ZERO, server_addr(), Some(&kp.public))
-        .unwrap();
+    let (mut wire, h) = wire_with(|_| {});
     let mut received_by_server = 0usize;
     // Only the first Initial reaches the server (a spoofed source address
     // never answers); the server also has data to push.
