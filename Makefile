@@ -14,13 +14,14 @@ setup:
 build: setup
 	$(CARGO) build --release --workspace
 
-# The main job. Until the transport exists, it measures the codec and the
-# link model on this machine.
+# The main job. Until the experiments exist, it measures the codec and the
+# link model on this machine and simulates one RCDP transfer.
 SHARED ?= ../shared
 DEMO_TRACE := $(SHARED)/traces/TMobile-LTE-short.down
 demo: build
 	./target/release/convoy bench codec
 	./target/release/convoy bench link $(if $(wildcard $(DEMO_TRACE)),--trace $(DEMO_TRACE))
+	./target/release/convoy simulate --mode rcdp --rate 20mbit --delay 25ms --loss 10% --size 10MB
 
 # Every test: Rust (unit, property, integration) in release mode, because the
 # property tests push millions of symbols, then the Python package's tests.

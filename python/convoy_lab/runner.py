@@ -21,14 +21,17 @@ class ConvoyNotFound(RuntimeError):
 
 def convoy_binary() -> Path:
     """The convoy command to run: $CONVOY_BIN, else this checkout's release
-    build, else the one on PATH."""
+    build (in $CARGO_TARGET_DIR when that is set, as cargo puts it there),
+    else the one on PATH."""
     env = os.environ.get("CONVOY_BIN")
     if env:
         path = Path(env)
         if not path.is_file():
             raise ConvoyNotFound(f"CONVOY_BIN={env} is not a file")
         return path
-    built = REPO_ROOT / "target" / "release" / "convoy"
+    target_dir = os.environ.get("CARGO_TARGET_DIR")
+    target = Path(target_dir) if target_dir else REPO_ROOT / "target"
+    built = target / "release" / "convoy"
     if built.is_file():
         return built
     on_path = shutil.which("convoy")
