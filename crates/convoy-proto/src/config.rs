@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use convoy_codec::CodeKind;
 
-use crate::cc::{RateController, Rcdp, RcdpConfig};
+use crate::cc::{Bbr, BbrConfig, RateController, Rcdp, RcdpConfig};
 use crate::coding::CodingConfig;
 use crate::crypto::Keypair;
 use crate::stream::StreamLimits;
@@ -18,6 +18,8 @@ pub type ControllerFactory = Arc<dyn Fn() -> Box<dyn RateController> + Send + Sy
 pub enum RateControl {
     /// RCDP's receiver-driven packet trains (SPEC S1).
     Rcdp(RcdpConfig),
+    /// BBR (v1): bottleneck bandwidth and min-RTT model, pacing, cwnd = 2 BDP.
+    Bbr(BbrConfig),
     /// Any other controller on the trait (BBR, the simulator's references).
     Custom {
         name: &'static str,
@@ -29,6 +31,7 @@ impl std::fmt::Debug for RateControl {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             RateControl::Rcdp(c) => f.debug_tuple("Rcdp").field(c).finish(),
+            RateControl::Bbr(c) => f.debug_tuple("Bbr").field(c).finish(),
             RateControl::Custom { name, .. } => f.debug_tuple("Custom").field(name).finish(),
         }
     }
@@ -38,6 +41,7 @@ impl RateControl {
     pub fn build(&self) -> Box<dyn RateController> {
         match self {
             RateControl::Rcdp(c) => Box::new(Rcdp::new(c.clone())),
+            RateControl::Bbr(c) => Box::new(Bbr::new(c.clone())),
             RateControl::Custom { factory, .. } => factory(),
         }
     }

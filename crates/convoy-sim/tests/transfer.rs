@@ -163,3 +163,24 @@ fn capacity_step_20_5_20_is_followed_within_one_second() {
         }
     }
 }
+
+#[test]
+fn rlnc_over_bbr_carries_data_under_loss() {
+    use convoy_proto::cc::BbrConfig;
+    use convoy_proto::RateControl;
+    for p in [0.01, 0.10, 0.30] {
+        let (mut c, mut s) = configs(CodeKind::Rlnc, 41);
+        c.rate_control = RateControl::Bbr(BbrConfig::default());
+        s.rate_control = RateControl::Bbr(BbrConfig::default());
+        let loss = LossModel::Bernoulli { p };
+        let mut spec = TransferSpec::new(link(loss.clone(), 13), link(loss, 17), c, s);
+        spec.upload = 10_000_000;
+        let r = run(spec).expect("simulation runs");
+        let ratio = r.upload.goodput_bps / (RATE as f64 * (1.0 - p));
+        eprintln!("rlnc-bbr at {p}: ratio {ratio:.3}");
+        assert_eq!(r.upload.delivered, r.upload.bytes);
+        // A guard against regressions, not issue 5's target (0.92), which
+        // the mode does not reach yet at 30 % loss (0.895 here).
+        assert!(ratio >= 0.88, "rlnc-bbr at loss {p}: ratio {ratio:.3}");
+    }
+}

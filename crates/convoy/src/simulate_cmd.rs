@@ -10,21 +10,23 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use convoy_emu::LinkSpec;
 use convoy_link::{Capacity, LinkConfig, LossSource};
-use convoy_proto::{CodeKind, Config, Keypair};
+use convoy_proto::cc::BbrConfig;
+use convoy_proto::{CodeKind, Config, Keypair, RateControl};
 use convoy_sim::{run, TransferReport, TransferSpec};
 use serde::Serialize;
 
-/// Transport modes; `rlnc-bbr` comes with BBR.
-const MODES: &[&str] = &["rcdp"];
+/// Transport modes: rate controller and default code.
+const MODES: &[&str] = &["rcdp", "rlnc-bbr"];
 
 #[derive(Args)]
 pub struct SimulateArgs {
-    /// Transport mode. rcdp: coded blocks, RCDP packet trains.
+    /// Transport mode. rcdp: RaptorQ blocks, RCDP packet trains.
+    /// rlnc-bbr: RLNC generations, BBR (ScalaNC's combination).
     #[arg(long, default_value = "rcdp")]
     mode: String,
-    /// Erasure code: raptorq (RCDP's) or rlnc.
-    #[arg(long, default_value = "raptorq")]
-    code: String,
+    /// Erasure code, instead of the mode's: raptorq or rlnc.
+    #[arg(long)]
+    code: Option<String>,
     /// Link rate (both directions), e.g. 20mbit.
     #[arg(long, default_value = "20mbit")]
     rate: String,
@@ -146,11 +148,14 @@ pub fn run_simulate(args: SimulateArgs) -> Result<()> {
             MODES.join(", ")
         );
     }
-    let code: CodeKind = args.code.parse().map_err(|_| {
-        anyhow::anyhow!(
-            "unknown code {:?}: valid codes are raptorq, rlnc",
-            args.code
-        )
+    let default_code = if args.mode == "rlnc-bbr" {
+        "rlnc"
+    } else {
+        "raptorq"
+    };
+    let code_name = args.code.as_deref().unwrap_or(default_code);
+    let code: CodeKind = code_name.parse().map_err(|_| {
+        anyhow::anyhow!("unknown code {code_name:?}: valid codes are raptorq, rlnc")
     })?;
     let size = parse_size(&args.size)?;
     let limit = convoy_emu::parse_duration("--time-limit", &args.time_limit)
@@ -174,6 +179,10 @@ pub fn run_simulate(args: SimulateArgs) -> Result<()> {
 
     let mut client = Config::new(Keypair::generate()).with_code(code);
     let mut server = Config::new(Keypair::generate()).with_code(code);
+    if args.mode == "rlnc-bbr" {
+        client.rate_control = RateControl::Bbr(BbrConfig::default());
+        server.rate_control = RateControl::Bbr(BbrConfig::default());
+    }
     client.seed = Some(args.seed);
     server.seed = Some(args.seed.wrapping_add(1));
     let mut t = TransferSpec::new(up, down, client, server);

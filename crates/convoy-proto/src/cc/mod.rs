@@ -3,6 +3,7 @@
 //! what was sent, acknowledged, lost and reported. RCDP's receiver-driven
 //! packet trains are here; BBR, NewReno and Cubic plug into the same trait.
 
+pub mod bbr;
 pub mod rcdp;
 pub mod train;
 
@@ -12,6 +13,7 @@ use crate::recovery::SentPacket;
 use crate::rtt::RttEstimator;
 use crate::wire::TrainTag;
 
+pub use bbr::{Bbr, BbrConfig};
 pub use rcdp::{Rcdp, RcdpConfig};
 pub use train::TrainEstimator;
 
@@ -43,8 +45,9 @@ pub trait RateController: Send {
         None
     }
 
-    /// A data packet of `bytes` left at `now`.
-    fn on_sent(&mut self, now: Duration, bytes: usize, bytes_in_flight: u64);
+    /// Data packet `pn` of `bytes` left at `now`; `bytes_in_flight`
+    /// includes it.
+    fn on_sent(&mut self, now: Duration, pn: u64, bytes: usize, bytes_in_flight: u64);
 
     /// The sender had nothing to send when pacing allowed it.
     fn on_app_limited(&mut self, _now: Duration) {}

@@ -219,7 +219,7 @@ impl RateController for Rcdp {
         })
     }
 
-    fn on_sent(&mut self, now: Duration, bytes: usize, _in_flight: u64) {
+    fn on_sent(&mut self, now: Duration, _pn: u64, bytes: usize, _in_flight: u64) {
         let omega = self.train_rate();
         if self.index == 0 {
             self.train_start = now;
@@ -335,20 +335,20 @@ mod tests {
         let mut c = Rcdp::new(cfg);
         let rtt = RttEstimator::default();
         // Leave start-up with a dispersed report of 1 MB/s.
-        c.on_sent(ms(0), 1000, 0);
+        c.on_sent(ms(0), 0, 1000, 0);
         c.on_rate_report(ms(1), 0, 1_000_000, &rtt);
         assert!(!c.in_startup());
         assert_eq!(c.rate(), 990_000);
         // Finish train 0, then look at train 1.
         while c.train_tag().unwrap().train_id == 0 {
-            c.on_sent(c.next_send_time().unwrap(), 1000, 0);
+            c.on_sent(c.next_send_time().unwrap(), 0, 1000, 0);
         }
         let start = c.next_send_time().unwrap();
         let mut times = vec![];
         for _ in 0..4 {
             let t = c.next_send_time().unwrap();
             times.push(t);
-            c.on_sent(t, 1000, 0);
+            c.on_sent(t, 0, 1000, 0);
         }
         let gap = times[1] - times[0];
         assert_eq!(gap, transmit_time(1000, 1_980_000), "Ω = R/α");
@@ -360,7 +360,7 @@ mod tests {
     fn median_of_five_ignores_two_outliers() {
         let mut c = Rcdp::new(RcdpConfig::default());
         let rtt = RttEstimator::default();
-        c.on_sent(ms(0), 1000, 0);
+        c.on_sent(ms(0), 0, 1000, 0);
         for (i, r) in [1_000_000, 9_000_000, 1_000_000, 50, 1_000_000]
             .into_iter()
             .enumerate()
@@ -377,7 +377,7 @@ mod tests {
     fn startup_grows_while_reports_are_undispersed() {
         let mut c = Rcdp::new(RcdpConfig::default());
         let rtt = RttEstimator::default();
-        c.on_sent(ms(0), 1000, 0);
+        c.on_sent(ms(0), 0, 1000, 0);
         // Train 0 went at the 12.5 MB/s probe rate and came back undispersed.
         c.on_rate_report(ms(10), 0, 12_400_000, &rtt);
         assert!(c.in_startup());

@@ -273,7 +273,9 @@ impl Connection {
         })?;
         self.stats.data_packets_sent += 1;
         let in_flight = self.recovery.bytes_in_flight();
-        self.paths[path_idx].cc.on_sent(now, t.len, in_flight);
+        self.paths[path_idx]
+            .cc
+            .on_sent(now, self.next_pn - 1, t.len, in_flight);
         Some(t)
     }
 
