@@ -537,7 +537,12 @@ impl Connection {
                     > 3 * self.unvalidated_received;
             let has_data = e.tx.next_symbol().is_some()
                 || (e.tx.can_start_block() && self.streams.has_sendable());
-            if has_data && !amplification_blocked {
+            // A full window waits for acknowledgments or loss timers, not
+            // for the pacer.
+            let window_full = self.paths[0].cc.window().is_some_and(|w| {
+                self.recovery.bytes_in_flight() + self.cfg.max_datagram as u64 > w
+            });
+            if has_data && !amplification_blocked && !window_full {
                 consider(Some(
                     self.paths[0].cc.next_send_time().unwrap_or(self.last_sent),
                 ));
