@@ -11,6 +11,9 @@ use crate::wire::Ack;
 
 /// A packet is lost once this many later packets are acknowledged.
 const PACKET_THRESHOLD: u64 = 3;
+/// Packets declared lost are remembered this far below the largest
+/// acknowledged, so that a late acknowledgment is noticed (and measured).
+const LOST_MEMORY: u64 = 1000;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SentPacket {
@@ -48,14 +51,27 @@ impl Outcome {
 }
 
 /// Sent packets by number. Numbers are consecutive, so the packet numbered
-/// `pn` is at index `pn - first_pn`.
+/// `pn` is at index `pn - first_pn`; resolved packets leave from the front.
 #[derive(Debug, Default)]
 pub struct Recovery {
     sent: VecDeque<(SentPacket, Fate)>,
     first_pn: u64,
+    /// Recently declared lost, by number, and whether an acknowledgment
+    /// has since arrived. Kept apart from `sent` so that remembering them
+    /// does not make every ACK walk a thousand resolved packets.
+    recently_lost: VecDeque<(SentPacket, bool)>,
     largest_acked: Option<u64>,
     bytes_in_flight: u64,
     spurious: u64,
+}
+
+/// (RTT, reported ACK delay) for a packet sent at `sent` and acknowledged
+/// as the largest of `ack` at `now`.
+fn rtt_sample(now: Duration, sent: Duration, ack: &Ack<'_>) -> (Duration, Duration) {
+    (
+        now.saturating_sub(sent),
+        Duration::from_micros(ack.delay_us.min(1 << 32)),
+    )
 }
 
 impl Recovery {
@@ -92,29 +108,62 @@ impl Recovery {
     fn resolve(&mut self, idx: usize, to: Fate) -> Option<SentPacket> {
         let (p, fate) = self.sent.get_mut(idx)?;
         if *fate != Fate::InFlight {
-            if *fate == Fate::Lost && to == Fate::Acked {
-                self.spurious += 1;
-                *fate = Fate::Acked;
-            }
             return None;
         }
         *fate = to;
         if p.ack_eliciting {
             self.bytes_in_flight -= u64::from(p.bytes);
         }
+        if to == Fate::Lost {
+            self.recently_lost.push_back((*p, false));
+        }
         Some(*p)
     }
 
     fn trim(&mut self) {
-        // Lost packets stay a while so a late acknowledgment is noticed.
         while let Some((p, fate)) = self.sent.front() {
-            let keep_lost =
-                *fate == Fate::Lost && self.largest_acked.is_some_and(|l| l < p.pn + 1000);
-            if *fate == Fate::InFlight || keep_lost {
+            if *fate == Fate::InFlight {
                 break;
             }
             self.first_pn = p.pn + 1;
             self.sent.pop_front();
+        }
+        let floor = self.largest_acked.unwrap_or(0).saturating_sub(LOST_MEMORY);
+        while self
+            .recently_lost
+            .front()
+            .is_some_and(|(p, _)| p.pn < floor)
+        {
+            self.recently_lost.pop_front();
+        }
+    }
+
+    /// Acknowledgments of packets already declared lost: counted as
+    /// spurious, and the largest still gives an RTT sample. Without that
+    /// sample a growing queue would make every packet look lost, and the
+    /// loss threshold would never catch up.
+    fn ack_lost(
+        &mut self,
+        now: Duration,
+        ack: &Ack<'_>,
+        range: &std::ops::RangeInclusive<u64>,
+        out: &mut Outcome,
+    ) {
+        let start = self
+            .recently_lost
+            .partition_point(|(p, _)| p.pn < *range.start());
+        for (p, acked) in self.recently_lost.iter_mut().skip(start) {
+            if p.pn > *range.end() {
+                break;
+            }
+            if *acked {
+                continue;
+            }
+            *acked = true;
+            self.spurious += 1;
+            if out.rtt_sample.is_none() && p.pn == ack.largest && p.ack_eliciting {
+                out.rtt_sample = Some(rtt_sample(now, p.time, ack));
+            }
         }
     }
 
@@ -123,25 +172,14 @@ impl Recovery {
     pub fn on_ack(&mut self, now: Duration, ack: &Ack<'_>, rtt: &RttEstimator) -> Outcome {
         let mut out = Outcome::default();
         for range in ack.ranges() {
+            self.ack_lost(now, ack, &range, &mut out);
             let lo = (*range.start()).max(self.first_pn);
             let hi = (*range.end()).min(self.first_pn + self.sent.len() as u64);
             for pn in (lo..=hi).rev() {
-                let idx = (pn - self.first_pn) as usize;
-                let Some(&(sent, fate)) = self.sent.get(idx) else {
-                    continue;
-                };
-                // A packet declared lost too early still measures the RTT:
-                // without that sample a growing queue would make every
-                // packet look lost, and the threshold would never catch up.
-                if out.rtt_sample.is_none()
-                    && pn == ack.largest
-                    && sent.ack_eliciting
-                    && fate != Fate::Acked
-                {
-                    let delay = Duration::from_micros(ack.delay_us.min(1 << 32));
-                    out.rtt_sample = Some((now.saturating_sub(sent.time), delay));
-                }
-                if let Some(p) = self.resolve(idx, Fate::Acked) {
+                if let Some(p) = self.resolve((pn - self.first_pn) as usize, Fate::Acked) {
+                    if out.rtt_sample.is_none() && pn == ack.largest && p.ack_eliciting {
+                        out.rtt_sample = Some(rtt_sample(now, p.time, ack));
+                    }
                     out.acked.push(p);
                 }
             }
