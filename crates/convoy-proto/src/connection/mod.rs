@@ -526,23 +526,18 @@ impl Connection {
         }
         consider(self.handshake_timer);
         consider(self.ack_deadline.filter(|_| self.ack_pending > 0));
-        if let Some(e) = &self.one_rtt {
+        if self.one_rtt.is_some() {
             let rtt = &self.paths[0].rtt;
             consider(self.recovery.loss_time(rtt));
             if let Some(oldest) = self.recovery.oldest_in_flight() {
                 consider(Some(oldest + self.pto()));
             }
-            let amplification_blocked = !self.validated
-                && self.unvalidated_sent + self.cfg.max_datagram as u64
-                    > 3 * self.unvalidated_received;
-            let has_data = e.tx.next_symbol().is_some()
-                || (e.tx.can_start_block() && self.streams.has_sendable());
             // A full window waits for acknowledgments or loss timers, not
-            // for the pacer.
-            let window_full = self.paths[0].cc.window().is_some_and(|w| {
-                self.recovery.bytes_in_flight() + self.cfg.max_datagram as u64 > w
-            });
-            if has_data && !amplification_blocked && !window_full {
+            // for the pacer; so does a client address not yet validated.
+            if self.has_data()
+                && !self.amplification_limited(self.cfg.max_datagram)
+                && !self.window_full(0)
+            {
                 consider(Some(
                     self.paths[0].cc.next_send_time().unwrap_or(self.last_sent),
                 ));
@@ -552,6 +547,27 @@ impl Connection {
             ));
         }
         Some(t)
+    }
+
+    /// Whether sending `len` more bytes would break the 3× limit toward a
+    /// client address not yet validated.
+    pub(crate) fn amplification_limited(&self, len: usize) -> bool {
+        !self.validated && self.unvalidated_sent + len as u64 > 3 * self.unvalidated_received
+    }
+
+    /// Whether the path's window has no room for another full datagram.
+    pub(crate) fn window_full(&self, path_idx: usize) -> bool {
+        self.paths[path_idx]
+            .cc
+            .window()
+            .is_some_and(|w| self.recovery.bytes_in_flight() + self.cfg.max_datagram as u64 > w)
+    }
+
+    /// Whether a symbol is waiting, or stream data could start a block.
+    pub(crate) fn has_data(&self) -> bool {
+        self.one_rtt.as_ref().is_some_and(|e| {
+            e.tx.next_symbol().is_some() || (e.tx.can_start_block() && self.streams.has_sendable())
+        })
     }
 
     pub(crate) fn pto(&self) -> Duration {

@@ -35,9 +35,7 @@ impl Connection {
             }
         }
         self.one_rtt.as_ref()?;
-        if !self.validated
-            && self.unvalidated_sent + self.cfg.max_datagram as u64 > 3 * self.unvalidated_received
-        {
+        if self.amplification_limited(self.cfg.max_datagram) {
             // Anti-amplification: nothing more until the client proves its
             // address (its first authenticated packet). A train cut here
             // would measure the wait, so it ends.
@@ -78,7 +76,7 @@ impl Connection {
                 return None;
             }
         };
-        if !self.validated && self.unvalidated_sent + len as u64 > 3 * self.unvalidated_received {
+        if self.amplification_limited(len) {
             // Anti-amplification: wait for more from the client.
             return None;
         }
@@ -208,14 +206,11 @@ impl Connection {
         feedback_due: bool,
     ) -> Option<Transmit> {
         let path_idx = 0;
-        let path = &self.paths[path_idx];
-        if path.cc.next_send_time().is_some_and(|t| t > now) {
-            return None;
-        }
-        if path
+        if self.paths[path_idx]
             .cc
-            .window()
-            .is_some_and(|w| self.recovery.bytes_in_flight() + self.cfg.max_datagram as u64 > w)
+            .next_send_time()
+            .is_some_and(|t| t > now)
+            || self.window_full(path_idx)
         {
             return None;
         }
@@ -282,12 +277,12 @@ impl Connection {
     /// The next symbol, starting a new block from stream data if every block
     /// in flight has enough on its way.
     fn next_symbol(&mut self) -> Option<crate::coding::NextSymbol> {
+        if !self.has_data() {
+            return None;
+        }
         let e = self.one_rtt.as_mut()?;
         if let Some(s) = e.tx.next_symbol() {
             return Some(s);
-        }
-        if !e.tx.can_start_block() || !self.streams.has_sendable() {
-            return None;
         }
         let max = e.tx.config().block_bytes();
         let mut block = Vec::with_capacity(max);
