@@ -11,7 +11,7 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use crate::wire::cursor::Writer;
-use crate::wire::frame::{stream_header_len, write_frame};
+use crate::wire::frame::{stream_header_len, write_frame, write_stream_header};
 use crate::wire::Frame;
 
 /// A stream id. Even ids are opened by the client, odd ids by the server.
@@ -427,16 +427,12 @@ impl Streams {
             if take == 0 && (!fin || s.fin_sent) {
                 continue;
             }
-            let data: Vec<u8> = s.unsent.drain(..take).collect();
-            push_frame(
-                block,
-                &Frame::Stream {
-                    stream: id,
-                    offset: s.offset,
-                    fin,
-                    data: &data,
-                },
-            );
+            // Header, then the bytes straight from the send buffer: one copy.
+            let mut header = [0u8; 32];
+            let mut w = Writer::new(&mut header);
+            write_stream_header(&mut w, id, s.offset, fin, take).expect("32 bytes hold it");
+            block.extend_from_slice(w.into_written());
+            block.extend(s.unsent.drain(..take));
             s.offset += take as u64;
             s.fin_sent |= fin;
             self.sent_data += take as u64;
@@ -534,17 +530,12 @@ impl Streams {
     }
 }
 
+/// Appends a small frame (RESET_STREAM) to a block.
 fn push_frame(block: &mut Vec<u8>, frame: &Frame<'_>) {
-    let len = match frame {
-        Frame::Stream { data, .. } => data.len() + 32,
-        _ => 32,
-    };
-    let start = block.len();
-    block.resize(start + len, 0);
-    let mut w = Writer::new(&mut block[start..]);
-    write_frame(&mut w, frame).expect("sized above");
-    let n = w.len();
-    block.truncate(start + n);
+    let mut buf = [0u8; 32];
+    let mut w = Writer::new(&mut buf);
+    write_frame(&mut w, frame).expect("32 bytes hold a RESET_STREAM frame");
+    block.extend_from_slice(w.into_written());
 }
 
 #[cfg(test)]

@@ -30,8 +30,7 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use super::rcdp::transmit_time;
-use super::{AckEvent, RateController};
+use super::{transmit_time, AckEvent, RateController};
 use crate::recovery::SentPacket;
 
 const STARTUP_GAIN: f64 = 2.885; // 2 / ln 2

@@ -17,6 +17,11 @@ pub use bbr::{Bbr, BbrConfig};
 pub use rcdp::{Rcdp, RcdpConfig};
 pub use train::TrainEstimator;
 
+/// Time to send `bytes` at `rate` bytes/s (pacing gaps).
+pub(crate) fn transmit_time(bytes: u64, rate: u64) -> Duration {
+    Duration::from_nanos((bytes as u128 * 1_000_000_000 / u128::from(rate.max(1))) as u64)
+}
+
 /// What the connection tells a controller about an acknowledgment.
 pub struct AckEvent<'a> {
     pub now: Duration,

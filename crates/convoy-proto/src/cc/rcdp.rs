@@ -34,7 +34,7 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use super::{AckEvent, RateController};
+use super::{transmit_time, AckEvent, RateController};
 use crate::rtt::RttEstimator;
 use crate::wire::TrainTag;
 
@@ -98,11 +98,6 @@ impl RcdpConfig {
         }
         Ok(())
     }
-}
-
-/// Time to send `bytes` at `rate` bytes/s.
-pub(crate) fn transmit_time(bytes: u64, rate: u64) -> Duration {
-    Duration::from_nanos((bytes as u128 * 1_000_000_000 / u128::from(rate.max(1))) as u64)
 }
 
 pub struct Rcdp {

@@ -477,11 +477,8 @@ pub fn write_frame(w: &mut Writer<'_>, frame: &Frame<'_>) -> Result<(), WireErro
             fin,
             data,
         } => {
-            w.u8(STREAM)?;
-            w.u8(u8::from(fin))?;
-            w.varint(stream)?;
-            w.varint(offset)?;
-            w.length_prefixed(data)
+            write_stream_header(w, stream, offset, fin, data.len())?;
+            w.bytes(data)
         }
         Frame::ResetStream {
             stream,
@@ -506,6 +503,21 @@ fn two(w: &mut Writer<'_>, kind: u8, a: u64, b: Option<u64>) -> Result<(), WireE
         w.varint(b)?;
     }
     Ok(())
+}
+
+/// Writes a STREAM frame's header; exactly `data_len` bytes of data follow.
+pub fn write_stream_header(
+    w: &mut Writer<'_>,
+    stream: u64,
+    offset: u64,
+    fin: bool,
+    data_len: usize,
+) -> Result<(), WireError> {
+    w.u8(STREAM)?;
+    w.u8(u8::from(fin))?;
+    w.varint(stream)?;
+    w.varint(offset)?;
+    w.varint(data_len as u64)
 }
 
 /// Bytes a STREAM frame header takes for these fields.
