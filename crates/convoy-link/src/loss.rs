@@ -75,7 +75,7 @@ impl LossModel {
                 loss_bad,
             } => {
                 let (pi_g, pi_b) = ge_stationary(p_gb, p_bg)?;
-                let loss = pi_g * loss_good + pi_b * loss_bad;
+                let loss = self.theoretical_loss_rate()?;
                 // The packet before is in state a and delivered; the chain
                 // then moves to b and the packet is lost.
                 let starts =

@@ -7,18 +7,20 @@ fn convoy() -> Command {
     Command::new(env!("CARGO_BIN_EXE_convoy"))
 }
 
-#[test]
-fn bench_codec_json_has_every_cell() {
-    let out = convoy()
-        .args(["bench", "codec", "--json", "--quick"])
-        .output()
-        .unwrap();
+/// Runs a command that must succeed and print one JSON document.
+fn json_of(cmd: &mut Command) -> serde_json::Value {
+    let out = cmd.output().unwrap();
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("valid JSON");
+    serde_json::from_slice(&out.stdout).expect("valid JSON")
+}
+
+#[test]
+fn bench_codec_json_has_every_cell() {
+    let report = json_of(convoy().args(["bench", "codec", "--json", "--quick"]));
     let kernels = report["kernels"].as_array().unwrap();
     for level in ["L1", "L2", "DRAM"] {
         for op in ["memcpy", "mul_add scalar"] {
@@ -87,17 +89,11 @@ fn shared_trace(name: &str) -> std::path::PathBuf {
 #[test]
 fn bench_link_json_reports_both_workloads() {
     let trace = shared_trace("ATT-LTE-driving-2016.up");
-    let out = convoy()
-        .args(["bench", "link", "--json", "--packets", "20000", "--trace"])
-        .arg(&trace)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let report = json_of(
+        convoy()
+            .args(["bench", "link", "--json", "--packets", "20000", "--trace"])
+            .arg(&trace),
     );
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let rows = report["rows"].as_array().unwrap();
     assert_eq!(rows.len(), 2);
     for row in rows {
@@ -128,16 +124,7 @@ fn bench_link_names_the_bad_line_of_a_malformed_trace() {
 
 #[test]
 fn simulate_json_reports_goodput_against_the_ideal() {
-    let out = convoy()
-        .args(["simulate", "--loss", "10%", "--size", "2MB", "--json"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let r: serde_json::Value = serde_json::from_slice(&out.stdout).expect("valid JSON");
+    let r = json_of(convoy().args(["simulate", "--loss", "10%", "--size", "2MB", "--json"]));
     assert_eq!(r["delivered"], 2_000_000);
     assert_eq!(r["ideal_bps"].as_f64().unwrap().round(), 18e6);
     let ratio = r["ratio"].as_f64().unwrap();
