@@ -194,18 +194,15 @@ fn flush(
 ) -> Result<()> {
     let stem = file_stem(id);
     let dir = &ctx.a.out;
-    write_trace(dir, &format!("{stem}.80211p.csv"), &v.dsrc)?;
-    writeln!(
-        index,
-        "{id},80211p,{stem}.80211p.csv,{},{},{}",
-        v.first_s, v.last_s, v.rows
-    )?;
-    s.files += 1;
-    if !ctx.a.no_lte {
-        write_trace(dir, &format!("{stem}.lte.csv"), &v.lte)?;
+    for (iface, trace, wanted) in [("80211p", &v.dsrc, true), ("lte", &v.lte, !ctx.a.no_lte)] {
+        if !wanted {
+            continue;
+        }
+        let name = format!("{stem}.{iface}.csv");
+        write_trace(dir, &name, trace)?;
         writeln!(
             index,
-            "{id},lte,{stem}.lte.csv,{},{},{}",
+            "{id},{iface},{name},{},{},{}",
             v.first_s, v.last_s, v.rows
         )?;
         s.files += 1;
