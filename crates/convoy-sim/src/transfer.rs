@@ -18,6 +18,9 @@ pub const IPV4_UDP_OVERHEAD: u32 = 28;
 /// Width of the goodput timeline bins.
 pub const TIMELINE_BIN: Duration = Duration::from_millis(100);
 
+/// Progress callback: (virtual time, bytes read so far, bytes to transfer).
+pub type ProgressFn = Box<dyn FnMut(Duration, u64, u64)>;
+
 /// What to simulate.
 pub struct TransferSpec {
     /// Client → server.
@@ -38,6 +41,9 @@ pub struct TransferSpec {
     pub server_reads_at_most: Option<u64>,
     /// The server disappears (stops sending and receiving) at this time.
     pub server_vanishes_at: Option<Duration>,
+    /// Called every second of virtual time with (virtual time, bytes read
+    /// so far in both directions, bytes to transfer), for progress output.
+    pub progress: Option<ProgressFn>,
 }
 
 impl TransferSpec {
@@ -58,6 +64,7 @@ impl TransferSpec {
             header_overhead: IPV4_UDP_OVERHEAD,
             server_reads_at_most: None,
             server_vanishes_at: None,
+            progress: None,
         }
     }
 }
@@ -280,7 +287,7 @@ fn percentile(v: &mut [Duration], q: f64) -> Duration {
 }
 
 /// Runs the transfer to completion (or the time limit).
-pub fn run(spec: TransferSpec) -> Result<TransferReport, SimError> {
+pub fn run(mut spec: TransferSpec) -> Result<TransferReport, SimError> {
     let client_addr: SocketAddr = "10.0.0.1:40000".parse().expect("valid");
     let server_addr: SocketAddr = "10.0.0.2:4433".parse().expect("valid");
     let server_key = spec.server.keypair.public;
@@ -317,6 +324,8 @@ pub fn run(spec: TransferSpec) -> Result<TransferReport, SimError> {
         .and_then(|v| v.parse().ok())
         .map(Duration::from_millis);
     let mut next_trace = Duration::ZERO;
+    let mut next_progress = Duration::from_secs(1);
+    let mut progress = spec.progress.take();
     let mut client_rate = Vec::new();
     let mut uplink_delivered: Vec<u64> = Vec::new();
 
@@ -363,6 +372,10 @@ pub fn run(spec: TransferSpec) -> Result<TransferReport, SimError> {
                     in_flight[dir].insert(id, buf[..t.len].to_vec());
                 }
             }
+        }
+        if let Some(report) = progress.as_mut().filter(|_| now >= next_progress) {
+            next_progress += Duration::from_secs(1);
+            report(now, capp.read + sapp.read, spec.upload + spec.download);
         }
         if trace_every.is_some() && now >= next_trace {
             next_trace = now + trace_every.unwrap_or_default();

@@ -15,6 +15,8 @@ use convoy_proto::{CodeKind, Config, Keypair, RateControl};
 use convoy_sim::{run, TransferReport, TransferSpec};
 use serde::Serialize;
 
+use crate::progress;
+
 /// Transport modes: rate controller and default code.
 const MODES: &[&str] = &["rcdp", "rlnc-bbr"];
 
@@ -189,9 +191,19 @@ pub fn run_simulate(args: SimulateArgs) -> Result<()> {
     t.upload = size;
     t.download = if args.both_ways { size } else { 0 };
     t.time_limit = Duration::from_nanos(limit.as_nanos());
+    t.progress = Some(Box::new(|at, done, total| {
+        progress::update(&format!(
+            "simulating: {:.0} s of virtual time, {:.1} of {:.1} MB delivered",
+            at.as_secs_f64(),
+            done as f64 / 1e6,
+            total as f64 / 1e6
+        ))
+    }));
 
     let (cpu0, wall0) = (cpu_seconds(), Instant::now());
-    let report = run(t).context("simulation failed")?;
+    let report = run(t).context("simulation failed");
+    progress::clear();
+    let report = report?;
     let (cpu, wall) = (cpu_seconds() - cpu0, wall0.elapsed().as_secs_f64());
     let up = &report.upload;
     let ideal = capacity * (1.0 - loss);
