@@ -597,8 +597,7 @@ fn selftest_meets_the_accuracy_targets() {
     // The machine is shared and has two cores: a neighbour's burst of work
     // (or the kernel's own) can spoil one run's latency tail while the
     // emulator's own lateness stays small (the table prints both). A figure
-    // that missed gets two more runs, each reported like the first; about
-    // one calm run in five misses the p99 on this 2-vCPU VM.
+    // that missed gets two more runs, each reported like the first.
     for _ in 0..2 {
         if out.status.success() {
             break;
