@@ -10,6 +10,56 @@ use crate::coding::CodingConfig;
 use crate::crypto::Keypair;
 use crate::stream::StreamLimits;
 
+/// The transport's named operating modes, the `--mode` of every command:
+/// which code carries the data and which controller paces it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// RaptorQ blocks paced by RCDP's packet trains (SPEC S1).
+    Rcdp,
+    /// RLNC generations paced by BBR (ScalaNC, SPEC S2).
+    RlncBbr,
+}
+
+impl Mode {
+    pub const NAMES: &'static [&'static str] = &["rcdp", "rlnc-bbr"];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Rcdp => "rcdp",
+            Mode::RlncBbr => "rlnc-bbr",
+        }
+    }
+
+    /// The code this mode uses unless told otherwise.
+    pub fn default_code(self) -> CodeKind {
+        match self {
+            Mode::Rcdp => CodeKind::RaptorQ,
+            Mode::RlncBbr => CodeKind::Rlnc,
+        }
+    }
+
+    pub fn rate_control(self) -> RateControl {
+        match self {
+            Mode::Rcdp => RateControl::Rcdp(RcdpConfig::default()),
+            Mode::RlncBbr => RateControl::Bbr(BbrConfig::default()),
+        }
+    }
+}
+
+impl std::str::FromStr for Mode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Mode, String> {
+        match s {
+            "rcdp" => Ok(Mode::Rcdp),
+            "rlnc-bbr" => Ok(Mode::RlncBbr),
+            _ => Err(format!(
+                "unknown mode {s:?}: valid modes are {}",
+                Mode::NAMES.join(", ")
+            )),
+        }
+    }
+}
+
 /// Builds a path's rate controller.
 pub type ControllerFactory = Arc<dyn Fn() -> Box<dyn RateController> + Send + Sync>;
 
@@ -91,6 +141,13 @@ impl Config {
             retry_threshold: 64,
             seed: None,
         }
+    }
+
+    /// A configuration for one of the named modes, with its default code.
+    pub fn for_mode(keypair: Keypair, mode: Mode) -> Config {
+        let mut cfg = Config::new(keypair).with_code(mode.default_code());
+        cfg.rate_control = mode.rate_control();
+        cfg
     }
 
     /// The same configuration with another code (and that code's default

@@ -16,7 +16,7 @@ pub mod rtt;
 pub mod stream;
 pub mod wire;
 
-pub use config::{Config, RateControl};
+pub use config::{Config, Mode, RateControl};
 pub use connection::{CloseReason, Connection, ConnectionStats, Event, Role, Transmit};
 pub use convoy_codec::CodeKind;
 pub use crypto::Keypair;

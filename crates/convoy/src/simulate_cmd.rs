@@ -10,15 +10,13 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use convoy_emu::LinkSpec;
 use convoy_link::{Capacity, LinkConfig, LossSource};
-use convoy_proto::cc::BbrConfig;
-use convoy_proto::{CodeKind, Config, Keypair, RateControl};
+use convoy_proto::{Config, Keypair, Mode};
 use convoy_sim::{run, TransferReport, TransferSpec};
 use serde::Serialize;
 
 use crate::progress;
 
 /// Transport modes: rate controller and default code.
-const MODES: &[&str] = &["rcdp", "rlnc-bbr"];
 
 #[derive(Args)]
 pub struct SimulateArgs {
@@ -143,22 +141,16 @@ fn capacity_and_loss(cfg: &LinkConfig) -> (f64, f64) {
 }
 
 pub fn run_simulate(args: SimulateArgs) -> Result<()> {
-    if !MODES.contains(&args.mode.as_str()) {
-        bail!(
-            "unknown mode {:?}: valid modes are {}",
-            args.mode,
-            MODES.join(", ")
-        );
-    }
-    let default_code = if args.mode == "rlnc-bbr" {
-        "rlnc"
-    } else {
-        "raptorq"
+    let mode: Mode = args
+        .mode
+        .parse()
+        .map_err(|e: String| anyhow::anyhow!("{e}"))?;
+    let code = match args.code.as_deref() {
+        None => mode.default_code(),
+        Some(name) => name
+            .parse()
+            .map_err(|_| anyhow::anyhow!("unknown code {name:?}: valid codes are raptorq, rlnc"))?,
     };
-    let code_name = args.code.as_deref().unwrap_or(default_code);
-    let code: CodeKind = code_name.parse().map_err(|_| {
-        anyhow::anyhow!("unknown code {code_name:?}: valid codes are raptorq, rlnc")
-    })?;
     let size = parse_size(&args.size)?;
     let limit = convoy_emu::parse_duration("--time-limit", &args.time_limit)
         .map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -179,12 +171,8 @@ pub fn run_simulate(args: SimulateArgs) -> Result<()> {
     let (up, down) = spec.configs(0).map_err(|e| anyhow::anyhow!("{e}"))?;
     let (capacity, loss) = capacity_and_loss(&up);
 
-    let mut client = Config::new(Keypair::generate()).with_code(code);
-    let mut server = Config::new(Keypair::generate()).with_code(code);
-    if args.mode == "rlnc-bbr" {
-        client.rate_control = RateControl::Bbr(BbrConfig::default());
-        server.rate_control = RateControl::Bbr(BbrConfig::default());
-    }
+    let mut client = Config::for_mode(Keypair::generate(), mode).with_code(code);
+    let mut server = Config::for_mode(Keypair::generate(), mode).with_code(code);
     client.seed = Some(args.seed);
     server.seed = Some(args.seed.wrapping_add(1));
     let mut t = TransferSpec::new(up, down, client, server);
