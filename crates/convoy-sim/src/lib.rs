@@ -6,6 +6,7 @@
 //! client–server transfer ([`transfer`]); fleets come later.
 
 pub mod payload;
+pub mod reference;
 pub mod transfer;
 
 pub use transfer::{run, DirectionReport, SimError, TransferReport, TransferSpec};

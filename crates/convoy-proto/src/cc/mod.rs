@@ -4,6 +4,7 @@
 //! packet trains are here; BBR, NewReno and Cubic plug into the same trait.
 
 pub mod bbr;
+pub mod bottleneck;
 pub mod rcdp;
 pub mod train;
 
