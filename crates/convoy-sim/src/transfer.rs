@@ -15,7 +15,7 @@ use crate::payload::{pattern_check, pattern_fill};
 
 /// IPv4 + UDP headers, charged to the link for every datagram.
 pub const IPV4_UDP_OVERHEAD: u32 = 28;
-/// Width of the goodput timeline bins.
+/// Default width of the timeline bins.
 pub const TIMELINE_BIN: Duration = Duration::from_millis(100);
 
 /// Progress callback: (virtual time, bytes read so far, bytes to transfer).
@@ -44,6 +44,8 @@ pub struct TransferSpec {
     /// Called every second of virtual time with (virtual time, bytes read
     /// so far in both directions, bytes to transfer), for progress output.
     pub progress: Option<ProgressFn>,
+    /// Width of the report's timeline bins.
+    pub timeline_bin: Duration,
 }
 
 impl TransferSpec {
@@ -65,6 +67,7 @@ impl TransferSpec {
             server_reads_at_most: None,
             server_vanishes_at: None,
             progress: None,
+            timeline_bin: TIMELINE_BIN,
         }
     }
 }
@@ -85,7 +88,7 @@ pub struct DirectionReport {
     pub datagrams_offered: u64,
     pub datagrams_delivered: u64,
     pub datagrams_dropped: u64,
-    /// Bytes read per [`TIMELINE_BIN`].
+    /// Bytes read per timeline bin.
     pub timeline: Vec<u64>,
 }
 
@@ -101,10 +104,18 @@ pub struct TransferReport {
     pub peak_buffered: usize,
     pub client_closed: Option<String>,
     pub server_closed: Option<String>,
+    /// Width of the timeline bins below and in each direction's report.
+    pub timeline_bin: Duration,
     /// The client's sending rate (its rate controller's), bit/s, sampled
-    /// every [`TIMELINE_BIN`].
+    /// every timeline bin.
     pub client_rate: Vec<u64>,
-    /// Bytes the uplink delivered per [`TIMELINE_BIN`] (all datagrams,
+    /// (delivery time, one-way delay) of every uplink datagram.
+    #[serde(skip)]
+    pub uplink_delays: Vec<(Duration, Duration)>,
+    /// Bytes the client offered the uplink per timeline bin, headers
+    /// included (what it sent, whether the queue took it or not).
+    pub uplink_sent: Vec<u64>,
+    /// Bytes the uplink delivered per timeline bin (all datagrams,
     /// headers included): what the link carried, whatever was useful.
     pub uplink_delivered: Vec<u64>,
 }
@@ -199,6 +210,7 @@ impl App {
         h: ConnectionHandle,
         now: Duration,
         start: Duration,
+        bin: Duration,
         buf: &mut [u8],
     ) -> Result<(), SimError> {
         let Some(c) = ep.connection(h) else {
@@ -255,8 +267,7 @@ impl App {
                         )));
                     }
                     self.read += n as u64;
-                    let bin =
-                        (now.saturating_sub(start).as_nanos() / TIMELINE_BIN.as_nanos()) as usize;
+                    let bin = (now.saturating_sub(start).as_nanos() / bin.as_nanos()) as usize;
                     if self.timeline.len() <= bin {
                         self.timeline.resize(bin + 1, 0);
                     }
@@ -328,6 +339,9 @@ pub fn run(mut spec: TransferSpec) -> Result<TransferReport, SimError> {
     let mut progress = spec.progress.take();
     let mut client_rate = Vec::new();
     let mut uplink_delivered: Vec<u64> = Vec::new();
+    let mut uplink_delays = Vec::new();
+    let mut uplink_sent: Vec<u64> = Vec::new();
+    let bin = spec.timeline_bin.max(Duration::from_micros(100));
 
     loop {
         let server_alive = now < vanish;
@@ -344,9 +358,9 @@ pub fn run(mut spec: TransferSpec) -> Result<TransferReport, SimError> {
             while server.connection(h).and_then(|c| c.poll_event()).is_some() {}
         }
         let start = established_at.unwrap_or(now);
-        capp.step(&mut client, ch, now, start, &mut app_buf)?;
+        capp.step(&mut client, ch, now, start, bin, &mut app_buf)?;
         if let Some(h) = sh.filter(|_| server_alive) {
-            sapp.step(&mut server, h, now, start, &mut app_buf)?;
+            sapp.step(&mut server, h, now, start, bin, &mut app_buf)?;
         }
         peak_buffered = peak_buffered
             .max(client.connection_ref(ch).map_or(0, |c| c.buffered_bytes()))
@@ -368,6 +382,9 @@ pub fn run(mut spec: TransferSpec) -> Result<TransferReport, SimError> {
                     &mut link.downlink
                 };
                 let len = t.len as u32 + spec.header_overhead;
+                if dir == 0 {
+                    add_to_bin(&mut uplink_sent, now, bin, len);
+                }
                 if link_dir.enqueue(to_time(now), len, id) == convoy_link::Enqueued::Accepted {
                     in_flight[dir].insert(id, buf[..t.len].to_vec());
                 }
@@ -397,7 +414,7 @@ pub fn run(mut spec: TransferSpec) -> Result<TransferReport, SimError> {
                 }
             }
         }
-        while (client_rate.len() as u128) * TIMELINE_BIN.as_nanos() <= now.as_nanos() {
+        while (client_rate.len() as u128) * bin.as_nanos() <= now.as_nanos() {
             client_rate.push(client.connection_ref(ch).map_or(0, |c| c.stats().rate * 8));
         }
         let client_closed = client.connection_ref(ch).is_none_or(|c| c.is_closed());
@@ -433,13 +450,11 @@ pub fn run(mut spec: TransferSpec) -> Result<TransferReport, SimError> {
                 let Some(bytes) = in_flight[dir].remove(&d.id) else {
                     continue;
                 };
-                delays[dir].push(to_duration(d.at).saturating_sub(to_duration(d.enqueued_at)));
+                let delay = to_duration(d.at).saturating_sub(to_duration(d.enqueued_at));
+                delays[dir].push(delay);
                 if dir == 0 {
-                    let bin = (d.at.as_nanos() as u128 / TIMELINE_BIN.as_nanos()) as usize;
-                    if uplink_delivered.len() <= bin {
-                        uplink_delivered.resize(bin + 1, 0);
-                    }
-                    uplink_delivered[bin] += u64::from(d.len);
+                    uplink_delays.push((to_duration(d.at), delay));
+                    add_to_bin(&mut uplink_delivered, to_duration(d.at), bin, d.len);
                 }
                 if dir == 0 {
                     if now < vanish {
@@ -496,7 +511,19 @@ pub fn run(mut spec: TransferSpec) -> Result<TransferReport, SimError> {
         peak_buffered,
         client_closed: cconn.and_then(|c| c.close_reason()).map(|r| r.to_string()),
         server_closed: sconn.and_then(|c| c.close_reason()).map(|r| r.to_string()),
+        timeline_bin: bin,
         client_rate,
+        uplink_delays,
+        uplink_sent,
         uplink_delivered,
     })
+}
+
+/// Adds `bytes` to the timeline bin holding `at`.
+fn add_to_bin(timeline: &mut Vec<u64>, at: Duration, bin: Duration, bytes: u32) {
+    let i = (at.as_nanos() / bin.as_nanos()) as usize;
+    if timeline.len() <= i {
+        timeline.resize(i + 1, 0);
+    }
+    timeline[i] += u64::from(bytes);
 }

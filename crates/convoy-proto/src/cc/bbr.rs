@@ -26,6 +26,20 @@
 //!   are drops at a full queue.
 //! * The phase offset at entry to ProbeBW is chosen deterministically from
 //!   the round count, so simulations replay exactly.
+//! * A standing queue cuts the estimate at once. BBRv1 holds its bandwidth
+//!   maximum for 10 rounds, and a round lasts as long as the queue it builds:
+//!   after a drop from 20 to 2 Mbit/s it kept pacing at 20 Mbit/s, and a
+//!   2-BDP window of the old rate kept 800 ms queued, for over 5 s. When
+//!   every RTT sample of a whole ProbeBW round is above min RTT +
+//!   max(min RTT / 2, 5 ms), no packet of the round found the queue empty:
+//!   the estimate becomes the rate data was acknowledged at over that round
+//!   (a backlogged bottleneck's rate), and the cycle moves to its draining
+//!   phase.
+//! * A probe that finds much more bandwidth restarts Startup. BBRv1 grows
+//!   at most 25 % per 8-round cycle, so it took seconds to climb back from
+//!   2 to 20 Mbit/s. If the bandwidth after a 1.25 probe is 20 % above the
+//!   estimate before it, the pipe is not full, and Startup's doubling finds
+//!   the new capacity in a few rounds.
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -36,12 +50,21 @@ use crate::recovery::SentPacket;
 const STARTUP_GAIN: f64 = 2.885; // 2 / ln 2
 const DRAIN_GAIN: f64 = 1.0 / STARTUP_GAIN;
 const CWND_GAIN: f64 = 2.0;
-const PROBE_BW_GAINS: [f64; 8] = [1.25, 0.75, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0];
+const PROBE_BW_GAINS: [f64; 4] = [1.25, 0.75, 1.0, 1.0];
 const BW_WINDOW_ROUNDS: u64 = 10;
 const MIN_RTT_WINDOW: Duration = Duration::from_secs(10);
+/// A sample this close to the minimum (or 1/64 of it) shows an empty queue.
+const MIN_RTT_TOLERANCE: Duration = Duration::from_micros(200);
 const PROBE_RTT_TIME: Duration = Duration::from_millis(200);
 const FULL_BW_GROWTH: f64 = 1.25;
 const FULL_BW_ROUNDS: u32 = 3;
+/// A probe that raises the estimate this much restarts Startup.
+const RESTART_GROWTH: f64 = 1.1;
+/// RTT samples above min RTT + max(this, min RTT / 2) found a queue.
+const STANDING_QUEUE_SLACK: Duration = Duration::from_millis(5);
+/// ...and the queue is ours if acknowledgments come back slower than this
+/// share of the estimate we pace at.
+const STANDING_QUEUE_RATE: f64 = 0.8;
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct BbrConfig {
@@ -107,6 +130,11 @@ impl MaxFilter {
     fn get(&self) -> u64 {
         self.samples.front().map_or(0, |&(_, v)| v)
     }
+
+    fn reset(&mut self, round: u64, value: u64) {
+        self.samples.clear();
+        self.samples.push_back((round, value));
+    }
 }
 
 pub struct Bbr {
@@ -126,6 +154,13 @@ pub struct Bbr {
     filled_pipe: bool,
     cycle_index: usize,
     cycle_stamp: Duration,
+    /// The estimate when the current probe (gain 1.25) began.
+    bw_before_probe: u64,
+    /// When a standing queue last cut the estimate.
+    cut_at: Duration,
+    /// The last RTT sample near the minimum, and the delivered count then.
+    low_rtt_at: Duration,
+    low_rtt_delivered: u64,
     probe_rtt_done: Option<Duration>,
     probe_rtt_round_done: bool,
     prior_cwnd: u64,
@@ -158,6 +193,10 @@ impl Bbr {
             filled_pipe: false,
             cycle_index: 0,
             cycle_stamp: Duration::ZERO,
+            bw_before_probe: 0,
+            low_rtt_at: Duration::ZERO,
+            cut_at: Duration::ZERO,
+            low_rtt_delivered: 0,
             probe_rtt_done: None,
             probe_rtt_round_done: false,
             prior_cwnd: 0,
@@ -248,9 +287,10 @@ impl Bbr {
     fn enter_probe_bw(&mut self, now: Duration) {
         self.mode = Mode::ProbeBw;
         // Any phase but the draining one (index 1).
-        let start = (self.round % 7) as usize;
+        let start = (self.round % (PROBE_BW_GAINS.len() as u64 - 1)) as usize;
         self.cycle_index = if start >= 1 { start + 1 } else { 0 };
         self.cycle_stamp = now;
+        self.bw_before_probe = self.btl_bw.get();
     }
 
     fn advance_cycle(&mut self, now: Duration) {
@@ -266,8 +306,53 @@ impl Bbr {
         } else {
             elapsed
         };
-        if done {
-            self.cycle_index = (self.cycle_index + 1) % PROBE_BW_GAINS.len();
+        if !done {
+            return;
+        }
+        self.cycle_index = (self.cycle_index + 1) % PROBE_BW_GAINS.len();
+        self.cycle_stamp = now;
+        if self.cycle_index == 0 {
+            self.bw_before_probe = self.btl_bw.get();
+        }
+    }
+
+    /// Has the last probe found much more bandwidth? Its samples arrive a
+    /// round later, in the phases after it.
+    fn check_probe_found_more(&mut self) {
+        if self.btl_bw.get() as f64 >= RESTART_GROWTH * self.bw_before_probe as f64 {
+            self.mode = Mode::Startup;
+            self.filled_pipe = false;
+            self.full_bw = self.btl_bw.get();
+            self.full_bw_count = 0;
+        }
+    }
+
+    /// Every RTT sample: has every packet for two min RTTs found a queue
+    /// while we were sending faster than acknowledgments came back?
+    fn check_standing_queue(&mut self, now: Duration, sample: Duration) {
+        let Some(min_rtt) = self.min_rtt else { return };
+        let slack = (min_rtt / 2).max(STANDING_QUEUE_SLACK);
+        if sample <= min_rtt + slack || self.mode != Mode::ProbeBw {
+            self.low_rtt_at = now;
+            self.low_rtt_delivered = self.delivered;
+            return;
+        }
+        let elapsed = now.saturating_sub(self.low_rtt_at);
+        if elapsed < 2 * min_rtt {
+            return;
+        }
+        let acked_rate = (self.delivered - self.low_rtt_delivered) as f64 / elapsed.as_secs_f64();
+        self.low_rtt_at = now;
+        self.low_rtt_delivered = self.delivered;
+        // A queue with acknowledgments arriving as fast as we send is not
+        // ours to drain (another flow's, or our ACKs' on a busy return path).
+        if acked_rate < STANDING_QUEUE_RATE * self.btl_bw.get() as f64 {
+            self.btl_bw.reset(self.round, (acked_rate as u64).max(1));
+            // Samples of packets sent before now span the old capacity, and
+            // only a new probe may restart Startup.
+            self.cut_at = now;
+            self.bw_before_probe = u64::MAX;
+            self.cycle_index = 1;
             self.cycle_stamp = now;
         }
     }
@@ -276,6 +361,12 @@ impl Bbr {
         let expired = now > self.min_rtt_stamp + MIN_RTT_WINDOW;
         if self.min_rtt.is_none_or(|m| sample <= m) || expired {
             self.min_rtt = Some(sample);
+            self.min_rtt_stamp = now;
+        } else if self
+            .min_rtt
+            .is_some_and(|m| sample <= m + (m / 64).max(MIN_RTT_TOLERANCE))
+        {
+            // The queue was seen empty: no ProbeRTT needed to confirm it.
             self.min_rtt_stamp = now;
         }
         if expired && self.mode != Mode::ProbeRtt && self.min_rtt.is_some() {
@@ -373,11 +464,14 @@ impl RateController for Bbr {
             };
             self.delivered += u64::from(p.bytes);
             self.delivered_time = e.now;
+            let sample = e.now.saturating_sub(state.sent_time);
             if state.delivered >= self.next_round_delivered {
                 self.next_round_delivered = self.delivered;
                 self.round += 1;
                 self.round_start = true;
             }
+            self.check_standing_queue(e.now, sample);
+            self.update_rtt(e.now, sample);
             // Delivery rate: data delivered over the longer of the send and
             // ack intervals (the paper's definition, which does not
             // overestimate when ACKs arrive compressed).
@@ -388,11 +482,13 @@ impl RateController for Bbr {
                 continue;
             }
             self.first_sent_time = state.sent_time;
+            if state.sent_time < self.cut_at {
+                continue;
+            }
             let rate = ((self.delivered - state.delivered) as f64 / interval.as_secs_f64()) as u64;
             if best.is_none_or(|(r, _)| rate > r) {
                 best = Some((rate, state.app_limited));
             }
-            self.update_rtt(e.now, e.now.saturating_sub(state.sent_time));
         }
         let app_limited = best.is_some_and(|(_, a)| a);
         if let Some((rate, limited)) = best {
@@ -405,7 +501,10 @@ impl RateController for Bbr {
         match self.mode {
             Mode::Startup if self.filled_pipe => self.mode = Mode::Drain,
             Mode::Drain if self.in_flight <= self.bdp(1.0) => self.enter_probe_bw(e.now),
-            Mode::ProbeBw => self.advance_cycle(e.now),
+            Mode::ProbeBw => {
+                self.check_probe_found_more();
+                self.advance_cycle(e.now);
+            }
             _ => {}
         }
         if self.mode == Mode::Drain && self.in_flight <= self.bdp(1.0) {
@@ -435,73 +534,21 @@ impl RateController for Bbr {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::rtt::RttEstimator;
+    use crate::cc::bottleneck::{drive, Bottleneck};
 
     fn ms(v: u64) -> Duration {
         Duration::from_millis(v)
-    }
-
-    /// Drives BBR against an ideal bottleneck of `rate` bytes/s and a fixed
-    /// propagation delay, with one ACK per packet; returns the delivery
-    /// rate over the last `tail` of the run.
-    fn run(bbr: &mut Bbr, rate: u64, rtt: Duration, until: Duration) -> Vec<(Duration, u64)> {
-        let mss = 1472u64;
-        let mut now = Duration::ZERO;
-        let mut pn = 0u64;
-        let mut link_free = Duration::ZERO;
-        let mut in_flight: VecDeque<(Duration, SentPacket)> = VecDeque::new();
-        let mut bytes_in_flight = 0u64;
-        let est = RttEstimator::default();
-        let mut acked_log = Vec::new();
-        while now < until {
-            // Send while pacing and the window allow.
-            while bbr.next_send_time().is_none_or(|t| t <= now)
-                && bytes_in_flight + mss <= bbr.window().unwrap()
-            {
-                let p = SentPacket {
-                    pn,
-                    time: now,
-                    bytes: mss as u32,
-                    path: 0,
-                    block: None,
-                    ack_eliciting: true,
-                };
-                link_free = link_free.max(now) + transmit_time(mss, rate);
-                in_flight.push_back((link_free + rtt, p));
-                bytes_in_flight += mss;
-                bbr.on_sent(now, pn, mss as usize, bytes_in_flight);
-                pn += 1;
-            }
-            let next_ack = in_flight.front().map(|x| x.0);
-            let next_send = bbr
-                .next_send_time()
-                .filter(|_| bytes_in_flight + mss <= bbr.window().unwrap());
-            now = [next_ack, next_send]
-                .into_iter()
-                .flatten()
-                .min()
-                .unwrap_or(until)
-                .max(now + Duration::from_micros(1));
-            while in_flight.front().is_some_and(|x| x.0 <= now) {
-                let (_, p) = in_flight.pop_front().unwrap();
-                bytes_in_flight -= mss;
-                bbr.on_ack(&AckEvent {
-                    now,
-                    acked: &[p],
-                    rtt: &est,
-                    bytes_in_flight,
-                });
-                acked_log.push((now, mss));
-            }
-        }
-        acked_log
     }
 
     #[test]
     fn finds_the_bottleneck_and_keeps_the_queue_small() {
         let mut bbr = Bbr::new(BbrConfig::default());
         let rate = 2_500_000; // 20 Mbit/s
-        run(&mut bbr, rate, ms(40), Duration::from_secs(5));
+        drive(
+            &mut bbr,
+            &Bottleneck::new(rate, ms(40)),
+            Duration::from_secs(5),
+        );
         assert_eq!(bbr.mode(), Mode::ProbeBw);
         let bw = bbr.bandwidth() as f64;
         assert!((bw / rate as f64 - 1.0).abs() < 0.05, "bandwidth {bw}");
