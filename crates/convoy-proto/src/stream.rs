@@ -506,6 +506,15 @@ impl Streams {
         }
     }
 
+    /// Whether data waits for the peer's credit (connection or stream).
+    pub fn waiting_for_credit(&self) -> bool {
+        self.data_blocked
+            || self
+                .send
+                .values()
+                .any(|s| !s.unsent.is_empty() && s.offset >= s.credit)
+    }
+
     /// Whether raised credit waits to be told to the peer.
     pub fn credit_pending(&self) -> bool {
         !self.credit_updates.is_empty() || self.local_max_data > self.advertised_max_data

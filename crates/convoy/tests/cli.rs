@@ -141,6 +141,20 @@ fn simulate_json_reports_goodput_against_the_ideal() {
 }
 
 #[test]
+fn a_lost_credit_update_does_not_stall_rlnc_bbr() {
+    // Seed 1 at 30 % loss loses a MAX_DATA update while the sender has
+    // nothing in flight; it used to wait for the 10 s keep-alive (ratio
+    // 0.649). Now it asks for credit again after a PTO (0.92).
+    let r = json_of(convoy().args([
+        "simulate", "--mode", "rlnc-bbr", "--loss", "30%", "--size", "40MB", "--seed", "1",
+        "--json",
+    ]));
+    assert_eq!(r["delivered"], 40_000_000);
+    let ratio = r["ratio"].as_f64().unwrap();
+    assert!(ratio > 0.85, "ratio {ratio}");
+}
+
+#[test]
 fn simulate_rejects_bad_input_in_one_line() {
     for args in [
         &["--mode", "tcp"][..],

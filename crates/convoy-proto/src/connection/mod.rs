@@ -542,11 +542,22 @@ impl Connection {
                     self.paths[0].cc.next_send_time().unwrap_or(self.last_sent),
                 ));
             }
+            consider(self.credit_probe_time());
             consider(Some(
                 self.last_sent.max(self.last_received) + self.idle_timeout / 3,
             ));
         }
         Some(t)
+    }
+
+    /// When to ask again for credit. Data waiting for credit with nothing in
+    /// flight means no acknowledgment will bring the peer's credit (its
+    /// update may have been lost), so after a PTO we elicit one (the reply
+    /// carries MAX_DATA); otherwise only the keep-alive would, seconds later.
+    fn credit_probe_time(&self) -> Option<Duration> {
+        let starved =
+            self.recovery.oldest_in_flight().is_none() && self.streams.waiting_for_credit();
+        starved.then(|| self.last_sent.max(self.last_received) + self.pto())
     }
 
     /// Whether sending `len` more bytes would break the 3× limit toward a
@@ -604,6 +615,10 @@ impl Connection {
                 self.pto_count += 1;
                 self.ping_due = true;
             }
+        }
+        if self.credit_probe_time().is_some_and(|t| now >= t) {
+            self.pto_count += 1;
+            self.ping_due = true;
         }
         if now >= self.last_sent.max(self.last_received) + self.idle_timeout / 3 {
             self.ping_due = true;
