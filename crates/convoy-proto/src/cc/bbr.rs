@@ -6,8 +6,8 @@
 //!
 //! States: Startup (gain 2/ln 2 until the bandwidth stops growing by 25 %
 //! for three rounds), Drain (the inverse gain until the queue Startup built
-//! is gone), ProbeBW (gains cycling 1.25, 0.75, then six times 1, one phase
-//! per min RTT, starting at a random phase other than 0.75), ProbeRTT (every
+//! is gone), ProbeBW (gains cycling 1.25, 0.75, 1, 1, one phase per min
+//! RTT, starting at a phase other than 0.75), ProbeRTT (every
 //! 10 s without a new minimum: four packets in flight for 200 ms and a
 //! round).
 //!
@@ -34,10 +34,18 @@
 //!   max(min RTT / 2, 5 ms), no packet of the round found the queue empty:
 //!   the estimate becomes the rate data was acknowledged at over that round
 //!   (a backlogged bottleneck's rate), and the cycle moves to its draining
-//!   phase.
+//!   phase. The rate is measured since the last near-minimum sample, or
+//!   since the last silence of more than a min RTT (an outage says nothing
+//!   about the drain rate). Only queues we build count: if ACKs come back at
+//!   80 % or more of the estimate, the queue is not ours.
+//! * The gain cycle has 4 phases instead of 8, so a probe comes every 4
+//!   min RTTs: vehicular capacity changes faster than BBRv1's 8-RTT cycle
+//!   assumes.
+//! * A sample within 1/64 (or 200 µs) of the minimum refreshes the min-RTT
+//!   stamp: the queue was seen empty, so ProbeRTT need not confirm it.
 //! * A probe that finds much more bandwidth restarts Startup. BBRv1 grows
 //!   at most 25 % per 8-round cycle, so it took seconds to climb back from
-//!   2 to 20 Mbit/s. If the bandwidth after a 1.25 probe is 20 % above the
+//!   2 to 20 Mbit/s. If the bandwidth after a 1.25 probe is 10 % above the
 //!   estimate before it, the pipe is not full, and Startup's doubling finds
 //!   the new capacity in a few rounds.
 
@@ -156,6 +164,8 @@ pub struct Bbr {
     cycle_stamp: Duration,
     /// The estimate when the current probe (gain 1.25) began.
     bw_before_probe: u64,
+    /// The last acknowledgment.
+    last_ack_at: Duration,
     /// When a standing queue last cut the estimate.
     cut_at: Duration,
     /// The last RTT sample near the minimum, and the delivered count then.
@@ -196,6 +206,7 @@ impl Bbr {
             bw_before_probe: 0,
             low_rtt_at: Duration::ZERO,
             cut_at: Duration::ZERO,
+            last_ack_at: Duration::ZERO,
             low_rtt_delivered: 0,
             probe_rtt_done: None,
             probe_rtt_round_done: false,
@@ -332,7 +343,11 @@ impl Bbr {
     fn check_standing_queue(&mut self, now: Duration, sample: Duration) {
         let Some(min_rtt) = self.min_rtt else { return };
         let slack = (min_rtt / 2).max(STANDING_QUEUE_SLACK);
-        if sample <= min_rtt + slack || self.mode != Mode::ProbeBw {
+        // After a silence (an outage, or idle), measure afresh: the silence
+        // says nothing about the rate the bottleneck drains at.
+        let ack_gap = now.saturating_sub(self.last_ack_at) > min_rtt;
+        self.last_ack_at = now;
+        if sample <= min_rtt + slack || self.mode != Mode::ProbeBw || ack_gap {
             self.low_rtt_at = now;
             self.low_rtt_delivered = self.delivered;
             return;
@@ -348,10 +363,11 @@ impl Bbr {
         // ours to drain (another flow's, or our ACKs' on a busy return path).
         if acked_rate < STANDING_QUEUE_RATE * self.btl_bw.get() as f64 {
             self.btl_bw.reset(self.round, (acked_rate as u64).max(1));
-            // Samples of packets sent before now span the old capacity, and
-            // only a new probe may restart Startup.
+            // Samples of packets sent before now span the old capacity;
+            // later ones that beat the cut by 10 % restart Startup (LTE
+            // capacity often comes back as fast as it went).
             self.cut_at = now;
-            self.bw_before_probe = u64::MAX;
+            self.bw_before_probe = self.btl_bw.get();
             self.cycle_index = 1;
             self.cycle_stamp = now;
         }
