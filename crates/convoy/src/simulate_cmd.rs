@@ -27,6 +27,18 @@ pub struct SimulateArgs {
     /// Erasure code, instead of the mode's: raptorq or rlnc.
     #[arg(long)]
     code: Option<String>,
+    /// Bytes of data per symbol (one symbol per packet), instead of the
+    /// code's default.
+    #[arg(long, value_name = "BYTES")]
+    symbol_size: Option<u16>,
+    /// Source symbols per block or generation (RLNC's g), instead of the
+    /// code's default.
+    #[arg(long, value_name = "SYMBOLS")]
+    block: Option<u32>,
+    /// Proactive redundancy margin, in standard deviations of the binomial
+    /// arrivals (negative: fewer up front, more repaired on feedback).
+    #[arg(long, value_name = "Z", allow_hyphen_values = true)]
+    margin: Option<f64>,
     /// Link rate (both directions), e.g. 20mbit.
     #[arg(long, default_value = "20mbit")]
     rate: String,
@@ -173,6 +185,13 @@ pub fn run_simulate(args: SimulateArgs) -> Result<()> {
 
     let mut client = Config::for_mode(Keypair::generate(), mode).with_code(code);
     let mut server = Config::for_mode(Keypair::generate(), mode).with_code(code);
+    for cfg in [&mut client, &mut server] {
+        let coding = &mut cfg.coding;
+        coding.symbol_size = args.symbol_size.unwrap_or(coding.symbol_size);
+        coding.block_symbols = args.block.unwrap_or(coding.block_symbols);
+        coding.margin_z = args.margin.unwrap_or(coding.margin_z);
+        cfg.validate().map_err(|e| anyhow::anyhow!("{e}"))?;
+    }
     client.seed = Some(args.seed);
     server.seed = Some(args.seed.wrapping_add(1));
     let mut t = TransferSpec::new(up, down, client, server);
