@@ -132,3 +132,39 @@ fn follows_a_20_2_20_step_within_ten_rtts() {
     }
     assert!(checked > 700);
 }
+
+/// p95 of the queueing delay the uplink's datagrams saw from `from` on
+/// (one-way delay less propagation).
+fn queueing_p95(r: &TransferReport, from: Duration) -> Duration {
+    let mut q: Vec<Duration> = r
+        .uplink_delays
+        .iter()
+        .filter(|(at, _)| *at >= from)
+        .map(|(_, d)| d.saturating_sub(ONE_WAY))
+        .collect();
+    q.sort();
+    q[q.len() * 95 / 100]
+}
+
+#[test]
+fn steady_queueing_stays_under_one_min_rtt_where_cubic_fills_the_buffer() {
+    // 2000 packets: 1.2 s of queue at 20 Mbit/s.
+    let deep = || constant(20, 0.0, 2000, 21);
+    let limit = Duration::from_secs(15);
+    let settled = Duration::from_secs(3);
+    let (c, s) = configs(None, 23);
+    let bbr = upload(deep(), c, s, 200_000_000, limit);
+    let (c, s) = configs(Some(convoy_sim::reference::cubic()), 23);
+    let cubic = upload(deep(), c, s, 200_000_000, limit);
+    let (q_bbr, q_cubic) = (queueing_p95(&bbr, settled), queueing_p95(&cubic, settled));
+    let goodput = |r: &TransferReport| r.upload.delivered as f64 * 8.0 / limit.as_secs_f64() / MBIT;
+    eprintln!(
+        "deep buffer, p95 queueing after {settled:?}: rlnc-bbr {q_bbr:?} ({:.2} Mbit/s), cubic {q_cubic:?} ({:.2} Mbit/s)",
+        goodput(&bbr),
+        goodput(&cubic)
+    );
+    assert!(q_bbr <= RTT, "rlnc-bbr p95 queueing {q_bbr:?}");
+    assert!(q_cubic > 5 * RTT, "cubic p95 queueing {q_cubic:?}");
+    // Both keep the link busy: the difference is the queue, not the rate.
+    assert!(goodput(&bbr) > 17.0 && goodput(&cubic) > 17.0);
+}
