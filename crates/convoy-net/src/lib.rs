@@ -1,0 +1,44 @@
+//! convoy-net: convoy-proto on real UDP sockets.
+//!
+//! * [`Driver`] runs an [`convoy_proto::Endpoint`] on a socket: pacing to
+//!   the protocol's send times (sleep, then spin), SO_TIMESTAMPNS receive
+//!   times fed to the rate estimators, recvmmsg/sendmmsg batches.
+//! * [`Client`] (blocking): [`Client::upload`], [`Client::download`],
+//!   [`Client::perf`], all resumable and checked with BLAKE3 end to end.
+//! * [`Server`]: stores uploads durably (temporary file, fsync, rename,
+//!   directory fsync, then the client is told), serves downloads and perf.
+//!
+//! ```no_run
+//! use convoy_net::{Client, ClientOptions, parse_server_key};
+//! let key = parse_server_key("server.key.pub").unwrap();
+//! let mut client = Client::connect(ClientOptions::new("127.0.0.1:4433".parse().unwrap(), key)).unwrap();
+//! let report = client.upload(std::path::Path::new("drive.log"), None, None).unwrap();
+//! println!("stored {} bytes", report.bytes);
+//! client.close();
+//! ```
+
+pub mod client;
+pub mod clock;
+pub mod download;
+pub mod driver;
+pub mod error;
+pub mod keys;
+pub mod perf;
+pub mod request;
+pub mod server;
+pub mod session;
+pub mod sockaddr;
+pub mod socket;
+pub mod stats;
+pub mod store;
+pub mod upload;
+
+pub use client::{Client, ClientOptions, Progress};
+pub use download::DownloadReport;
+pub use driver::{Application, Driver, DriverConfig, Step};
+pub use error::NetError;
+pub use keys::{load_keypair, parse_server_key, write_keypair};
+pub use perf::{PerfAmount, PerfInterval, PerfReport};
+pub use server::{Server, ServerOptions};
+pub use session::ServerEvent;
+pub use upload::UploadReport;

@@ -1,0 +1,195 @@
+//! The server's durable storage. An upload is written to a partial file
+//! under `DIR/.convoy-partial/`, named after the final name and the
+//! announced BLAKE3 hash so a re-run of the same upload finds it and
+//! resumes. When the last byte is in, the partial file is fsynced, its
+//! hash checked, renamed to `DIR/NAME` and the directory fsynced; only
+//! then is the client told the upload is complete. So `DIR/NAME` is always
+//! either absent, the previous version, or the whole new file.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+use crate::error::NetError;
+
+pub const PARTIAL_DIR: &str = ".convoy-partial";
+
+pub struct Store {
+    dir: PathBuf,
+    partial_dir: PathBuf,
+}
+
+/// An upload in progress.
+pub struct PartialUpload {
+    file: File,
+    pub path: PathBuf,
+    final_path: PathBuf,
+    pub written: u64,
+    pub size: u64,
+    hash: [u8; 32],
+    hasher: blake3::Hasher,
+}
+
+/// What `begin_put` found.
+pub enum PutStart {
+    /// The same content is already stored under the name (an earlier run
+    /// finished but its client never heard).
+    AlreadyStored,
+    Resume(Box<PartialUpload>),
+}
+
+fn hash_reader(mut r: impl Read, limit: u64) -> io::Result<blake3::Hasher> {
+    let mut h = blake3::Hasher::new();
+    let mut buf = vec![0u8; 1 << 20];
+    let mut left = limit;
+    while left > 0 {
+        let n = r.read(&mut buf[..(left.min(1 << 20)) as usize])?;
+        if n == 0 {
+            break;
+        }
+        h.update(&buf[..n]);
+        left -= n as u64;
+    }
+    Ok(h)
+}
+
+/// BLAKE3 of a whole file.
+pub fn hash_file(path: &Path) -> Result<([u8; 32], u64), NetError> {
+    let f = File::open(path).map_err(|e| NetError::file(path, e))?;
+    let len = f.metadata().map_err(|e| NetError::file(path, e))?.len();
+    let h = hash_reader(f, u64::MAX).map_err(|e| NetError::file(path, e))?;
+    Ok((*h.finalize().as_bytes(), len))
+}
+
+/// Makes a rename durable: fsync the directory that holds the entry.
+pub fn sync_dir(dir: &Path) -> Result<(), NetError> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| NetError::file(dir, e))
+}
+
+impl Store {
+    /// Opens DIR, which must exist and be writable (checked by creating a
+    /// probe file, since permission bits do not bind root).
+    pub fn open(dir: &Path) -> Result<Store, NetError> {
+        let meta = fs::metadata(dir).map_err(|e| NetError::file(dir, e))?;
+        if !meta.is_dir() {
+            return Err(NetError::file(
+                dir,
+                io::Error::new(io::ErrorKind::NotADirectory, "not a directory"),
+            ));
+        }
+        let partial_dir = dir.join(PARTIAL_DIR);
+        fs::create_dir_all(&partial_dir).map_err(|e| NetError::file(&partial_dir, e))?;
+        let probe = partial_dir.join(format!(".probe-{}", std::process::id()));
+        File::create(&probe).map_err(|e| NetError::file(dir, e))?;
+        let _ = fs::remove_file(&probe);
+        Ok(Store {
+            dir: dir.to_owned(),
+            partial_dir,
+        })
+    }
+
+    pub fn final_path(&self, name: &str) -> PathBuf {
+        self.dir.join(name)
+    }
+
+    pub fn partial_path(&self, name: &str, hash: &[u8; 32]) -> PathBuf {
+        let tag: String = hash[..8].iter().map(|b| format!("{b:02x}")).collect();
+        self.partial_dir.join(format!("{name}.{tag}.part"))
+    }
+
+    /// Starts or resumes storing `name` (`size` bytes, BLAKE3 `hash`).
+    pub fn begin_put(&self, name: &str, size: u64, hash: [u8; 32]) -> Result<PutStart, NetError> {
+        let final_path = self.final_path(name);
+        if let Ok(m) = fs::metadata(&final_path) {
+            if m.len() == size && hash_file(&final_path)?.0 == hash {
+                return Ok(PutStart::AlreadyStored);
+            }
+        }
+        let path = self.partial_path(name, &hash);
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .map_err(|e| NetError::file(&path, e))?;
+        let mut written = file.metadata().map_err(|e| NetError::file(&path, e))?.len();
+        if written > size {
+            file.set_len(0).map_err(|e| NetError::file(&path, e))?;
+            written = 0;
+        }
+        // What is already there is hashed now, so the end needs no re-read.
+        file.seek(SeekFrom::Start(0))
+            .map_err(|e| NetError::file(&path, e))?;
+        let hasher = hash_reader(&mut file, written).map_err(|e| NetError::file(&path, e))?;
+        file.seek(SeekFrom::Start(written))
+            .map_err(|e| NetError::file(&path, e))?;
+        Ok(PutStart::Resume(Box::new(PartialUpload {
+            file,
+            path,
+            final_path,
+            written,
+            size,
+            hash,
+            hasher,
+        })))
+    }
+
+    /// A stored file to send: the open file, its size and BLAKE3.
+    pub fn open_get(&self, name: &str) -> Result<(File, u64, [u8; 32]), NetError> {
+        let path = self.final_path(name);
+        let (hash, size) = hash_file(&path)?;
+        let f = File::open(&path).map_err(|e| NetError::file(&path, e))?;
+        Ok((f, size, hash))
+    }
+}
+
+impl PartialUpload {
+    pub fn write(&mut self, data: &[u8]) -> Result<(), NetError> {
+        if self.written + data.len() as u64 > self.size {
+            return Err(NetError::Protocol(format!(
+                "more data than the announced {} bytes",
+                self.size
+            )));
+        }
+        self.file
+            .write_all(data)
+            .map_err(|e| NetError::file(&self.path, e))?;
+        self.hasher.update(data);
+        self.written += data.len() as u64;
+        Ok(())
+    }
+
+    pub fn is_complete(&self) -> bool {
+        self.written == self.size
+    }
+
+    /// fsync, check the hash, rename into place, fsync the directory.
+    pub fn commit(mut self) -> Result<[u8; 32], NetError> {
+        self.file
+            .flush()
+            .and_then(|_| self.file.sync_all())
+            .map_err(|e| NetError::file(&self.path, e))?;
+        let got = *self.hasher.finalize().as_bytes();
+        if got != self.hash {
+            let _ = fs::remove_file(&self.path);
+            return Err(NetError::Integrity(
+                "stored bytes do not match the announced BLAKE3 hash".into(),
+            ));
+        }
+        fs::rename(&self.path, &self.final_path)
+            .map_err(|e| NetError::file(&self.final_path, e))?;
+        if let Some(parent) = self.final_path.parent() {
+            sync_dir(parent)?;
+        }
+        Ok(got)
+    }
+
+    /// Gives up on the upload and deletes what was written (used when it
+    /// cannot finish, e.g. the disk is full).
+    pub fn discard(self) {
+        let _ = fs::remove_file(&self.path);
+    }
+}
