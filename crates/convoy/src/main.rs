@@ -4,6 +4,9 @@
 mod bench_codec;
 mod bench_link;
 mod emu_cmd;
+mod net_cmd;
+mod net_common;
+mod perf_cmd;
 mod progress;
 mod simulate_cmd;
 mod table;
@@ -50,6 +53,27 @@ enum Command {
     /// 25ms --loss 10% --size 10MB [--trace FILE] [--both-ways] [--json]`.
     /// Prints goodput against capacity x (1 - loss).
     Simulate(simulate_cmd::SimulateArgs),
+    /// Make a key pair for a server: `convoy keygen --out server.key`
+    /// writes server.key (private, mode 0600) and server.key.pub, and
+    /// prints the public key that clients pass as --server-key.
+    Keygen(net_cmd::KeygenArgs),
+    /// Accept uploads over convoy and store them durably: `convoy serve
+    /// --listen 0.0.0.0:4433 --dir DIR --key server.key`. Each upload is
+    /// written to a temporary file, fsynced and renamed into DIR before the
+    /// client is told it is complete.
+    Serve(net_cmd::ServeArgs),
+    /// Upload files: `convoy send FILE... ADDR --server-key server.key.pub`.
+    /// Re-running after an interruption resumes; the server's copy is
+    /// checked with BLAKE3.
+    Send(net_cmd::SendArgs),
+    /// Download a stored file: `convoy get NAME ADDR --server-key KEY
+    /// [--out PATH]`; resumes from PATH.convoy-part.
+    Get(net_cmd::GetArgs),
+    /// Memory-to-memory throughput like iperf3: `convoy perf --server
+    /// --listen ADDR --key FILE` on one side, `convoy perf ADDR
+    /// --server-key KEY --time 10` on the other; `convoy perf
+    /// --loopback-bench` compares with iperf3 TCP on this machine.
+    Perf(perf_cmd::PerfArgs),
 }
 
 #[derive(Subcommand)]
@@ -110,6 +134,11 @@ fn main() -> ExitCode {
         Command::Emu(args) => emu_cmd::run(args),
         Command::Trace(cmd) => trace_cmd::run(cmd),
         Command::Simulate(args) => simulate_cmd::run_simulate(args),
+        Command::Keygen(args) => net_cmd::keygen(args),
+        Command::Serve(args) => net_cmd::serve(args),
+        Command::Send(args) => net_cmd::send(args),
+        Command::Get(args) => net_cmd::get(args),
+        Command::Perf(args) => perf_cmd::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,0 +1,221 @@
+//! `convoy keygen`, `convoy serve`, `convoy send`, `convoy get`.
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use convoy_net::{load_keypair, parse_server_key, write_keypair, Client, Server, ServerOptions};
+use convoy_proto::crypto::hex;
+use convoy_proto::Keypair;
+
+use crate::net_common::{resolve, stop_on_signals, Bar, TransferOpts};
+
+#[derive(Args)]
+pub struct KeygenArgs {
+    /// Private key file to create (mode 0600); the public key goes to
+    /// FILE.pub. An existing file is never overwritten.
+    #[arg(long, value_name = "FILE")]
+    pub out: PathBuf,
+    /// Print {"public": HEX, "private_file": ..., "public_file": ...}.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn keygen(args: KeygenArgs) -> Result<()> {
+    let kp = Keypair::generate();
+    write_keypair(&args.out, &kp)?;
+    let public = hex(&kp.public);
+    if args.json {
+        let pubfile = convoy_net::keys::public_path(&args.out);
+        println!(
+            "{}",
+            serde_json::json!({"public": public, "private_file": args.out, "public_file": pubfile})
+        );
+    } else {
+        println!("{public}");
+    }
+    Ok(())
+}
+
+#[derive(Args)]
+pub struct ServeArgs {
+    /// Address and UDP port to listen on.
+    #[arg(long, value_name = "ADDR", default_value = "0.0.0.0:4433")]
+    pub listen: String,
+    /// Directory uploads are stored in (it must exist). Partial uploads
+    /// wait in DIR/.convoy-partial/ until complete.
+    #[arg(long, value_name = "DIR")]
+    pub dir: PathBuf,
+    /// The server's private key file (from `convoy keygen`).
+    #[arg(long, value_name = "FILE")]
+    pub key: PathBuf,
+    /// Exit after the first client's connection ends.
+    #[arg(long)]
+    pub once: bool,
+    /// One JSON object per event on stdout.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub transfer: TransferOpts,
+}
+
+pub fn serve(args: ServeArgs) -> Result<()> {
+    let keypair = load_keypair(&args.key)?;
+    let mut opts = ServerOptions::new(resolve(&args.listen)?, keypair);
+    opts.dir = Some(args.dir.clone());
+    opts.mode = args.transfer.mode;
+    opts.once = args.once;
+    opts.idle_timeout = args.transfer.idle()?;
+    opts.driver = args.transfer.driver();
+    run_server(opts, args.json)
+}
+
+/// Runs a server, logging its events, until a signal (or `--once`).
+pub fn run_server(opts: ServerOptions, json: bool) -> Result<()> {
+    let mut server = Server::bind(opts)?;
+    let addr = server.local_addr().context("socket address")?;
+    stop_on_signals(&server.stop_flag())?;
+    if json {
+        println!(
+            "{}",
+            serde_json::json!({"event": "listening", "addr": addr})
+        );
+    } else {
+        eprintln!("convoy: listening on {addr}");
+    }
+    server.on_event(move |e| {
+        if json {
+            println!("{}", serde_json::to_string(e).unwrap_or_default());
+        } else {
+            eprintln!("convoy: {}", describe(e));
+        }
+    });
+    server.run()?;
+    Ok(())
+}
+
+fn describe(e: &convoy_net::ServerEvent) -> String {
+    use convoy_net::ServerEvent::*;
+    match e {
+        Connected { peer } => format!("{peer} connected"),
+        Stored { peer, name, bytes, resumed_from, blake3 } => format!(
+            "{peer}: stored {name} ({bytes} bytes, resumed from {resumed_from}, BLAKE3 {blake3})"
+        ),
+        Sent { peer, name, bytes } => format!("{peer}: sent {name} ({bytes} bytes)"),
+        PerfDone { peer, bytes, seconds, cpu_seconds } => format!(
+            "{peer}: perf {bytes} bytes in {seconds:.2} s ({:.0} Mbit/s), server CPU {cpu_seconds:.2} s",
+            *bytes as f64 * 8.0 / seconds.max(1e-9) / 1e6
+        ),
+        Failed { peer, error } => format!("{peer}: {error}"),
+        Closed { peer, reason } => format!("{peer} gone: {reason}"),
+    }
+}
+
+#[derive(Args)]
+pub struct SendArgs {
+    /// Files to upload, then the server address (HOST[:PORT], port 4433
+    /// by default). Each file is stored under its own file name.
+    #[arg(value_name = "FILE... ADDR", num_args = 2.., required = true)]
+    pub args: Vec<String>,
+    /// The server's public key: 64 hex digits or a file (FILE.pub).
+    #[arg(long, value_name = "KEY")]
+    pub server_key: String,
+    /// One JSON document on stdout: {"files": [...]}.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub transfer: TransferOpts,
+}
+
+pub fn send(args: SendArgs) -> Result<()> {
+    let (addr, files) = args.args.split_last().expect("clap: at least 2");
+    // Check every file before connecting, so a typo costs no transfer.
+    for f in files {
+        std::fs::File::open(f).with_context(|| format!("cannot read {f}"))?;
+        if std::fs::metadata(f)?.is_dir() {
+            bail!("{f} is a directory; name the files to send");
+        }
+    }
+    let key = parse_server_key(&args.server_key)?;
+    let server = resolve(addr)?;
+    let mut client = Client::connect(args.transfer.client(server, key)?)?;
+    let mut reports = Vec::new();
+    for f in files {
+        let mut bar = Bar::new(f, args.json);
+        let mut draw = |p| bar.draw(p);
+        let r = client.upload(std::path::Path::new(f), None, Some(&mut draw));
+        bar.clear();
+        let r = r?;
+        if !args.json {
+            println!(
+                "{}: stored as {} ({} bytes in {:.2} s, {:.0} Mbit/s{}), BLAKE3 {}",
+                f,
+                r.name,
+                r.bytes,
+                r.seconds,
+                (r.bytes - r.resumed_from) as f64 * 8.0 / r.seconds.max(1e-9) / 1e6,
+                if r.resumed_from > 0 {
+                    format!(", resumed from {}", r.resumed_from)
+                } else {
+                    String::new()
+                },
+                r.blake3
+            );
+        }
+        reports.push(r);
+    }
+    client.close();
+    if args.json {
+        println!("{}", serde_json::json!({ "files": reports }));
+    }
+    Ok(())
+}
+
+#[derive(Args)]
+pub struct GetArgs {
+    /// The stored file's name on the server.
+    pub name: String,
+    /// The server address (HOST[:PORT], port 4433 by default).
+    pub addr: String,
+    /// The server's public key: 64 hex digits or a file (FILE.pub).
+    #[arg(long, value_name = "KEY")]
+    pub server_key: String,
+    /// Where to write it (default: NAME in the current directory). An
+    /// interrupted download resumes from OUT.convoy-part.
+    #[arg(long, short, value_name = "PATH")]
+    pub out: Option<PathBuf>,
+    /// One JSON document on stdout.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub transfer: TransferOpts,
+}
+
+pub fn get(args: GetArgs) -> Result<()> {
+    let key = parse_server_key(&args.server_key)?;
+    let server = resolve(&args.addr)?;
+    let dest = args
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(&args.name));
+    let mut client = Client::connect(args.transfer.client(server, key)?)?;
+    let mut bar = Bar::new(&args.name, args.json);
+    let mut draw = |p| bar.draw(p);
+    let r = client.download(&args.name, &dest, Some(&mut draw));
+    bar.clear();
+    let r = r?;
+    client.close();
+    if args.json {
+        println!("{}", serde_json::to_string(&r)?);
+    } else {
+        println!(
+            "{} -> {} ({} bytes in {:.2} s), BLAKE3 {}",
+            r.name,
+            r.path.display(),
+            r.bytes,
+            r.seconds,
+            r.blake3
+        );
+    }
+    Ok(())
+}

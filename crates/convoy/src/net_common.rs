@@ -1,0 +1,167 @@
+//! Pieces shared by the networked subcommands: addresses with a default
+//! port, sizes, the transfer options every command takes, signals and the
+//! terminal progress bar.
+
+use std::io::{IsTerminal, Write};
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use convoy_net::{ClientOptions, DriverConfig, Progress};
+use convoy_proto::Mode;
+
+pub const DEFAULT_PORT: u16 = 4433;
+
+/// Options of every command that moves data.
+#[derive(Args, Clone, Debug)]
+pub struct TransferOpts {
+    /// Code and rate control: `rcdp` (RaptorQ + RCDP packet trains) or
+    /// `rlnc-bbr` (RLNC + BBR).
+    #[arg(long, default_value = "rcdp", value_parser = parse_mode)]
+    pub mode: Mode,
+    /// Seconds without hearing from the peer before giving up. A re-run
+    /// of the same command resumes where this one stopped.
+    #[arg(long, value_name = "SECS", default_value_t = 30.0)]
+    pub idle_timeout: f64,
+    /// Datagrams per sendmmsg/recvmmsg syscall (1 = one syscall each).
+    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub batch: u16,
+    /// Use our own clock instead of the kernel's receive timestamps.
+    #[arg(long)]
+    pub no_kernel_timestamps: bool,
+}
+
+fn parse_mode(s: &str) -> Result<Mode, String> {
+    s.parse()
+}
+
+impl TransferOpts {
+    pub fn driver(&self) -> DriverConfig {
+        DriverConfig {
+            batch: usize::from(self.batch),
+            kernel_timestamps: !self.no_kernel_timestamps,
+            ..DriverConfig::default()
+        }
+    }
+
+    pub fn idle(&self) -> Result<Duration> {
+        if !(self.idle_timeout > 0.0 && self.idle_timeout <= 3600.0) {
+            bail!("--idle-timeout must be in (0, 3600] seconds");
+        }
+        Ok(Duration::from_secs_f64(self.idle_timeout))
+    }
+
+    pub fn client(&self, server: SocketAddr, key: [u8; 32]) -> Result<ClientOptions> {
+        let mut o = ClientOptions::new(server, key);
+        o.mode = self.mode;
+        o.idle_timeout = self.idle()?;
+        o.driver = self.driver();
+        Ok(o)
+    }
+}
+
+/// `HOST[:PORT]` or `IP:PORT`, port 4433 when left out.
+pub fn resolve(addr: &str) -> Result<SocketAddr> {
+    if let Ok(a) = addr.parse::<SocketAddr>() {
+        return Ok(a);
+    }
+    let with_port = if addr
+        .rsplit_once(':')
+        .is_some_and(|(_, p)| p.parse::<u16>().is_ok())
+    {
+        addr.to_owned()
+    } else {
+        format!("{addr}:{DEFAULT_PORT}")
+    };
+    with_port
+        .to_socket_addrs()
+        .with_context(|| format!("cannot resolve address {addr:?}"))?
+        .next()
+        .with_context(|| format!("no address for {addr:?}"))
+}
+
+/// `10MB`, `1.5GiB`, `500kB`, `1000`.
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let n: f64 = t[..split]
+        .parse()
+        .map_err(|_| format!("{text:?}: expected a size like 10MB"))?;
+    let scale = match t[split..].trim() {
+        "" | "B" => 1.0,
+        "kB" | "KB" => 1e3,
+        "MB" => 1e6,
+        "GB" => 1e9,
+        "KiB" => 1024.0,
+        "MiB" => 1024.0 * 1024.0,
+        "GiB" => 1024.0 * 1024.0 * 1024.0,
+        other => return Err(format!("{text:?}: unknown unit {other:?}")),
+    };
+    let bytes = (n * scale).round();
+    if !(1.0..=1e13).contains(&bytes) {
+        return Err(format!("{text:?}: must be between 1 byte and 10 TB"));
+    }
+    Ok(bytes as u64)
+}
+
+/// SIGINT and SIGTERM set the returned flag instead of killing us, so the
+/// server closes its connections and exits cleanly.
+pub fn stop_on_signals(flag: &Arc<AtomicBool>) -> Result<()> {
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        signal_hook::flag::register(sig, flag.clone()).context("cannot install signal handler")?;
+    }
+    Ok(())
+}
+
+/// A one-line progress bar on stderr, drawn only on a terminal.
+pub struct Bar {
+    label: String,
+    on: bool,
+}
+
+impl Bar {
+    pub fn new(label: &str, json: bool) -> Bar {
+        Bar {
+            label: label.to_owned(),
+            on: !json && std::io::stderr().is_terminal(),
+        }
+    }
+
+    pub fn draw(&mut self, p: Progress) {
+        if !self.on {
+            return;
+        }
+        let frac = if p.total == 0 {
+            1.0
+        } else {
+            p.done as f64 / p.total as f64
+        };
+        let width = 30;
+        let filled = ((frac * width as f64) as usize).min(width);
+        let rate = p.done as f64 * 8.0 / p.elapsed.as_secs_f64().max(1e-3) / 1e6;
+        let mut err = std::io::stderr();
+        let _ = write!(
+            err,
+            "\r\x1b[2K{} [{}{}] {:5.1}% {:.1}/{:.1} MB {:.0} Mbit/s",
+            self.label,
+            "#".repeat(filled),
+            " ".repeat(width - filled),
+            frac * 100.0,
+            p.done as f64 / 1e6,
+            p.total as f64 / 1e6,
+            rate
+        );
+        let _ = err.flush();
+    }
+
+    pub fn clear(&mut self) {
+        if self.on {
+            let _ = write!(std::io::stderr(), "\r\x1b[2K");
+        }
+    }
+}

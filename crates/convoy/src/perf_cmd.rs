@@ -1,0 +1,240 @@
+//! `convoy perf`: memory-to-memory throughput like iperf3, and
+//! `--loopback-bench`, which runs a server, a client and iperf3 (TCP) on
+//! loopback and prints the comparison.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use convoy_net::{load_keypair, parse_server_key, Client, PerfAmount, PerfInterval, ServerOptions};
+
+use crate::net_common::{parse_size, resolve, TransferOpts};
+
+#[derive(Args)]
+pub struct PerfArgs {
+    /// Server address for the client (HOST[:PORT], port 4433 by default).
+    pub addr: Option<String>,
+    /// Run the server side: count what clients send, until killed.
+    #[arg(long)]
+    pub server: bool,
+    /// Server: address and port to listen on.
+    #[arg(long, value_name = "ADDR", default_value = "0.0.0.0:4433")]
+    pub listen: String,
+    /// Server: its private key file (from `convoy keygen`).
+    #[arg(long, value_name = "FILE")]
+    pub key: Option<PathBuf>,
+    /// Server: exit after one client.
+    #[arg(long)]
+    pub once: bool,
+    /// Client: the server's public key, 64 hex digits or a .pub file.
+    #[arg(long, value_name = "KEY")]
+    pub server_key: Option<String>,
+    /// Client: send this many bytes (e.g. 10MB, 1GB).
+    #[arg(long, value_parser = parse_size, conflicts_with = "time")]
+    pub bytes: Option<u64>,
+    /// Client: send for this many seconds.
+    #[arg(long, value_name = "SECONDS")]
+    pub time: Option<f64>,
+    /// Client: one JSON document on stdout (per-second lines go to stderr).
+    #[arg(long)]
+    pub json: bool,
+    /// Start a server and a client on 127.0.0.1, then iperf3 over TCP for
+    /// the same time, and print both with their CPU time and the ratio.
+    #[arg(long)]
+    pub loopback_bench: bool,
+    #[command(flatten)]
+    pub transfer: TransferOpts,
+}
+
+pub fn run(args: PerfArgs) -> Result<()> {
+    if args.loopback_bench {
+        return loopback_bench(&args);
+    }
+    if args.server {
+        let key = args.key.as_ref().context("--server needs --key FILE")?;
+        let mut opts = ServerOptions::new(resolve(&args.listen)?, load_keypair(key)?);
+        opts.mode = args.transfer.mode;
+        opts.once = args.once;
+        opts.idle_timeout = args.transfer.idle()?;
+        opts.driver = args.transfer.driver();
+        return crate::net_cmd::run_server(opts, args.json);
+    }
+    let addr = args
+        .addr
+        .as_deref()
+        .context("give the server address (or --server to run one)")?;
+    let key = args
+        .server_key
+        .as_deref()
+        .context("the client needs --server-key KEY")?;
+    let amount = amount(&args)?;
+    let report = client(&args, resolve(addr)?, parse_server_key(key)?, amount)?;
+    print_report(&report, args.json)
+}
+
+fn amount(args: &PerfArgs) -> Result<PerfAmount> {
+    Ok(match (args.bytes, args.time) {
+        (Some(b), _) => PerfAmount::Bytes(b),
+        (None, Some(t)) if t > 0.0 && t <= 86_400.0 => PerfAmount::Time(Duration::from_secs_f64(t)),
+        (None, Some(_)) => bail!("--time must be in (0, 86400] seconds"),
+        (None, None) => bail!("say how much to send: --bytes N (e.g. 100MB) or --time SECONDS"),
+    })
+}
+
+fn client(
+    args: &PerfArgs,
+    server: std::net::SocketAddr,
+    key: [u8; 32],
+    amount: PerfAmount,
+) -> Result<convoy_net::PerfReport> {
+    let mut c = Client::connect(args.transfer.client(server, key)?)?;
+    let json = args.json;
+    let mut line = |iv: &PerfInterval| {
+        eprintln!(
+            "{:5.1}-{:5.1} s  {:8.1} Mbit/s  rtt {:7.3} ms  sent {:7}  lost {:5}  rate {:8.1} Mbit/s",
+            iv.start_s, iv.end_s, iv.goodput_mbps, iv.rtt_ms, iv.packets_sent, iv.packets_lost, iv.rate_mbps
+        );
+        let _ = json;
+    };
+    let report = c.perf(amount, args.transfer.mode.name(), &mut line)?;
+    c.close();
+    Ok(report)
+}
+
+fn print_report(r: &convoy_net::PerfReport, json: bool) -> Result<()> {
+    if json {
+        println!("{}", serde_json::to_string(r)?);
+        return Ok(());
+    }
+    let p = &r.driver.pacing_lateness;
+    println!(
+        "{} bytes in {:.2} s: {:.1} Mbit/s goodput, rtt mean {:.3} ms min {:.3} ms, {} packets sent, {} lost\n\
+         CPU: client {:.2} s, server {}\n\
+         pacing lateness: p50 {:.0} µs, p99 {:.0} µs, max {:.0} µs, {:.1} % within 50 µs ({} wake-ups)",
+        r.bytes,
+        r.seconds,
+        r.goodput_mbps,
+        r.rtt_ms.mean,
+        r.rtt_ms.min,
+        r.packets_sent,
+        r.packets_lost,
+        r.cpu_seconds,
+        r.server_cpu_seconds.map_or("?".into(), |s| format!("{s:.2} s")),
+        p.p50_us,
+        p.p99_us,
+        p.max_us,
+        p.within_50us * 100.0,
+        p.samples
+    );
+    Ok(())
+}
+
+/// Kills and reaps a child when dropped, so no server outlives the bench.
+struct Reaped(Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn free_port() -> Result<u16> {
+    let s = std::net::UdpSocket::bind("127.0.0.1:0")?;
+    let t = std::net::TcpListener::bind(("127.0.0.1", s.local_addr()?.port()));
+    let port = s.local_addr()?.port();
+    drop(t);
+    Ok(port)
+}
+
+fn loopback_bench(args: &PerfArgs) -> Result<()> {
+    let secs = args.time.unwrap_or(10.0);
+    let dir = std::env::temp_dir().join(format!("convoy-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let key = dir.join("server.key");
+    let _ = std::fs::remove_file(&key);
+    let _ = std::fs::remove_file(dir.join("server.key.pub"));
+    let kp = convoy_proto::Keypair::generate();
+    convoy_net::write_keypair(&key, &kp)?;
+    let exe = std::env::current_exe()?;
+    let port = free_port()?;
+    let server = Reaped(
+        Command::new(&exe)
+            .args(["perf", "--server", "--once", "--listen"])
+            .arg(format!("127.0.0.1:{port}"))
+            .arg("--key")
+            .arg(&key)
+            .args(["--mode", args.transfer.mode.name(), "--batch"])
+            .arg(args.transfer.batch.to_string())
+            .stdout(Stdio::null())
+            .spawn()
+            .context("cannot start the perf server")?,
+    );
+    std::thread::sleep(Duration::from_millis(200));
+    let amount = match args.bytes {
+        Some(b) => PerfAmount::Bytes(b),
+        None => PerfAmount::Time(Duration::from_secs_f64(secs)),
+    };
+    let addr = format!("127.0.0.1:{port}").parse()?;
+    let convoy = client(args, addr, kp.public, amount)?;
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+    let tcp = iperf3(secs)?;
+    let ratio = convoy.goodput_mbps / tcp.0.max(1e-9);
+    if args.json {
+        println!(
+            "{}",
+            serde_json::json!({"convoy": convoy, "iperf3": {"goodput_mbps": tcp.0, "cpu_percent_client": tcp.1, "cpu_percent_server": tcp.2}, "ratio": ratio})
+        );
+        return Ok(());
+    }
+    println!(
+        "\n{:<22} {:>14} {:>16} {:>16}",
+        "loopback, 127.0.0.1", "goodput Mbit/s", "client CPU", "server CPU"
+    );
+    println!(
+        "{:<22} {:>14.1} {:>15.2}s {:>15.2}s",
+        format!("convoy {}", convoy.mode),
+        convoy.goodput_mbps,
+        convoy.cpu_seconds,
+        convoy.server_cpu_seconds.unwrap_or(f64::NAN)
+    );
+    println!(
+        "{:<22} {:>14.1} {:>15.0}% {:>15.0}%",
+        "iperf3 TCP", tcp.0, tcp.1, tcp.2
+    );
+    println!("convoy / TCP goodput ratio: {ratio:.3}");
+    print_report(&convoy, false)
+}
+
+/// iperf3 over TCP on loopback: (goodput Mbit/s, client CPU %, server CPU %).
+fn iperf3(secs: f64) -> Result<(f64, f64, f64)> {
+    let port = free_port()?;
+    let _server = Reaped(
+        Command::new("iperf3")
+            .args(["-s", "-1", "-p", &port.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .context("cannot run iperf3 (install it: apt-get install iperf3)")?,
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    let out = Command::new("iperf3")
+        .args(["-c", "127.0.0.1", "-p", &port.to_string(), "-J", "-t"])
+        .arg(format!("{}", secs.ceil() as u64))
+        .output()
+        .context("cannot run iperf3")?;
+    let v: serde_json::Value =
+        serde_json::from_slice(&out.stdout).context("iperf3 printed no JSON")?;
+    let bps = v["end"]["sum_received"]["bits_per_second"]
+        .as_f64()
+        .unwrap_or(0.0);
+    let cpu = &v["end"]["cpu_utilization_percent"];
+    Ok((
+        bps / 1e6,
+        cpu["host_total"].as_f64().unwrap_or(f64::NAN),
+        cpu["remote_total"].as_f64().unwrap_or(f64::NAN),
+    ))
+}
