@@ -1,0 +1,193 @@
+"""One command per experiment: convoy beside kernel TCP over `convoy emu`.
+
+    python -m convoy_lab.experiments list
+    python -m convoy_lab.experiments run NAME [NAME...] [--quick] [--seeds N] [--schemes A,B] [--out results]
+    python -m convoy_lab.experiments demo        # the short default subset, then the report
+    python -m convoy_lab.experiments reproduce   # every experiment at full length
+    python -m convoy_lab.experiments report      # rebuild results/report.html from the CSVs
+
+Each run prints progress on stderr, then the paper's figures beside ours and
+a goodput table on stdout (`--json`: one JSON document instead), and writes
+OUT/NAME/runs.csv, OUT/NAME/meta.json and OUT/report.html.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+from . import catalog, report
+from .catalog import DEMO, EXPERIMENTS, ExperimentError, get_experiment
+from .emurun import EmulatorUnavailable, check_emulator
+from .runner import ConvoyNotFound, convoy_binary
+from .schemes import SCHEMES, SchemeError, get_scheme
+from .sweep import run_sweep
+
+
+def _clean(value):
+    """NaN is not JSON: null instead."""
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    return value
+
+
+def run_experiment(name: str, quick: bool, seeds: int, out: Path, schemes: list[str] | None, keep_records: bool) -> dict:
+    e = get_experiment(name)
+    catalog.check_inputs(e, quick)
+    chosen = [get_scheme(s) for s in (schemes or e.schemes)]
+    transfer = e.quick_transfer if quick else e.transfer
+    started = time.time()
+    result = run_sweep(
+        e.name, chosen, e.scenarios(quick), transfer, list(range(1, seeds + 1)), out / e.name, keep_records=keep_records
+    )
+    meta = {
+        "experiment": e.name,
+        "quick": quick,
+        "seeds": list(range(1, seeds + 1)),
+        "schemes": [s.name for s in chosen],
+        "skipped": result.skipped,
+        "transfer": transfer.describe(),
+        "transfer_s": transfer.seconds,
+        "transfer_bytes": transfer.bytes,
+        "out": str(out),
+        "convoy": str(convoy_binary()),
+        "started": datetime.fromtimestamp(started, timezone.utc).isoformat(timespec="seconds"),
+        "elapsed_s": round(time.time() - started, 1),
+    }
+    (out / e.name / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
+    df = result.rows
+    claims = e.claims(df) if not df.empty else []
+    return {"experiment": e, "rows": df, "meta": meta, "claims": claims}
+
+
+def print_result(res: dict, stream=sys.stdout) -> None:
+    e, df, meta = res["experiment"], res["rows"], res["meta"]
+    print(f"\n== {e.name}: {e.title}", file=stream)
+    print(f"   {e.conditions}; {meta['transfer']} per run, seeds {meta['seeds']}", file=stream)
+    for scheme, reason in meta["skipped"].items():
+        print(f"   not run: {scheme}: {reason}", file=stream)
+    if res["claims"]:
+        print(f"\npaper ({e.source}) beside ours:\n", file=stream)
+        print(report.claims_text(res["claims"]), file=stream)
+    print("", file=stream)
+    print(report.matrix_text(e, df), file=stream)
+
+
+def as_json(results: list[dict], report_path: Path | None) -> dict:
+    return {
+        "report": str(report_path) if report_path else None,
+        "experiments": [
+            {
+                "name": r["experiment"].name,
+                "meta": r["meta"],
+                "claims": [c.__dict__ for c in r["claims"]],
+                "rows": [{k: _clean(v) for k, v in row.items()} for row in r["rows"].to_dict("records")],
+            }
+            for r in results
+        ],
+    }
+
+
+def _seeds(text: str) -> int:
+    n = int(text)
+    if n < 1:
+        raise argparse.ArgumentTypeError("--seeds must be at least 1")
+    return n
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m convoy_lab.experiments", description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="command", required=True)
+
+    def common(sp, seeds_default=1):
+        sp.add_argument("--out", type=Path, default=Path("results"), help="results directory (default: results)")
+        sp.add_argument("--seeds", type=_seeds, default=seeds_default, help="runs per point, seeds 1..N")
+        sp.add_argument("--json", action="store_true", help="one JSON document on stdout instead of tables")
+        sp.add_argument("--keep-records", action="store_true", help="keep each run's per-packet link records")
+
+    ls = sub.add_parser("list", help="the experiments and schemes")
+    ls.add_argument("--json", action="store_true")
+    run = sub.add_parser("run", help="run experiments by name")
+    run.add_argument("names", nargs="+", metavar="NAME")
+    run.add_argument("--quick", action="store_true", help="the demo's shorter settings")
+    run.add_argument("--schemes", help=f"comma-separated subset of: {', '.join(SCHEMES)}")
+    common(run)
+    common(sub.add_parser("demo", help=f"the short default subset ({', '.join(DEMO)}), then the report"))
+    common(sub.add_parser("reproduce", help="every experiment at full length, then the report"))
+    rep = sub.add_parser("report", help="rebuild OUT/report.html from the results")
+    rep.add_argument("--out", type=Path, default=Path("results"))
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        if args.command == "list":
+            return _list(args.json)
+        if args.command == "report":
+            path = report.write_report(args.out)
+            print(f"report: {path.resolve()}")
+            return 0
+        if args.command == "run":
+            names, quick = args.names, args.quick
+            schemes = [s.strip() for s in args.schemes.split(",")] if args.schemes else None
+        elif args.command == "demo":
+            names, quick, schemes = DEMO, True, None
+        else:
+            names, quick, schemes = list(EXPERIMENTS), False, None
+        # Every name is checked before the first run starts.
+        for name in names:
+            catalog.check_inputs(get_experiment(name), quick)
+        for s in schemes or []:
+            get_scheme(s)
+        convoy_binary()
+        check_emulator()
+        args.out.mkdir(parents=True, exist_ok=True)
+        results = [run_experiment(n, quick, args.seeds, args.out, schemes, args.keep_records) for n in names]
+        path = report.write_report(args.out)
+    except (ExperimentError, SchemeError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except (ConvoyNotFound, EmulatorUnavailable) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("interrupted: runs finished so far are in their runs.csv", file=sys.stderr)
+        return 130
+    if args.json:
+        print(json.dumps(as_json(results, path.resolve()), indent=1))
+    else:
+        for res in results:
+            print_result(res)
+        print(f"\nreport: {path.resolve()}")
+    return 0
+
+
+def _list(as_json_doc: bool) -> int:
+    if as_json_doc:
+        doc = {
+            "experiments": {
+                n: {"title": e.title, "conditions": e.conditions, "schemes": e.schemes, "demo": n in DEMO}
+                for n, e in EXPERIMENTS.items()
+            },
+            "schemes": {n: s.description for n, s in SCHEMES.items()},
+        }
+        print(json.dumps(doc, indent=1))
+        return 0
+    print("experiments (run NAME; * = part of the demo):")
+    for n, e in EXPERIMENTS.items():
+        print(f"  {n:<15}{'*' if n in DEMO else ' '} {e.title}")
+    print("schemes:")
+    for n, s in SCHEMES.items():
+        reason = s.unavailable()
+        print(f"  {n:<16} {s.description}{f'  [unavailable: {reason}]' if reason else ''}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
