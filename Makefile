@@ -6,7 +6,7 @@ CARGO ?= cargo
 PYTHON := .venv/bin/python
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
-.PHONY: demo test setup build bench fuzz lint
+.PHONY: demo reproduce test setup build bench fuzz lint
 
 setup:
 	@scripts/setup.sh
@@ -14,14 +14,20 @@ setup:
 build: setup
 	$(CARGO) build --release --workspace
 
-# The main job. Until the experiments exist, it measures the codec and the
-# link model on this machine and simulates one RCDP transfer.
+# The main job: convoy beside real kernel TCP (cubic, bbr, reno) over
+# `convoy emu`, on the 50 Mbit/s loss sweep and an LTE drive uplink, short
+# settings (about 3 minutes after the build). Writes $(RESULTS)/report.html
+# and prints the paper's figures beside ours. Needs root (convoy emu).
+# `make reproduce` runs every experiment at full length (about an hour per seed).
 SHARED ?= ../shared
-DEMO_TRACE := $(SHARED)/traces/TMobile-LTE-short.down
+RESULTS ?= results
+SEEDS ?= 1
+LAB := CONVOY_SHARED=$(abspath $(SHARED)) $(PYTHON) -m convoy_lab.experiments
 demo: build
-	./target/release/convoy bench codec
-	./target/release/convoy bench link $(if $(wildcard $(DEMO_TRACE)),--trace $(DEMO_TRACE))
-	./target/release/convoy simulate --mode rcdp --rate 20mbit --delay 25ms --loss 10% --size 10MB
+	$(LAB) demo --out $(RESULTS)
+
+reproduce: build
+	$(LAB) reproduce --out $(RESULTS) --seeds $(SEEDS)
 
 # Every test: Rust (unit, property, integration) in release mode, because the
 # property tests push millions of symbols, then the Python package's tests.
