@@ -228,12 +228,15 @@ impl Connection {
             self.write_feedback(now, &mut fw);
             let n = fw.len();
             feedback.truncate(n);
-            let room = self.cfg.max_datagram
-                - SHORT_HEADER_LEN
-                - TAG_LEN
-                - 24
-                - symbol_header_len(next.block_id, next.esi, next.block_len, symbol_size)
-                - symbol_size;
+            // What the data packet leaves free (the train tag's share only
+            // when there is one: without trains the symbol fills the rest).
+            let room = self.cfg.max_datagram.saturating_sub(
+                SHORT_HEADER_LEN
+                    + TAG_LEN
+                    + if train.is_some() { 24 } else { 0 }
+                    + symbol_header_len(next.block_id, next.esi, next.block_len, symbol_size)
+                    + symbol_size,
+            );
             if feedback.len() > room {
                 self.stats.feedback_packets_sent += 1;
                 let t = self.protected(now, buf, path_idx, false, None, |w, _| {
