@@ -1,0 +1,268 @@
+//! Helpers for the real-process network tests: temporary directories and
+//! child processes that are cleaned up even when a test fails, free
+//! loopback ports, test files, and a UDP relay that can cut the network.
+
+#![allow(dead_code)]
+
+use std::net::{SocketAddr, UdpSocket};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+pub fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_convoy")
+}
+
+/// A directory removed on drop.
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    pub fn new(tag: &str) -> TempDir {
+        let p = std::env::temp_dir().join(format!(
+            "convoy-net-{tag}-{}-{:?}",
+            std::process::id(),
+            Instant::now()
+        ));
+        let p = PathBuf::from(p.to_string_lossy().replace([' ', '{', '}', ':', ','], ""));
+        std::fs::create_dir_all(&p).unwrap();
+        TempDir(p)
+    }
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A child process killed and reaped on drop.
+pub struct Proc(pub Option<Child>);
+
+impl Proc {
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.0.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+    /// Waits for exit (up to `limit`); returns its status and stderr.
+    pub fn wait_output(&mut self, limit: Duration) -> Output {
+        let start = Instant::now();
+        let mut c = self.0.take().expect("running");
+        loop {
+            if c.try_wait().unwrap().is_some() || start.elapsed() > limit {
+                let _ = c.kill();
+                return c.wait_with_output().unwrap();
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+pub fn free_port() -> u16 {
+    UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Makes a key pair in `dir`; returns (private key file, public key file).
+pub fn keygen(dir: &Path) -> (PathBuf, PathBuf) {
+    let key = dir.join("server.key");
+    let out = Command::new(bin())
+        .args(["keygen", "--out"])
+        .arg(&key)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (key.clone(), dir.join("server.key.pub"))
+}
+
+/// `size` bytes of deterministic pseudo-random content.
+pub fn make_file(path: &Path, size: usize, seed: u64) {
+    let mut x = seed | 1;
+    let mut v = Vec::with_capacity(size + 8);
+    while v.len() < size {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        v.extend_from_slice(&x.to_le_bytes());
+    }
+    v.truncate(size);
+    std::fs::write(path, v).unwrap();
+}
+
+pub fn spawn(args: &[&str], extra: &[&Path]) -> Proc {
+    let mut cmd = Command::new(bin());
+    cmd.args(args)
+        .args(extra)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    Proc(Some(cmd.spawn().unwrap()))
+}
+
+/// Starts `convoy serve` on 127.0.0.1:port and waits until it listens.
+pub fn serve(port: u16, dir: &Path, key: &Path, extra: &[&str]) -> Proc {
+    let mut cmd = Command::new(bin());
+    cmd.args(["serve", "--listen", &format!("127.0.0.1:{port}"), "--dir"])
+        .arg(dir)
+        .arg("--key")
+        .arg(key)
+        .args(extra)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let p = Proc(Some(cmd.spawn().unwrap()));
+    wait_port_bound(port);
+    p
+}
+
+/// Polls until something holds UDP `port` on loopback.
+pub fn wait_port_bound(port: u16) {
+    let start = Instant::now();
+    while UdpSocket::bind(("127.0.0.1", port)).is_ok() {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "server never bound {port}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The size of the (only) partial upload under DIR/.convoy-partial.
+pub fn partial_size(store: &Path) -> u64 {
+    std::fs::read_dir(store.join(".convoy-partial"))
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .filter(|e| e.file_name().to_string_lossy().ends_with(".part"))
+                .filter_map(|e| e.metadata().ok())
+                .map(|m| m.len())
+                .max()
+                .unwrap_or(0)
+        })
+        .unwrap_or(0)
+}
+
+/// Waits until the partial upload holds at least `bytes`.
+pub fn wait_partial(store: &Path, bytes: u64, limit: Duration) {
+    let start = Instant::now();
+    while partial_size(store) < bytes {
+        assert!(
+            start.elapsed() < limit,
+            "upload never reached {bytes} bytes"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// 8 MB socket buffers, so the relay itself does not drop bursts.
+fn grow_buffers(s: &UdpSocket) {
+    use std::os::fd::AsRawFd;
+    let size: libc::c_int = 8 << 20;
+    for opt in [libc::SO_RCVBUFFORCE, libc::SO_SNDBUFFORCE] {
+        // SAFETY: passes a live c_int and its size to setsockopt.
+        unsafe {
+            libc::setsockopt(
+                s.as_raw_fd(),
+                libc::SOL_SOCKET,
+                opt,
+                &size as *const libc::c_int as *const libc::c_void,
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            );
+        }
+    }
+}
+
+/// A UDP relay between clients and one server that can drop everything.
+pub struct Relay {
+    pub addr: SocketAddr,
+    pub cut: Arc<AtomicBool>,
+    stop: Arc<AtomicBool>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Relay {
+    pub fn new(server: SocketAddr) -> Relay {
+        let front = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let back = UdpSocket::bind("127.0.0.1:0").unwrap();
+        back.connect(server).unwrap();
+        for s in [&front, &back] {
+            s.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
+            grow_buffers(s);
+        }
+        let addr = front.local_addr().unwrap();
+        let cut = Arc::new(AtomicBool::new(false));
+        let stop = Arc::new(AtomicBool::new(false));
+        let client: Arc<Mutex<Option<SocketAddr>>> = Arc::new(Mutex::new(None));
+        let (f2, b2) = (front.try_clone().unwrap(), back.try_clone().unwrap());
+        let up = {
+            let (cut, stop, client) = (cut.clone(), stop.clone(), client.clone());
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 65536];
+                while !stop.load(Ordering::Relaxed) {
+                    if let Ok((n, from)) = front.recv_from(&mut buf) {
+                        *client.lock().unwrap() = Some(from);
+                        if !cut.load(Ordering::Relaxed) {
+                            let _ = back.send(&buf[..n]);
+                        }
+                    }
+                }
+            })
+        };
+        let down = {
+            let (cut, stop) = (cut.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 65536];
+                while !stop.load(Ordering::Relaxed) {
+                    if let Ok(n) = b2.recv(&mut buf) {
+                        let to = *client.lock().unwrap();
+                        if let (Some(to), false) = (to, cut.load(Ordering::Relaxed)) {
+                            let _ = f2.send_to(&buf[..n], to);
+                        }
+                    }
+                }
+            })
+        };
+        Relay {
+            addr,
+            cut,
+            stop,
+            threads: vec![up, down],
+        }
+    }
+}
+
+impl Drop for Relay {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+pub fn json_of(out: &Output) -> serde_json::Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "no JSON ({e}): stdout {:?} stderr {:?}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
