@@ -100,7 +100,7 @@ pub(crate) fn read_replies(
             }
             Ok(n) => inbox.extend_from_slice(&scratch[..n]),
             Err(convoy_proto::StreamError::Blocked) => break,
-            Err(e) => return Err(NetError::Protocol(e.to_string())),
+            Err(e) => return Err(e.into()),
         }
     }
     let mut out = Vec::new();

@@ -115,9 +115,7 @@ impl Application for DownloadApp<'_> {
         let id = match self.stream {
             Some(id) => id,
             None => {
-                let id = c
-                    .open_stream()
-                    .map_err(|e| NetError::Protocol(e.to_string()))?;
+                let id = c.open_stream()?;
                 self.out
                     .push(&self.request.take().expect("sent once").encode());
                 self.out.finish_when_empty();
@@ -126,9 +124,7 @@ impl Application for DownloadApp<'_> {
                 id
             }
         };
-        self.out
-            .flush(c, id)
-            .map_err(|e| NetError::Protocol(e.to_string()))?;
+        self.out.flush(c, id)?;
         let mut buf = std::mem::take(&mut self.scratch);
         let result = loop {
             match c.read(id, &mut buf) {
@@ -139,7 +135,7 @@ impl Application for DownloadApp<'_> {
                     }
                 }
                 Err(StreamError::Blocked) => break Ok(()),
-                Err(e) => break Err(NetError::Protocol(e.to_string())),
+                Err(e) => break Err(e.into()),
             }
         };
         self.scratch = buf;

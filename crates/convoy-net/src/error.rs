@@ -38,3 +38,11 @@ impl NetError {
         }
     }
 }
+
+/// A stream call the protocol refused: a bug or a peer breaking the rules,
+/// not something the operator caused.
+impl From<convoy_proto::StreamError> for NetError {
+    fn from(e: convoy_proto::StreamError) -> NetError {
+        NetError::Protocol(e.to_string())
+    }
+}

@@ -115,9 +115,7 @@ impl Application for PerfApp<'_> {
         let id = match self.stream {
             Some(id) => id,
             None => {
-                let id = c
-                    .open_stream()
-                    .map_err(|e| NetError::Protocol(e.to_string()))?;
+                let id = c.open_stream()?;
                 let bytes = match self.amount {
                     PerfAmount::Bytes(n) => n,
                     PerfAmount::Time(_) => 0,
@@ -130,9 +128,7 @@ impl Application for PerfApp<'_> {
                 id
             }
         };
-        self.out
-            .flush(c, id)
-            .map_err(|e| NetError::Protocol(e.to_string()))?;
+        self.out.flush(c, id)?;
         if !self.finished && self.out.is_empty() {
             let limit = match self.amount {
                 PerfAmount::Bytes(n) => n,
@@ -145,14 +141,11 @@ impl Application for PerfApp<'_> {
                     break;
                 }
                 let n = room.min((limit - self.written).min(usize::MAX as u64) as usize);
-                let w = c
-                    .write(id, &self.filler[..n])
-                    .map_err(|e| NetError::Protocol(e.to_string()))?;
+                let w = c.write(id, &self.filler[..n])?;
                 self.written += w as u64;
             }
             if self.written >= limit {
-                c.finish(id)
-                    .map_err(|e| NetError::Protocol(e.to_string()))?;
+                c.finish(id)?;
                 self.finished = true;
             }
         }

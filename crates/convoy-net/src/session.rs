@@ -207,7 +207,7 @@ impl Session {
                     false
                 }
                 Err(StreamError::Blocked) => break,
-                Err(e) => return Err(NetError::Protocol(e.to_string())),
+                Err(e) => return Err(e.into()),
             };
             if fin {
                 self.on_fin(now, events)?;
@@ -399,9 +399,7 @@ impl Session {
         scratch: &mut [u8],
         events: &mut Vec<ServerEvent>,
     ) -> Result<(), NetError> {
-        self.out
-            .flush(c, id)
-            .map_err(|e| NetError::Protocol(e.to_string()))?;
+        self.out.flush(c, id)?;
         let Phase::Get {
             file,
             left,
@@ -424,9 +422,7 @@ impl Session {
                     "{name} shrank while being sent"
                 )));
             }
-            let w = c
-                .write(id, &scratch[..n])
-                .map_err(|e| NetError::Protocol(e.to_string()))?;
+            let w = c.write(id, &scratch[..n])?;
             // `write` takes at most write_room, so a short write only
             // happens if room shrank; keep the rest for the next turn.
             self.out.push(&scratch[w..n]);

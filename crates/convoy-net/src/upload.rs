@@ -57,9 +57,7 @@ impl Application for UploadApp<'_> {
         let id = match self.stream {
             Some(id) => id,
             None => {
-                let id = c
-                    .open_stream()
-                    .map_err(|e| NetError::Protocol(e.to_string()))?;
+                let id = c.open_stream()?;
                 let req = self.request.take().expect("sent once");
                 self.out.push(&req.encode());
                 self.stream = Some(id);
@@ -67,9 +65,7 @@ impl Application for UploadApp<'_> {
                 id
             }
         };
-        self.out
-            .flush(c, id)
-            .map_err(|e| NetError::Protocol(e.to_string()))?;
+        self.out.flush(c, id)?;
         let (replies, fin) = read_replies(c, id, &mut self.inbox, &mut self.scratch)?;
         for r in replies {
             match r {
@@ -117,9 +113,7 @@ impl Application for UploadApp<'_> {
                         std::io::Error::other("the file shrank during the upload"),
                     ));
                 }
-                let w = c
-                    .write(id, &self.scratch[..n])
-                    .map_err(|e| NetError::Protocol(e.to_string()))?;
+                let w = c.write(id, &self.scratch[..n])?;
                 self.pos += w as u64;
                 if w < n {
                     self.file
@@ -129,8 +123,7 @@ impl Application for UploadApp<'_> {
                 }
             }
             if self.pos == self.size {
-                c.finish(id)
-                    .map_err(|e| NetError::Protocol(e.to_string()))?;
+                c.finish(id)?;
                 self.finished = true;
             }
         }
