@@ -95,6 +95,27 @@ pub fn keygen(dir: &Path) -> (PathBuf, PathBuf) {
 }
 
 /// `size` bytes of deterministic pseudo-random content.
+/// A test's directory with a server key pair and an empty store.
+pub struct Site {
+    pub dir: TempDir,
+    pub key: PathBuf,
+    pub pubkey: PathBuf,
+    pub store: PathBuf,
+}
+
+pub fn site(tag: &str) -> Site {
+    let dir = TempDir::new(tag);
+    let (key, pubkey) = keygen(dir.path());
+    let store = dir.path().join("store");
+    std::fs::create_dir(&store).unwrap();
+    Site {
+        dir,
+        key,
+        pubkey,
+        store,
+    }
+}
+
 pub fn make_file(path: &Path, size: usize, seed: u64) {
     let mut x = seed | 1;
     let mut v = Vec::with_capacity(size + 8);
