@@ -46,6 +46,10 @@ pub enum StreamViolation {
     StreamId,
 }
 
+/// Copies of a raised stream credit sent after the first: at 30 % loss all
+/// five are lost once in 400 updates.
+const CREDIT_REPEATS: u8 = 4;
+
 /// Flow-control windows and buffer sizes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct StreamLimits {
@@ -117,6 +121,9 @@ pub struct Streams {
     consumed: u64,
     /// Streams whose credit we raised and must tell the peer about.
     credit_updates: BTreeSet<u64>,
+    /// Raised credit already told once, with the copies still to repeat in
+    /// feedback that goes out anyway.
+    credit_repeats: BTreeMap<u64, u8>,
     readable: BTreeSet<u64>,
     rr_cursor: u64,
     data_blocked: bool,
@@ -140,6 +147,7 @@ impl Streams {
             received_data: 0,
             consumed: 0,
             credit_updates: BTreeSet::new(),
+            credit_repeats: BTreeMap::new(),
             readable: BTreeSet::new(),
             rr_cursor: 0,
             data_blocked: false,
@@ -458,32 +466,53 @@ impl Streams {
         }
     }
 
-    /// Writes credit frames: MAX_DATA always (cheap, and it repairs any lost
-    /// update), MAX_STREAM_DATA for streams recently raised, and blocked
-    /// signals when we wait for credit. A lost update is repaired by the
-    /// peer's blocked signal, which makes us send the stream's credit again.
+    /// Writes credit frames: MAX_DATA always, MAX_STREAM_DATA for streams
+    /// whose credit was raised (then repeated in the next few feedback
+    /// packets), and blocked signals when we wait for credit.
+    ///
+    /// A stream update sent once and lost was repaired only by the peer's
+    /// blocked signal: the sender ran dry first and the link sat idle for
+    /// about two RTTs (seen at 10 % loss in `convoy simulate --mode rlnc-bbr
+    /// --seed 3`). The copies ride in feedback that goes out anyway, a few
+    /// milliseconds apart; repeating every stream's credit in every packet
+    /// instead cost 0.5 % of goodput in full duplex, where feedback rides in
+    /// data packets with little room.
     pub fn write_credit(&mut self, w: &mut Writer<'_>) {
         if write_frame(w, &Frame::MaxData(self.local_max_data)).is_ok() {
             self.advertised_max_data = self.local_max_data;
         }
-        let ids: Vec<u64> = self.credit_updates.iter().copied().collect();
-        for id in ids {
-            let Some(r) = self.recv.get(&id) else {
+        let fresh: Vec<u64> = self.credit_updates.iter().copied().collect();
+        let repeats: Vec<u64> = self.credit_repeats.keys().copied().collect();
+        for (id, first) in fresh
+            .iter()
+            .map(|&id| (id, true))
+            .chain(repeats.into_iter().map(|id| (id, false)))
+        {
+            let window_end = self
+                .recv
+                .get(&id)
+                .filter(|r| r.final_size.is_none() && r.reset.is_none())
+                .map(|r| r.window_end);
+            let Some(max) = window_end else {
                 self.credit_updates.remove(&id);
+                self.credit_repeats.remove(&id);
                 continue;
             };
-            if write_frame(
-                w,
-                &Frame::MaxStreamData {
-                    stream: id,
-                    max: r.window_end,
-                },
-            )
-            .is_err()
-            {
+            if !first && fresh.contains(&id) {
+                continue;
+            }
+            if write_frame(w, &Frame::MaxStreamData { stream: id, max }).is_err() {
                 return;
             }
-            self.credit_updates.remove(&id);
+            if first {
+                self.credit_updates.remove(&id);
+                self.credit_repeats.insert(id, CREDIT_REPEATS);
+            } else if let Some(left) = self.credit_repeats.get_mut(&id) {
+                *left -= 1;
+                if *left == 0 {
+                    self.credit_repeats.remove(&id);
+                }
+            }
         }
         if self.data_blocked {
             let _ = write_frame(w, &Frame::DataBlocked(self.peer_max_data));
@@ -609,6 +638,47 @@ mod tests {
             }
         }
         assert!(c.has_sendable());
+    }
+
+    fn stream_credit_in(s: &mut Streams) -> Vec<(u64, u64)> {
+        let mut fb = [0u8; 128];
+        let mut w = Writer::new(&mut fb);
+        s.write_credit(&mut w);
+        let n = w.len();
+        Frames::new(&fb[..n])
+            .filter_map(|f| match f.unwrap() {
+                Frame::MaxStreamData { stream, max } => Some((stream, max)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn raised_stream_credit_is_repeated_a_few_times() {
+        let (mut c, mut s) = pair();
+        let id = c.open();
+        c.write(id, &[7u8; 600]).unwrap();
+        let mut block = Vec::new();
+        c.fill_block(&mut block, 10_000);
+        deliver(&block, &mut s);
+        s.accept();
+        assert_eq!(s.read(id, &mut [0u8; 400]).unwrap(), 400);
+        // The first update is lost; the next feedback packets carry it
+        // again, a few times.
+        for _ in 0..=CREDIT_REPEATS {
+            assert_eq!(stream_credit_in(&mut s), [(0, 1000)]);
+        }
+        assert_eq!(stream_credit_in(&mut s), [], "repeated enough");
+        assert!(!s.credit_pending(), "repeats alone do not ask for feedback");
+        // A stream that has its final size needs no more credit.
+        c.on_max_stream_data(0, 1000);
+        assert_eq!(s.read(id, &mut [0u8; 200]).unwrap(), 200);
+        c.write(id, b"end").unwrap();
+        c.finish(id).unwrap();
+        let mut last = Vec::new();
+        c.fill_block(&mut last, 10_000);
+        deliver(&last, &mut s);
+        assert_eq!(stream_credit_in(&mut s), []);
     }
 
     #[test]

@@ -125,6 +125,12 @@ impl<'a> Writer<'a> {
         self.buf.len() - self.len
     }
 
+    /// Forgets everything written after `len` bytes (a frame that did not
+    /// fit must not leave half of itself in the packet).
+    pub fn truncate(&mut self, len: usize) {
+        self.len = self.len.min(len);
+    }
+
     pub fn bytes(&mut self, data: &[u8]) -> Result<(), WireError> {
         let end = self.len + data.len();
         if end > self.buf.len() {

@@ -436,8 +436,18 @@ pub fn write_block_status(
 
 /// Writes any frame whose fields are all in the enum (everything but ACK and
 /// BLOCK_STATUS, which have their own writers, and SYMBOL, whose payload is
-/// encoded in place).
+/// encoded in place). All or nothing: a frame that does not fit leaves the
+/// writer as it was, so callers may stop at the first error.
 pub fn write_frame(w: &mut Writer<'_>, frame: &Frame<'_>) -> Result<(), WireError> {
+    let start = w.len();
+    let written = write_frame_fields(w, frame);
+    if written.is_err() {
+        w.truncate(start);
+    }
+    written
+}
+
+fn write_frame_fields(w: &mut Writer<'_>, frame: &Frame<'_>) -> Result<(), WireError> {
     match *frame {
         Frame::Padding => w.u8(PADDING),
         Frame::Ping => w.u8(PING),
@@ -636,6 +646,21 @@ mod tests {
         let parsed: Vec<_> = Frames::new(&bytes).collect::<Result<_, _>>().unwrap();
         assert_eq!(&parsed[..frames.len()], &frames);
         assert_eq!(parsed[frames.len()..], [Frame::Padding]);
+    }
+
+    #[test]
+    fn a_frame_that_does_not_fit_leaves_nothing_behind() {
+        let mut buf = [0u8; 6];
+        let mut w = Writer::new(&mut buf);
+        write_frame(&mut w, &Frame::Ping).unwrap();
+        let big = Frame::MaxStreamData {
+            stream: 1 << 20,
+            max: 1 << 40,
+        };
+        assert!(write_frame(&mut w, &big).is_err());
+        assert_eq!(w.len(), 1, "no half frame after the PING");
+        write_frame(&mut w, &Frame::MaxData(7)).unwrap();
+        assert_eq!(w.len(), 3);
     }
 
     #[test]
