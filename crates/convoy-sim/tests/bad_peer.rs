@@ -180,6 +180,57 @@ fn wrong_server_key_fails_the_handshake_cleanly() {
     );
 }
 
+/// Connects through a wire that drops the first `lost` client datagrams
+/// (its Initials); returns when the client is established, and that time.
+fn connect_losing_initials(lost: usize) -> (Wire, ConnectionHandle, Duration) {
+    let kp = Keypair::generate();
+    let mut wire = Wire::new(server_config(kp.clone()));
+    let mut c = Config::new(Keypair::generate());
+    c.seed = Some(1);
+    c.handshake_timeout = Duration::from_secs(10);
+    wire.client = Endpoint::new(c, false).unwrap();
+    let h = wire
+        .client
+        .connect(Duration::ZERO, server_addr(), Some(&kp.public))
+        .unwrap();
+    let mut seen = 0;
+    wire.run(
+        Duration::from_secs(10),
+        |d| {
+            seen += 1;
+            if seen <= lost {
+                vec![]
+            } else {
+                vec![d.to_vec()]
+            }
+        },
+        |w| w.client.connection(h).unwrap().is_established(),
+    );
+    let at = wire.now;
+    (wire, h, at)
+}
+
+#[test]
+fn the_handshake_round_trip_seeds_the_rtt_estimate() {
+    let (mut wire, h, at) = connect_losing_initials(0);
+    assert_eq!(at, 2 * DELAY);
+    let rtt = wire.client.connection(h).unwrap().stats().smoothed_rtt;
+    assert_eq!(rtt, 2 * DELAY, "not the 333 ms default");
+}
+
+#[test]
+fn a_lossy_handshake_is_retried_every_1_2_s_after_the_first_doubling() {
+    // Tries at 0, 0.6, 1.8, 3.0 and 4.2 s: the fifth gets through. Doubling
+    // on would have tried at 9 s, and given up at the 10 s timeout.
+    let (mut wire, h, at) = connect_losing_initials(4);
+    assert_eq!(at, Duration::from_millis(4200) + 2 * DELAY);
+    let rtt = wire.client.connection(h).unwrap().stats().smoothed_rtt;
+    assert!(
+        rtt > 2 * DELAY,
+        "an answer to a repeated Initial is no RTT sample (Karn): {rtt:?}"
+    );
+}
+
 #[test]
 fn replayed_packets_are_refused_and_data_stays_exact() {
     let (mut wire, h) = wire_with(|_| {});

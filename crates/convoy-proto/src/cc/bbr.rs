@@ -466,6 +466,18 @@ impl RateController for Bbr {
         self.next_send = Some(base + gap);
     }
 
+    fn on_handshake_rtt(&mut self, now: Duration, rtt: Duration) {
+        if self.min_rtt.is_some() {
+            return;
+        }
+        self.min_rtt = Some(rtt);
+        self.min_rtt_stamp = now;
+        // Startup's first flight: the initial window over the measured RTT
+        // (Linux BBR does the same with the SYN's RTT).
+        let rate = STARTUP_GAIN * self.cwnd as f64 / rtt.as_secs_f64();
+        self.pacing_rate = self.pacing_rate.max(rate as u64);
+    }
+
     fn on_app_limited(&mut self, _now: Duration) {
         self.app_limited_until = self.delivered + self.in_flight.max(1);
     }

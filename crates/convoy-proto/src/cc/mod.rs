@@ -55,6 +55,9 @@ pub trait RateController: Send {
     /// includes it.
     fn on_sent(&mut self, now: Duration, pn: u64, bytes: usize, bytes_in_flight: u64);
 
+    /// The handshake measured this round trip, before any data was sent.
+    fn on_handshake_rtt(&mut self, _now: Duration, _rtt: Duration) {}
+
     /// The sender had nothing to send when pacing allowed it.
     fn on_app_limited(&mut self, _now: Duration) {}
 

@@ -81,6 +81,7 @@ impl Connection {
     fn on_handshake(&mut self, now: Duration, scid: crate::wire::ConnectionId, noise: &[u8]) {
         let result = match std::mem::replace(&mut self.handshake, Handshake::Done) {
             Handshake::ClientWait { hs, .. } => hs.on_response(noise).map(|done| {
+                self.take_handshake_rtt(now);
                 self.remote_cid = scid;
                 self.handshake = match done.final_message {
                     Some(message) => {
@@ -96,6 +97,7 @@ impl Connection {
             }),
             Handshake::ServerWait { hs, reply } => match hs.on_final(noise) {
                 Ok(est) => {
+                    self.take_handshake_rtt(now);
                     self.handshake = Handshake::ServerDone { reply };
                     Ok(Some(est))
                 }
@@ -165,6 +167,11 @@ impl Connection {
         self.stats.bytes_received += len as u64;
         self.last_received = now;
         self.pto_count = 0;
+        if self.role == super::Role::Server {
+            // The client's first protected packet follows our reply at
+            // once (it pings on establishment).
+            self.take_handshake_rtt(now);
+        }
         // An authenticated packet proves the peer holds the keys, so its
         // address is validated.
         self.validated = true;

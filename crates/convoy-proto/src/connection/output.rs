@@ -81,6 +81,8 @@ impl Connection {
             return None;
         }
         self.handshake_out = false;
+        self.handshake_first_sent.get_or_insert(now);
+        self.handshake_sends += 1;
         if self.role == Role::Client {
             self.handshake_retransmit_after(now);
         }
