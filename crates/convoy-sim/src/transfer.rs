@@ -131,6 +131,9 @@ pub struct StatsView {
     pub repair_symbols: u64,
     pub redundant_received: u64,
     pub blocks: u64,
+    pub blocks_done: u64,
+    /// Blocks that needed symbols beyond their up-front plan.
+    pub second_round_blocks: u64,
     pub smoothed_rtt: Duration,
     pub rate_bps: u64,
     pub loss_rate: f64,
@@ -149,6 +152,8 @@ impl From<ConnectionStats> for StatsView {
             repair_symbols: s.sender.repair_symbols,
             redundant_received: s.receiver.redundant,
             blocks: s.sender.blocks,
+            blocks_done: s.sender.blocks_done,
+            second_round_blocks: s.sender.second_round_blocks,
             smoothed_rtt: s.smoothed_rtt,
             rate_bps: s.rate * 8,
             loss_rate: s.loss_rate,

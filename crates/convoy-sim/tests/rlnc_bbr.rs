@@ -168,3 +168,28 @@ fn steady_queueing_stays_under_one_min_rtt_where_cubic_fills_the_buffer() {
     // Both keep the link busy: the difference is the queue, not the rate.
     assert!(goodput(&bbr) > 17.0 && goodput(&cubic) > 17.0);
 }
+
+#[test]
+fn goodput_is_at_least_92_percent_of_capacity_times_one_minus_loss() {
+    // 10 MB over 20 Mbit/s, the same random loss on both directions (the
+    // feedback suffers too), two seeds per loss rate.
+    for p in [0.01, 0.05, 0.10, 0.20, 0.30] {
+        for seed in [1, 2] {
+            let (c, s) = configs(None, seed);
+            let lossy = |link_seed| constant(20, p, 300, link_seed);
+            let mut spec = TransferSpec::new(lossy(seed * 10), lossy(seed * 10 + 1), c, s);
+            spec.upload = 10_000_000;
+            spec.time_limit = Duration::from_secs(60);
+            let r = run(spec).expect("simulation runs");
+            assert_eq!(r.upload.delivered, r.upload.bytes, "loss {p}, seed {seed}");
+            let ratio = r.upload.goodput_bps / (20.0 * MBIT * (1.0 - p));
+            let second = r.client.second_round_blocks as f64 / r.client.blocks_done as f64;
+            eprintln!(
+                "loss {p:.2} seed {seed}: ratio {ratio:.3}, {:.0} % of {} generations needed a second round",
+                100.0 * second,
+                r.client.blocks_done
+            );
+            assert!(ratio >= 0.92, "loss {p}, seed {seed}: ratio {ratio:.3}");
+        }
+    }
+}

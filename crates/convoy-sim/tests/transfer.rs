@@ -179,8 +179,9 @@ fn rlnc_over_bbr_carries_data_under_loss() {
         let ratio = r.upload.goodput_bps / (RATE as f64 * (1.0 - p));
         eprintln!("rlnc-bbr at {p}: ratio {ratio:.3}");
         assert_eq!(r.upload.delivered, r.upload.bytes);
-        // A guard against regressions, not issue 5's target (0.92), which
-        // the mode does not reach yet at 30 % loss (0.895 here).
-        assert!(ratio >= 0.88, "rlnc-bbr at loss {p}: ratio {ratio:.3}");
+        // A regression guard for RLNC over BBR with this file's 1400-byte
+        // symbols (0.918 at 30 % loss); issue 5's 92 % target for the mode
+        // as configured is in tests/rlnc_bbr.rs.
+        assert!(ratio >= 0.90, "rlnc-bbr at loss {p}: ratio {ratio:.3}");
     }
 }

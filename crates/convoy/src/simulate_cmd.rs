@@ -39,6 +39,10 @@ pub struct SimulateArgs {
     /// arrivals (negative: fewer up front, more repaired on feedback).
     #[arg(long, value_name = "Z", allow_hyphen_values = true)]
     margin: Option<f64>,
+    /// Margin blocks are topped up to when the sender would otherwise be
+    /// idle (end of transfer, waiting for data or credit).
+    #[arg(long, value_name = "Z", allow_hyphen_values = true)]
+    idle_margin: Option<f64>,
     /// Link rate (both directions), e.g. 20mbit.
     #[arg(long, default_value = "20mbit")]
     rate: String,
@@ -90,6 +94,8 @@ struct Summary {
     packets_lost: u64,
     repair_symbols: u64,
     redundant_received: u64,
+    blocks: u64,
+    second_round_blocks: u64,
     handshake_ms: f64,
     cpu_seconds: f64,
     wall_seconds: f64,
@@ -190,6 +196,7 @@ pub fn run_simulate(args: SimulateArgs) -> Result<()> {
         coding.symbol_size = args.symbol_size.unwrap_or(coding.symbol_size);
         coding.block_symbols = args.block.unwrap_or(coding.block_symbols);
         coding.margin_z = args.margin.unwrap_or(coding.margin_z);
+        coding.idle_margin_z = args.idle_margin.unwrap_or(coding.idle_margin_z);
         cfg.validate().map_err(|e| anyhow::anyhow!("{e}"))?;
     }
     client.seed = Some(args.seed);
@@ -235,6 +242,8 @@ pub fn run_simulate(args: SimulateArgs) -> Result<()> {
         packets_lost: report.client.packets_lost,
         repair_symbols: report.client.repair_symbols,
         redundant_received: report.server.redundant_received,
+        blocks: report.client.blocks_done,
+        second_round_blocks: report.client.second_round_blocks,
         handshake_ms: report.handshake.map_or(f64::NAN, |h| h.as_secs_f64() * 1e3),
         cpu_seconds: cpu,
         wall_seconds: wall,
@@ -285,6 +294,12 @@ fn print_summary(s: &Summary, args: &SimulateArgs) {
     println!(
         "  packets            {} sent, {} lost, {} repair symbols, {} redundant at the receiver",
         s.packets_sent, s.packets_lost, s.repair_symbols, s.redundant_received
+    );
+    println!(
+        "  blocks             {} done, {} ({:.0} %) needed more than planned up front",
+        s.blocks,
+        s.second_round_blocks,
+        100.0 * s.second_round_blocks as f64 / s.blocks.max(1) as f64
     );
     if args.both_ways {
         println!(

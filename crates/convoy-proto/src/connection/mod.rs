@@ -589,10 +589,13 @@ impl Connection {
             .is_some_and(|w| self.recovery.bytes_in_flight() + self.cfg.max_datagram as u64 > w)
     }
 
-    /// Whether a symbol is waiting, or stream data could start a block.
+    /// Whether a symbol is waiting, stream data could start a block, or an
+    /// idle link could top a block up.
     pub(crate) fn has_data(&self) -> bool {
         self.one_rtt.as_ref().is_some_and(|e| {
-            e.tx.next_symbol().is_some() || (e.tx.can_start_block() && self.streams.has_sendable())
+            e.tx.next_symbol().is_some()
+                || (e.tx.can_start_block() && self.streams.has_sendable())
+                || e.tx.idle_symbol().is_some()
         })
     }
 

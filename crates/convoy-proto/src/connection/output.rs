@@ -289,13 +289,15 @@ impl Connection {
         if let Some(s) = e.tx.next_symbol() {
             return Some(s);
         }
-        let max = e.tx.config().block_bytes();
-        let mut block = Vec::with_capacity(max);
-        self.streams.fill_block(&mut block, max);
-        if block.is_empty() {
-            return None;
+        if e.tx.can_start_block() && self.streams.has_sendable() {
+            let max = e.tx.config().block_bytes();
+            let mut block = Vec::with_capacity(max);
+            self.streams.fill_block(&mut block, max);
+            if !block.is_empty() {
+                e.tx.start_block(&block).ok()?;
+                return e.tx.next_symbol();
+            }
         }
-        e.tx.start_block(&block).ok()?;
-        e.tx.next_symbol()
+        e.tx.idle_symbol()
     }
 }
