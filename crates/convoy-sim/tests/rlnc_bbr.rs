@@ -193,3 +193,30 @@ fn goodput_is_at_least_92_percent_of_capacity_times_one_minus_loss() {
         }
     }
 }
+
+#[test]
+fn a_three_second_outage_is_bridged_by_the_retransmission_timeout() {
+    use convoy_link::{OutagePolicy, Time};
+    // Both directions drop everything from 2 to 5 s (a bearer torn down):
+    // the symbols in flight and every probe are lost. The PTO, backing off,
+    // declares them lost; the blocks' accounts reopen and fresh repair
+    // symbols (never resends) finish the transfer after the outage.
+    let outage = vec![(Time::from_secs(2), Time::from_secs(5))];
+    let with_outage =
+        |seed| constant(20, 0.0, 300, seed).with_outages(outage.clone(), OutagePolicy::Drop);
+    let (c, s) = configs(None, 5);
+    let mut spec = TransferSpec::new(with_outage(1), with_outage(2), c, s);
+    spec.upload = 20_000_000;
+    spec.time_limit = Duration::from_secs(30);
+    let r = run(spec).expect("simulation runs");
+    assert_eq!(r.upload.delivered, r.upload.bytes, "every byte, verified");
+    let done = r.upload.completion.expect("completed");
+    // 20 MB take about 8.6 s at 20 Mbit/s; the outage adds 3 s, and the
+    // backed-off PTO at most about one more.
+    eprintln!(
+        "completed in {done:?}; {} packets lost, {} repair symbols",
+        r.client.packets_lost, r.client.repair_symbols
+    );
+    assert!(done < Duration::from_secs(14), "took {done:?}");
+    assert!(r.client.packets_lost > 0 && r.client.repair_symbols > 0);
+}
