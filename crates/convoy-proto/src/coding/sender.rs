@@ -60,7 +60,7 @@ impl CodingConfig {
             // needing symbols beyond their up-front plan):
             //   z = +1: 0.89-0.92, ~10 %  (a full margin costs ~3 % goodput)
             //   z =  0: 0.90-0.93, 10-35 %
-            //   z = -1: 0.920-0.938, 26-73 %
+            //   z = -1: 0.920-0.938, 23-69 %
             //   z = -2: 0.924-0.943, 69-96 %
             // A second round costs a block about one RTT of completion
             // time, not link time (32 blocks are in flight), so the lean
