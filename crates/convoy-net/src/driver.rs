@@ -262,6 +262,11 @@ impl Driver {
         loop {
             let now = self.clock.now();
             if let Some(d) = deadline.filter(|&d| now >= d) {
+                // Read what is waiting even when already late: a sender
+                // that is always behind its pacing schedule would
+                // otherwise never read its socket, and its connection
+                // dies of "nothing heard" with the peer's replies queued.
+                self.receive()?;
                 return Ok(Woke::Deadline(d));
             }
             if now >= started + MAX_SLEEP {
