@@ -2,6 +2,8 @@
 //! downloads and perf runs happen one after another.
 
 use std::net::SocketAddr;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 use std::time::Duration;
 
 use convoy_proto::{
@@ -10,24 +12,38 @@ use convoy_proto::{
 
 use crate::driver::{Application, Driver, DriverConfig, Step};
 use crate::error::NetError;
+use crate::interrupt::Interruptible;
 use crate::request::Reply;
 use crate::socket::NetSocket;
+use crate::wake::Waker;
 
+/// The close code of a connection whose transfer was interrupted.
+const INTERRUPTED_CODE: u64 = 1;
+
+/// How to reach a server, and how to talk to it.
 #[derive(Clone, Debug)]
 pub struct ClientOptions {
+    /// The server's UDP address.
     pub server: SocketAddr,
     /// The server's static public key (Noise IK: the server is
     /// authenticated before any data moves).
     pub server_key: [u8; 32],
+    /// Code and rate control of what this client sends.
     pub mode: Mode,
     /// Our identity; a fresh one per run if `None`.
     pub keypair: Option<Keypair>,
+    /// Give up after this long without hearing from the server (30 s).
     pub idle_timeout: Duration,
+    /// Give up if the handshake has not finished after this long (10 s):
+    /// the server is unreachable or does not hold `server_key`.
     pub handshake_timeout: Duration,
+    /// Pacing, batching and timestamp settings of the driver.
     pub driver: DriverConfig,
 }
 
 impl ClientOptions {
+    /// Defaults for everything but the server's address and key:
+    /// RCDP, a fresh identity, 30 s idle and 10 s handshake timeouts.
     pub fn new(server: SocketAddr, server_key: [u8; 32]) -> ClientOptions {
         ClientOptions {
             server,
@@ -42,19 +58,31 @@ impl ClientOptions {
 }
 
 /// How far a transfer has got, for progress bars.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Progress {
+    /// Bytes of the file done, counting what an earlier run left: for an
+    /// upload, handed to the connection (the server confirms the whole
+    /// file only at the end); for a download, written to the partial file.
     pub done: u64,
+    /// The file's size (0 for a download until the server has said).
     pub total: u64,
+    /// Time since the request was sent.
     pub elapsed: Duration,
 }
 
+/// A progress callback of the blocking API, called every 200 ms.
 pub type ProgressFn<'a> = &'a mut dyn FnMut(Progress);
 
+/// A blocking client: one connection to a server, on which uploads,
+/// downloads and perf runs happen one after another on the calling
+/// thread. The async client, `convoy_net::tokio::Client` (feature
+/// `tokio`), runs this one on a driver thread of its own.
 pub struct Client {
     pub(crate) driver: Driver,
     pub(crate) handle: ConnectionHandle,
     pub(crate) server: SocketAddr,
+    /// Set from elsewhere to stop the transfer in progress.
+    pub(crate) interrupt: Arc<AtomicBool>,
 }
 
 /// The connection, or why it is gone.
@@ -132,6 +160,8 @@ impl Application for AwaitConnected {
 struct CloseApp {
     h: ConnectionHandle,
     deadline: Duration,
+    code: u64,
+    reason: &'static str,
 }
 
 impl Application for CloseApp {
@@ -139,7 +169,7 @@ impl Application for CloseApp {
         let Some(c) = ep.connection(self.h) else {
             return Ok(Step::Done);
         };
-        c.close(0, "done");
+        c.close(self.code, self.reason);
         // The close packet goes out in this turn's flush; waiting for the
         // peer's is not needed.
         Ok(if c.is_closed() || now >= self.deadline {
@@ -153,6 +183,16 @@ impl Application for CloseApp {
 impl Client {
     /// Connects and finishes the handshake.
     pub fn connect(opts: ClientOptions) -> Result<Client, NetError> {
+        Client::connect_with(opts, Arc::new(AtomicBool::new(false)), None)
+    }
+
+    /// [`Client::connect`] whose handshake (and later transfers) stop when
+    /// `interrupt` is set, on a driver woken by `waker`.
+    pub(crate) fn connect_with(
+        opts: ClientOptions,
+        interrupt: Arc<AtomicBool>,
+        waker: Option<Arc<Waker>>,
+    ) -> Result<Client, NetError> {
         let keypair = opts.keypair.clone().unwrap_or_else(Keypair::generate);
         let mut cfg = Config::for_mode(keypair, opts.mode);
         cfg.idle_timeout = opts.idle_timeout;
@@ -169,6 +209,9 @@ impl Client {
                 err,
             })?;
         let mut driver = Driver::new(endpoint, socket, opts.driver);
+        if let Some(w) = waker {
+            driver.set_waker(w);
+        }
         let now = driver.now();
         let handle = driver
             .endpoint
@@ -179,15 +222,59 @@ impl Client {
             driver,
             handle,
             server: opts.server,
+            interrupt,
         };
         let mut app = AwaitConnected {
             h: handle,
             server: opts.server,
         };
-        c.driver.run(&mut app)?;
+        c.driver.run(&mut Interruptible {
+            app: &mut app,
+            flag: &c.interrupt,
+        })?;
         Ok(c)
     }
 
+    /// A flag that stops the transfer in progress when set, from another
+    /// thread or a signal handler: it returns [`NetError::Interrupted`]
+    /// within about 100 ms, and the connection is closed (telling the
+    /// server), so later transfers on this client fail: connect again.
+    /// Nothing is lost: an interrupted upload stays on the server as a
+    /// partial file that the next upload of the same file resumes, and an
+    /// interrupted download stays in `DEST.convoy-part`.
+    pub fn interrupt_flag(&self) -> Arc<AtomicBool> {
+        self.interrupt.clone()
+    }
+
+    /// Runs a transfer until it is done or interrupted.
+    pub(crate) fn run_transfer<A: Application>(&mut self, app: &mut A) -> Result<(), NetError> {
+        let flag = self.interrupt.clone();
+        let r = self.driver.run(&mut Interruptible { app, flag: &flag });
+        if let Err(NetError::Interrupted) = r {
+            // The stream is left half-sent, holding the server's session
+            // and the connection's flow-control credit; closing the whole
+            // connection releases both. Resetting just the stream would
+            // keep the connection, but convoy-proto does not give a reset
+            // stream's unread bytes back to the connection's credit, and
+            // a later transfer on it stalled in tests.
+            self.shut_down(INTERRUPTED_CODE, "transfer interrupted");
+        }
+        r
+    }
+
+    /// Tells the server the connection is closed; waits at most 50 ms.
+    fn shut_down(&mut self, code: u64, reason: &'static str) {
+        let deadline = self.driver.now() + Duration::from_millis(50);
+        let mut app = CloseApp {
+            h: self.handle,
+            deadline,
+            code,
+            reason,
+        };
+        let _ = self.driver.run(&mut app);
+    }
+
+    /// The connection's counters (packets, losses, RTT, rate).
     pub fn stats(&self) -> ConnectionStats {
         self.driver
             .endpoint
@@ -196,21 +283,18 @@ impl Client {
             .unwrap_or_default()
     }
 
+    /// What the driver measured about itself (syscalls, pacing error).
     pub fn driver_stats(&self) -> &crate::stats::DriverStats {
         self.driver.stats()
     }
 
+    /// The server's address.
     pub fn server(&self) -> SocketAddr {
         self.server
     }
 
     /// Closes the connection, telling the server.
     pub fn close(mut self) {
-        let deadline = self.driver.now() + Duration::from_millis(50);
-        let mut app = CloseApp {
-            h: self.handle,
-            deadline,
-        };
-        let _ = self.driver.run(&mut app);
+        self.shut_down(0, "done");
     }
 }

@@ -210,7 +210,7 @@ impl Client {
             started: Duration::ZERO,
             next_tick: Duration::ZERO,
         };
-        self.driver.run(&mut app)?;
+        self.run_transfer(&mut app)?;
         let (size, hash) = app.meta.expect("done implies metadata");
         fs::rename(&part, dest).map_err(|e| NetError::file(dest, e))?;
         let parent = dest

@@ -18,6 +18,7 @@ use crate::clock::Clock;
 use crate::error::NetError;
 use crate::socket::{NetSocket, RecvBatch, SendBatch};
 use crate::stats::DriverStats;
+use crate::wake::Waker;
 
 /// Longest single sleep, so the application sees stop requests (signals)
 /// and the clock offset is re-sampled even when nothing happens.
@@ -88,6 +89,9 @@ pub struct Driver {
     last_stamp: Duration,
     /// Set for a connected client socket, to name it in errors.
     peer: Option<std::net::SocketAddr>,
+    /// Ends a sleep early when another thread has work for the
+    /// application (the tokio API's commands and cancellations).
+    waker: Option<std::sync::Arc<Waker>>,
 }
 
 impl Driver {
@@ -103,7 +107,14 @@ impl Driver {
             stats: DriverStats::default(),
             last_stamp: Duration::ZERO,
             peer: None,
+            waker: None,
         }
+    }
+
+    /// Sleeps also end when `waker` is woken; the application then gets a
+    /// turn at once instead of at the next datagram or deadline.
+    pub fn set_waker(&mut self, waker: std::sync::Arc<Waker>) {
+        self.waker = Some(waker);
     }
 
     /// Marks the socket as connected to `peer` (errors then name it).
@@ -275,10 +286,17 @@ impl Driver {
             let remaining = deadline.map_or(MAX_SLEEP, |d| d - now).min(MAX_SLEEP);
             if remaining > self.cfg.spin {
                 let sleep = remaining - self.cfg.spin;
-                let readable = self
-                    .socket
-                    .wait(Some(sleep), false)
-                    .map_err(NetError::Socket)?;
+                let readable = match &self.waker {
+                    None => self.socket.wait(Some(sleep), false),
+                    Some(w) => match self.socket.wait_readable_or(sleep, w.raw_fd()) {
+                        Ok((_, true)) => {
+                            w.drain();
+                            return Ok(Woke::Tick);
+                        }
+                        r => r.map(|(readable, _)| readable),
+                    },
+                }
+                .map_err(NetError::Socket)?;
                 if readable && self.receive()? > 0 {
                     return Ok(Woke::Datagrams);
                 }

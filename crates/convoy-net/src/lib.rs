@@ -1,12 +1,18 @@
-//! convoy-net: convoy-proto on real UDP sockets.
+//! convoy-net: convoy-proto on real UDP sockets, and convoy's library API.
 //!
+//! * [`Client`] (blocking): [`Client::upload`], [`Client::download`],
+//!   [`Client::perf`], all resumable and checked with BLAKE3 end to end;
+//!   [`Client::interrupt_flag`] stops a transfer from another thread.
+//! * [`Server`] (blocking): stores uploads durably (temporary file, fsync,
+//!   rename, directory fsync, then the client is told), serves downloads
+//!   and perf.
+//! * `convoy_net::tokio` (feature `tokio`): the same client and server for
+//!   async programs. The protocol still runs on a dedicated driver thread,
+//!   because tokio's timers cannot pace datagrams to tens of microseconds;
+//!   the module's docs say how the two talk.
 //! * [`Driver`] runs an [`convoy_proto::Endpoint`] on a socket: pacing to
 //!   the protocol's send times (sleep, then spin), SO_TIMESTAMPNS receive
 //!   times fed to the rate estimators, recvmmsg/sendmmsg batches.
-//! * [`Client`] (blocking): [`Client::upload`], [`Client::download`],
-//!   [`Client::perf`], all resumable and checked with BLAKE3 end to end.
-//! * [`Server`]: stores uploads durably (temporary file, fsync, rename,
-//!   directory fsync, then the client is told), serves downloads and perf.
 //!
 //! ```no_run
 //! use convoy_net::{Client, ClientOptions, parse_server_key};
@@ -22,6 +28,7 @@ pub mod clock;
 pub mod download;
 pub mod driver;
 pub mod error;
+mod interrupt;
 pub mod keys;
 pub mod perf;
 pub mod request;
@@ -32,6 +39,7 @@ pub mod socket;
 pub mod stats;
 pub mod store;
 pub mod upload;
+pub mod wake;
 
 pub use client::{Client, ClientOptions, Progress};
 pub use download::DownloadReport;

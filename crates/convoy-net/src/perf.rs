@@ -216,7 +216,7 @@ impl Client {
             intervals: Vec::new(),
             on_interval,
         };
-        self.driver.run(&mut app)?;
+        self.run_transfer(&mut app)?;
         let end = self.driver.now();
         let (received, server_cpu_ns) = app.done.expect("done");
         let seconds = end.saturating_sub(app.started).as_secs_f64();

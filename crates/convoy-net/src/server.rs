@@ -15,10 +15,14 @@ use crate::error::NetError;
 use crate::session::{ServerEvent, Session, PROGRESS_EVERY};
 use crate::socket::NetSocket;
 use crate::store::Store;
+use crate::wake::Waker;
 
+/// Where to listen, with which key, and where to store uploads.
 #[derive(Clone, Debug)]
 pub struct ServerOptions {
+    /// The UDP address to listen on (port 0: the system picks one).
     pub listen: SocketAddr,
+    /// The server's static key pair; clients are given its public half.
     pub keypair: Keypair,
     /// Where uploads are stored; `None` serves perf only.
     pub dir: Option<PathBuf>,
@@ -27,11 +31,15 @@ pub struct ServerOptions {
     pub mode: Mode,
     /// Exit after the first client's connection ends.
     pub once: bool,
+    /// Drop a client after this long without hearing from it (30 s).
     pub idle_timeout: Duration,
+    /// Pacing, batching and timestamp settings of the driver.
     pub driver: DriverConfig,
 }
 
 impl ServerOptions {
+    /// Defaults for everything but the address and key: perf only (no
+    /// `dir`), RCDP, not `once`, a 30 s idle timeout.
     pub fn new(listen: SocketAddr, keypair: Keypair) -> ServerOptions {
         ServerOptions {
             listen,
@@ -45,6 +53,8 @@ impl ServerOptions {
     }
 }
 
+/// A blocking server: stores uploads, serves downloads and perf runs, on
+/// the thread that calls [`Server::run`].
 pub struct Server {
     driver: Driver,
     app: ServerApp,
@@ -92,6 +102,7 @@ impl Server {
         })
     }
 
+    /// The address the socket is bound to.
     pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
         self.driver.local_addr()
     }
@@ -111,8 +122,16 @@ impl Server {
         self.driver.run(&mut self.app)
     }
 
+    /// What the driver measured about itself (syscalls, pacing error).
     pub fn driver_stats(&self) -> &crate::stats::DriverStats {
         self.driver.stats()
+    }
+
+    /// Lets another thread end the driver's sleeps: set the
+    /// [`Server::stop_flag`], then [`Waker::wake`], and `run` returns at
+    /// once rather than within 100 ms.
+    pub fn set_waker(&mut self, waker: std::sync::Arc<Waker>) {
+        self.driver.set_waker(waker);
     }
 }
 

@@ -171,6 +171,34 @@ impl NetSocket {
         }
         Ok(r > 0)
     }
+
+    /// Like `wait(timeout, false)`, but also returns when `other` becomes
+    /// readable. Returns (socket readable, `other` readable).
+    pub fn wait_readable_or(
+        &self,
+        timeout: std::time::Duration,
+        other: RawFd,
+    ) -> io::Result<(bool, bool)> {
+        let mut pfds = [self.fd, other].map(|fd| libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        });
+        let ts = libc::timespec {
+            tv_sec: timeout.as_secs() as libc::time_t,
+            tv_nsec: timeout.subsec_nanos() as libc::c_long,
+        };
+        // SAFETY: two valid pollfds; ts is a live timespec.
+        let r = unsafe { libc::ppoll(pfds.as_mut_ptr(), 2, &ts, std::ptr::null()) };
+        if r < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                return Ok((false, false));
+            }
+            return Err(e);
+        }
+        Ok((pfds[0].revents != 0, pfds[1].revents != 0))
+    }
 }
 
 /// Buffers for one recvmmsg call. The headers point into the other

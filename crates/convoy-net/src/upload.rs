@@ -190,7 +190,7 @@ impl Client {
             started: Duration::ZERO,
             next_tick: Duration::ZERO,
         };
-        self.driver.run(&mut app)?;
+        self.run_transfer(&mut app)?;
         let seconds = self.driver.now().saturating_sub(app.started).as_secs_f64();
         Ok(UploadReport {
             name,

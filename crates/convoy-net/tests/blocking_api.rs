@@ -1,0 +1,102 @@
+//! The blocking API on loopback: a `convoy_net::Server` on its own thread
+//! at 127.0.0.1 with a port the system picks, and blocking clients.
+
+mod support;
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use convoy_net::{Client, ClientOptions, NetError, Server, ServerOptions};
+use convoy_proto::Keypair;
+use support::{assert_identical, make_file, partial_size, Relay, TempDir};
+
+/// A blocking server running on a thread, stopped and joined on drop.
+struct Running {
+    addr: SocketAddr,
+    key: [u8; 32],
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<Result<(), NetError>>>,
+}
+
+impl Running {
+    fn start(store: &std::path::Path) -> Running {
+        let keypair = Keypair::generate();
+        let key = keypair.public;
+        let mut opts = ServerOptions::new("127.0.0.1:0".parse().unwrap(), keypair);
+        opts.dir = Some(store.to_owned());
+        let (tx, rx) = std::sync::mpsc::channel();
+        // The server is not Send (its event callback need not be), so it
+        // is bound on the thread that runs it.
+        let thread = std::thread::spawn(move || {
+            let mut server = Server::bind(opts)?;
+            tx.send((server.local_addr().unwrap(), server.stop_flag()))
+                .unwrap();
+            server.run()
+        });
+        let (addr, stop) = rx.recv().unwrap();
+        Running {
+            addr,
+            key,
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            t.join().unwrap().unwrap();
+        }
+    }
+}
+
+#[test]
+fn interrupted_upload_resumes_on_the_next_client() {
+    let dir = TempDir::new("blocking-interrupt");
+    let store = dir.path().join("store");
+    std::fs::create_dir(&store).unwrap();
+    let server = Running::start(&store);
+    let size = 4_000_000;
+    let src = dir.path().join("drive.log");
+    make_file(&src, size, 5);
+    // Silent after 1.5 MB of datagrams: the upload stalls midway,
+    // however fast the machine is.
+    let relay = Relay::new(server.addr, 1_500_000);
+    // A client stays on the thread that made it (it is not Send); its
+    // interrupt flag is what other threads get.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (via, key, src2) = (relay.addr, server.key, src.clone());
+    let uploading = std::thread::spawn(move || {
+        let mut client = Client::connect(ClientOptions::new(via, key))?;
+        tx.send(client.interrupt_flag()).unwrap();
+        client.upload(&src2, None, None)
+    });
+    let flag = rx.recv().unwrap();
+    let start = Instant::now();
+    while !(relay.is_silent() && partial_size(&store) > 0) {
+        assert!(start.elapsed() < Duration::from_secs(60), "no progress");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let interrupted_at = Instant::now();
+    flag.store(true, Ordering::Relaxed);
+    let r = uploading.join().unwrap();
+    assert!(matches!(r, Err(NetError::Interrupted)), "{r:?}");
+    // The driver looks at the flag at least every 100 ms.
+    assert!(interrupted_at.elapsed() < Duration::from_secs(2));
+
+    relay.restore();
+    let mut again = Client::connect(ClientOptions::new(relay.addr, server.key)).unwrap();
+    let report = again.upload(&src, None, None).unwrap();
+    assert!(
+        report.resumed_from > 0 && report.resumed_from <= 1_500_000,
+        "resumed from {}",
+        report.resumed_from
+    );
+    assert_identical(&src, &store.join("drive.log"));
+    again.close();
+}

@@ -1,0 +1,169 @@
+//! Helpers for the in-process library tests: temporary directories that
+//! are removed even when a test fails, test files, and a UDP relay that
+//! goes silent after a byte budget (to stop an upload midway, however
+//! fast the machine is).
+
+#![allow(dead_code)]
+
+use std::net::{SocketAddr, UdpSocket};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// A directory removed on drop.
+pub struct TempDir(PathBuf);
+
+impl TempDir {
+    pub fn new(tag: &str) -> TempDir {
+        static COUNTER: AtomicU64 = AtomicU64::new(0);
+        let p = std::env::temp_dir().join(format!(
+            "convoy-net-lib-{tag}-{}-{}",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        TempDir(p)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// `size` bytes of deterministic pseudo-random content (xorshift), so
+/// no two test files share blocks.
+pub fn make_file(path: &Path, size: usize, seed: u64) {
+    let mut x = seed | 1;
+    let mut v = Vec::with_capacity(size + 8);
+    while v.len() < size {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        v.extend_from_slice(&x.to_le_bytes());
+    }
+    v.truncate(size);
+    std::fs::write(path, v).unwrap();
+}
+
+/// Panics unless the two files hold the same bytes.
+pub fn assert_identical(a: &Path, b: &Path) {
+    let (x, y) = (std::fs::read(a).unwrap(), std::fs::read(b).unwrap());
+    assert_eq!(x.len(), y.len(), "{} vs {}", a.display(), b.display());
+    assert!(x == y, "{} and {} differ", a.display(), b.display());
+}
+
+/// The size of the largest partial upload under DIR/.convoy-partial.
+pub fn partial_size(store: &Path) -> u64 {
+    std::fs::read_dir(store.join(".convoy-partial"))
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .filter_map(|e| e.metadata().ok())
+                .map(|m| m.len())
+                .max()
+                .unwrap_or(0)
+        })
+        .unwrap_or(0)
+}
+
+/// A UDP relay between one client and a server that forwards the
+/// client's first `budget` bytes, then drops everything both ways until
+/// [`Relay::restore`].
+pub struct Relay {
+    pub addr: SocketAddr,
+    /// Bytes the client may still send; `None` once spent (silent).
+    budget: Arc<Mutex<Option<u64>>>,
+    stop: Arc<AtomicBool>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Relay {
+    pub fn new(server: SocketAddr, budget: u64) -> Relay {
+        let front = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let back = UdpSocket::bind("127.0.0.1:0").unwrap();
+        back.connect(server).unwrap();
+        for s in [&front, &back] {
+            s.set_read_timeout(Some(Duration::from_millis(20))).unwrap();
+        }
+        let addr = front.local_addr().unwrap();
+        let budget = Arc::new(Mutex::new(Some(budget)));
+        let stop = Arc::new(AtomicBool::new(false));
+        let client: Arc<Mutex<Option<SocketAddr>>> = Arc::default();
+        let (front2, back2) = (front.try_clone().unwrap(), back.try_clone().unwrap());
+        let up = {
+            let (budget, stop, client) = (budget.clone(), stop.clone(), client.clone());
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 65536];
+                while !stop.load(Ordering::Relaxed) {
+                    let Ok((n, from)) = front.recv_from(&mut buf) else {
+                        continue;
+                    };
+                    *client.lock().unwrap() = Some(from);
+                    let pass = {
+                        let mut b = budget.lock().unwrap();
+                        match *b {
+                            Some(left) if left >= n as u64 => {
+                                *b = Some(left - n as u64);
+                                true
+                            }
+                            _ => {
+                                *b = None;
+                                false
+                            }
+                        }
+                    };
+                    if pass {
+                        let _ = back.send(&buf[..n]);
+                    }
+                }
+            })
+        };
+        let down = {
+            let (budget, stop) = (budget.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 65536];
+                while !stop.load(Ordering::Relaxed) {
+                    let Ok(n) = back2.recv(&mut buf) else {
+                        continue;
+                    };
+                    let to = *client.lock().unwrap();
+                    if let (Some(to), true) = (to, budget.lock().unwrap().is_some()) {
+                        let _ = front2.send_to(&buf[..n], to);
+                    }
+                }
+            })
+        };
+        Relay {
+            addr,
+            budget,
+            stop,
+            threads: vec![up, down],
+        }
+    }
+
+    /// True once the budget is spent and the relay drops everything.
+    pub fn is_silent(&self) -> bool {
+        self.budget.lock().unwrap().is_none()
+    }
+
+    /// Forwards everything again, without limit.
+    pub fn restore(&self) {
+        *self.budget.lock().unwrap() = Some(u64::MAX);
+    }
+}
+
+impl Drop for Relay {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
