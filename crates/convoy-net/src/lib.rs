@@ -38,6 +38,8 @@ pub mod sockaddr;
 pub mod socket;
 pub mod stats;
 pub mod store;
+#[cfg(feature = "tokio")]
+pub mod tokio;
 pub mod upload;
 pub mod wake;
 
