@@ -1,11 +1,12 @@
-//! Uploads one file to a `convoy serve` server and waits until the server
-//! has it on disk.
+//! Uploads one file to a `convoy serve` server with the tokio API and
+//! waits until the server has it on disk.
 //!
-//!     cargo run --release -p convoy-net --example upload -- FILE 127.0.0.1:4433 server.key.pub
+//!     cargo run --release -p convoy-net --features tokio --example upload -- FILE 127.0.0.1:4433 server.key.pub
 
-use convoy_net::{parse_server_key, Client, ClientOptions, NetError};
+use convoy_net::{parse_server_key, tokio::Client, ClientOptions, NetError};
 
-fn main() -> Result<(), NetError> {
+#[tokio::main]
+async fn main() -> Result<(), NetError> {
     let args: Vec<String> = std::env::args().collect();
     let [_, file, addr, key] = &args[..] else {
         eprintln!("usage: upload FILE ADDR SERVER_KEY");
@@ -14,13 +15,12 @@ fn main() -> Result<(), NetError> {
     let addr = addr
         .parse()
         .map_err(|_| NetError::Config(format!("bad address {addr}")))?;
-    let key = parse_server_key(key)?;
-    let mut client = Client::connect(ClientOptions::new(addr, key))?;
-    let report = client.upload(std::path::Path::new(file), None, None)?;
+    let client = Client::connect(ClientOptions::new(addr, parse_server_key(key)?)).await?;
+    let report = client.upload(file).await?;
     println!(
-        "stored {} ({} bytes, BLAKE3 {})",
-        report.name, report.bytes, report.blake3
+        "stored {} ({} bytes, resumed from {}, BLAKE3 {})",
+        report.name, report.bytes, report.resumed_from, report.blake3
     );
-    client.close();
+    client.close().await;
     Ok(())
 }
