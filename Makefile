@@ -31,13 +31,15 @@ reproduce: build
 
 # Every test: Rust (unit, property, integration) in release mode, because the
 # property tests push millions of symbols, then the Python package's tests.
+# Optional features whose code and tests must not rot are turned on here.
+FEATURES := --features convoy-net/tokio
 test: setup
-	$(CARGO) test --workspace --release
+	$(CARGO) test --workspace --release $(FEATURES)
 	$(PYTHON) -m pytest -q python/tests
 
 lint: setup
 	$(CARGO) fmt --all --check
-	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	$(CARGO) clippy --workspace --all-targets $(FEATURES) -- -D warnings
 
 bench: setup
 	$(CARGO) bench -p convoy-codec

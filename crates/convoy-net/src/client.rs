@@ -75,8 +75,11 @@ pub type ProgressFn<'a> = &'a mut dyn FnMut(Progress);
 
 /// A blocking client: one connection to a server, on which uploads,
 /// downloads and perf runs happen one after another on the calling
-/// thread. The async client, `convoy_net::tokio::Client` (feature
-/// `tokio`), runs this one on a driver thread of its own.
+/// thread. It is not `Send` (its syscall batches hold raw pointers): it
+/// stays on the thread that connected it, and other threads stop its
+/// transfers through [`Client::interrupt_flag`]. The async client,
+/// `convoy_net::tokio::Client` (feature `tokio`), runs this one on a
+/// driver thread of its own.
 pub struct Client {
     pub(crate) driver: Driver,
     pub(crate) handle: ConnectionHandle,
