@@ -162,9 +162,39 @@ fn perf_reports_json_with_intervals_and_cpu() {
     assert!(s.status.success(), "{}", String::from_utf8_lossy(&s.stderr));
 }
 
+/// Runs `convoy ARGS EXTRA` to the end, killing it after `limit` so a hung
+/// re-run fails the test instead of hanging it.
+fn run_within(args: &[&str], extra: &[&Path], limit: Duration) -> std::process::Output {
+    spawn(args, extra).wait_output(limit)
+}
+
+/// The re-run succeeded, resumed from at least `from` bytes, and the
+/// stored file is the source, byte for byte.
+fn assert_resumed(out: &std::process::Output, src: &Path, store: &Path, from: u64) {
+    assert!(
+        out.status.success(),
+        "re-run failed: {}\nserver log:\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        server_log(store)
+    );
+    let v = json_of(out);
+    let resumed = v["files"][0]["resumed_from"].as_u64().unwrap();
+    assert!(
+        resumed >= from.max(1),
+        "resumed from {resumed}, expected >= {from}: {v}"
+    );
+    assert_identical(src, &store.join("drive.log"));
+    assert_eq!(partial_size(store), 0, "no partial file left");
+}
+
 /// Uploads `size` bytes, interrupts with `interrupt` once the server has
 /// `at` bytes, then re-runs the same command and checks it resumed.
-fn resume_case(tag: &str, size: usize, interrupt: impl FnOnce(&Path, &mut Proc, &mut Proc, u16)) {
+fn resume_case(
+    tag: &str,
+    size: usize,
+    at: u64,
+    interrupt: impl FnOnce(&Path, &mut Proc, &mut Proc, u16),
+) {
     let Site {
         dir,
         key,
@@ -186,33 +216,24 @@ fn resume_case(tag: &str, size: usize, interrupt: impl FnOnce(&Path, &mut Proc, 
         "--server-key",
     ];
     let mut client = spawn(&args, &[&pubkey]);
+    wait_partial(&store, at, Duration::from_secs(60));
     interrupt(&store, &mut client, &mut server, port);
     assert!(
         !store.join("drive.log").exists(),
         "no file under the final name yet"
     );
-    let out = Command::new(bin())
-        .args(args)
-        .arg(&pubkey)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v = json_of(&out);
-    assert!(v["files"][0]["resumed_from"].as_u64().unwrap() > 0, "{v}");
-    assert_identical(&src, &store.join("drive.log"));
+    let out = run_within(&args, &[&pubkey], Duration::from_secs(120));
+    assert_resumed(&out, &src, &store, at);
 }
 
 #[test]
-#[ignore = "flaky: the re-run failed in 1 of 3 runs (cause not found yet); run with --ignored"]
 fn resume_after_client_killed() {
-    resume_case("kill-client", 120_000_000, |store, client, _server, _| {
-        wait_partial(store, 15_000_000, Duration::from_secs(60));
-        client.kill();
-    });
+    resume_case(
+        "kill-client",
+        120_000_000,
+        15_000_000,
+        |_store, client, _server, _| client.kill(),
+    );
 }
 
 #[test]
@@ -220,8 +241,8 @@ fn resume_after_server_restarted() {
     resume_case(
         "restart-server",
         120_000_000,
+        15_000_000,
         |store, client, server, port| {
-            wait_partial(store, 15_000_000, Duration::from_secs(60));
             server.kill();
             let key = store.parent().unwrap().join("server.key");
             *server = serve(port, store, &key, &[]);
@@ -232,9 +253,14 @@ fn resume_after_server_restarted() {
     );
 }
 
+/// The network between client and server is cut for 60 s (a relay drops
+/// every datagram both ways). The client gives up with a clear error at
+/// its 30 s idle timeout, the server's side of the connection times out
+/// too and keeps the partial file, and once the network is back the same
+/// command resumes from exactly what the server holds.
 #[test]
-#[ignore = "flaky: the upload stalled before the cut in 3 of 4 runs (cause not found yet); run with --ignored"]
 fn resume_after_network_cut_for_60_seconds() {
+    const CUT: Duration = Duration::from_secs(60);
     let Site {
         dir,
         key,
@@ -242,7 +268,7 @@ fn resume_after_network_cut_for_60_seconds() {
         store,
     } = site("cut");
     let src = dir.path().join("drive.log");
-    make_file(&src, 40_000_000, 3);
+    make_file(&src, 32_000_000, 3);
     let port = free_port();
     let _server = serve(port, &store, &key, &[]);
     let relay = Relay::new(format!("127.0.0.1:{port}").parse().unwrap());
@@ -255,31 +281,32 @@ fn resume_after_network_cut_for_60_seconds() {
         "--server-key",
     ];
     let mut client = spawn(&args, &[&pubkey]);
-    wait_partial(&store, 10_000_000, Duration::from_secs(60));
+    wait_partial(&store, 4_000_000, Duration::from_secs(60));
     let cut_at = std::time::Instant::now();
     relay.cut.store(true, std::sync::atomic::Ordering::Relaxed);
     // Default idle timeout (30 s): the client gives up during the cut.
-    let out = client.wait_output(Duration::from_secs(58));
+    let out = client.wait_output(CUT - Duration::from_secs(2));
+    let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         !out.status.success(),
-        "the client should give up during the cut"
+        "the client should give up during the cut: {err}"
     );
-    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.trim().lines().count(), 1, "one line expected: {err:?}");
     assert!(err.contains("idle timeout"), "{err}");
-    std::thread::sleep(Duration::from_secs(60).saturating_sub(cut_at.elapsed()));
+    std::thread::sleep(CUT.saturating_sub(cut_at.elapsed()));
+    // The server's side timed out during the cut too: nothing more is
+    // written, and the re-run must resume from exactly this.
+    let log = server_log(&store);
+    assert!(log.contains("gone: idle timeout"), "server log:\n{log}");
+    let held = partial_size(&store);
+    assert!(held >= 4_000_000, "{held}");
     relay.cut.store(false, std::sync::atomic::Ordering::Relaxed);
-    let out = Command::new(bin())
-        .args(args)
-        .arg(&pubkey)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = run_within(&args, &[&pubkey], Duration::from_secs(60));
+    assert_resumed(&out, &src, &store, held);
+    assert_eq!(
+        json_of(&out)["files"][0]["resumed_from"].as_u64(),
+        Some(held)
     );
-    assert!(json_of(&out)["files"][0]["resumed_from"].as_u64().unwrap() >= 10_000_000);
-    assert_identical(&src, &store.join("drive.log"));
 }
 
 #[test]

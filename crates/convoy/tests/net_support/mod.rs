@@ -129,6 +129,23 @@ pub fn make_file(path: &Path, size: usize, seed: u64) {
     std::fs::write(path, v).unwrap();
 }
 
+/// Makes the child get SIGKILL when the thread that spawned it (the test)
+/// goes away, so a test process that is killed or aborts, and so never
+/// runs its Drop guards, still leaves no server or client behind.
+fn die_with_test(cmd: &mut Command) -> &mut Command {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: prctl is async-signal-safe and touches no memory of ours.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) == 0 {
+                Ok(())
+            } else {
+                Err(std::io::Error::last_os_error())
+            }
+        })
+    }
+}
+
 pub fn spawn(args: &[&str], extra: &[&Path]) -> Proc {
     let mut cmd = Command::new(bin());
     cmd.args(args)
@@ -136,22 +153,41 @@ pub fn spawn(args: &[&str], extra: &[&Path]) -> Proc {
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    Proc(Some(cmd.spawn().unwrap()))
+    Proc(Some(die_with_test(&mut cmd).spawn().unwrap()))
 }
 
 /// Starts `convoy serve` on 127.0.0.1:port and waits until it listens.
+/// Its log is appended to [`server_log`]`(dir)`, for failure messages.
 pub fn serve(port: u16, dir: &Path, key: &Path, extra: &[&str]) -> Proc {
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(server_log_path(dir))
+        .unwrap();
     let mut cmd = Command::new(bin());
     cmd.args(["serve", "--listen", &format!("127.0.0.1:{port}"), "--dir"])
         .arg(dir)
         .arg("--key")
         .arg(key)
         .args(extra)
+        .stdin(Stdio::null())
         .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    let p = Proc(Some(cmd.spawn().unwrap()));
+        .stderr(log);
+    let p = Proc(Some(die_with_test(&mut cmd).spawn().unwrap()));
     wait_port_bound(port);
     p
+}
+
+/// Beside the store rather than in it, so it is never taken for an upload.
+fn server_log_path(dir: &Path) -> PathBuf {
+    let mut name = dir.file_name().unwrap_or_default().to_owned();
+    name.push(".server.log");
+    dir.with_file_name(name)
+}
+
+/// What the servers started with [`serve`] on `dir` have logged.
+pub fn server_log(dir: &Path) -> String {
+    std::fs::read_to_string(server_log_path(dir)).unwrap_or_default()
 }
 
 /// Polls until something holds UDP `port` on loopback.
@@ -192,11 +228,13 @@ pub fn wait_partial(store: &Path, bytes: u64, limit: Duration) {
     }
 }
 
-/// 8 MB socket buffers, so the relay itself does not drop bursts.
+/// 8 MB socket buffers, so the relay itself does not drop bursts. The
+/// FORCE options need root; without it the plain ones get what
+/// net.core.rmem_max/wmem_max allow, as convoy's own sockets do.
 fn grow_buffers(s: &UdpSocket) {
     use std::os::fd::AsRawFd;
     let size: libc::c_int = 8 << 20;
-    for opt in [libc::SO_RCVBUFFORCE, libc::SO_SNDBUFFORCE] {
+    let set = |opt| {
         // SAFETY: passes a live c_int and its size to setsockopt.
         unsafe {
             libc::setsockopt(
@@ -205,7 +243,15 @@ fn grow_buffers(s: &UdpSocket) {
                 opt,
                 &size as *const libc::c_int as *const libc::c_void,
                 std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-            );
+            ) == 0
+        }
+    };
+    for (force, plain) in [
+        (libc::SO_RCVBUFFORCE, libc::SO_RCVBUF),
+        (libc::SO_SNDBUFFORCE, libc::SO_SNDBUF),
+    ] {
+        if !set(force) {
+            set(plain);
         }
     }
 }
