@@ -270,23 +270,14 @@ impl Driver {
 
     fn wait(&mut self, deadline: Option<Duration>) -> Result<Woke, NetError> {
         let started = self.clock.now();
-        if let Some(d) = deadline.filter(|&d| started >= d) {
-            // A sender behind its pacing schedule (CPU-bound, or sharing
-            // the CPU) finds its deadline already passed on every turn.
-            // Without this read it would never see an acknowledgment or a
-            // rate report: its receive buffer fills, its rate stays where
-            // it was, and the connection dies of idle timeout while the
-            // peer's packets wait unread in the socket.
-            self.receive()?;
-            return Ok(Woke::Deadline(d));
-        }
         loop {
             let now = self.clock.now();
             if let Some(d) = deadline.filter(|&d| now >= d) {
                 // Read what is waiting even when already late: a sender
-                // that is always behind its pacing schedule would
-                // otherwise never read its socket, and its connection
-                // dies of "nothing heard" with the peer's replies queued.
+                // that is always behind its pacing schedule (CPU-bound, or
+                // sharing the CPU) would otherwise never read its socket;
+                // its rate stays where it was and the connection dies of
+                // "nothing heard" with the peer's replies queued.
                 self.receive()?;
                 return Ok(Woke::Deadline(d));
             }
