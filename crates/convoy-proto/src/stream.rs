@@ -278,9 +278,7 @@ impl Streams {
             r.window_end = r.read + window;
             self.credit_updates.insert(id.0);
         }
-        if self.local_max_data - self.consumed <= self.limits.max_data / 2 {
-            self.local_max_data = self.consumed + self.limits.max_data;
-        }
+        self.raise_connection_credit();
         Ok(n)
     }
 
@@ -360,10 +358,27 @@ impl Streams {
         if final_size < r.highest || r.final_size.is_some_and(|f| f != final_size) {
             return Err(StreamViolation::FinalSize);
         }
+        if r.reset.is_none() {
+            // What will never be read no longer holds connection credit:
+            // without this, every reset stream kept its unread bytes
+            // against the connection window until later streams stalled.
+            self.received_data += final_size - r.highest;
+            self.consumed += final_size - r.read;
+            r.highest = final_size;
+        }
         r.reset = Some(code);
         r.chunks.clear();
         self.readable.insert(id);
+        self.raise_connection_credit();
         Ok(())
+    }
+
+    /// Raises the connection window once half of it was consumed, to keep
+    /// updates rare.
+    fn raise_connection_credit(&mut self) {
+        if self.local_max_data - self.consumed <= self.limits.max_data / 2 {
+            self.local_max_data = self.consumed + self.limits.max_data;
+        }
     }
 
     pub fn on_max_data(&mut self, max: u64) {
@@ -717,6 +732,31 @@ mod tests {
             s.on_stream_frame(0, 0, true, b"abcd"),
             Err(StreamViolation::FinalSize)
         );
+    }
+
+    #[test]
+    fn a_reset_stream_gives_its_unread_bytes_back_to_the_connection() {
+        let (mut c, mut s) = pair();
+        let id = c.open();
+        c.write(id, &[5u8; 550]).unwrap();
+        let mut b = Vec::new();
+        c.fill_block(&mut b, 10_000);
+        deliver(&b, &mut s);
+        s.accept();
+        assert_eq!(s.read(id, &mut [0u8; 100]).unwrap(), 100);
+        c.reset(id, 3).unwrap();
+        let mut r = Vec::new();
+        c.fill_block(&mut r, 10_000);
+        deliver(&r, &mut s);
+        let mut fb = [0u8; 128];
+        let mut w = Writer::new(&mut fb);
+        s.write_credit(&mut w);
+        let n = w.len();
+        let max_data = Frames::new(&fb[..n]).find_map(|f| match f.unwrap() {
+            Frame::MaxData(m) => Some(m),
+            _ => None,
+        });
+        assert_eq!(max_data, Some(550 + 1000), "all 550 bytes released");
     }
 
     #[test]
