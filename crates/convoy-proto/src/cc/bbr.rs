@@ -52,7 +52,7 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use super::{transmit_time, AckEvent, RateController};
+use super::{pacing_base, transmit_time, AckEvent, RateController};
 use crate::recovery::SentPacket;
 
 const STARTUP_GAIN: f64 = 2.885; // 2 / ln 2
@@ -459,11 +459,7 @@ impl RateController for Bbr {
             self.packets.pop_front();
         }
         let gap = transmit_time(bytes as u64, self.pacing_rate);
-        let base = match self.next_send {
-            Some(t) if t <= now && t + gap >= now => t,
-            _ => now,
-        };
-        self.next_send = Some(base + gap);
+        self.next_send = Some(pacing_base(self.next_send, now, gap, 1) + gap);
     }
 
     fn on_app_limited(&mut self, _now: Duration) {
