@@ -259,9 +259,17 @@ impl Driver {
 
     fn wait(&mut self, deadline: Option<Duration>) -> Result<Woke, NetError> {
         let started = self.clock.now();
+        let mut read = false;
         loop {
             let now = self.clock.now();
             if let Some(d) = deadline.filter(|&d| now >= d) {
+                // A sender that is always due (CPU-bound) must still read:
+                // without this it read nothing for seconds, its receive
+                // buffer overflowed with acknowledgments, and the probe
+                // timer declared everything in flight lost.
+                if !read {
+                    self.receive()?;
+                }
                 return Ok(Woke::Deadline(d));
             }
             if now >= started + MAX_SLEEP {
@@ -274,10 +282,14 @@ impl Driver {
                     .socket
                     .wait(Some(sleep), false)
                     .map_err(NetError::Socket)?;
-                if readable && self.receive()? > 0 {
-                    return Ok(Woke::Datagrams);
+                if readable {
+                    read = true;
+                    if self.receive()? > 0 {
+                        return Ok(Woke::Datagrams);
+                    }
                 }
             } else {
+                read = true;
                 if self.receive()? > 0 {
                     return Ok(Woke::Datagrams);
                 }
