@@ -39,6 +39,10 @@ pub struct DriverConfig {
     /// Feed SO_TIMESTAMPNS receive times to the protocol (else: our clock
     /// when the datagram is read).
     pub kernel_timestamps: bool,
+    /// Send runs of equal datagrams as one UDP GSO send (UDP_SEGMENT).
+    pub gso: bool,
+    /// Let the kernel coalesce received datagrams (UDP_GRO).
+    pub gro: bool,
 }
 
 impl Default for DriverConfig {
@@ -47,6 +51,8 @@ impl Default for DriverConfig {
             batch: 32,
             spin: Duration::from_micros(200),
             kernel_timestamps: true,
+            gso: false,
+            gro: false,
         }
     }
 }
@@ -91,16 +97,21 @@ pub struct Driver {
 }
 
 impl Driver {
-    pub fn new(endpoint: Endpoint, socket: NetSocket, cfg: DriverConfig) -> Driver {
+    pub fn new(endpoint: Endpoint, mut socket: NetSocket, cfg: DriverConfig) -> Driver {
         let batch = cfg.batch.max(1);
+        socket.set_offload(cfg.gso, cfg.gro);
         Driver {
             endpoint,
-            socket,
             clock: Clock::new(),
             cfg,
-            rx: RecvBatch::new(batch),
+            rx: RecvBatch::new(batch, socket.gro),
             tx: SendBatch::new(batch),
-            stats: DriverStats::default(),
+            stats: DriverStats {
+                gso: socket.gso(),
+                gro: socket.gro,
+                ..DriverStats::default()
+            },
+            socket,
             last_stamp: Duration::ZERO,
             peer: None,
         }
@@ -204,6 +215,7 @@ impl Driver {
             done += n;
             self.stats.datagrams_sent += n as u64;
         }
+        self.stats.gso = self.socket.gso();
         Ok(())
     }
 
@@ -230,8 +242,12 @@ impl Driver {
                 break;
             }
             let now = self.clock.now();
+            let mut datagrams = 0;
             for i in 0..n {
                 let r = self.rx.received[i];
+                if let Some(d) = r.dropped {
+                    self.stats.receive_drops = u64::from(d);
+                }
                 let mut at = now;
                 if let Some((sec, nsec)) = r.kernel_time {
                     if let Some(stamp) = self.clock.from_realtime(sec, nsec) {
@@ -246,9 +262,13 @@ impl Driver {
                         }
                     }
                 }
-                self.endpoint.handle(at, r.from, self.rx.datagram(i));
+                // One datagram, or with GRO several of `segment` bytes.
+                for d in self.rx.datagram(i).chunks(r.segment) {
+                    self.endpoint.handle(at, r.from, d);
+                    datagrams += 1;
+                }
             }
-            self.stats.datagrams_received += n as u64;
+            self.stats.datagrams_received += datagrams;
             total += n;
             if n < self.cfg.batch {
                 break;

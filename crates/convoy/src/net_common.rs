@@ -32,6 +32,22 @@ pub struct TransferOpts {
     /// Use our own clock instead of the kernel's receive timestamps.
     #[arg(long)]
     pub no_kernel_timestamps: bool,
+    /// UDP GSO: send runs of equal datagrams to one address as one
+    /// segmented send (on or off; off if the kernel lacks it).
+    #[arg(long, value_name = "on|off", default_value = "off", value_parser = parse_on_off, action = clap::ArgAction::Set)]
+    pub gso: bool,
+    /// UDP GRO: let the kernel hand over received datagrams coalesced
+    /// (on or off).
+    #[arg(long, value_name = "on|off", default_value = "off", value_parser = parse_on_off, action = clap::ArgAction::Set)]
+    pub gro: bool,
+}
+
+fn parse_on_off(s: &str) -> Result<bool, String> {
+    match s {
+        "on" => Ok(true),
+        "off" => Ok(false),
+        _ => Err(format!("{s:?}: expected on or off")),
+    }
 }
 
 fn parse_mode(s: &str) -> Result<Mode, String> {
@@ -43,6 +59,8 @@ impl TransferOpts {
         DriverConfig {
             batch: usize::from(self.batch),
             kernel_timestamps: !self.no_kernel_timestamps,
+            gso: self.gso,
+            gro: self.gro,
             ..DriverConfig::default()
         }
     }

@@ -141,6 +141,14 @@ impl Drop for Reaped {
     }
 }
 
+fn on_off(b: bool) -> &'static str {
+    if b {
+        "on"
+    } else {
+        "off"
+    }
+}
+
 fn free_port() -> Result<u16> {
     let s = std::net::UdpSocket::bind("127.0.0.1:0")?;
     let t = std::net::TcpListener::bind(("127.0.0.1", s.local_addr()?.port()));
@@ -168,6 +176,12 @@ fn loopback_bench(args: &PerfArgs) -> Result<()> {
             .arg(&key)
             .args(["--mode", args.transfer.mode.name(), "--batch"])
             .arg(args.transfer.batch.to_string())
+            .args([
+                "--gso",
+                on_off(args.transfer.gso),
+                "--gro",
+                on_off(args.transfer.gro),
+            ])
             .stdout(Stdio::null())
             .spawn()
             .context("cannot start the perf server")?,
