@@ -183,3 +183,19 @@ impl Bar {
         }
     }
 }
+
+/// Tells glibc's allocator to keep freed memory instead of returning it to
+/// the kernel. Every coded block (~365 KB) is allocated and freed on each
+/// side; by default glibc served those with mmap/munmap or trimmed them off
+/// the heap, and the page faults and page zeroing that followed were about
+/// a quarter of the receiver's CPU at 500 Mbit/s on loopback (perf record).
+/// The price is a resident size that stays at its peak.
+pub fn keep_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only sets allocator parameters; called before any
+    // thread starts.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 32 << 20);
+        libc::mallopt(libc::M_TRIM_THRESHOLD, 256 << 20);
+    }
+}
