@@ -419,6 +419,45 @@ mod tests {
     }
 
     #[test]
+    fn a_train_the_sender_stalled_in_does_not_lower_the_estimate() {
+        // No median: every report counted would set the capacity.
+        let cfg = RcdpConfig {
+            train_len: 4,
+            median_k: 1,
+            ..RcdpConfig::default()
+        };
+        let mut c = Rcdp::new(cfg);
+        let rtt = RttEstimator::default();
+        c.on_sent(ms(0), 0, 1000, 0);
+        c.on_rate_report(ms(1), 0, 1_000_000, &rtt);
+        assert_eq!(c.capacity(), Some(1_000_000));
+        // Train 1 should leave at Ω = 2 MB/s (1.5 ms) but the sender
+        // stalls: 3000 bytes after the first packet take 30 ms (100 kB/s),
+        // and the receiver sees them arrive that slowly.
+        while c.train_tag().unwrap().train_id == 0 {
+            c.on_sent(c.next_send_time().unwrap(), 0, 1000, 0);
+        }
+        let start = c.next_send_time().unwrap();
+        for i in 0..4 {
+            c.on_sent(start + ms(10 * i), 0, 1000, 0);
+        }
+        c.on_rate_report(start + ms(40), 1, 100_000, &rtt);
+        assert_eq!(c.capacity(), Some(1_000_000), "the stall is not the path's");
+        // Trains that left on time and came back dispersed do count.
+        for train in 2..4 {
+            for _ in 0..4 {
+                c.on_sent(c.next_send_time().unwrap(), 0, 1000, 0);
+            }
+            c.on_rate_report(c.next_send_time().unwrap(), train, 100_000, &rtt);
+        }
+        assert_eq!(
+            c.capacity(),
+            Some(100_000),
+            "median of 1 MB/s and twice 100 kB/s"
+        );
+    }
+
+    #[test]
     fn bad_configs_are_named() {
         let bad = RcdpConfig {
             alpha: 0.0,
