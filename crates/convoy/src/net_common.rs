@@ -32,6 +32,10 @@ pub struct TransferOpts {
     /// Use our own clock instead of the kernel's receive timestamps.
     #[arg(long)]
     pub no_kernel_timestamps: bool,
+    /// The last part of each wait for a send time that is spun rather than
+    /// slept, in microseconds (0: always sleep).
+    #[arg(long, value_name = "MICROS", default_value_t = 200, value_parser = clap::value_parser!(u32).range(0..=100_000))]
+    pub spin_us: u32,
     /// UDP GSO: send runs of equal datagrams to one address as one
     /// segmented send (on or off; off if the kernel lacks it).
     #[arg(long, value_name = "on|off", default_value = "off", value_parser = parse_on_off, action = clap::ArgAction::Set)]
@@ -61,6 +65,7 @@ impl TransferOpts {
             kernel_timestamps: !self.no_kernel_timestamps,
             gso: self.gso,
             gro: self.gro,
+            spin: Duration::from_micros(u64::from(self.spin_us)),
             ..DriverConfig::default()
         }
     }
