@@ -38,11 +38,11 @@ pub struct TransferOpts {
     pub spin_us: u32,
     /// UDP GSO: send runs of equal datagrams to one address as one
     /// segmented send (on or off; off if the kernel lacks it).
-    #[arg(long, value_name = "on|off", default_value = "off", value_parser = parse_on_off, action = clap::ArgAction::Set)]
+    #[arg(long, value_name = "on|off", default_value = "on", value_parser = parse_on_off, action = clap::ArgAction::Set)]
     pub gso: bool,
     /// UDP GRO: let the kernel hand over received datagrams coalesced
     /// (on or off).
-    #[arg(long, value_name = "on|off", default_value = "off", value_parser = parse_on_off, action = clap::ArgAction::Set)]
+    #[arg(long, value_name = "on|off", default_value = "on", value_parser = parse_on_off, action = clap::ArgAction::Set)]
     pub gro: bool,
 }
 
