@@ -54,6 +54,8 @@ pub struct PerfReport {
     pub rtt_ms: RttSummary,
     pub packets_sent: u64,
     pub packets_lost: u64,
+    /// Packets declared lost that were acknowledged afterwards.
+    pub spurious_losses: u64,
     pub repair_symbols: u64,
     pub source_symbols: u64,
     pub cpu_seconds: f64,
@@ -236,6 +238,7 @@ impl Client {
             },
             packets_sent: stats.packets_sent,
             packets_lost: stats.packets_lost,
+            spurious_losses: stats.spurious_losses,
             repair_symbols: stats.sender.repair_symbols,
             source_symbols: stats.sender.source_symbols,
             cpu_seconds: cpu_time().saturating_sub(cpu0).as_secs_f64(),

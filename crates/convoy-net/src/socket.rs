@@ -1,6 +1,13 @@
 //! A UDP socket with kernel receive timestamps and batched syscalls
 //! (recvmmsg/sendmmsg). `batch = 1` makes one syscall per datagram, which
 //! is what the batching measurement compares against (docs/NET.md).
+//!
+//! With `gso`, consecutive datagrams of one size to one address leave as a
+//! single UDP GSO send (a UDP_SEGMENT control message; the kernel cuts the
+//! segments, on loopback only at the receiving socket, if at all). With
+//! `gro`, the socket asks for UDP_GRO: the kernel may hand us several
+//! datagrams of one flow coalesced, with their segment size, and a GSO
+//! send on loopback arrives that way in one piece.
 
 use std::io;
 use std::net::{SocketAddr, UdpSocket};
@@ -10,8 +17,18 @@ use crate::sockaddr::{from_storage, to_storage};
 
 /// Largest datagram we accept; convoy sends at most `max_datagram` (1472).
 pub const SLOT: usize = 2048;
-/// Room for one SCM_TIMESTAMPNS control message (and a spare).
-const CMSG_SPACE: usize = 64;
+/// A receive slot with GRO: one coalesced datagram of up to 64 KiB.
+const GRO_SLOT: usize = 65_536;
+/// Most segments in one GSO send (the kernel's UDP_MAX_SEGMENTS is 64 on
+/// older kernels, 128 on newer), and most payload bytes (the UDP length
+/// field's limit over IPv4).
+const GSO_MAX_SEGMENTS: usize = 64;
+const GSO_MAX_BYTES: usize = 65_507;
+/// Room for one UDP_SEGMENT control message (a u16).
+const SEND_CMSG_SPACE: usize = 32;
+/// Room for the control messages of one datagram: SCM_TIMESTAMPNS (32
+/// bytes) and SO_RXQ_OVFL (24), with room to spare.
+const CMSG_SPACE: usize = 128;
 /// Socket buffers asked for, so a burst at 1 Gbit/s is not dropped on
 /// loopback while the other side is busy.
 const SOCKET_BUFFER: libc::c_int = 8 << 20;
@@ -23,12 +40,22 @@ pub struct Received {
     pub len: usize,
     /// SO_TIMESTAMPNS: CLOCK_REALTIME (seconds, nanoseconds).
     pub kernel_time: Option<(i64, i64)>,
+    /// SO_RXQ_OVFL: datagrams this socket dropped (full receive buffer)
+    /// since it was opened.
+    pub dropped: Option<u32>,
+    /// With GRO, the size of each coalesced datagram (the last may be
+    /// shorter); otherwise `len`.
+    pub segment: usize,
 }
 
 pub struct NetSocket {
     socket: UdpSocket,
     fd: RawFd,
     pub timestamps: bool,
+    /// UDP GSO in use for sends (asked for, and the kernel takes it).
+    gso: std::cell::Cell<bool>,
+    /// UDP GRO enabled on the socket.
+    pub gro: bool,
 }
 
 fn setsockopt_int(fd: RawFd, level: i32, name: i32, value: libc::c_int) -> io::Result<()> {
@@ -44,6 +71,26 @@ fn setsockopt_int(fd: RawFd, level: i32, name: i32, value: libc::c_int) -> io::R
     };
     if r == 0 {
         Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+fn getsockopt_int(fd: RawFd, level: i32, name: i32) -> io::Result<libc::c_int> {
+    let mut value: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: passes a pointer to a live c_int and its size.
+    let r = unsafe {
+        libc::getsockopt(
+            fd,
+            level,
+            name,
+            &mut value as *mut libc::c_int as *mut libc::c_void,
+            &mut len,
+        )
+    };
+    if r == 0 {
+        Ok(value)
     } else {
         Err(io::Error::last_os_error())
     }
@@ -70,11 +117,28 @@ impl NetSocket {
             }
         }
         let timestamps = setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, 1).is_ok();
+        // The socket's own drop count rides on each datagram: unlike
+        // /proc/net/snmp's RcvbufErrors it is not mixed with other programs'.
+        let _ = setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_RXQ_OVFL, 1);
         Ok(NetSocket {
             socket,
             fd,
             timestamps,
+            gso: std::cell::Cell::new(false),
+            gro: false,
         })
+    }
+
+    /// Asks for UDP GSO on sends and GRO on receives; each is used only if
+    /// the kernel accepts it (see [`NetSocket::gso`] and `gro`).
+    pub fn set_offload(&mut self, gso: bool, gro: bool) {
+        // A kernel that knows UDP_SEGMENT (4.18+) answers getsockopt; a
+        // device that cannot take it fails the first send with EIO, and we
+        // fall back then (send_batch).
+        self.gso
+            .set(gso && getsockopt_int(self.fd, libc::SOL_UDP, libc::UDP_SEGMENT).is_ok());
+        self.gro =
+            setsockopt_int(self.fd, libc::SOL_UDP, libc::UDP_GRO, i32::from(gro)).is_ok() && gro;
     }
 
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
@@ -83,6 +147,10 @@ impl NetSocket {
 
     pub fn raw_fd(&self) -> RawFd {
         self.fd
+    }
+
+    pub fn gso(&self) -> bool {
+        self.gso.get()
     }
 
     /// Receives up to `batch.capacity()` datagrams without blocking.
@@ -113,31 +181,42 @@ impl NetSocket {
         Ok(r)
     }
 
-    /// Sends `batch.len()` datagrams starting at `from`; returns how many
-    /// the kernel took (0 if its buffer is full).
+    /// Sends up to `max` of the batch's datagrams starting at `from`;
+    /// returns how many the kernel took (0 if its buffer is full). With GSO,
+    /// `max` counts sendmmsg messages, each a run of datagrams.
     pub fn send_batch(&self, batch: &mut SendBatch, from: usize, max: usize) -> io::Result<usize> {
-        let n = (batch.len - from).min(max.max(1));
-        if n == 0 {
+        if from >= batch.len {
             return Ok(0);
         }
-        batch.prepare(from, n);
-        // SAFETY: headers from..from+n point at buffers owned by `batch`.
-        let r = unsafe {
-            libc::sendmmsg(
-                self.fd,
-                batch.headers.as_mut_ptr().add(from),
-                n as libc::c_uint,
-                libc::MSG_DONTWAIT,
-            )
-        };
-        if r < 0 {
-            let e = io::Error::last_os_error();
-            return match e.kind() {
-                io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(0),
-                _ => Err(e),
+        loop {
+            let gso = self.gso.get();
+            let messages = batch.prepare(from, max.max(1), gso);
+            // SAFETY: `prepare` filled `messages` headers pointing at buffers
+            // owned by `batch`, which outlives the call.
+            let r = unsafe {
+                libc::sendmmsg(
+                    self.fd,
+                    batch.headers.as_mut_ptr(),
+                    messages as libc::c_uint,
+                    libc::MSG_DONTWAIT,
+                )
             };
+            if r < 0 {
+                let e = io::Error::last_os_error();
+                // EIO: the route's device cannot checksum GSO segments;
+                // EINVAL: a kernel that rejects our segment count or size.
+                // Either way, send them one by one from now on.
+                if gso && matches!(e.raw_os_error(), Some(libc::EIO | libc::EINVAL)) {
+                    self.gso.set(false);
+                    continue;
+                }
+                return match e.kind() {
+                    io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(0),
+                    _ => Err(e),
+                };
+            }
+            return Ok(batch.groups[..r as usize].iter().sum());
         }
-        Ok(r as usize)
     }
 
     /// Waits until the socket is readable (or writable, with `writable`)
@@ -206,6 +285,8 @@ impl NetSocket {
 /// stay valid; they are refreshed before every call anyway.
 pub struct RecvBatch {
     slots: usize,
+    /// Bytes per slot: one datagram, or one GRO-coalesced run of them.
+    slot: usize,
     data: Vec<u8>,
     addrs: Vec<libc::sockaddr_storage>,
     control: Vec<u8>,
@@ -215,14 +296,17 @@ pub struct RecvBatch {
 }
 
 impl RecvBatch {
-    pub fn new(slots: usize) -> RecvBatch {
+    /// `gro`: slots big enough for coalesced datagrams (64 KiB each).
+    pub fn new(slots: usize, gro: bool) -> RecvBatch {
         let slots = slots.max(1);
+        let slot = if gro { GRO_SLOT } else { SLOT };
         // SAFETY: all-zero is valid for these plain C structs.
         let zero_addr: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
         let zero_hdr: libc::mmsghdr = unsafe { std::mem::zeroed() };
         RecvBatch {
             slots,
-            data: vec![0; slots * SLOT],
+            slot,
+            data: vec![0; slots * slot],
             addrs: vec![zero_addr; slots],
             control: vec![0; slots * CMSG_SPACE],
             iovecs: vec![
@@ -237,16 +321,17 @@ impl RecvBatch {
         }
     }
 
-    /// The bytes of received datagram `i`.
+    /// The bytes of received slot `i` (with GRO, several datagrams of
+    /// `received[i].segment` bytes each).
     pub fn datagram(&self, i: usize) -> &[u8] {
-        &self.data[i * SLOT..i * SLOT + self.received[i].len]
+        &self.data[i * self.slot..i * self.slot + self.received[i].len]
     }
 
     fn prepare(&mut self, n: usize) {
         for i in 0..n {
             self.iovecs[i] = libc::iovec {
-                iov_base: self.data[i * SLOT..].as_mut_ptr() as *mut libc::c_void,
-                iov_len: SLOT,
+                iov_base: self.data[i * self.slot..].as_mut_ptr() as *mut libc::c_void,
+                iov_len: self.slot,
             };
             let h = &mut self.headers[i];
             h.msg_len = 0;
@@ -267,31 +352,58 @@ impl RecvBatch {
             let h = &self.headers[i];
             let from =
                 from_storage(&self.addrs[i]).unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)));
-            let kernel_time = timestamp_from_control(&h.msg_hdr);
+            let c = read_control(&h.msg_hdr);
+            let len = (h.msg_len as usize).min(self.slot);
             self.received.push(Received {
                 from,
-                len: (h.msg_len as usize).min(SLOT),
-                kernel_time,
+                len,
+                kernel_time: c.time,
+                dropped: c.dropped,
+                segment: c.segment.filter(|&s| s > 0).unwrap_or(len).max(1),
             });
         }
     }
 }
 
-/// Finds SCM_TIMESTAMPNS among the control messages of one header.
-fn timestamp_from_control(hdr: &libc::msghdr) -> Option<(i64, i64)> {
+/// What the control messages of one received datagram said.
+struct Control {
+    time: Option<(i64, i64)>,
+    dropped: Option<u32>,
+    segment: Option<usize>,
+}
+
+/// Finds SCM_TIMESTAMPNS, SO_RXQ_OVFL and UDP_GRO among the control
+/// messages of one header.
+fn read_control(hdr: &libc::msghdr) -> Control {
+    let mut out = Control {
+        time: None,
+        dropped: None,
+        segment: None,
+    };
     // SAFETY: the CMSG_* macros walk the control buffer the kernel filled,
-    // bounded by msg_controllen; the timespec is read unaligned.
+    // bounded by msg_controllen; the payloads are read unaligned.
     unsafe {
         let mut c = libc::CMSG_FIRSTHDR(hdr);
         while !c.is_null() {
-            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_TIMESTAMPNS {
-                let ts = std::ptr::read_unaligned(libc::CMSG_DATA(c) as *const libc::timespec);
-                return Some((ts.tv_sec as i64, ts.tv_nsec as i64));
+            let data = libc::CMSG_DATA(c);
+            match ((*c).cmsg_level, (*c).cmsg_type) {
+                (libc::SOL_SOCKET, libc::SCM_TIMESTAMPNS) => {
+                    let ts = std::ptr::read_unaligned(data as *const libc::timespec);
+                    out.time = Some((ts.tv_sec as i64, ts.tv_nsec as i64));
+                }
+                (libc::SOL_SOCKET, libc::SO_RXQ_OVFL) => {
+                    out.dropped = Some(std::ptr::read_unaligned(data as *const u32));
+                }
+                (libc::SOL_UDP, libc::UDP_GRO) => {
+                    let size = std::ptr::read_unaligned(data as *const libc::c_int);
+                    out.segment = usize::try_from(size).ok();
+                }
+                _ => {}
             }
             c = libc::CMSG_NXTHDR(hdr, c);
         }
     }
-    None
+    out
 }
 
 /// Datagrams waiting for one sendmmsg call.
@@ -299,10 +411,16 @@ pub struct SendBatch {
     slots: usize,
     data: Vec<u8>,
     lens: Vec<usize>,
+    dests: Vec<SocketAddr>,
     addrs: Vec<libc::sockaddr_storage>,
     addr_lens: Vec<libc::socklen_t>,
     iovecs: Vec<libc::iovec>,
+    /// One header per message of the next call (a datagram, or with GSO a
+    /// run of them).
     headers: Vec<libc::mmsghdr>,
+    control: Vec<u8>,
+    /// Datagrams in each message of the next call.
+    groups: Vec<usize>,
     pub len: usize,
 }
 
@@ -316,6 +434,7 @@ impl SendBatch {
             slots,
             data: vec![0; slots * SLOT],
             lens: vec![0; slots],
+            dests: vec![SocketAddr::from(([0, 0, 0, 0], 0)); slots],
             addrs: vec![zero_addr; slots],
             addr_lens: vec![0; slots],
             iovecs: vec![
@@ -326,6 +445,8 @@ impl SendBatch {
                 slots
             ],
             headers: vec![zero_hdr; slots],
+            control: vec![0; slots * SEND_CMSG_SPACE],
+            groups: Vec::with_capacity(slots),
             len: 0,
         }
     }
@@ -344,6 +465,7 @@ impl SendBatch {
     pub fn push(&mut self, len: usize, to: SocketAddr) {
         let i = self.len;
         self.lens[i] = len;
+        self.dests[i] = to;
         self.addr_lens[i] = to_storage(&to, &mut self.addrs[i]);
         self.len += 1;
     }
@@ -352,21 +474,69 @@ impl SendBatch {
         self.len = 0;
     }
 
-    fn prepare(&mut self, from: usize, n: usize) {
-        for i in from..from + n {
+    /// How many datagrams from `i` on can leave as one GSO send: a run of
+    /// one size to one address, and at most one shorter datagram to end it.
+    fn gso_run(&self, i: usize) -> usize {
+        let size = self.lens[i];
+        let mut n = 1;
+        let mut bytes = size;
+        while i + n < self.len
+            && n < GSO_MAX_SEGMENTS
+            && self.dests[i + n] == self.dests[i]
+            && self.lens[i + n] <= size
+            && bytes + self.lens[i + n] <= GSO_MAX_BYTES
+        {
+            bytes += self.lens[i + n];
+            n += 1;
+            if self.lens[i + n - 1] < size {
+                break;
+            }
+        }
+        n
+    }
+
+    /// Fills the headers for up to `max` messages from datagram `from` on;
+    /// returns how many messages.
+    fn prepare(&mut self, from: usize, max: usize, gso: bool) -> usize {
+        self.groups.clear();
+        for i in from..self.len {
             self.iovecs[i] = libc::iovec {
                 iov_base: self.data[i * SLOT..].as_mut_ptr() as *mut libc::c_void,
                 iov_len: self.lens[i],
             };
-            let h = &mut self.headers[i];
+        }
+        let mut i = from;
+        while i < self.len && self.groups.len() < max {
+            let n = if gso { self.gso_run(i) } else { 1 };
+            let g = self.groups.len();
+            let h = &mut self.headers[g];
             h.msg_len = 0;
             h.msg_hdr.msg_name = &mut self.addrs[i] as *mut _ as *mut libc::c_void;
             h.msg_hdr.msg_namelen = self.addr_lens[i];
             h.msg_hdr.msg_iov = &mut self.iovecs[i];
-            h.msg_hdr.msg_iovlen = 1;
+            h.msg_hdr.msg_iovlen = n as _;
             h.msg_hdr.msg_control = std::ptr::null_mut();
             h.msg_hdr.msg_controllen = 0;
             h.msg_hdr.msg_flags = 0;
+            if n > 1 {
+                let control = &mut self.control[g * SEND_CMSG_SPACE..(g + 1) * SEND_CMSG_SPACE];
+                control.fill(0);
+                h.msg_hdr.msg_control = control.as_mut_ptr() as *mut libc::c_void;
+                // SAFETY: CMSG_SPACE(2) fits in SEND_CMSG_SPACE bytes; the
+                // header's control buffer was just pointed at them.
+                unsafe {
+                    h.msg_hdr.msg_controllen = libc::CMSG_SPACE(2) as _;
+                    let c = libc::CMSG_FIRSTHDR(&h.msg_hdr);
+                    (*c).cmsg_level = libc::SOL_UDP;
+                    (*c).cmsg_type = libc::UDP_SEGMENT;
+                    (*c).cmsg_len = libc::CMSG_LEN(2) as _;
+                    let size = self.lens[i] as u16;
+                    std::ptr::write_unaligned(libc::CMSG_DATA(c) as *mut u16, size);
+                }
+            }
+            self.groups.push(n);
+            i += n;
         }
+        self.groups.len()
     }
 }

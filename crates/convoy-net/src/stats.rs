@@ -109,6 +109,9 @@ pub struct DriverStats {
     pub recv_syscalls: u64,
     /// Datagrams dropped because the socket buffer stayed full.
     pub send_drops: u64,
+    /// Datagrams the kernel dropped because our receive buffer was full
+    /// (SO_RXQ_OVFL; known as of the last datagram read).
+    pub receive_drops: u64,
     /// How late the first datagram after a timed wake-up left, against the
     /// deadline the protocol gave (pacing or a timer).
     pub pacing_lateness: MicrosHistogram,
@@ -117,6 +120,10 @@ pub struct DriverStats {
     /// would feed the rate estimator.
     pub receive_stamp_lag: MicrosHistogram,
     pub kernel_stamps: u64,
+    /// Whether sends used UDP GSO (asked for and accepted by the kernel).
+    pub gso: bool,
+    /// Whether UDP GRO was enabled on the socket.
+    pub gro: bool,
 }
 
 /// The serialisable report of [`DriverStats`].
@@ -127,9 +134,12 @@ pub struct DriverReport {
     pub send_syscalls: u64,
     pub recv_syscalls: u64,
     pub send_drops: u64,
+    pub receive_drops: u64,
     pub pacing_lateness: LatenessSummary,
     pub receive_stamp_lag: LatenessSummary,
     pub kernel_stamps: u64,
+    pub gso: bool,
+    pub gro: bool,
 }
 
 impl DriverStats {
@@ -140,9 +150,12 @@ impl DriverStats {
             send_syscalls: self.send_syscalls,
             recv_syscalls: self.recv_syscalls,
             send_drops: self.send_drops,
+            receive_drops: self.receive_drops,
             pacing_lateness: self.pacing_lateness.summary(),
             receive_stamp_lag: self.receive_stamp_lag.summary(),
             kernel_stamps: self.kernel_stamps,
+            gso: self.gso,
+            gro: self.gro,
         }
     }
 }

@@ -7,9 +7,15 @@
 //! snow's transport API takes no associated data and we want the cleartext
 //! header (connection id, path id, packet number) authenticated too. The
 //! nonce is the packet number, which never repeats within a direction.
+//!
+//! The packet AEAD is `ring`'s ChaCha20-Poly1305 (BoringSSL's assembly; ring
+//! is already here, under snow). On our 2-vCPU EPYC VM it sealed 1430-byte
+//! packets 3–4× faster than the RustCrypto `chacha20poly1305` crate used
+//! before (about 0.75–1 GB/s against 180–250 MB/s, same run): at 1 Gbit/s
+//! the old one alone took half a core on each side. Same algorithm, same
+//! nonce and tag layout, so the wire format is unchanged.
 
-use chacha20poly1305::aead::{AeadInPlace, KeyInit};
-use chacha20poly1305::{ChaCha20Poly1305, Key, Nonce, Tag};
+use ring::aead::{Aad, LessSafeKey, Nonce, Tag, UnboundKey, CHACHA20_POLY1305};
 use std::net::SocketAddr;
 
 use crate::wire::TAG_LEN;
@@ -70,7 +76,7 @@ pub fn parse_key_hex(s: &str) -> Option<[u8; 32]> {
 
 /// Seals or opens the packets of one direction.
 pub struct PacketKey {
-    cipher: ChaCha20Poly1305,
+    key: LessSafeKey,
 }
 
 /// Decryption failed: wrong key, forged or corrupted packet.
@@ -80,14 +86,16 @@ pub struct OpenError;
 impl PacketKey {
     pub fn new(key: &[u8; 32]) -> PacketKey {
         PacketKey {
-            cipher: ChaCha20Poly1305::new(Key::from_slice(key)),
+            key: LessSafeKey::new(
+                UnboundKey::new(&CHACHA20_POLY1305, key).expect("a 32-byte ChaCha20 key"),
+            ),
         }
     }
 
     fn nonce(packet_number: u64) -> Nonce {
         let mut n = [0u8; 12];
         n[4..].copy_from_slice(&packet_number.to_be_bytes());
-        *Nonce::from_slice(&n)
+        Nonce::assume_unique_for_key(n)
     }
 
     /// Encrypts `body[..body.len() - TAG_LEN]` in place and writes the tag
@@ -96,10 +104,10 @@ impl PacketKey {
         let split = body.len() - TAG_LEN;
         let (plain, tag_out) = body.split_at_mut(split);
         let tag = self
-            .cipher
-            .encrypt_in_place_detached(&Self::nonce(packet_number), header, plain)
+            .key
+            .seal_in_place_separate_tag(Self::nonce(packet_number), Aad::from(header), plain)
             .expect("ChaCha20-Poly1305 takes any length below 256 GiB");
-        tag_out.copy_from_slice(&tag);
+        tag_out.copy_from_slice(tag.as_ref());
     }
 
     /// Decrypts `sealed` (ciphertext and tag) into `out`, returning the
@@ -113,14 +121,16 @@ impl PacketKey {
     ) -> Result<usize, OpenError> {
         let split = sealed.len().checked_sub(TAG_LEN).ok_or(OpenError)?;
         let (ct, tag) = sealed.split_at(split);
+        let tag = Tag::try_from(tag).map_err(|_| OpenError)?;
         out.clear();
         out.extend_from_slice(ct);
-        self.cipher
-            .decrypt_in_place_detached(
-                &Self::nonce(packet_number),
-                header,
+        self.key
+            .open_in_place_separate_tag(
+                Self::nonce(packet_number),
+                Aad::from(header),
+                tag,
                 out,
-                Tag::from_slice(tag),
+                0..,
             )
             .map_err(|_| OpenError)?;
         Ok(out.len())

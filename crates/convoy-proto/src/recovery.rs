@@ -76,6 +76,7 @@ fn rtt_sample(now: Duration, sent: Duration, ack: &Ack<'_>) -> (Duration, Durati
 
 impl Recovery {
     pub fn on_sent(&mut self, p: SentPacket) {
+        self.trim_front();
         if self.sent.is_empty() {
             self.first_pn = p.pn;
         }
@@ -120,14 +121,24 @@ impl Recovery {
         Some(*p)
     }
 
-    fn trim(&mut self) {
+    /// Drops resolved packets from the front, and packets that elicit no
+    /// acknowledgment once everything older is resolved: nothing waits for
+    /// them (they carry no symbol, count for no window or timer), and a
+    /// receiver of data only sends those, so kept until the peer happened to
+    /// acknowledge them they piled up by thousands and every timer query
+    /// walked them.
+    fn trim_front(&mut self) {
         while let Some((p, fate)) = self.sent.front() {
-            if *fate == Fate::InFlight {
+            if *fate == Fate::InFlight && p.ack_eliciting {
                 break;
             }
             self.first_pn = p.pn + 1;
             self.sent.pop_front();
         }
+    }
+
+    fn trim(&mut self) {
+        self.trim_front();
         let floor = self.largest_acked.unwrap_or(0).saturating_sub(LOST_MEMORY);
         while self
             .recently_lost

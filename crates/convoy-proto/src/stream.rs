@@ -455,7 +455,13 @@ impl Streams {
             let mut w = Writer::new(&mut header);
             write_stream_header(&mut w, id, s.offset, fin, take).expect("32 bytes hold it");
             block.extend_from_slice(w.into_written());
-            block.extend(s.unsent.drain(..take));
+            // Copied slice by slice: draining a VecDeque<u8> byte by byte
+            // was a tenth of the sender's CPU at 1 Gbit/s.
+            let (a, b) = s.unsent.as_slices();
+            let from_a = take.min(a.len());
+            block.extend_from_slice(&a[..from_a]);
+            block.extend_from_slice(&b[..take - from_a]);
+            s.unsent.drain(..take);
             s.offset += take as u64;
             s.fin_sent |= fin;
             self.sent_data += take as u64;

@@ -119,6 +119,7 @@ struct BenchCodecArgs {
 }
 
 fn main() -> ExitCode {
+    net_common::keep_freed_memory();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Bench(Bench::Codec(args)) => bench_codec::run(&bench_codec::Options {

@@ -91,6 +91,16 @@ pub fn run_server(opts: ServerOptions, json: bool) -> Result<()> {
         }
     });
     server.run()?;
+    // What the socket loop saw (drops, syscalls, pacing), once at exit.
+    let d = server.driver_stats().report();
+    if json {
+        println!("{}", serde_json::json!({"event": "driver", "driver": d}));
+    } else {
+        eprintln!(
+            "convoy: driver: {} datagrams received ({} recv syscalls), {} sent ({} send syscalls), {} dropped by the kernel (receive buffer full)",
+            d.datagrams_received, d.recv_syscalls, d.datagrams_sent, d.send_syscalls, d.receive_drops
+        );
+    }
     Ok(())
 }
 

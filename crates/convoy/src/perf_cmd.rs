@@ -141,6 +141,14 @@ impl Drop for Reaped {
     }
 }
 
+fn on_off(b: bool) -> &'static str {
+    if b {
+        "on"
+    } else {
+        "off"
+    }
+}
+
 fn free_port() -> Result<u16> {
     let s = std::net::UdpSocket::bind("127.0.0.1:0")?;
     let t = std::net::TcpListener::bind(("127.0.0.1", s.local_addr()?.port()));
@@ -160,15 +168,19 @@ fn loopback_bench(args: &PerfArgs) -> Result<()> {
     convoy_net::write_keypair(&key, &kp)?;
     let exe = std::env::current_exe()?;
     let port = free_port()?;
-    let server = Reaped(
+    let t = &args.transfer;
+    let mut server = Reaped(
         Command::new(&exe)
-            .args(["perf", "--server", "--once", "--listen"])
+            .args(["perf", "--server", "--once", "--json", "--listen"])
             .arg(format!("127.0.0.1:{port}"))
             .arg("--key")
             .arg(&key)
-            .args(["--mode", args.transfer.mode.name(), "--batch"])
-            .arg(args.transfer.batch.to_string())
-            .stdout(Stdio::null())
+            .args(["--mode", t.mode.name(), "--batch"])
+            .arg(t.batch.to_string())
+            .args(["--gso", on_off(t.gso), "--gro", on_off(t.gro)])
+            .arg(format!("--spin-us={}", t.spin_us))
+            .args(t.no_kernel_timestamps.then_some("--no-kernel-timestamps"))
+            .stdout(Stdio::piped())
             .spawn()
             .context("cannot start the perf server")?,
     );
@@ -179,38 +191,104 @@ fn loopback_bench(args: &PerfArgs) -> Result<()> {
     };
     let addr = format!("127.0.0.1:{port}").parse()?;
     let convoy = client(args, addr, kp.public, amount)?;
+    let server_driver = server_driver_report(&mut server.0);
     drop(server);
     let _ = std::fs::remove_dir_all(&dir);
     let tcp = iperf3(secs)?;
-    let ratio = convoy.goodput_mbps / tcp.0.max(1e-9);
+    let ratio = convoy.goodput_mbps / tcp.goodput_mbps.max(1e-9);
     if args.json {
         println!(
             "{}",
-            serde_json::json!({"convoy": convoy, "iperf3": {"goodput_mbps": tcp.0, "cpu_percent_client": tcp.1, "cpu_percent_server": tcp.2}, "ratio": ratio})
+            serde_json::json!({
+                "convoy": convoy,
+                "convoy_server_driver": server_driver,
+                "iperf3": tcp,
+                "ratio": ratio,
+                "loadavg": loadavg(),
+            })
         );
         return Ok(());
     }
+    let pct = |cpu: f64, wall: f64| 100.0 * cpu / wall.max(1e-9);
+    let offload = match (convoy.driver.gso, convoy.driver.gro) {
+        (true, true) => "GSO+GRO",
+        (true, false) => "GSO",
+        (false, true) => "GRO",
+        (false, false) => "no offload",
+    };
+    let server_cpu = convoy.server_cpu_seconds.unwrap_or(f64::NAN);
     println!(
-        "\n{:<22} {:>14} {:>16} {:>16}",
-        "loopback, 127.0.0.1", "goodput Mbit/s", "client CPU", "server CPU"
+        "\n{:<28} {:>14} {:>18} {:>18} {:>14}",
+        "loopback, 127.0.0.1", "goodput Mbit/s", "client CPU", "server CPU", "CPU ns/byte"
     );
     println!(
-        "{:<22} {:>14.1} {:>15.2}s {:>15.2}s",
-        format!("convoy {}", convoy.mode),
+        "{:<28} {:>14.1} {:>9.2} s ({:>3.0} %) {:>9.2} s ({:>3.0} %) {:>6.2} + {:.2}",
+        format!("convoy {} ({offload})", convoy.mode),
         convoy.goodput_mbps,
         convoy.cpu_seconds,
-        convoy.server_cpu_seconds.unwrap_or(f64::NAN)
+        pct(convoy.cpu_seconds, convoy.seconds),
+        server_cpu,
+        pct(server_cpu, convoy.seconds),
+        convoy.cpu_seconds / convoy.bytes.max(1) as f64 * 1e9,
+        server_cpu / convoy.bytes.max(1) as f64 * 1e9,
     );
     println!(
-        "{:<22} {:>14.1} {:>15.0}% {:>15.0}%",
-        "iperf3 TCP", tcp.0, tcp.1, tcp.2
+        "{:<28} {:>14.1} {:>9.2} s ({:>3.0} %) {:>9.2} s ({:>3.0} %) {:>6.2} + {:.2}",
+        "iperf3 TCP",
+        tcp.goodput_mbps,
+        tcp.client_cpu_seconds,
+        pct(tcp.client_cpu_seconds, tcp.seconds),
+        tcp.server_cpu_seconds,
+        pct(tcp.server_cpu_seconds, tcp.seconds),
+        tcp.client_cpu_seconds / tcp.bytes.max(1.0) * 1e9,
+        tcp.server_cpu_seconds / tcp.bytes.max(1.0) * 1e9,
     );
-    println!("convoy / TCP goodput ratio: {ratio:.3}");
+    println!("convoy / iperf3 TCP goodput ratio: {ratio:.3}");
+    if let Some(d) = &server_driver {
+        println!(
+            "convoy server: {} datagrams in {} receive syscalls, {} dropped by its socket (buffer full)",
+            d["datagrams_received"], d["recv_syscalls"], d["receive_drops"]
+        );
+    }
+    println!("load average: {}", loadavg());
     print_report(&convoy, false)
 }
 
-/// iperf3 over TCP on loopback: (goodput Mbit/s, client CPU %, server CPU %).
-fn iperf3(secs: f64) -> Result<(f64, f64, f64)> {
+/// The `driver` event a `--json` perf server prints when it exits.
+fn server_driver_report(server: &mut Child) -> Option<serde_json::Value> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while std::time::Instant::now() < deadline {
+        if let Ok(Some(_)) = server.try_wait() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut out = String::new();
+    std::io::Read::read_to_string(server.stdout.as_mut()?, &mut out).ok()?;
+    out.lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|v| v["event"] == "driver")
+        .map(|v| v["driver"].clone())
+}
+
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "?".into())
+}
+
+/// What iperf3 measured.
+#[derive(serde::Serialize)]
+struct Iperf3 {
+    goodput_mbps: f64,
+    bytes: f64,
+    seconds: f64,
+    client_cpu_seconds: f64,
+    server_cpu_seconds: f64,
+}
+
+/// iperf3 over TCP on loopback for `secs` (rounded up to whole seconds).
+fn iperf3(secs: f64) -> Result<Iperf3> {
     let port = free_port()?;
     let _server = Reaped(
         Command::new("iperf3")
@@ -228,13 +306,16 @@ fn iperf3(secs: f64) -> Result<(f64, f64, f64)> {
         .context("cannot run iperf3")?;
     let v: serde_json::Value =
         serde_json::from_slice(&out.stdout).context("iperf3 printed no JSON")?;
-    let bps = v["end"]["sum_received"]["bits_per_second"]
-        .as_f64()
-        .unwrap_or(0.0);
+    let received = &v["end"]["sum_received"];
+    let seconds = received["seconds"].as_f64().unwrap_or(f64::NAN);
+    // iperf3's CPU figures are user + system time over wall time, in %.
     let cpu = &v["end"]["cpu_utilization_percent"];
-    Ok((
-        bps / 1e6,
-        cpu["host_total"].as_f64().unwrap_or(f64::NAN),
-        cpu["remote_total"].as_f64().unwrap_or(f64::NAN),
-    ))
+    let cpu_s = |k: &str| cpu[k].as_f64().unwrap_or(f64::NAN) / 100.0 * seconds;
+    Ok(Iperf3 {
+        goodput_mbps: received["bits_per_second"].as_f64().unwrap_or(0.0) / 1e6,
+        bytes: received["bytes"].as_f64().unwrap_or(0.0),
+        seconds,
+        client_cpu_seconds: cpu_s("host_total"),
+        server_cpu_seconds: cpu_s("remote_total"),
+    })
 }

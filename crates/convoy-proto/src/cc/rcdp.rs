@@ -34,7 +34,7 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use super::{transmit_time, AckEvent, RateController};
+use super::{pacing_base, transmit_time, AckEvent, RateController};
 use crate::rtt::RttEstimator;
 use crate::wire::TrainTag;
 
@@ -100,6 +100,36 @@ impl RcdpConfig {
     }
 }
 
+/// How one train actually left.
+#[derive(Clone, Copy, Debug)]
+struct SentTrain {
+    id: u64,
+    /// The rate it was meant to leave at (Ω).
+    omega: u64,
+    first: Duration,
+    last: Duration,
+    /// Bytes of its packets after the first.
+    bytes_after_first: u64,
+}
+
+impl SentTrain {
+    /// Whether a report of `bytes_per_sec` measures the sender rather than
+    /// the path: the train left well below Ω (the sender was descheduled or
+    /// busy mid-train; in virtual time this never happens) and arrived as
+    /// fast as it left, so the path did not disperse it. The paper's sender
+    /// emits each train at exactly Ω; a real one does not always, and on a
+    /// fast path (loopback, 1 Gbit/s) such a report read as a dispersed
+    /// train cut the median to a few per cent of the capacity.
+    fn sender_stalled(&self, bytes_per_sec: u64) -> bool {
+        let span = self.last.saturating_sub(self.first);
+        if span.is_zero() || self.bytes_after_first == 0 {
+            return false;
+        }
+        let emitted = self.bytes_after_first as f64 / span.as_secs_f64();
+        emitted < 0.85 * self.omega as f64 && bytes_per_sec as f64 >= 0.85 * emitted
+    }
+}
+
 pub struct Rcdp {
     cfg: RcdpConfig,
     reports: VecDeque<u64>,
@@ -113,8 +143,8 @@ pub struct Rcdp {
     train_start: Duration,
     train_bytes: u64,
     next_send: Option<Duration>,
-    /// Train rate each recent train was sent at, to tell dispersed reports.
-    sent_rates: VecDeque<(u64, u64)>,
+    /// How each recent train was sent, to tell dispersed reports.
+    sent_trains: VecDeque<SentTrain>,
     /// Recent RTT samples, for the standing-queue estimate.
     rtt_samples: VecDeque<(Duration, Duration)>,
 }
@@ -134,7 +164,7 @@ impl Rcdp {
             train_start: Duration::ZERO,
             train_bytes: 0,
             next_send: None,
-            sent_rates: VecDeque::new(),
+            sent_trains: VecDeque::new(),
             rtt_samples: VecDeque::new(),
         }
     }
@@ -219,10 +249,19 @@ impl RateController for Rcdp {
         if self.index == 0 {
             self.train_start = now;
             self.train_bytes = 0;
-            self.sent_rates.push_back((self.train_id, omega));
-            if self.sent_rates.len() > 64 {
-                self.sent_rates.pop_front();
+            self.sent_trains.push_back(SentTrain {
+                id: self.train_id,
+                omega,
+                first: now,
+                last: now,
+                bytes_after_first: 0,
+            });
+            if self.sent_trains.len() > 64 {
+                self.sent_trains.pop_front();
             }
+        } else if let Some(t) = self.sent_trains.back_mut() {
+            t.last = now;
+            t.bytes_after_first += bytes as u64;
         }
         self.train_bytes += bytes as u64;
         self.index += 1;
@@ -233,11 +272,7 @@ impl RateController for Rcdp {
         let gap = transmit_time(bytes as u64, omega);
         // Keep to the schedule when the driver is slightly late, but do not
         // burst to catch up after a long stall.
-        let base = match self.next_send {
-            Some(t) if t <= now && t + gap * 2 >= now => t,
-            _ => now,
-        };
-        self.next_send = Some(base + gap);
+        self.next_send = Some(pacing_base(self.next_send, now, gap, 2) + gap);
     }
 
     fn on_app_limited(&mut self, now: Duration) {
@@ -278,12 +313,12 @@ impl RateController for Rcdp {
             return;
         }
         self.last_report_train = Some(train_id);
+        let sent = self.sent_trains.iter().find(|t| t.id == train_id).copied();
+        if sent.is_some_and(|t| t.sender_stalled(bytes_per_sec)) {
+            return;
+        }
         if self.startup {
-            let sent_at = self
-                .sent_rates
-                .iter()
-                .find(|(id, _)| *id == train_id)
-                .map(|&(_, r)| r);
+            let sent_at = sent.map(|t| t.omega);
             let undispersed = sent_at.is_some_and(|r| bytes_per_sec as f64 >= 0.85 * r as f64);
             if undispersed {
                 // The link carried the train as fast as we sent it: C is at
@@ -380,6 +415,45 @@ mod tests {
         assert!(
             c.train_rate() > 24_000_000,
             "next trains probe twice as fast"
+        );
+    }
+
+    #[test]
+    fn a_train_the_sender_stalled_in_does_not_lower_the_estimate() {
+        // No median: every report counted would set the capacity.
+        let cfg = RcdpConfig {
+            train_len: 4,
+            median_k: 1,
+            ..RcdpConfig::default()
+        };
+        let mut c = Rcdp::new(cfg);
+        let rtt = RttEstimator::default();
+        c.on_sent(ms(0), 0, 1000, 0);
+        c.on_rate_report(ms(1), 0, 1_000_000, &rtt);
+        assert_eq!(c.capacity(), Some(1_000_000));
+        // Train 1 should leave at Ω = 2 MB/s (1.5 ms) but the sender
+        // stalls: 3000 bytes after the first packet take 30 ms (100 kB/s),
+        // and the receiver sees them arrive that slowly.
+        while c.train_tag().unwrap().train_id == 0 {
+            c.on_sent(c.next_send_time().unwrap(), 0, 1000, 0);
+        }
+        let start = c.next_send_time().unwrap();
+        for i in 0..4 {
+            c.on_sent(start + ms(10 * i), 0, 1000, 0);
+        }
+        c.on_rate_report(start + ms(40), 1, 100_000, &rtt);
+        assert_eq!(c.capacity(), Some(1_000_000), "the stall is not the path's");
+        // Trains that left on time and came back dispersed do count.
+        for train in 2..4 {
+            for _ in 0..4 {
+                c.on_sent(c.next_send_time().unwrap(), 0, 1000, 0);
+            }
+            c.on_rate_report(c.next_send_time().unwrap(), train, 100_000, &rtt);
+        }
+        assert_eq!(
+            c.capacity(),
+            Some(100_000),
+            "median of 1 MB/s and twice 100 kB/s"
         );
     }
 
