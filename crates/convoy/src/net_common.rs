@@ -66,7 +66,6 @@ impl TransferOpts {
             gso: self.gso,
             gro: self.gro,
             spin: Duration::from_micros(u64::from(self.spin_us)),
-            ..DriverConfig::default()
         }
     }
 
