@@ -279,12 +279,10 @@ impl Connection {
         Some(t)
     }
 
-    /// The next symbol, starting a new block from stream data if every block
-    /// in flight has enough on its way.
+    /// The next symbol: a block short of its margin, else a new block from
+    /// stream data, else an idle top-up (the cases `has_data` checks, in
+    /// order, each scanned once).
     fn next_symbol(&mut self) -> Option<crate::coding::NextSymbol> {
-        if !self.has_data() {
-            return None;
-        }
         let e = self.one_rtt.as_mut()?;
         if let Some(s) = e.tx.next_symbol() {
             return Some(s);
