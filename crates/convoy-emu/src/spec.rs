@@ -511,7 +511,9 @@ mod tests {
             assert_eq!(s.up.offset, Some(Dur::from_secs(30)));
             let (up, _) = s.configs(0).unwrap();
             match up.capacity {
-                convoy_link::Capacity::Mahimahi(t) => assert!(t.source().ends_with("from 30000 ms")),
+                convoy_link::Capacity::Mahimahi(t) => {
+                    assert!(t.source().ends_with("from 30000 ms"))
+                }
                 other => panic!("{other:?}"),
             }
         }

@@ -205,7 +205,10 @@ mod tests {
         let m = LinkConfig::mahimahi(Arc::new(t));
         // (0, 10] holds 4 opportunities; (10, 25] holds 11, 12, 12, 20 and
         // 21, 22, 22 of the two cycles after.
-        assert_eq!(m.capacity_bits(Time::ZERO, Time::from_millis(10)), 4.0 * 12000.0);
+        assert_eq!(
+            m.capacity_bits(Time::ZERO, Time::from_millis(10)),
+            4.0 * 12000.0
+        );
         assert_eq!(
             m.capacity_bits(Time::from_millis(10), Time::from_millis(25)),
             7.0 * 12000.0

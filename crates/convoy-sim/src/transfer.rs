@@ -134,6 +134,9 @@ pub struct TransferReport {
     /// Bytes the uplink delivered per timeline bin (all datagrams,
     /// headers included): what the link carried, whatever was useful.
     pub uplink_delivered: Vec<u64>,
+    /// The longest time an uplink datagram delivered in each timeline bin
+    /// spent in the bottleneck, ms.
+    pub uplink_queue_max_ms: Vec<f64>,
 }
 
 /// The serialisable part of a connection's statistics.
@@ -251,6 +254,7 @@ pub fn run(mut spec: TransferSpec) -> Result<TransferReport, SimError> {
     let mut uplink_delivered: Vec<u64> = Vec::new();
     let mut uplink_delays = Vec::new();
     let mut uplink_sent: Vec<u64> = Vec::new();
+    let mut uplink_queue_max_ms: Vec<f64> = Vec::new();
     let bin = spec.timeline_bin.max(Duration::from_micros(100));
 
     loop {
@@ -370,6 +374,12 @@ pub fn run(mut spec: TransferSpec) -> Result<TransferReport, SimError> {
                 if dir == 0 {
                     uplink_delays.push((to_duration(d.at), delay));
                     add_to_bin(&mut uplink_delivered, to_duration(d.at), bin, d.len);
+                    let i = (d.at.as_nanos() as u128 / bin.as_nanos()) as usize;
+                    if uplink_queue_max_ms.len() <= i {
+                        uplink_queue_max_ms.resize(i + 1, 0.0);
+                    }
+                    let q = d.queue_delay.as_nanos() as f64 / 1e6;
+                    uplink_queue_max_ms[i] = uplink_queue_max_ms[i].max(q);
                 }
                 if dir == 0 {
                     if now < vanish {
@@ -388,7 +398,11 @@ pub fn run(mut spec: TransferSpec) -> Result<TransferReport, SimError> {
 
     let start = established_at.unwrap_or(Duration::ZERO);
     let elapsed = now.saturating_sub(start);
-    let direction = |app: &mut App, bytes: u64, dir: usize, delays: &mut Vec<Duration>, queued: &mut Vec<Duration>| {
+    let direction = |app: &mut App,
+                     bytes: u64,
+                     dir: usize,
+                     delays: &mut Vec<Duration>,
+                     queued: &mut Vec<Duration>| {
         let stats = if dir == 0 {
             link.uplink.stats()
         } else {
@@ -448,6 +462,7 @@ pub fn run(mut spec: TransferSpec) -> Result<TransferReport, SimError> {
         uplink_delays,
         uplink_sent,
         uplink_delivered,
+        uplink_queue_max_ms,
     })
 }
 

@@ -87,6 +87,10 @@ pub struct SimulateArgs {
     /// Stop after this much virtual time.
     #[arg(long, default_value = "600s")]
     time_limit: String,
+    /// Width of the timelines' bins in --json (bytes read, sent and
+    /// delivered, pacing rate, queueing per bin).
+    #[arg(long, value_name = "TIME", default_value = "100ms")]
+    timeline_bin: String,
     /// Print one JSON document instead of the summary.
     #[arg(long)]
     json: bool,
@@ -255,6 +259,12 @@ pub fn run_simulate(args: SimulateArgs) -> Result<()> {
     t.download = if args.both_ways { size } else { 0 };
     t.time_limit = Duration::from_nanos(limit.as_nanos());
     t.duration = duration.map(|d| Duration::from_nanos(d.as_nanos()));
+    let bin = convoy_emu::parse_duration("--timeline-bin", &args.timeline_bin)
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    if bin.as_nanos() < 1_000_000 {
+        bail!("--timeline-bin {}: at least 1ms", args.timeline_bin);
+    }
+    t.timeline_bin = Duration::from_nanos(bin.as_nanos());
     t.progress = Some(Box::new(|at, done, total| {
         progress::update(&if total >= u64::MAX / 2 {
             format!(

@@ -329,7 +329,6 @@ impl SeriesTrace {
         }
     }
 
-
     /// Whether the trace carries capacity (a `rate_<unit>` column).
     pub fn has_rate(&self) -> bool {
         self.has_rate
@@ -535,7 +534,11 @@ mod tests {
             let s = t.starting_at(Dur::from_millis(off));
             assert_eq!(s.repeat(), t.repeat());
             for x in 0..130u64 {
-                assert_eq!(delay_at(&s, x), delay_at(&t, x + off), "offset {off}, at {x}");
+                assert_eq!(
+                    delay_at(&s, x),
+                    delay_at(&t, x + off),
+                    "offset {off}, at {x}"
+                );
             }
         }
     }

@@ -162,6 +162,9 @@ impl Connection {
             return;
         }
         let newest = self.received.largest().is_none_or(|l| pn > l);
+        if newest {
+            self.newest_received = Some((pn, now));
+        }
         self.received.insert(pn);
         self.stats.packets_received += 1;
         self.stats.bytes_received += len as u64;
@@ -220,8 +223,21 @@ impl Connection {
             match frame {
                 Frame::Padding => {}
                 Frame::Ping => eliciting = true,
+                Frame::ReceiveTime { pn, time_us } => {
+                    self.peer_receive_time = Some((pn, Duration::from_micros(time_us)));
+                }
                 Frame::Ack(ack) => {
                     let out = self.recovery.on_ack(now, &ack, &self.paths[0].rtt);
+                    let peer_receive = self.peer_receive_time.take().and_then(|(pn, at)| {
+                        // Newly acknowledged only: a packet declared lost
+                        // and acknowledged late says nothing reliable.
+                        let p = out.acked.iter().rev().find(|p| p.pn == pn)?;
+                        Some(crate::cc::PeerReceive {
+                            pn,
+                            sent: p.time,
+                            received: at,
+                        })
+                    });
                     if let Some((rtt, delay)) = out.rtt_sample {
                         let path = out.acked.last().map_or(0, |p| p.path);
                         if let Some(p) = self.paths.iter_mut().find(|p| p.id == path) {
@@ -248,6 +264,8 @@ impl Connection {
                                 acked: &mine,
                                 rtt: &path.rtt,
                                 bytes_in_flight: in_flight,
+                                peer_receive: peer_receive
+                                    .filter(|r| mine.iter().any(|p| p.pn == r.pn)),
                             });
                         }
                     }

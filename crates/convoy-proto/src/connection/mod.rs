@@ -31,6 +31,17 @@ use crate::wire::ConnectionId;
 /// 9 s (`convoy simulate --loss 30% --seed 2`). Nine tries fail 0.2 % of the
 /// time, for one 1200-byte Initial per 1.2 s at worst.
 const HANDSHAKE_RETRANSMIT: Duration = Duration::from_millis(600);
+
+/// The application may keep this much sending time queued beyond what the
+/// rate controller lets into the network (its window, or a round trip at
+/// its rate) and one block: enough that a sender woken every few
+/// milliseconds never leaves the path idle, little enough that a write is
+/// on the wire a fraction of a second later, and a timed sender that stops
+/// writing is done within about a round trip. Before this bound a stream
+/// buffered 4 MB, 40 s of a 0.8 Mbit/s uplink.
+const SEND_HORIZON: Duration = Duration::from_millis(100);
+/// ...and never less than this, however slow the path.
+const MIN_SEND_BUDGET: u64 = 64 * 1024;
 const HANDSHAKE_BACKOFF_DOUBLINGS: u32 = 1;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -191,6 +202,12 @@ pub struct Connection {
     pub(crate) ack_pending: u32,
     pub(crate) ack_deadline: Option<Duration>,
     pub(crate) largest_received_at: Duration,
+    /// The newest packet number received and when (for RECEIVE_TIME).
+    pub(crate) newest_received: Option<(u64, Duration)>,
+    /// The peer's latest RECEIVE_TIME, until the ACK beside it is read.
+    pub(crate) peer_receive_time: Option<(u64, Duration)>,
+    /// The peer asked for RECEIVE_TIME frames.
+    pub(crate) send_receive_times: bool,
     /// Something the peer must hear soon (a block completed, a new rate
     /// report, credit raised).
     pub(crate) feedback_due: bool,
@@ -251,6 +268,9 @@ impl Connection {
             ack_pending: 0,
             ack_deadline: None,
             largest_received_at: now,
+            newest_received: None,
+            peer_receive_time: None,
+            send_receive_times: false,
             feedback_due: false,
             trains: TrainEstimator::default(),
             streams,
@@ -278,6 +298,7 @@ impl Connection {
             max_stream_data: cfg.streams.max_stream_data,
             max_blocks: u64::from(cfg.coding.window),
             idle_timeout_ms: cfg.idle_timeout.as_millis() as u64,
+            receive_times: cfg.rate_control.wants_receive_times(),
         }
     }
 
@@ -348,6 +369,7 @@ impl Connection {
         let peer_idle = Duration::from_millis(est.peer_params.idle_timeout_ms.max(1));
         self.idle_timeout = self.cfg.idle_timeout.min(peer_idle);
         self.peer_static = Some(est.peer_static);
+        self.send_receive_times = est.peer_params.receive_times;
         self.one_rtt = Some(Established1Rtt {
             send: est.send,
             recv: est.recv,
@@ -455,13 +477,43 @@ impl Connection {
         self.streams.accept()
     }
 
+    /// Writes what the stream and the send budget take now (see
+    /// [`Connection::write_room`]); `Err(Blocked)` if nothing.
     pub fn write(&mut self, id: StreamId, data: &[u8]) -> Result<usize, StreamError> {
         self.require_established()?;
-        self.streams.write(id, data)
+        let room = self.send_budget_room();
+        if room == 0 && !data.is_empty() {
+            // Unknown or finished streams still say so.
+            self.streams.write(id, &[])?;
+            return Err(StreamError::Blocked);
+        }
+        self.streams.write(id, &data[..data.len().min(room)])
     }
 
+    /// Bytes `write` takes now: the stream's buffer room, within what the
+    /// path can carry soon. Data written and not yet decodable at the peer
+    /// (unsent, and in blocks in flight) is kept to the rate controller's
+    /// window (or a round trip at its rate), one block and `SEND_HORIZON`
+    /// at its rate, so writes are back-pressured to the path instead of
+    /// queueing seconds of data in the sender.
     pub fn write_room(&self, id: StreamId) -> usize {
-        self.streams.write_room(id)
+        self.streams.write_room(id).min(self.send_budget_room())
+    }
+
+    fn send_budget_room(&self) -> usize {
+        let Some(e) = &self.one_rtt else { return 0 };
+        let path = &self.paths[0];
+        let rate = path.cc.rate();
+        let rtt = path.rtt.smoothed();
+        let at_rate = |d: Duration| (rate as f64 * d.as_secs_f64()) as u64;
+        // What may be in flight: the controller's window, so the budget
+        // never starves it (a probe for more bandwidth needs data to probe
+        // with), or a round trip at its rate for a controller without one.
+        let network = path.cc.window().unwrap_or_else(|| at_rate(rtt));
+        let block = e.tx.config().block_bytes_at(rate, rtt) as u64;
+        let budget = (network + block + at_rate(SEND_HORIZON)).max(MIN_SEND_BUDGET);
+        let queued = self.streams.unsent_bytes() as u64 + e.tx.bytes_undelivered();
+        budget.saturating_sub(queued) as usize
     }
 
     pub fn finish(&mut self, id: StreamId) -> Result<(), StreamError> {
@@ -629,6 +681,9 @@ impl Connection {
                 let lost = self
                     .recovery
                     .on_probe_timeout(now.saturating_sub(self.pto()));
+                for path in &mut self.paths {
+                    path.cc.on_probe_timeout(now);
+                }
                 self.on_lost(now, &lost);
                 self.pto_count += 1;
                 self.ping_due = true;

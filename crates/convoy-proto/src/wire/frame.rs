@@ -29,6 +29,7 @@ pub const MAX_BLOCKS: u8 = 0x09;
 pub const DATA_BLOCKED: u8 = 0x0a;
 pub const STREAM_DATA_BLOCKED: u8 = 0x0b;
 pub const CLOSE: u8 = 0x0c;
+pub const RECEIVE_TIME: u8 = 0x0d;
 pub const STREAM: u8 = 0x10;
 pub const RESET_STREAM: u8 = 0x11;
 
@@ -71,6 +72,15 @@ pub enum Frame<'a> {
     Close {
         code: u64,
         reason: &'a [u8],
+    },
+    /// When packet `pn` arrived, in microseconds on the receiver's own
+    /// clock (any epoch, fixed for the connection): with the packet's send
+    /// time it gives the sender one-way delays up to a constant, so it can
+    /// tell its own queue from the return path's, and the arrival spacing
+    /// the bottleneck imposed, free of the return path's jitter.
+    ReceiveTime {
+        pn: u64,
+        time_us: u64,
     },
     Stream {
         stream: u64,
@@ -266,6 +276,10 @@ fn parse_frame<'a>(r: &mut Reader<'a>) -> Result<Frame<'a>, WireError> {
         CLOSE => Frame::Close {
             code: r.varint()?,
             reason: r.length_prefixed()?,
+        },
+        RECEIVE_TIME => Frame::ReceiveTime {
+            pn: r.varint()?,
+            time_us: r.varint()?,
         },
         STREAM => {
             let fin = r.u8()?;
@@ -472,6 +486,7 @@ fn write_frame_fields(w: &mut Writer<'_>, frame: &Frame<'_>) -> Result<(), WireE
         Frame::MaxData(v) => two(w, MAX_DATA, v, None),
         Frame::MaxStreamData { stream, max } => two(w, MAX_STREAM_DATA, stream, Some(max)),
         Frame::MaxBlocks(v) => two(w, MAX_BLOCKS, v, None),
+        Frame::ReceiveTime { pn, time_us } => two(w, RECEIVE_TIME, pn, Some(time_us)),
         Frame::DataBlocked(v) => two(w, DATA_BLOCKED, v, None),
         Frame::StreamDataBlocked { stream, limit } => {
             two(w, STREAM_DATA_BLOCKED, stream, Some(limit))
@@ -624,6 +639,10 @@ mod tests {
             Frame::Close {
                 code: 3,
                 reason: b"bye",
+            },
+            Frame::ReceiveTime {
+                pn: 1 << 20,
+                time_us: 86_400_000_000,
             },
             Frame::Stream {
                 stream: 8,
