@@ -8,34 +8,7 @@ use super::{CloseReason, Connection, Handshake};
 use crate::cc::AckEvent;
 use crate::coding::Received;
 use crate::handshake::HandshakeError;
-use crate::stream::Streams;
 use crate::wire::{Frame, Frames, Packet, Protected};
-
-/// Hands a decoded block's frames to the streams.
-pub(crate) fn deliver_block(streams: &mut Streams, block: &[u8]) -> Result<(), String> {
-    for frame in Frames::new(block) {
-        match frame.map_err(|e| format!("bad frame in a block: {e}"))? {
-            Frame::Stream {
-                stream,
-                offset,
-                fin,
-                data,
-            } => streams
-                .on_stream_frame(stream, offset, fin, data)
-                .map_err(|e| e.to_string())?,
-            Frame::ResetStream {
-                stream,
-                final_size,
-                code,
-            } => streams
-                .on_reset(stream, final_size, code)
-                .map_err(|e| e.to_string())?,
-            Frame::Padding => {}
-            other => return Err(format!("frame not allowed in a block: {other:?}")),
-        }
-    }
-    Ok(())
-}
 
 impl Connection {
     /// Takes one parsed datagram addressed to this connection.
@@ -279,7 +252,20 @@ impl Connection {
                 Frame::Symbol(s) => {
                     eliciting = true;
                     let e = self.one_rtt.as_mut().expect("established");
-                    if e.rx.on_symbol(&s) == Received::Completed {
+                    let in_order = e.rx.is_next_source(&s);
+                    let received = e.rx.on_symbol(&s);
+                    if in_order && matches!(received, Received::Useful | Received::Completed) {
+                        // A source symbol in order: the block's bytes at its
+                        // place, readable now.
+                        let size = s.payload.len();
+                        let start = s.esi as usize * size;
+                        let end = (start + size).min(s.block_len as usize);
+                        let reader = e.readers.entry(s.block_id).or_default();
+                        if reader.position() == start && start < end {
+                            reader.feed(&s.payload[..end - start], &mut self.streams)?;
+                        }
+                    }
+                    if received == Received::Completed {
                         self.feedback_due = true;
                     }
                 }

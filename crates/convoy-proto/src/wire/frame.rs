@@ -545,6 +545,46 @@ pub fn write_stream_header(
     w.varint(data_len as u64)
 }
 
+/// The header of a STREAM frame at the start of `bytes`, without its data:
+/// (stream, offset, data length, fin, header length), or `None` if `bytes`
+/// ends inside the header. Lets a reader hand out a frame's data in pieces,
+/// as the block it travels in arrives symbol by symbol.
+pub fn parse_stream_header(
+    bytes: &[u8],
+) -> Result<Option<(u64, u64, u64, bool, usize)>, WireError> {
+    let mut r = Reader::new(bytes);
+    let header = (|| -> Result<(u64, u64, u64, bool), WireError> {
+        if r.u8()? != STREAM {
+            return Err(WireError::Invalid("not a STREAM frame"));
+        }
+        let fin = r.u8()?;
+        if fin > 1 {
+            return Err(WireError::Invalid("stream flags"));
+        }
+        let stream = r.varint()?;
+        let offset = r.varint()?;
+        let len = r.varint()?;
+        if offset
+            .checked_add(len)
+            .is_none_or(|end| end > super::cursor::VARINT_MAX)
+        {
+            return Err(WireError::Invalid("stream offset overflows"));
+        }
+        Ok((stream, offset, len, fin == 1))
+    })();
+    match header {
+        Ok((stream, offset, len, fin)) => Ok(Some((
+            stream,
+            offset,
+            len,
+            fin,
+            bytes.len() - r.remaining(),
+        ))),
+        Err(WireError::Truncated) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
 /// Bytes a STREAM frame header takes for these fields.
 pub fn stream_header_len(stream: u64, offset: u64, data_len: usize) -> usize {
     use super::cursor::varint_len;
