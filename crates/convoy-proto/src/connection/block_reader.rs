@@ -100,17 +100,15 @@ impl BlockReader {
     fn frame(&mut self, streams: &mut Streams) -> Result<Option<usize>, String> {
         let buf = &self.carry;
         match buf[0] {
-            STREAM => Ok(parse_stream_header(buf).map_err(malformed)?.map(
-                |(stream, offset, left, fin, header)| {
-                    self.partial = Some(Partial {
-                        stream,
-                        offset,
-                        left,
-                        fin,
-                    });
-                    header
-                },
-            )),
+            STREAM => Ok(parse_stream_header(buf).map_err(malformed)?.map(|h| {
+                self.partial = Some(Partial {
+                    stream: h.stream,
+                    offset: h.offset,
+                    left: h.data_len,
+                    fin: h.fin,
+                });
+                h.header_len
+            })),
             RESET_STREAM => {
                 let mut r = Reader::new(&buf[1..]);
                 let fields = (|| Ok::<_, WireError>((r.varint()?, r.varint()?, r.varint()?)))();

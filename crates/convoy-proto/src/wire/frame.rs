@@ -545,13 +545,21 @@ pub fn write_stream_header(
     w.varint(data_len as u64)
 }
 
-/// The header of a STREAM frame at the start of `bytes`, without its data:
-/// (stream, offset, data length, fin, header length), or `None` if `bytes`
-/// ends inside the header. Lets a reader hand out a frame's data in pieces,
-/// as the block it travels in arrives symbol by symbol.
-pub fn parse_stream_header(
-    bytes: &[u8],
-) -> Result<Option<(u64, u64, u64, bool, usize)>, WireError> {
+/// A STREAM frame's header, without its data.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StreamHeader {
+    pub stream: u64,
+    pub offset: u64,
+    pub data_len: u64,
+    pub fin: bool,
+    /// Bytes the header itself takes.
+    pub header_len: usize,
+}
+
+/// The header of a STREAM frame at the start of `bytes`, or `None` if
+/// `bytes` ends inside the header. Lets a reader hand out a frame's data in
+/// pieces, as the block it travels in arrives symbol by symbol.
+pub fn parse_stream_header(bytes: &[u8]) -> Result<Option<StreamHeader>, WireError> {
     let mut r = Reader::new(bytes);
     let header = (|| -> Result<(u64, u64, u64, bool), WireError> {
         if r.u8()? != STREAM {
@@ -573,13 +581,13 @@ pub fn parse_stream_header(
         Ok((stream, offset, len, fin == 1))
     })();
     match header {
-        Ok((stream, offset, len, fin)) => Ok(Some((
+        Ok((stream, offset, data_len, fin)) => Ok(Some(StreamHeader {
             stream,
             offset,
-            len,
+            data_len,
             fin,
-            bytes.len() - r.remaining(),
-        ))),
+            header_len: bytes.len() - r.remaining(),
+        })),
         Err(WireError::Truncated) => Ok(None),
         Err(e) => Err(e),
     }
