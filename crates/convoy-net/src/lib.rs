@@ -31,6 +31,7 @@ pub mod error;
 mod interrupt;
 pub mod keys;
 pub mod perf;
+pub mod perf_stamps;
 pub mod request;
 pub mod server;
 pub mod session;

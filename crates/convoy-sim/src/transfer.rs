@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use convoy_link::{Link, LinkConfig, Time};
-use convoy_proto::{Config, ConnectionStats, Endpoint, Event};
+use convoy_proto::{Config, ConnectionHandle, ConnectionStats, Endpoint, Event, StreamId};
 
 use crate::app::App;
 
@@ -81,6 +81,8 @@ pub struct DirectionReport {
     pub bytes: u64,
     /// Bytes read by the receiving application, all verified.
     pub delivered: u64,
+    /// Bytes the sender was told the receiver holds (its progress figure).
+    pub acknowledged: u64,
     /// From the connection being established to the last byte read.
     pub completion: Option<Duration>,
     /// delivered × 8 / completion (or / elapsed if unfinished), bit/s.
@@ -398,6 +400,12 @@ pub fn run(mut spec: TransferSpec) -> Result<TransferReport, SimError> {
 
     let start = established_at.unwrap_or(Duration::ZERO);
     let elapsed = now.saturating_sub(start);
+    let acked_by = |ep: &Endpoint, h: Option<ConnectionHandle>, stream: u64| {
+        h.and_then(|h| ep.connection_ref(h))
+            .map_or(0, |c| c.stream_acked(StreamId(stream)))
+    };
+    // Each side's own stream has its role's parity (client 0, server 1).
+    let acked = [acked_by(&client, Some(ch), 0), acked_by(&server, sh, 1)];
     let direction = |app: &mut App,
                      bytes: u64,
                      dir: usize,
@@ -416,6 +424,7 @@ pub fn run(mut spec: TransferSpec) -> Result<TransferReport, SimError> {
         DirectionReport {
             bytes,
             delivered: app.read,
+            acknowledged: acked[dir],
             completion: app.completed_at,
             goodput_bps: if span.is_zero() {
                 0.0

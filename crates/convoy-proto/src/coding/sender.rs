@@ -398,8 +398,9 @@ impl CodedSender {
     }
 
     /// Takes the receiver's BLOCK_STATUS (after the ACK of the same packet,
-    /// so `acked` and `useful` describe the same moment).
-    pub fn on_status(&mut self, status: &BlockStatus<'_>) {
+    /// so `acked` and `useful` describe the same moment); returns the ids of
+    /// the blocks it reports decodable for the first time.
+    pub fn on_status(&mut self, status: &BlockStatus<'_>) -> Vec<u32> {
         for b in self.blocks.iter_mut() {
             if b.id < status.done_below {
                 b.done = true;
@@ -413,13 +414,16 @@ impl CodedSender {
             }
         }
         let stats = &mut self.stats;
+        let mut done = Vec::new();
         self.blocks.retain(|b| {
             if b.done {
                 stats.blocks_done += 1;
                 stats.second_round_blocks += u64::from(b.second_round);
+                done.push(b.id);
             }
             !b.done
         });
+        done
     }
 }
 
@@ -476,7 +480,9 @@ mod tests {
         crate::wire::frame::write_block_status(&mut w, done_below, &[]).unwrap();
         let n = w.len();
         match crate::wire::Frames::new(&buf[..n]).next() {
-            Some(Ok(crate::wire::Frame::BlockStatus(status))) => s.on_status(&status),
+            Some(Ok(crate::wire::Frame::BlockStatus(status))) => {
+                s.on_status(&status);
+            }
             other => panic!("{other:?}"),
         }
     }

@@ -269,12 +269,14 @@ impl Connection {
                         self.feedback_due = true;
                     }
                 }
-                Frame::BlockStatus(status) => self
-                    .one_rtt
-                    .as_mut()
-                    .expect("established")
-                    .tx
-                    .on_status(&status),
+                Frame::BlockStatus(status) => {
+                    let e = self.one_rtt.as_mut().expect("established");
+                    for id in e.tx.on_status(&status) {
+                        for (stream, bytes) in e.block_contents.remove(&id).unwrap_or_default() {
+                            *self.acked_stream_bytes.entry(stream).or_default() += bytes;
+                        }
+                    }
+                }
                 Frame::RateReport {
                     train_id,
                     bytes_per_sec,

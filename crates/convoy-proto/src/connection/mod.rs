@@ -180,6 +180,8 @@ pub(crate) struct Established1Rtt {
     pub rx: CodedReceiver,
     /// Per block being received, how far its frames were read in order.
     pub readers: std::collections::BTreeMap<u32, block_reader::BlockReader>,
+    /// Per block sent and not yet decodable, the stream bytes it carries.
+    pub block_contents: std::collections::BTreeMap<u32, Vec<(u64, u64)>>,
 }
 
 pub struct Connection {
@@ -234,6 +236,8 @@ pub struct Connection {
     pub(crate) unvalidated_sent: u64,
     pub(crate) stats: ConnectionStats,
     pub(crate) scratch: Vec<u8>,
+    /// Stream bytes the peer holds (in blocks it reported decodable).
+    pub(crate) acked_stream_bytes: std::collections::BTreeMap<u64, u64>,
 }
 
 impl Connection {
@@ -293,6 +297,7 @@ impl Connection {
             unvalidated_sent: 0,
             stats: ConnectionStats::default(),
             scratch: Vec::with_capacity(2048),
+            acked_stream_bytes: Default::default(),
             cfg,
         }
     }
@@ -382,6 +387,7 @@ impl Connection {
             tx: CodedSender::new(coding, est.peer_params.max_blocks),
             rx: CodedReceiver::new(coding.code, self.cfg.coding.window),
             readers: Default::default(),
+            block_contents: Default::default(),
         });
         self.events.push_back(Event::Connected);
         if self.role == Role::Client {
@@ -503,6 +509,13 @@ impl Connection {
     /// (at least a round trip at the sending rate), one block and
     /// `SEND_HORIZON` at that rate, so writes are back-pressured to the path
     /// instead of queueing seconds of data in the sender.
+    /// Bytes of stream `id` the peer holds: in blocks it reported
+    /// decodable (delivered, or about to be), whatever the application on
+    /// the other side has read. What a progress display should show.
+    pub fn stream_acked(&self, id: StreamId) -> u64 {
+        self.acked_stream_bytes.get(&id.0).copied().unwrap_or(0)
+    }
+
     pub fn write_room(&self, id: StreamId) -> usize {
         self.streams.write_room(id).min(self.send_budget_room())
     }

@@ -298,9 +298,10 @@ impl Connection {
         if e.tx.can_start_block() && self.streams.has_sendable() {
             let max = e.tx.config().block_bytes_at(rate, rtt);
             let mut block = Vec::with_capacity(max);
-            self.streams.fill_block(&mut block, max);
+            let packed = self.streams.fill_block(&mut block, max);
             if !block.is_empty() {
-                e.tx.start_block(&block).ok()?;
+                let id = e.tx.start_block(&block).ok()?;
+                e.block_contents.insert(id, packed);
                 return e.tx.next_symbol();
             }
         }
