@@ -43,12 +43,12 @@ pub struct ClientOptions {
 
 impl ClientOptions {
     /// Defaults for everything but the server's address and key:
-    /// RCDP, a fresh identity, 30 s idle and 10 s handshake timeouts.
+    /// Tide, a fresh identity, 30 s idle and 10 s handshake timeouts.
     pub fn new(server: SocketAddr, server_key: [u8; 32]) -> ClientOptions {
         ClientOptions {
             server,
             server_key,
-            mode: Mode::Rcdp,
+            mode: Mode::Tide,
             keypair: None,
             idle_timeout: Duration::from_secs(30),
             handshake_timeout: Duration::from_secs(10),

@@ -39,13 +39,13 @@ pub struct ServerOptions {
 
 impl ServerOptions {
     /// Defaults for everything but the address and key: perf only (no
-    /// `dir`), RCDP, not `once`, a 30 s idle timeout.
+    /// `dir`), Tide, not `once`, a 30 s idle timeout.
     pub fn new(listen: SocketAddr, keypair: Keypair) -> ServerOptions {
         ServerOptions {
             listen,
             keypair,
             dir: None,
-            mode: Mode::Rcdp,
+            mode: Mode::Tide,
             once: false,
             idle_timeout: Duration::from_secs(30),
             driver: DriverConfig::default(),

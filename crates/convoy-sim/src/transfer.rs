@@ -133,12 +133,19 @@ pub struct TransferReport {
     /// Bytes the client offered the uplink per timeline bin, headers
     /// included (what it sent, whether the queue took it or not).
     pub uplink_sent: Vec<u64>,
-    /// Bytes the uplink delivered per timeline bin (all datagrams,
-    /// headers included): what the link carried, whatever was useful.
+    /// Bytes the uplink carried per timeline bin, by when they left the
+    /// bottleneck (all datagrams, headers included): what the link
+    /// carried, whatever was useful.
     pub uplink_delivered: Vec<u64>,
     /// The longest time an uplink datagram delivered in each timeline bin
     /// spent in the bottleneck, ms.
     pub uplink_queue_max_ms: Vec<f64>,
+    /// What limited the client's sending at the start of each timeline
+    /// bin (its rate controller's state, or "window").
+    pub client_limited_by: Vec<&'static str>,
+    /// Uplink capacity left unused, bytes, by what limited the client in
+    /// the bin: where a controller loses throughput.
+    pub uplink_idle_by_state: std::collections::BTreeMap<&'static str, u64>,
 }
 
 /// The serialisable part of a connection's statistics.
@@ -257,6 +264,7 @@ pub fn run(mut spec: TransferSpec) -> Result<TransferReport, SimError> {
     let mut uplink_delays = Vec::new();
     let mut uplink_sent: Vec<u64> = Vec::new();
     let mut uplink_queue_max_ms: Vec<f64> = Vec::new();
+    let mut client_limited_by: Vec<&'static str> = Vec::new();
     let bin = spec.timeline_bin.max(Duration::from_micros(100));
 
     loop {
@@ -331,7 +339,9 @@ pub fn run(mut spec: TransferSpec) -> Result<TransferReport, SimError> {
             }
         }
         while (client_rate.len() as u128) * bin.as_nanos() <= now.as_nanos() {
-            client_rate.push(client.connection_ref(ch).map_or(0, |c| c.stats().rate * 8));
+            let stats = client.connection_ref(ch).map(|c| c.stats());
+            client_rate.push(stats.map_or(0, |s| s.rate * 8));
+            client_limited_by.push(stats.map_or("", |s| s.limited_by));
         }
         let client_closed = client.connection_ref(ch).is_none_or(|c| c.is_closed());
         let stop_at = match (spec.duration, established_at) {
@@ -375,7 +385,12 @@ pub fn run(mut spec: TransferSpec) -> Result<TransferReport, SimError> {
                 queue_delays[dir].push(Duration::from_nanos(d.queue_delay.as_nanos()));
                 if dir == 0 {
                     uplink_delays.push((to_duration(d.at), delay));
-                    add_to_bin(&mut uplink_delivered, to_duration(d.at), bin, d.len);
+                    add_to_bin(
+                        &mut uplink_delivered,
+                        to_duration(d.departed_at),
+                        bin,
+                        d.len,
+                    );
                     let i = (d.at.as_nanos() as u128 / bin.as_nanos()) as usize;
                     if uplink_queue_max_ms.len() <= i {
                         uplink_queue_max_ms.resize(i + 1, 0.0);
@@ -456,7 +471,10 @@ pub fn run(mut spec: TransferSpec) -> Result<TransferReport, SimError> {
     let download = direction(&mut capp, spec.download, 1, down_delays, down_queued);
     let cconn = client.connection_ref(ch);
     let sconn = sh.and_then(|h| server.connection_ref(h));
+    let uplink_idle_by_state =
+        idle_by_state(&link_configs[0], bin, &uplink_delivered, &client_limited_by);
     Ok(TransferReport {
+        uplink_idle_by_state,
         handshake: established_at,
         upload,
         download,
@@ -472,7 +490,25 @@ pub fn run(mut spec: TransferSpec) -> Result<TransferReport, SimError> {
         uplink_sent,
         uplink_delivered,
         uplink_queue_max_ms,
+        client_limited_by,
     })
+}
+
+/// Capacity each bin left unused, summed by what limited the sender then.
+fn idle_by_state(
+    link: &LinkConfig,
+    bin: Duration,
+    delivered: &[u64],
+    limited_by: &[&'static str],
+) -> std::collections::BTreeMap<&'static str, u64> {
+    let mut idle = std::collections::BTreeMap::new();
+    for (i, &state) in limited_by.iter().enumerate() {
+        let from = to_time(bin * i as u32);
+        let capacity = (link.capacity_bits(from, to_time(bin * (i as u32 + 1))) / 8.0) as u64;
+        let used = delivered.get(i).copied().unwrap_or(0);
+        *idle.entry(state).or_default() += capacity.saturating_sub(used);
+    }
+    idle
 }
 
 /// Adds `bytes` to the timeline bin holding `at`.

@@ -18,9 +18,10 @@ pub const DEFAULT_PORT: u16 = 4433;
 /// Options of every command that moves data.
 #[derive(Args, Clone, Debug)]
 pub struct TransferOpts {
-    /// Code and rate control: `rcdp` (RaptorQ + RCDP packet trains) or
-    /// `rlnc-bbr` (RLNC + BBR).
-    #[arg(long, default_value = "rcdp", value_parser = parse_mode)]
+    /// Code and rate control: `tide` (RLNC + Tide, made for links whose
+    /// capacity changes every second: the default), `rcdp` (RaptorQ + RCDP
+    /// packet trains, SPEC S1) or `rlnc-bbr` (RLNC + BBR, SPEC S2).
+    #[arg(long, default_value = "tide", value_parser = parse_mode)]
     pub mode: Mode,
     /// Seconds without hearing from the peer before giving up. A re-run
     /// of the same command resumes where this one stopped.

@@ -20,9 +20,11 @@ use crate::progress;
 
 #[derive(Args)]
 pub struct SimulateArgs {
-    /// Transport mode. rcdp: RaptorQ blocks, RCDP packet trains.
-    /// rlnc-bbr: RLNC generations, BBR (ScalaNC's combination).
-    #[arg(long, default_value = "rcdp")]
+    /// Transport mode. tide (the default): RLNC blocks of about 100 ms on
+    /// the air, Tide rate control from receive times. rcdp: RaptorQ blocks,
+    /// RCDP packet trains. rlnc-bbr: RLNC generations, BBR (ScalaNC's
+    /// combination).
+    #[arg(long, default_value = "tide")]
     mode: String,
     /// Erasure code, instead of the mode's: raptorq or rlnc.
     #[arg(long)]

@@ -72,7 +72,7 @@ fn upload_and_download_round_trip_in_both_modes() {
     let port = free_port();
     let _server = serve(port, &store, &key, &[]);
     let addr = format!("127.0.0.1:{port}");
-    for (i, mode) in ["rcdp", "rlnc-bbr"].iter().enumerate() {
+    for (i, mode) in ["tide", "rcdp", "rlnc-bbr"].iter().enumerate() {
         let name = format!("log-{mode}.bin");
         let src = dir.path().join(&name);
         make_file(&src, 8_000_000 + i * 12_345, 7 + i as u64);
@@ -150,7 +150,7 @@ fn perf_reports_json_with_intervals_and_cpu() {
     );
     let v = json_of(&out);
     assert_eq!(v["bytes"], 20_000_000);
-    assert_eq!(v["mode"], "rcdp");
+    assert_eq!(v["mode"], "tide");
     assert!(v["goodput_mbps"].as_f64().unwrap() > 1.0);
     assert!(v["cpu_seconds"].as_f64().unwrap() > 0.0);
     assert!(v["server_cpu_seconds"].as_f64().unwrap() > 0.0);

@@ -125,4 +125,9 @@ pub trait RateController: Send {
 
     /// The controller's current sending rate, bytes per second.
     fn rate(&self) -> u64;
+
+    /// A word for the controller's state, for traces and reports.
+    fn state(&self) -> &'static str {
+        self.name()
+    }
 }

@@ -127,6 +127,9 @@ pub struct ConnectionStats {
     pub rate: u64,
     /// The measured loss rate of our data packets.
     pub loss_rate: f64,
+    /// What limits sending now: the rate controller's own state ("track",
+    /// "silent", ...), or "window" when its window is full.
+    pub limited_by: &'static str,
 }
 
 pub(crate) struct Path {
@@ -442,6 +445,11 @@ impl Connection {
         s.smoothed_rtt = path.rtt.smoothed();
         s.min_rtt = path.rtt.min();
         s.rate = path.cc.rate();
+        s.limited_by = if self.one_rtt.is_some() && self.window_full(0) {
+            "window"
+        } else {
+            path.cc.state()
+        };
         if let Some(e) = &self.one_rtt {
             s.sender = e.tx.stats();
             s.receiver = e.rx.stats();

@@ -9,8 +9,12 @@ use crate::cc::PeerReceive;
 
 /// The base one-way delay is the minimum over this long.
 pub(super) const BASE_WINDOW: Duration = Duration::from_secs(30);
-/// Rate samples are kept this long, for the window's rate maximum.
-const RATE_HISTORY: Duration = Duration::from_secs(2);
+/// Arrivals this far apart while our data waited in the queue mean the
+/// link delivered nothing: an outage (or a fade as deep), whose length
+/// says nothing of the link's rate when it carries. Cellular links pause
+/// for tens of milliseconds between scheduling bursts all the time; these
+/// count (they are part of the rate).
+const OUTAGE_GAP: Duration = Duration::from_millis(200);
 /// A queue of at least this much behind a packet kept the link busy.
 const BUSY_QUEUE_BYTES: u64 = 1000;
 
@@ -53,10 +57,13 @@ struct Arrival {
 /// of busy time in the log.
 fn busy_rate(log: &VecDeque<Arrival>, window: Duration) -> Option<u64> {
     let (mut time, mut bytes) = (Duration::ZERO, 0u64);
-    for pair in log.iter().rev().collect::<Vec<_>>().windows(2) {
-        let (new, old) = (pair[0], pair[1]);
-        if new.busy {
-            time += new.at.saturating_sub(old.at);
+    for i in (1..log.len()).rev() {
+        let (new, old) = (log[i], log[i - 1]);
+        let gap = new.at.saturating_sub(old.at);
+        // A silence of the link while our data waited is an outage, not
+        // its capacity: after it, the link carries what it did before.
+        if new.busy && gap <= OUTAGE_GAP {
+            time += gap;
             bytes += new.delivered - old.delivered;
             if time >= window {
                 break;
@@ -90,8 +97,8 @@ pub(super) struct PathEstimate {
     keep: Duration,
     /// One-way delay (peer arrival − our send, ns, any clock offset).
     base_owd: WindowMin,
-    /// (our time, receive rate) maxima over the last `RATE_HISTORY`.
-    rate_max: VecDeque<(Duration, u64)>,
+    /// (our time, busy rate over the short window) of the recent samples.
+    recent_short_busy: VecDeque<(Duration, u64)>,
     /// (our time, queue bytes) of the recent samples.
     recent_queue: VecDeque<(Duration, u64)>,
     /// The latest packet's queueing delay, and the bytes queued behind it.
@@ -101,6 +108,9 @@ pub(super) struct PathEstimate {
     /// rate while it was busy (over the averaging window of busy time).
     pub rate_short: Option<u64>,
     pub rate_busy: Option<u64>,
+    /// The link's rate while busy over the short window (None if it was
+    /// not busy for half of it).
+    pub rate_short_busy: Option<u64>,
     /// What arrived over the averaging window, busy or not: the link
     /// carries at least this.
     pub rate_arrived: Option<u64>,
@@ -150,18 +160,9 @@ impl PathEstimate {
         self.rate_short = arrival_rate(&self.arrivals, short).or(self.rate_short);
         self.rate_busy = busy_rate(&self.arrivals, avg).or(self.rate_busy);
         self.rate_arrived = arrival_rate(&self.arrivals, avg).or(self.rate_arrived);
-        if let Some(rate) = self.rate_short {
-            while self.rate_max.back().is_some_and(|&(_, v)| v <= rate) {
-                self.rate_max.pop_back();
-            }
-            self.rate_max.push_back((now, rate));
-        }
-        while self
-            .rate_max
-            .front()
-            .is_some_and(|&(t, _)| t + RATE_HISTORY < now)
-        {
-            self.rate_max.pop_front();
+        self.rate_short_busy = busy_rate(&self.arrivals, short);
+        if let Some(r) = self.rate_short_busy {
+            self.recent_short_busy.push_back((now, r));
         }
 
         let owd = r.received.as_nanos() as i64 - r.sent.as_nanos() as i64;
@@ -177,6 +178,20 @@ impl PathEstimate {
         let first = self.sends.partition_point(|&(s, _)| s < r.sent);
         self.sends.drain(..first.saturating_sub(1));
         self.recent_queue.push_back((now, self.queue_bytes));
+    }
+
+    /// The lowest short-window busy rate over the last `span`: what the
+    /// link has sustained for that long (a burst of a few milliseconds does
+    /// not last a round trip; a capacity rise does).
+    pub fn rate_sustained(&mut self, now: Duration, span: Duration) -> Option<u64> {
+        while self
+            .recent_short_busy
+            .front()
+            .is_some_and(|&(t, _)| t + span < now)
+        {
+            self.recent_short_busy.pop_front();
+        }
+        self.recent_short_busy.iter().map(|&(_, r)| r).min()
     }
 
     /// Forgets queue samples older than `span`.
@@ -199,11 +214,6 @@ impl PathEstimate {
         let sum: u64 = self.recent_queue.iter().map(|&(_, q)| q).sum();
         let max = self.recent_queue.iter().map(|&(_, q)| q).max().unwrap_or(0);
         (sum / n, max)
-    }
-
-    /// The highest short-window receive rate of the last two seconds.
-    pub fn rate_top(&self) -> Option<u64> {
-        self.rate_max.front().map(|&(_, v)| v)
     }
 }
 
