@@ -38,6 +38,17 @@ def _grid(n: int):
     return fig, list(axes.flat[:n])
 
 
+def _finish(fig, axes, title: str, path: Path) -> Path:
+    """One legend for every panel, below them; the title above; saved."""
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=min(6, len(labels)), fontsize=8)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout(rect=(0, 0.07, 1, 0.95))
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
 def scatter(df: pd.DataFrame, loss: float, schemes: list[str], path: Path) -> Path | None:
     """Throughput against p95 one-way delay, one panel per trace direction."""
     p = points(df)
@@ -72,13 +83,7 @@ def scatter(df: pd.DataFrame, loss: float, schemes: list[str], path: Path) -> Pa
         ax.annotate("better", xy=(0.97, 0.95), xytext=(0.78, 0.78), xycoords="axes fraction",
                     textcoords="axes fraction", ha="center", fontsize=8,
                     arrowprops={"arrowstyle": "->", "color": "0.3"})
-    handles, labels = axes[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=min(6, len(labels)), fontsize=8)
-    fig.suptitle(f"Throughput against delay, {loss_label(loss)}\n(mean over offsets; bars: their range)", fontsize=10)
-    fig.tight_layout(rect=(0, 0.07, 1, 0.95))
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    return _finish(fig, axes, f"Throughput against delay, {loss_label(loss)}\n(mean over offsets; bars: their range)", path)
 
 
 def over_time(df: pd.DataFrame, loss: float, schemes: list[str], experiment_dir: Path, path: Path) -> Path | None:
@@ -115,13 +120,7 @@ def over_time(df: pd.DataFrame, loss: float, schemes: list[str], experiment_dir:
     if not drawn:
         plt.close(fig)
         return None
-    handles, labels = axes[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=min(6, len(labels)), fontsize=8)
-    fig.suptitle(f"Data delivered per second by the link,\none run per scheme, {loss_label(loss)}", fontsize=10)
-    fig.tight_layout(rect=(0, 0.07, 1, 0.95))
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    return _finish(fig, axes, f"Data delivered per second by the link,\none run per scheme, {loss_label(loss)}", path)
 
 
 def _trace_path(row, experiment_dir: Path) -> Path | None:

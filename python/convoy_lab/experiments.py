@@ -107,7 +107,14 @@ def as_json(results: list[dict], report_path: Path | None) -> dict:
                 "name": r["experiment"].name if r["experiment"] else r["name"],
                 "meta": r["meta"],
                 "claims": [c.__dict__ for c in r.get("claims", [])],
-                **({"targets": _clean_all(r["checks"])} if "checks" in r else {}),
+                **(
+                    {
+                        "targets": _clean_all(r["checks"]),
+                        "target_points": _clean_all(cellular_analysis.point_checks(r["rows"]).to_dict("records")),
+                    }
+                    if "checks" in r
+                    else {}
+                ),
                 "rows": [{k: _clean(v) for k, v in row.items()} for row in r["rows"].to_dict("records")],
             }
             for r in results

@@ -156,6 +156,10 @@ img { max-width: 100%; display: block; margin: 0.5em 0; }
 """
 
 
+def _not_run(meta: dict) -> list[str]:
+    return [f'<p class="note">Not run: {html.escape(s)}: {html.escape(r)}</p>' for s, r in (meta.get("skipped") or {}).items()]
+
+
 def experiment_section(e: Experiment, df: pd.DataFrame, meta: dict, out: Path) -> str:
     parts = [f'<h2 id="{e.name}">{html.escape(e.title)}</h2>']
     parts.append(f"<p><b>Conditions.</b> {html.escape(e.conditions)}. "
@@ -163,8 +167,7 @@ def experiment_section(e: Experiment, df: pd.DataFrame, meta: dict, out: Path) -
                  f"seeds: {html.escape(str(meta.get('seeds', '?')))}"
                  f"{' (short settings of the demo)' if meta.get('quick') else ''}.</p>")
     parts.append(f"<p>Regenerate: <code>{html.escape(regenerate_command(e.name, meta))}</code></p>")
-    for scheme, reason in (meta.get("skipped") or {}).items():
-        parts.append(f'<p class="note">Not run: {html.escape(scheme)}: {html.escape(reason)}</p>')
+    parts += _not_run(meta)
     failed = df[df["status"] != "ok"] if not df.empty else df
     if len(failed):
         rows = [[r.scheme, r.status, str(r.error)] for r in failed.itertuples()]
@@ -199,10 +202,9 @@ def cellular_section(df: pd.DataFrame, meta: dict, out: Path) -> str:
     parts = [f'<h2 id="{CELLULAR}">{html.escape(title)}</h2>']
     parts.append(f"<p><b>Conditions.</b> {html.escape(meta.get('conditions', '?'))}; seeds "
                  f"{html.escape(str(meta.get('seeds', '?')))}{' (short form of the demo)' if meta.get('quick') else ''}"
-                 f"{'' if meta.get('finished', True) else '. <b>Interrupted</b>: the rows measured before it stopped'}.</p>")
+                 f"{'' if meta.get('finished', True) else '. <b>Not finished</b> (interrupted, or still running): the rows measured so far'}.</p>")
     parts.append(f"<p>Regenerate: <code>{html.escape(meta.get('command', '.venv/bin/python -m convoy_lab.experiments run cellular'))}</code></p>")
-    for scheme, reason in (meta.get("skipped") or {}).items():
-        parts.append(f'<p class="note">Not run: {html.escape(scheme)}: {html.escape(reason)}</p>')
+    parts += _not_run(meta)
     failed = df[df["status"] != "ok"] if not df.empty else df
     if len(failed):
         rows = [[r.scheme, r.trace, f"{r.offset_s:g} s", f"{r.loss_pct:g} %", r.status, str(r.error)] for r in failed.itertuples()]

@@ -281,3 +281,14 @@ def test_run_writes_rows_meta_and_a_report_section(tmp_path, shared_traces, caps
     assert 'id="cellular"' in page and meta["command"] in page
     assert page.count("data:image/png;base64,") == 4  # scatter and over-time, per loss setting
     assert "Targets for convoy, 2 % added loss" in page and "1.50 met" in page
+
+
+def test_json_document_has_rows_and_targets(tmp_path):
+    df = _grid_rows()
+    res = {"experiment": None, "name": "cellular", "rows": df, "meta": {"schemes": ["convoy"]},
+           "checks": ca.summary_checks(df)}
+    doc = json.loads(json.dumps(experiments.as_json([res], tmp_path / "report.html")))
+    cell = doc["experiments"][0]
+    assert cell["name"] == "cellular" and len(cell["rows"]) == len(df)
+    assert {t["scope"] for t in cell["targets"]} == {f"{ATT}.up", "all"}
+    assert len(cell["target_points"]) == 3 and cell["rows"][0]["lat_p50_ms"] is None
