@@ -101,8 +101,10 @@ def point_checks(df: pd.DataFrame) -> pd.DataFrame:
     """Per point: convoy's goodput over Cubic's and BBR's and its p95
     queueing delay over Cubic's, each with its verdict (True met, False
     missed, None when no target is set for that loss or a scheme is
-    missing)."""
+    missing). A point where convoy's run failed (timeout, error) misses
+    both goodput targets; `convoy_failed` says how it failed."""
     p = points(df)
+    failed = _failed_points(df)
     rows = []
     for key, g in p.groupby(POINT):
         by = g.set_index("scheme")
@@ -116,8 +118,21 @@ def point_checks(df: pd.DataFrame) -> pd.DataFrame:
             "over_cubic": _ratio(value(TARGET_SCHEME, "goodput_mbit_s"), value(CUBIC, "goodput_mbit_s")),
             "over_bbr": _ratio(value(TARGET_SCHEME, "goodput_mbit_s"), value(BBR, "goodput_mbit_s")),
             "delay_over_cubic": _ratio(value(TARGET_SCHEME, "qdelay_p95_ms"), value(CUBIC, "qdelay_p95_ms")),
+            "convoy_failed": "" if TARGET_SCHEME in by.index else failed.get((loss, key[1], float(key[2])), ""),
         }))
     return pd.DataFrame(rows)
+
+
+def _failed_points(df: pd.DataFrame) -> dict:
+    """Points where convoy ran but no run of it succeeded: their statuses."""
+    if df.empty or "status" not in df:
+        return {}
+    mine = df[df["scheme"] == TARGET_SCHEME]
+    out = {}
+    for key, g in mine.groupby(POINT):
+        if not (g["status"] == "ok").any():
+            out[(float(key[0]), key[1], float(key[2]))] = "/".join(sorted(set(g["status"])))
+    return out
 
 
 def _verdicts(row: dict) -> dict:
@@ -130,6 +145,8 @@ def _verdicts(row: dict) -> dict:
 
     row["over_cubic_met"] = judge(row["over_cubic"], target.over_cubic if target else 0, True)
     row["over_bbr_met"] = judge(row["over_bbr"], target.over_bbr if target else 0, True)
+    if row.get("convoy_failed") and target is not None:
+        row["over_cubic_met"] = row["over_bbr_met"] = False
     row["delay_met"] = judge(row["delay_over_cubic"], target.delay if target else 0, False)
     verdicts = [row["over_cubic_met"], row["over_bbr_met"], row["delay_met"]]
     # One miss is a miss even where another ratio cannot be judged.
@@ -148,6 +165,8 @@ def worst(checks: pd.DataFrame) -> dict:
         "over_bbr": _nan_safe(checks["over_bbr"].min()),
         "delay_over_cubic": _nan_safe(checks["delay_over_cubic"].max()),
     }
+    failed = checks["convoy_failed"].fillna("") if "convoy_failed" in checks else pd.Series([], dtype=str)
+    row["convoy_failed"] = f"{(failed != '').sum()} failed" if (failed != "").any() else ""
     row = _verdicts(row)
     judged = checks["met"].dropna()
     row["points_met"], row["points_judged"], row["points"] = int(judged.astype(bool).sum()), len(judged), len(checks)
@@ -229,8 +248,12 @@ def check_rows(df: pd.DataFrame, loss: float) -> tuple[list[str], list[list[str]
     def line(scope: str, offset: str, c: dict) -> list[str]:
         extra = f" ({c['points_met']} of {c['points_judged']} points)" if c.get("points_judged") else ""
         all_three = "n/a" if c["met"] is None else ("met" if c["met"] else "MISSED")
-        return [scope, offset, verdict(c["over_cubic"], c["over_cubic_met"]), verdict(c["over_bbr"], c["over_bbr_met"]),
-                verdict(c["delay_over_cubic"], c["delay_met"], at_least=False), all_three + extra]
+        cubic, bbr = verdict(c["over_cubic"], c["over_cubic_met"]), verdict(c["over_bbr"], c["over_bbr_met"])
+        if c.get("convoy_failed") and "points" in c:  # worst of the others, and the failures
+            cubic, bbr = (f"{verdict(c[k], False)}, {TARGET_SCHEME} {c['convoy_failed']}" for k in ("over_cubic", "over_bbr"))
+        elif c.get("convoy_failed"):  # no goodput to divide: say how the run failed
+            cubic = bbr = f"{TARGET_SCHEME} {c['convoy_failed']}: MISSED"
+        return [scope, offset, cubic, bbr, verdict(c["delay_over_cubic"], c["delay_met"], at_least=False), all_three + extra]
 
     if checks.empty:
         return headers, rows

@@ -292,3 +292,16 @@ def test_json_document_has_rows_and_targets(tmp_path):
     assert cell["name"] == "cellular" and len(cell["rows"]) == len(df)
     assert {t["scope"] for t in cell["targets"]} == {f"{ATT}.up", "all"}
     assert len(cell["target_points"]) == 3 and cell["rows"][0]["lat_p50_ms"] is None
+
+
+def test_a_failed_convoy_run_misses_its_targets():
+    df = _grid_rows()
+    stalled = (df["scheme"] == "convoy") & (df["offset_s"] == 0) & (df["loss_pct"] == 0)
+    df.loc[stalled, ["status", "error"]] = ["timeout", "no result within 210 s"]
+    checks = ca.point_checks(df).set_index(["loss_pct", "offset_s"])
+    assert checks.loc[(0, 0), "convoy_failed"] == "timeout" and checks.loc[(0, 0), "met"] == False  # noqa: E712
+    worst = {(c["loss_pct"], c["scope"]): c for c in ca.summary_checks(df)}[(0, "all")]
+    assert worst["convoy_failed"] == "1 failed" and worst["over_cubic_met"] == False  # noqa: E712
+    text = ca.text_report(df, {"schemes": cellular.SCHEMES_DEFAULT}, report.text_table)
+    assert "convoy timeout: MISSED" in text and "0.80 MISSED, convoy 1 failed" in text
+    assert "no result: convoy ATT-LTE-driving-2016.up from 0 s, no added loss: timeout" in text
