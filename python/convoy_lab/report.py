@@ -236,6 +236,12 @@ def cellular_section(df: pd.DataFrame, meta: dict, out: Path) -> str:
         else:
             parts.append(f"<p>n/a: {cell.TARGET_SCHEME} was not run.</p>")
         parts.append(_img(cellular_plots.over_time(df, loss, schemes, directory, directory / f"over-time-loss{tag}.png")))
+    p = cell.points(df).sort_values(["loss_pct", "trace", "offset_s"], kind="stable")
+    rows = [[f"{r.loss_pct:g} %", r.trace, f"{r.offset_s:g} s", r.scheme, _num(r.goodput_mbit_s), _num(r.capacity_mbit_s),
+             _num(r.owd_p50_ms, 0), _num(r.owd_p95_ms, 0), _num(r.qdelay_p95_ms, 0)] for r in p.itertuples()]
+    parts.append("<details><summary>Every point (mean over seeds)</summary>" + _html_table(
+        ["loss", "trace", "offset", "scheme", "goodput Mbit/s", "capacity Mbit/s", "owd p50 ms", "owd p95 ms",
+         "queue p95 ms"], rows) + "</details>")
     parts.append(f"<p>Every run: <a href='{CELLULAR}/runs.csv'>{CELLULAR}/runs.csv</a></p>")
     return "\n".join(parts)
 
