@@ -16,7 +16,7 @@ build: setup
 
 # The main job: convoy beside real kernel TCP (cubic, bbr, reno) over
 # `convoy emu`, on the 50 Mbit/s loss sweep and the short form of the
-# cellular drive-trace evaluation (about 5 minutes after the build). Writes
+# cellular drive-trace evaluation (5 to 7 minutes after the build). Writes
 # $(RESULTS)/report.html and prints the paper's figures and issue 15's
 # targets beside ours. Needs root (convoy emu).
 # `make reproduce` runs every experiment at full length (about 4.5 hours per seed).

@@ -265,6 +265,23 @@ def check_rows(df: pd.DataFrame, loss: float) -> tuple[list[str], list[list[str]
     return headers, rows
 
 
+def overrun_notes(df: pd.DataFrame, slack_s: float = 2.0) -> list[str]:
+    """Schemes whose runs went on well past the asked duration (`convoy
+    perf --time T` delivering what it buffered after T): their goodput and
+    capacity cover a longer window than the others', so ratios between
+    them compare different stretches of the drive."""
+    ok = ok_rows(df)
+    if ok.empty or "transfer_s" not in ok or "duration_s" not in ok:
+        return []
+    over = (ok["duration_s"] - ok["transfer_s"]).groupby(ok["scheme"]).max()
+    return [
+        f"{scheme}: runs lasted up to {over[scheme]:.0f} s past their {ok['transfer_s'].max():g} s, so its goodput and "
+        "capacity are over a longer window than the others' (ratios compare different stretches of the drive)"
+        for scheme in over.index
+        if over[scheme] > slack_s
+    ]
+
+
 def text_report(df: pd.DataFrame, meta: dict, table) -> str:
     """Everything the command prints on stdout; `table(headers, rows)`
     formats a table (report.text_table)."""
@@ -286,6 +303,8 @@ def text_report(df: pd.DataFrame, meta: dict, table) -> str:
         for trace in ok[ok["loss_pct"] == loss]["trace"].unique():
             out.append(f"\n-- {trace}, {loss_label(loss)}")
             out.append(table(*direction_rows(df, loss, trace, schemes)))
+    for note in overrun_notes(df):
+        out.append(f"\n   note: {note}")
     for loss in sorted(ok["loss_pct"].unique()):
         target = TARGETS.get(float(loss))
         goal = target.describe() if target else "no target is set for this loss"

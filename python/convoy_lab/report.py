@@ -218,6 +218,7 @@ def cellular_section(df: pd.DataFrame, meta: dict, out: Path) -> str:
                  "run's own window of link time, from its offset (mean over offsets). One-way delay (owd): data packets "
                  "on the link, from convoy emu's records; queue: owd less the configured propagation delay. "
                  "Scatter: Pantheon's axes (p95 one-way delay, log, inverted: better is up and to the right).</p>")
+    parts += [f"<p class='note'><b>Note.</b> {html.escape(n)}.</p>" for n in cell.overrun_notes(df)]
     schemes = meta.get("schemes") or sorted(ok["scheme"].unique())
     directory = out / CELLULAR
     for loss in sorted(ok["loss_pct"].unique()):

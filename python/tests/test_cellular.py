@@ -248,6 +248,9 @@ def test_text_report_has_tables_checks_and_latency_only_when_reported():
     assert "all directions            worst" in text and "(1 of 2 points)" in text
     df.loc[df["scheme"] == "convoy", ["lat_p50_ms", "lat_p95_ms", "lat_p99_ms"]] = [30.0, 90.0, 150.0]
     assert "w→r p95 ms" in ca.text_report(df, meta, report.text_table)
+    assert "note:" not in text
+    df.loc[df["scheme"] == "convoy", "duration_s"] = 95.0
+    assert "note: convoy: runs lasted up to 35 s past their 60 s" in ca.text_report(df, meta, report.text_table)
     no_convoy = ca.text_report(df[df["scheme"] != "convoy"], meta, report.text_table)
     assert "n/a: convoy was not run" in no_convoy
 
