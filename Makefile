@@ -15,10 +15,11 @@ build: setup
 	$(CARGO) build --release --workspace
 
 # The main job: convoy beside real kernel TCP (cubic, bbr, reno) over
-# `convoy emu`, on the 50 Mbit/s loss sweep and an LTE drive uplink, short
-# settings (about 3 minutes after the build). Writes $(RESULTS)/report.html
-# and prints the paper's figures beside ours. Needs root (convoy emu).
-# `make reproduce` runs every experiment at full length (about an hour per seed).
+# `convoy emu`, on the 50 Mbit/s loss sweep and the short form of the
+# cellular drive-trace evaluation (5 to 7 minutes after the build). Writes
+# $(RESULTS)/report.html and prints the paper's figures and issue 15's
+# targets beside ours. Needs root (convoy emu).
+# `make reproduce` runs every experiment at full length (about 4.5 hours per seed).
 SHARED ?= ../shared
 RESULTS ?= results
 SEEDS ?= 1

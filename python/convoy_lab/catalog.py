@@ -307,7 +307,9 @@ _add(
     )
 )
 
-DEMO = ["loss-50mbit", "lte-upload"]  # run with their quick settings
+# Run with their quick settings; `cellular` (convoy_lab.cellular, a grid of
+# its own rather than a sweep of this catalogue) replaced `lte-upload` here.
+DEMO = ["loss-50mbit", "cellular"]
 
 
 def get_experiment(name: str) -> Experiment:

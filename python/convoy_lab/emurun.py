@@ -25,6 +25,7 @@ from .scenarios import LINK_NAME, Scenario
 from .schemes import Scheme, Transfer
 
 SERVER_IP = "10.7.0.2"  # the first link's server address (docs/EMU.md)
+LATENCY_PERCENTILES = (50, 95, 99)
 
 
 class EmulatorUnavailable(RuntimeError):
@@ -52,6 +53,19 @@ def _read_json(path: Path) -> dict:
         return {}
 
 
+def latency_columns(latency) -> dict:
+    """`{"p50": .., "p95": .., "p99": ..}` (ms) as lat_pNN_ms columns; an
+    absent or malformed field gives no columns, never an error."""
+    if not isinstance(latency, dict):
+        return {}
+    columns = {}
+    for p in LATENCY_PERCENTILES:
+        value = latency.get(f"p{p}")
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            columns[f"lat_p{p}_ms"] = float(value)
+    return columns
+
+
 def default_timeout(scenario: Scenario, transfer: Transfer) -> float:
     """Generous: a seconds-transfer may drain a full socket buffer after its
     time; a bytes-transfer may run at a tenth of the link's ideal rate."""
@@ -76,8 +90,8 @@ def run_once(
     records = workdir / "records"
     shutil.rmtree(records, ignore_errors=True)
     records.mkdir()
-    for stale in workdir.glob("*.json"):
-        stale.unlink()
+    for stale in [*workdir.glob("*.json"), workdir / "delivered.csv"]:
+        stale.unlink(missing_ok=True)
     row = {
         "scheme": scheme.name,
         **scenario.columns(),
@@ -91,6 +105,9 @@ def run_once(
         "ideal_mbit_s": math.nan,
         **empty_stats(),
         "rtt_ms": math.nan,
+        # Write-to-read latency, where the scheme reports it (convoy perf's
+        # "latency_ms"); NaN otherwise.
+        **{f"lat_p{p}_ms": math.nan for p in LATENCY_PERCENTILES},
         "cpu_client_s": math.nan,
         "cpu_server_s": math.nan,
         "wall_s": math.nan,
@@ -157,14 +174,20 @@ def run_once(
                 duration_s=outcome.seconds,
                 goodput_mbit_s=outcome.goodput_mbit_s,
                 rtt_ms=outcome.extra.get("rtt_ms") if outcome.extra.get("rtt_ms") is not None else math.nan,
+                **latency_columns(outcome.extra.get("latency_ms")),
             )
             if transfer.bytes is not None and outcome.bytes != transfer.bytes:
                 row.update(status="short", error=f"received {outcome.bytes} of {transfer.bytes} bytes")
-    row.update(data_direction_stats(records / f"{LINK_NAME}.up.csv"))
+    row.update(
+        data_direction_stats(
+            records / f"{LINK_NAME}.up.csv", propagation_ms=scenario.delay_ms, per_second=workdir / "delivered.csv"
+        )
+    )
     # The capacity the run had: a trace's mean over the stretch of link time
     # from the first data packet, for as long as the transfer took.
     span = row["duration_s"] if not math.isnan(row["duration_s"]) else transfer.seconds
     start = row["first_data_s"] if not math.isnan(row["first_data_s"]) else 0.0
+    # With an offset, link time 0 is that far into the trace (capacity_mbit).
     capacity = scenario.capacity_mbit(span, start) if span else math.nan
     row.update(capacity_mbit_s=capacity, ideal_mbit_s=capacity * (1 - scenario.loss_pct / 100))
     if not keep_records:

@@ -2,6 +2,8 @@
 
     python -m convoy_lab.experiments list
     python -m convoy_lab.experiments run NAME [NAME...] [--quick] [--seeds N] [--schemes A,B] [--out results]
+    python -m convoy_lab.experiments run cellular [--trace FILE]... [--delay MS] [--loss P,P] [--queue PKTS]
+                                                  [--duration S] [--offsets S,S,S]
     python -m convoy_lab.experiments demo        # the short default subset, then the report
     python -m convoy_lab.experiments reproduce   # every experiment at full length
     python -m convoy_lab.experiments report      # rebuild results/report.html from the CSVs
@@ -21,7 +23,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from . import catalog, report
+from . import catalog, cellular, cellular_analysis, report
 from .catalog import DEMO, EXPERIMENTS, ExperimentError, get_experiment
 from .emurun import EmulatorUnavailable, check_emulator
 from .runner import ConvoyNotFound, convoy_binary
@@ -65,7 +67,26 @@ def run_experiment(name: str, quick: bool, seeds: int, out: Path, schemes: list[
     return {"experiment": e, "rows": df, "meta": meta, "claims": claims}
 
 
+def all_names() -> list[str]:
+    return [*EXPERIMENTS, cellular.NAME]
+
+
+def check_name(name: str) -> None:
+    if name != cellular.NAME and name not in EXPERIMENTS:
+        raise ExperimentError(f"unknown experiment {name!r}; valid experiments: {', '.join(all_names())}")
+
+
+def run_cellular(s: cellular.Settings, out: Path, keep_records: bool) -> dict:
+    rows, meta = cellular.run(s, out, keep_records=keep_records)
+    return {"experiment": None, "name": cellular.NAME, "rows": rows, "meta": meta,
+            "checks": cellular_analysis.summary_checks(rows)}
+
+
 def print_result(res: dict, stream=sys.stdout) -> None:
+    if res["experiment"] is None:  # the cellular grid
+        print(f"\n== {cellular.NAME}: {cellular.TITLE}", file=stream)
+        print(cellular_analysis.text_report(res["rows"], res["meta"], report.text_table), file=stream)
+        return
     e, df, meta = res["experiment"], res["rows"], res["meta"]
     print(f"\n== {e.name}: {e.title}", file=stream)
     print(f"   {e.conditions}; {meta['transfer']} per run, seeds {meta['seeds']}", file=stream)
@@ -83,14 +104,36 @@ def as_json(results: list[dict], report_path: Path | None) -> dict:
         "report": str(report_path) if report_path else None,
         "experiments": [
             {
-                "name": r["experiment"].name,
+                "name": r["experiment"].name if r["experiment"] else r["name"],
                 "meta": r["meta"],
-                "claims": [c.__dict__ for c in r["claims"]],
+                "claims": [c.__dict__ for c in r.get("claims", [])],
+                **(
+                    {
+                        "targets": _clean_all(r["checks"]),
+                        "target_points": _clean_all(cellular_analysis.point_checks(r["rows"]).to_dict("records")),
+                    }
+                    if "checks" in r
+                    else {}
+                ),
                 "rows": [{k: _clean(v) for k, v in row.items()} for row in r["rows"].to_dict("records")],
             }
             for r in results
         ],
     }
+
+
+def _clean_all(rows: list[dict]) -> list[dict]:
+    return [{k: _clean(v) for k, v in row.items()} for row in rows]
+
+
+def _numbers(text: str) -> list[float]:
+    try:
+        values = [float(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from None
+    if not values:
+        raise argparse.ArgumentTypeError("expected at least one number")
+    return values
 
 
 def _seeds(text: str) -> int:
@@ -116,6 +159,19 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("names", nargs="+", metavar="NAME")
     run.add_argument("--quick", action="store_true", help="the demo's shorter settings")
     run.add_argument("--schemes", help=f"comma-separated subset of: {', '.join(SCHEMES)}")
+    grid = run.add_argument_group(
+        "cellular only", "override the cellular experiment's defaults (docs/EXPERIMENTS.md, `cellular`)"
+    )
+    grid.add_argument("--trace", type=Path, action="append", metavar="FILE",
+                      help="a Mahimahi or convoy time-series (.csv) trace carrying the data, instead of the shared "
+                      "ones; repeatable. Feedback rides its twin (X.up <-> X.down) if that exists, else the same trace")
+    grid.add_argument("--delay", type=float, metavar="MS", help="one-way propagation delay each way (default 20)")
+    grid.add_argument("--loss", type=_numbers, metavar="P,P", help="added Bernoulli loss settings on the data direction, "
+                      "in %%, one grid each (default 0,2)")
+    grid.add_argument("--queue", type=int, metavar="PKTS", help="drop-tail queue limit in packets (default 200)")
+    grid.add_argument("--duration", type=float, metavar="S", help="seconds per run (default 60)")
+    grid.add_argument("--offsets", type=_numbers, metavar="S,S",
+                      help="seconds into the traces where runs start (default: 0, 1/3 and 2/3 of each trace)")
     common(run)
     common(sub.add_parser("demo", help=f"the short default subset ({', '.join(DEMO)}), then the report"))
     common(sub.add_parser("reproduce", help="every experiment at full length, then the report"))
@@ -133,22 +189,41 @@ def main(argv: list[str] | None = None) -> int:
             path = report.write_report(args.out)
             print(f"report: {path.resolve()}")
             return 0
+        overrides = {}
         if args.command == "run":
             names, quick = args.names, args.quick
             schemes = [s.strip() for s in args.schemes.split(",")] if args.schemes else None
+            overrides = {k: getattr(args, k) for k in ("trace", "delay", "loss", "queue", "duration", "offsets")}
+            given = [f"--{k}" for k, v in overrides.items() if v is not None]
+            if given and cellular.NAME not in names:
+                raise ExperimentError(f"{', '.join(given)}: only for the {cellular.NAME} experiment")
         elif args.command == "demo":
             names, quick, schemes = DEMO, True, None
         else:
-            names, quick, schemes = list(EXPERIMENTS), False, None
-        # Every name is checked before the first run starts.
+            names, quick, schemes = all_names(), False, None
+        # Every name, scheme and trace is checked before the first run starts.
         for name in names:
-            catalog.check_inputs(get_experiment(name), quick)
+            check_name(name)
+            if name != cellular.NAME:
+                catalog.check_inputs(get_experiment(name), quick)
         for s in schemes or []:
             get_scheme(s)
+        grid = None
+        if cellular.NAME in names:
+            grid = cellular.settings_from(
+                traces=overrides.get("trace"), quick=quick, schemes=schemes, delay_ms=overrides.get("delay"),
+                losses_pct=overrides.get("loss"), queue_packets=overrides.get("queue"),
+                duration_s=overrides.get("duration"), offsets_s=overrides.get("offsets"), seeds=args.seeds,
+            )
         convoy_binary()
         check_emulator()
         args.out.mkdir(parents=True, exist_ok=True)
-        results = [run_experiment(n, quick, args.seeds, args.out, schemes, args.keep_records) for n in names]
+        results = [
+            run_cellular(grid, args.out, args.keep_records)
+            if n == cellular.NAME
+            else run_experiment(n, quick, args.seeds, args.out, schemes, args.keep_records)
+            for n in names
+        ]
         path = report.write_report(args.out)
     except (ExperimentError, SchemeError) as err:
         print(f"error: {err}", file=sys.stderr)
@@ -174,6 +249,14 @@ def _list(as_json_doc: bool) -> int:
             "experiments": {
                 n: {"title": e.title, "conditions": e.conditions, "schemes": e.schemes, "demo": n in DEMO}
                 for n, e in EXPERIMENTS.items()
+            }
+            | {
+                cellular.NAME: {
+                    "title": cellular.TITLE,
+                    "conditions": cellular.Settings(directions=[]).describe(),
+                    "schemes": cellular.SCHEMES_DEFAULT,
+                    "demo": cellular.NAME in DEMO,
+                }
             },
             "schemes": {n: s.description for n, s in SCHEMES.items()},
         }
@@ -182,6 +265,7 @@ def _list(as_json_doc: bool) -> int:
     print("experiments (run NAME; * = part of the demo):")
     for n, e in EXPERIMENTS.items():
         print(f"  {n:<15}{'*' if n in DEMO else ' '} {e.title}")
+    print(f"  {cellular.NAME:<15}{'*' if cellular.NAME in DEMO else ' '} {cellular.TITLE}")
     print("schemes:")
     for n, s in SCHEMES.items():
         reason = s.unavailable()

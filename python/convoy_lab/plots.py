@@ -21,6 +21,7 @@ from .catalog import Experiment, shared_traces_dir  # noqa: E402
 from .traces import capacity_series  # noqa: E402
 
 COLORS = {
+    "convoy": "#000000",
     "convoy-rcdp": "#d62728",
     "convoy-rlnc-bbr": "#ff7f0e",
     "tcp-cubic": "#1f77b4",

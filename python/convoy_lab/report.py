@@ -16,8 +16,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import plots
+from . import cellular_analysis as cell
+from . import cellular_plots, plots
 from .catalog import EXPERIMENTS, Claim, Experiment
+
+from .cellular import NAME as CELLULAR  # noqa: E402
 
 
 def _x_text(e: Experiment, value) -> str:
@@ -153,6 +156,10 @@ img { max-width: 100%; display: block; margin: 0.5em 0; }
 """
 
 
+def _not_run(meta: dict) -> list[str]:
+    return [f'<p class="note">Not run: {html.escape(s)}: {html.escape(r)}</p>' for s, r in (meta.get("skipped") or {}).items()]
+
+
 def experiment_section(e: Experiment, df: pd.DataFrame, meta: dict, out: Path) -> str:
     parts = [f'<h2 id="{e.name}">{html.escape(e.title)}</h2>']
     parts.append(f"<p><b>Conditions.</b> {html.escape(e.conditions)}. "
@@ -160,8 +167,7 @@ def experiment_section(e: Experiment, df: pd.DataFrame, meta: dict, out: Path) -
                  f"seeds: {html.escape(str(meta.get('seeds', '?')))}"
                  f"{' (short settings of the demo)' if meta.get('quick') else ''}.</p>")
     parts.append(f"<p>Regenerate: <code>{html.escape(regenerate_command(e.name, meta))}</code></p>")
-    for scheme, reason in (meta.get("skipped") or {}).items():
-        parts.append(f'<p class="note">Not run: {html.escape(scheme)}: {html.escape(reason)}</p>')
+    parts += _not_run(meta)
     failed = df[df["status"] != "ok"] if not df.empty else df
     if len(failed):
         rows = [[r.scheme, r.status, str(r.error)] for r in failed.itertuples()]
@@ -189,6 +195,58 @@ def experiment_section(e: Experiment, df: pd.DataFrame, meta: dict, out: Path) -
     return "\n".join(parts)
 
 
+def cellular_section(df: pd.DataFrame, meta: dict, out: Path) -> str:
+    """The cellular grid: per loss setting, the Pantheon scatter, the
+    per-direction tables, the targets, and the delivered rate over time."""
+    title = "Cellular drive traces, Pantheon-style: throughput against delay"
+    parts = [f'<h2 id="{CELLULAR}">{html.escape(title)}</h2>']
+    parts.append(f"<p><b>Conditions.</b> {html.escape(meta.get('conditions', '?'))}; seeds "
+                 f"{html.escape(str(meta.get('seeds', '?')))}{' (short form of the demo)' if meta.get('quick') else ''}"
+                 f"{'' if meta.get('finished', True) else '. <b>Not finished</b> (interrupted, or still running): the rows measured so far'}.</p>")
+    parts.append(f"<p>Regenerate: <code>{html.escape(meta.get('command', '.venv/bin/python -m convoy_lab.experiments run cellular'))}</code></p>")
+    parts += _not_run(meta)
+    failed = df[df["status"] != "ok"] if not df.empty else df
+    if len(failed):
+        rows = [[r.scheme, r.trace, f"{r.offset_s:g} s", f"{r.loss_pct:g} %", r.status, str(r.error)] for r in failed.itertuples()]
+        parts.append("<p class='note'>Runs without a result:</p>"
+                     + _html_table(["scheme", "trace", "offset", "loss", "status", "error"], rows))
+    ok = cell.ok_rows(df)
+    if ok.empty:
+        parts.append("<p>No successful runs.</p>")
+        return "\n".join(parts)
+    parts.append("<p class='note'>Goodput: what the receiving application got. Capacity: the data trace's over each "
+                 "run's own window of link time, from its offset (mean over offsets). One-way delay (owd): data packets "
+                 "on the link, from convoy emu's records; queue: owd less the configured propagation delay. "
+                 "Scatter: Pantheon's axes (p95 one-way delay, log, inverted: better is up and to the right).</p>")
+    parts += [f"<p class='note'><b>Note.</b> {html.escape(n)}.</p>" for n in cell.overrun_notes(df)]
+    schemes = meta.get("schemes") or sorted(ok["scheme"].unique())
+    directory = out / CELLULAR
+    for loss in sorted(ok["loss_pct"].unique()):
+        label = cell.loss_label(loss)
+        parts.append(f"<h3>{html.escape(label.capitalize())}</h3>")
+        tag = f"{loss:g}".replace(".", "_")
+        parts.append(_img(cellular_plots.scatter(df, loss, schemes, directory / f"scatter-loss{tag}.png")))
+        for trace in ok[ok["loss_pct"] == loss]["trace"].unique():
+            headers, rows = cell.direction_rows(df, loss, trace, schemes)
+            parts.append(f"<h4>{html.escape(trace)}, {html.escape(label)}</h4>" + _html_table(headers, rows))
+        target = cell.TARGETS.get(float(loss))
+        goal = target.describe() if target else "no target is set for this loss"
+        parts.append(f"<h4>Targets for {cell.TARGET_SCHEME}, {html.escape(label)}: {html.escape(goal)}</h4>")
+        if cell.TARGET_SCHEME in set(ok["scheme"]):
+            parts.append(_html_table(*cell.check_rows(df, loss)))
+        else:
+            parts.append(f"<p>n/a: {cell.TARGET_SCHEME} was not run.</p>")
+        parts.append(_img(cellular_plots.over_time(df, loss, schemes, directory, directory / f"over-time-loss{tag}.png")))
+    p = cell.points(df).sort_values(["loss_pct", "trace", "offset_s"], kind="stable")
+    rows = [[f"{r.loss_pct:g} %", r.trace, f"{r.offset_s:g} s", r.scheme, _num(r.goodput_mbit_s), _num(r.capacity_mbit_s),
+             _num(r.owd_p50_ms, 0), _num(r.owd_p95_ms, 0), _num(r.qdelay_p95_ms, 0)] for r in p.itertuples()]
+    parts.append("<details><summary>Every point (mean over seeds)</summary>" + _html_table(
+        ["loss", "trace", "offset", "scheme", "goodput Mbit/s", "capacity Mbit/s", "owd p50 ms", "owd p95 ms",
+         "queue p95 ms"], rows) + "</details>")
+    parts.append(f"<p>Every run: <a href='{CELLULAR}/runs.csv'>{CELLULAR}/runs.csv</a></p>")
+    return "\n".join(parts)
+
+
 def write_report(out: Path) -> Path:
     sections, index = [], []
     for name, e in EXPERIMENTS.items():
@@ -199,6 +257,10 @@ def write_report(out: Path) -> Path:
         draw(e, df, out / name, meta)
         sections.append(experiment_section(e, df, meta, out))
         index.append(f'<li><a href="#{name}">{html.escape(e.title)}</a></li>')
+    loaded = load(out, CELLULAR)
+    if loaded is not None:
+        sections.append(cellular_section(*loaded, out))
+        index.append(f'<li><a href="#{CELLULAR}">Cellular drive traces (Pantheon-style)</a></li>')
     now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     body = "\n".join(sections) if sections else "<p>No results yet: run <code>make demo</code>.</p>"
     page = f"""<!doctype html>

@@ -22,7 +22,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .traces import read_mahimahi
+from .traces import trace_length_s, twin, window_capacity_mbit
 
 MTU_BYTES = 1500
 TRACE_QUEUE_PACKETS = 200
@@ -38,13 +38,18 @@ def default_queue_packets(rate_mbit: float, delay_ms: float) -> int:
 @dataclass(frozen=True)
 class Scenario:
     """One emulated link. `rate_mbit` for a constant link, or `trace` (a
-    Mahimahi uplink; its `.down` twin, when present, carries the feedback)."""
+    Mahimahi or convoy time-series trace carrying the data; `feedback`
+    carries the other direction, by default the trace's twin: `X.down` for
+    `X.up` and back when it exists, else the same trace). `offset_s` replays
+    both directions' traces from that far into them."""
 
     delay_ms: float
     loss_pct: float = 0.0
     rate_mbit: float | None = None
     trace: Path | None = None
     queue_packets: int | None = None
+    feedback: Path | None = None
+    offset_s: float = 0.0
     label: str = field(default="", compare=False)
 
     def __post_init__(self):
@@ -52,6 +57,8 @@ class Scenario:
             raise ValueError("a scenario has either rate_mbit or trace")
         if not 0 <= self.loss_pct < 100:
             raise ValueError(f"loss must be in [0, 100) %, got {self.loss_pct}")
+        if self.offset_s < 0 or (self.offset_s and self.trace is None):
+            raise ValueError("an offset needs a trace and is at least 0 s")
 
     @property
     def queue(self) -> int:
@@ -69,15 +76,24 @@ class Scenario:
         """Short, human: `2 Mbit/s 10 ms 5 % loss` or `ATT-LTE-driving-2016.up 20 ms`."""
         link = f"{self.rate_mbit:g} Mbit/s" if self.trace is None else self.trace_name
         loss = f" {self.loss_pct:g} % loss" if self.loss_pct else ""
-        return f"{link} {self.delay_ms:g} ms{loss}"
+        offset = f" from {self.offset_s:g} s" if self.offset_s else ""
+        return f"{link}{offset} {self.delay_ms:g} ms{loss}"
+
+    @property
+    def feedback_trace(self) -> Path | None:
+        if self.trace is None:
+            return None
+        return self.feedback if self.feedback is not None else twin(self.trace)
 
     def link_spec(self, seed: int) -> str:
         """The `--link` argument: NAME:KEY=VALUE,..."""
         keys = []
         if self.trace is not None:
             keys.append(f"up={self.trace}")
-            down = self.trace.with_suffix(".down")
-            keys.append(f"down={down}" if down.is_file() else f"down={self.trace}")
+            keys.append(f"down={self.feedback_trace}")
+            if self.offset_s:
+                # Both directions start at the same moment of the drive.
+                keys.append(f"offset={round(self.offset_s * 1000)}ms")
         else:
             keys.append(f"rate={self.rate_mbit:g}mbit")
         keys.append(f"delay={self.delay_ms:g}ms")
@@ -90,24 +106,16 @@ class Scenario:
     def capacity_mbit(self, seconds: float | None = None, start_s: float = 0.0) -> float:
         """What the data direction can carry (IP bytes, Mbit/s): the constant
         rate, or a trace's mean over [start_s, start_s + seconds) of link time
-        (the whole trace if seconds is None). The trace repeats, as the
-        emulator replays it."""
+        (one whole pass of the trace if seconds is None). Link time 0 is the
+        trace's `offset_s`; the trace is replayed as the emulator does
+        (traces.window_capacity_mbit)."""
         if self.trace is None:
             return self.rate_mbit
-        times = read_mahimahi(self.trace).to_numpy()
-        period_ms = int(times[-1])
         if seconds is None:
-            return len(times) * MTU_BYTES * 8 / (period_ms / 1000) / 1e6
+            return window_capacity_mbit(self.trace, 0.0, trace_length_s(self.trace) or 1.0)
         if seconds <= 0:
             return math.nan
-
-        def before(t_ms: float) -> int:
-            """Opportunities strictly before t_ms from the link's time 0."""
-            periods, rest = divmod(t_ms, period_ms)
-            return int(periods) * len(times) + int((times < rest).sum())
-
-        count = before((start_s + seconds) * 1000) - before(start_s * 1000)
-        return count * MTU_BYTES * 8 / seconds / 1e6
+        return window_capacity_mbit(self.trace, self.offset_s + start_s, seconds)
 
     def columns(self) -> dict:
         """The scenario's parameters as CSV columns."""
@@ -117,4 +125,6 @@ class Scenario:
             "delay_ms": self.delay_ms,
             "loss_pct": self.loss_pct,
             "queue_pkts": self.queue,
+            "feedback_trace": self.feedback_trace.name if self.feedback_trace else "",
+            "offset_s": self.offset_s,
         }

@@ -2,6 +2,8 @@
 (server side) and a sender (client side) for a transfer of N bytes or T
 seconds, and how to read what the transfer achieved.
 
+* `convoy`: `convoy perf` in its default mode (no --mode: whatever mode
+  convoy makes its default, so the name never goes stale).
 * `convoy-rcdp`, `convoy-rlnc-bbr`: the real `convoy perf` client and server
   (RaptorQ with RCDP's packet-train rate control; RLNC over BBR, ScalaNC's
   design).
@@ -164,9 +166,10 @@ class ConvoyPerf(Scheme):
     --json`, which prints one document with bytes, seconds, goodput_mbps,
     rtt_ms, packets_sent, packets_lost, cpu_seconds."""
 
-    def __init__(self, mode: str, description: str):
+    def __init__(self, mode: str | None, description: str):
+        """`mode` None: convoy's default mode, whichever it is (no --mode)."""
         self.mode = mode
-        self.name = f"convoy-{mode}"
+        self.name = f"convoy-{mode}" if mode else "convoy"
         self.description = description
 
     def unavailable(self) -> str | None:
@@ -198,7 +201,7 @@ class ConvoyPerf(Scheme):
         return [
             str(convoy_binary()), "perf", f"{server_ip}:{CONVOY_PORT}",
             "--server-key", str(workdir / "server.key.pub"),
-            *amount, "--mode", self.mode, "--json",
+            *amount, *(["--mode", self.mode] if self.mode else []), "--json",
         ]
 
     def outcome(self, client_stdout: str) -> Outcome:
@@ -212,6 +215,7 @@ class ConvoyPerf(Scheme):
             "packets_sent": doc.get("packets_sent"),
             "packets_lost": doc.get("packets_lost"),
             "self_reported_cpu_s": doc.get("cpu_seconds"),
+            "latency_ms": doc.get("latency_ms"),
         }
         return Outcome(int(doc["bytes"]), seconds, extra)
 
@@ -219,6 +223,7 @@ class ConvoyPerf(Scheme):
 SCHEMES: dict[str, Scheme] = {
     s.name: s
     for s in [
+        ConvoyPerf(None, "convoy in its default mode (`convoy perf` without --mode)"),
         ConvoyPerf("rcdp", "convoy, RaptorQ blocks with RCDP packet-train rate control"),
         ConvoyPerf("rlnc-bbr", "convoy, RLNC generations paced by BBR (ScalaNC's design)"),
         KernelTcp("cubic"),

@@ -70,6 +70,7 @@ def run_sweep(
             label = f"{scheme.name} {scenario.describe()} seed {seed}"
             workdir = out_dir / "runs" / scheme.name / f"{slug(scenario.describe())}-s{seed}"
             row = {"experiment": experiment, **run(scheme, scenario, transfer, seed, workdir, keep_records=keep_records)}
+            row["run_dir"] = str(workdir.relative_to(out_dir))  # its command line and outputs
             rows.append(row)
             if writer is None:
                 writer = csv.DictWriter(f, fieldnames=list(row))

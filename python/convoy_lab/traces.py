@@ -3,6 +3,7 @@ time-series traces (format in docs/TRACES.md)."""
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -87,3 +88,96 @@ def read_series(path: str | Path) -> pd.DataFrame:
 def read_records(path: str | Path) -> pd.DataFrame:
     """Per-packet link records (t_ns,event,id,len,queue_delay_ns,reason)."""
     return pd.read_csv(path, dtype={"event": "category", "reason": "category"})
+
+
+# ---- a trace as the emulator replays it: kind, twin, length, capacity --------
+
+SERIES_SUFFIX = ".csv"
+_TIME_UNITS_S = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
+_RATE_UNITS_BPS = {"bps": 1.0, "kbps": 1e3, "mbps": 1e6, "gbps": 1e9}
+_UP_VALUES = {"1": 1, "0": 0, "true": 1, "false": 0, "1.0": 1, "0.0": 0, "nan": 1, "": 1}
+
+
+def is_series(path: str | Path) -> bool:
+    """convoy emu's rule: a `.csv` file is a time-series trace, anything else
+    Mahimahi."""
+    return Path(path).suffix.lower() == SERIES_SUFFIX
+
+
+def twin(path: str | Path) -> Path:
+    """The trace of the other direction: `X.up` ↔ `X.down` when that file
+    exists beside it, else the trace itself (a symmetric link)."""
+    path = Path(path)
+    other = {".up": ".down", ".down": ".up"}.get(path.suffix)
+    if other and path.with_suffix(other).is_file():
+        return path.with_suffix(other)
+    return path
+
+
+@dataclass(frozen=True)
+class RateSteps:
+    """A series trace's capacity: interval starts (s) and rates (bit/s, 0
+    while down); the last rate holds for ever, as the emulator replays it."""
+
+    starts_s: tuple[float, ...]
+    bps: tuple[float, ...]
+
+
+def series_rate_steps(path: str | Path) -> RateSteps:
+    df = read_series(path)
+    start = next(c for c in df.columns if c.startswith("start_"))
+    rate = [c for c in df.columns if c.startswith("rate_")]
+    if not rate:
+        raise TraceError(f"{path}:1: expected a rate_<bps|kbps|mbps|gbps> column (the trace must carry capacity)")
+    t_unit, r_unit = start.split("_", 1)[1], rate[0].split("_", 1)[1]
+    if t_unit not in _TIME_UNITS_S or r_unit not in _RATE_UNITS_BPS:
+        raise TraceError(f"{path}:1: expected units among s/ms/us/ns and bps/kbps/mbps/gbps, found {start}, {rate[0]}")
+    up = [1] * len(df)
+    if "up" in df.columns:
+        up = [_UP_VALUES.get(str(v).strip().lower(), 1) for v in df["up"]]
+    starts = tuple(float(v) * _TIME_UNITS_S[t_unit] for v in df[start])
+    rates = tuple(float(r) * _RATE_UNITS_BPS[r_unit] * u for r, u in zip(df[rate[0]], up))
+    return RateSteps(starts, rates)
+
+
+@functools.lru_cache(maxsize=16)
+def _mahimahi_ms(path: str, mtime_ns: int):
+    """A Mahimahi trace's opportunities as an array, read once per file
+    version (a grid asks for the same trace's windows many times)."""
+    return read_mahimahi(path).to_numpy()
+
+
+def trace_length_s(path: str | Path) -> float:
+    """How long one pass of the trace lasts: a Mahimahi trace's period (its
+    last timestamp), a series trace's last interval start (after which its
+    last row holds)."""
+    if is_series(path):
+        return series_rate_steps(path).starts_s[-1]
+    return float(read_mahimahi(path).iloc[-1]) / 1000.0
+
+
+def window_capacity_mbit(path: str | Path, start_s: float, seconds: float) -> float:
+    """What the trace's direction can carry over [start_s, start_s + seconds)
+    of the trace's own time (IP bytes, Mbit/s), replayed as the emulator
+    does: a Mahimahi trace repeats with its period, a series trace holds its
+    last row."""
+    if seconds <= 0:
+        return float("nan")
+    end_s = start_s + seconds
+    if is_series(path):
+        steps = series_rate_steps(path)
+        bits = 0.0
+        for i, (s, bps) in enumerate(zip(steps.starts_s, steps.bps)):
+            e = steps.starts_s[i + 1] if i + 1 < len(steps.starts_s) else float("inf")
+            bits += bps * max(0.0, min(e, end_s) - max(s, start_s))
+        return bits / seconds / 1e6
+    times = _mahimahi_ms(str(path), Path(path).stat().st_mtime_ns)
+    period_ms = int(times[-1])
+
+    def before(t_ms: float) -> int:
+        """Opportunities strictly before t_ms from the trace's time 0."""
+        periods, rest = divmod(t_ms, period_ms)
+        return int(periods) * len(times) + int((times < rest).sum())
+
+    count = before(end_s * 1000) - before(start_s * 1000)
+    return count * MTU_BYTES * 8 / seconds / 1e6

@@ -5,6 +5,7 @@ About 15 s."""
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 
@@ -84,3 +85,35 @@ def test_convoy_modes_over_the_emulator(tmp_path, scheme):
     assert row["bytes"] == 1_000_000
     assert 1 < row["goodput_mbit_s"] < 20
     assert row["cpu_client_s"] > 0
+
+
+def test_cellular_grid_over_a_drive_trace_from_an_offset(tmp_path, shared_traces):
+    """The cellular experiment's path at a fraction of its length: one trace
+    direction (the ATT downlink on the data direction), from 40 s into the
+    drive, convoy's default mode and kernel Cubic, 3 s each."""
+    _emulator_or_skip()
+    from convoy_lab import cellular
+    from convoy_lab import cellular_analysis as ca
+    from convoy_lab.traces import window_capacity_mbit
+
+    data = shared_traces / "ATT-LTE-driving-2016.down"
+    s = cellular.settings_from(traces=[data], schemes=["convoy", "tcp-cubic"], duration_s=3, offsets_s=[40],
+                               losses_pct=[0])
+    if get_scheme("convoy").unavailable():
+        s.schemes = ["tcp-cubic"]
+    rows, meta = cellular.run(s, tmp_path)
+    assert list(rows["status"]) == ["ok"] * len(s.schemes), list(rows["error"])
+    for _, row in rows.iterrows():
+        command = (tmp_path / "cellular" / row["run_dir"] / "command.txt").read_text()
+        assert f"up={data.resolve()},down={data.resolve().with_suffix('.up')},offset=40000ms" in command
+        # The capacity beside it is the trace's from 40 s on, over the run's own window.
+        window = window_capacity_mbit(data, 40 + row["first_data_s"], row["duration_s"])
+        assert row["capacity_mbit_s"] == pytest.approx(window)
+        assert 0 < row["goodput_mbit_s"] <= 1.05 * row["capacity_mbit_s"] + 0.5
+        assert row["owd_p95_ms"] - row["qdelay_p95_ms"] == pytest.approx(20)
+        assert (tmp_path / "cellular" / row["run_dir"] / "delivered.csv").is_file()
+    if "convoy" in s.schemes:
+        checks = ca.point_checks(rows)
+        assert not math.isnan(checks["over_cubic"].iloc[0])
+    page = report.write_report(tmp_path).read_text()
+    assert 'id="cellular"' in page and page.count("data:image/png;base64,") == 2
