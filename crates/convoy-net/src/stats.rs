@@ -107,6 +107,8 @@ pub struct DriverStats {
     pub datagrams_received: u64,
     pub send_syscalls: u64,
     pub recv_syscalls: u64,
+    /// Sleeps in ppoll (each ends with a datagram, a deadline or a wake-up).
+    pub sleeps: u64,
     /// Datagrams dropped because the socket buffer stayed full.
     pub send_drops: u64,
     /// Datagrams the kernel dropped because our receive buffer was full
@@ -133,6 +135,7 @@ pub struct DriverReport {
     pub datagrams_received: u64,
     pub send_syscalls: u64,
     pub recv_syscalls: u64,
+    pub sleeps: u64,
     pub send_drops: u64,
     pub receive_drops: u64,
     pub pacing_lateness: LatenessSummary,
@@ -149,6 +152,7 @@ impl DriverStats {
             datagrams_received: self.datagrams_received,
             send_syscalls: self.send_syscalls,
             recv_syscalls: self.recv_syscalls,
+            sleeps: self.sleeps,
             send_drops: self.send_drops,
             receive_drops: self.receive_drops,
             pacing_lateness: self.pacing_lateness.summary(),
