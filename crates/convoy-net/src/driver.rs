@@ -142,6 +142,11 @@ impl Driver {
         self.waker = Some(waker);
     }
 
+    /// The waker set with [`Driver::set_waker`].
+    pub fn waker(&self) -> Option<std::sync::Arc<Waker>> {
+        self.waker.clone()
+    }
+
     /// Marks the socket as connected to `peer` (errors then name it).
     pub fn set_peer(&mut self, peer: std::net::SocketAddr) {
         self.peer = Some(peer);

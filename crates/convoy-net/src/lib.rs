@@ -38,6 +38,7 @@ pub mod session;
 pub mod sockaddr;
 pub mod socket;
 pub mod stats;
+pub mod steer;
 pub mod store;
 #[cfg(feature = "tokio")]
 pub mod tokio;
@@ -50,6 +51,6 @@ pub use driver::{Application, Driver, DriverConfig, Step};
 pub use error::NetError;
 pub use keys::{load_keypair, parse_server_key, write_keypair};
 pub use perf::{PerfAmount, PerfInterval, PerfReport};
-pub use server::{Server, ServerOptions};
+pub use server::{Server, ServerOptions, ServerStats};
 pub use session::ServerEvent;
 pub use upload::UploadReport;

@@ -100,7 +100,50 @@ impl NetSocket {
     /// Binds `local`; with `peer`, also connects to it, so ICMP "port
     /// unreachable" comes back as ECONNREFUSED (a client wants that).
     pub fn bind(local: SocketAddr, peer: Option<SocketAddr>) -> io::Result<NetSocket> {
-        let socket = UdpSocket::bind(local)?;
+        Self::configure(UdpSocket::bind(local)?, peer)
+    }
+
+    /// Binds `local` with SO_REUSEPORT, so several sockets (one per
+    /// worker) share the port; see [`crate::steer`] for which gets what.
+    pub fn bind_reuseport(local: SocketAddr) -> io::Result<NetSocket> {
+        let family = if local.is_ipv4() {
+            libc::AF_INET
+        } else {
+            libc::AF_INET6
+        };
+        // SAFETY: socket() takes no pointers; a non-negative result is a
+        // descriptor we own, handed to UdpSocket below or closed on error.
+        let fd = unsafe {
+            libc::socket(
+                family,
+                libc::SOCK_DGRAM | libc::SOCK_CLOEXEC,
+                libc::IPPROTO_UDP,
+            )
+        };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: fd is ours; from here the UdpSocket closes it.
+        let socket = unsafe { <UdpSocket as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+        setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_REUSEPORT, 1)?;
+        // SAFETY: zeroed sockaddr_storage is valid; to_storage fills it.
+        let mut storage: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+        let len = to_storage(&local, &mut storage);
+        // SAFETY: storage holds a sockaddr of `len` bytes.
+        let r = unsafe {
+            libc::bind(
+                fd,
+                &storage as *const libc::sockaddr_storage as *const libc::sockaddr,
+                len,
+            )
+        };
+        if r != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Self::configure(socket, None)
+    }
+
+    fn configure(socket: UdpSocket, peer: Option<SocketAddr>) -> io::Result<NetSocket> {
         if let Some(p) = peer {
             socket.connect(p)?;
         }
