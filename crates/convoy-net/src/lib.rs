@@ -30,6 +30,7 @@ pub mod driver;
 pub mod error;
 mod interrupt;
 pub mod keys;
+pub mod loadgen;
 pub mod pacing;
 pub mod perf;
 pub mod request;

@@ -3,6 +3,8 @@
 
 mod bench_codec;
 mod bench_link;
+mod bench_load;
+mod bench_server;
 mod emu_cmd;
 mod net_cmd;
 mod net_common;
@@ -88,6 +90,11 @@ enum Bench {
     /// (constant 1 Gbit/s with loss and tail drops; optionally a Mahimahi
     /// trace with Gilbert–Elliott loss), in virtual time on one core.
     Link(BenchLinkArgs),
+    /// A fleet on this machine: one `convoy serve` (all cores) and N
+    /// connections streaming telemetry, some uploading bulk files; prints
+    /// handshake times, the server's memory, drops and CPU against the
+    /// targets: `convoy bench load --connections 1000`.
+    Load(bench_load::LoadArgs),
 }
 
 #[derive(Args)]
@@ -132,6 +139,7 @@ fn main() -> ExitCode {
             packets: args.packets,
             trace: args.trace,
         }),
+        Command::Bench(Bench::Load(args)) => bench_load::run(args),
         Command::Emu(args) => emu_cmd::run(args),
         Command::Trace(cmd) => trace_cmd::run(cmd),
         Command::Simulate(args) => simulate_cmd::run_simulate(args),

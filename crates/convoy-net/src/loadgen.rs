@@ -1,0 +1,496 @@
+//! A fleet on one machine: many client connections to one server, each
+//! streaming telemetry at a fixed rate, some uploading a bulk file, for
+//! `convoy bench load` (and its small version in `make test`).
+//!
+//! Connections are spread over a few client threads; each thread is one
+//! socket, one endpoint and one driver holding its share of the
+//! connections (as a gateway would), so the load generator itself does
+//! per-event work and leaves the CPU to the server it measures.
+//!
+//! Telemetry is a perf request (`bytes = 0`, until the stream finishes):
+//! every 100 ms the connection writes a tenth of a second's worth; at the
+//! end it finishes the stream and the server's `PerfDone` says how many
+//! bytes it received, which must be every byte sent. A bulk upload is a
+//! real `PUT` of generated content, stored, fsynced and checked with
+//! BLAKE3 by the server.
+
+use std::collections::{BTreeSet, HashMap};
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use convoy_proto::{Config, ConnectionHandle, Endpoint, Event, Keypair, Mode, StreamId};
+
+use crate::client::read_replies;
+use crate::driver::{Application, Driver, DriverConfig, Step};
+use crate::error::NetError;
+use crate::request::{Reply, Request};
+use crate::session::Outbox;
+use crate::socket::NetSocket;
+use crate::stats::DriverStats;
+
+const WRITE_EVERY: Duration = Duration::from_millis(100);
+/// After the telemetry ends, how long to wait for the last confirmations.
+const DRAIN: Duration = Duration::from_secs(20);
+
+#[derive(Clone, Debug)]
+pub struct LoadOptions {
+    pub server: SocketAddr,
+    pub server_key: [u8; 32],
+    pub mode: Mode,
+    pub connections: usize,
+    /// Telemetry rate of each connection, bits per second.
+    pub telemetry_bps: u64,
+    /// How many of the connections upload a bulk file instead.
+    pub bulk: usize,
+    pub bulk_bytes: u64,
+    /// How long the telemetry runs once a connection is up.
+    pub duration: Duration,
+    /// Connections are started evenly over this time.
+    pub ramp: Duration,
+    /// Client threads (sockets).
+    pub threads: usize,
+    pub handshake_timeout: Duration,
+    pub driver: DriverConfig,
+}
+
+/// What a load run measured on the client side.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct LoadReport {
+    pub connections: usize,
+    pub established: usize,
+    pub failed: usize,
+    /// Handshake times of the established connections, milliseconds.
+    pub handshake_p50_ms: f64,
+    pub handshake_p99_ms: f64,
+    pub handshake_max_ms: f64,
+    pub telemetry_bytes_sent: u64,
+    /// Bytes the server said it received on the telemetry streams.
+    pub telemetry_bytes_confirmed: u64,
+    pub telemetry_streams_confirmed: usize,
+    pub bulk_stored: usize,
+    pub bulk_bytes: u64,
+    pub seconds: f64,
+    pub client_receive_drops: u64,
+    /// The first few failures, for the log.
+    pub errors: Vec<String>,
+}
+
+enum Kind {
+    Telemetry,
+    Bulk { name: String, pos: u64, from: Option<u64> },
+}
+
+#[derive(PartialEq)]
+enum State {
+    Connecting,
+    Running,
+    Finishing,
+    Done,
+    Failed,
+}
+
+struct Conn {
+    index: usize,
+    started: Duration,
+    handshake: Option<Duration>,
+    stream: Option<StreamId>,
+    kind: Kind,
+    state: State,
+    out: Outbox,
+    inbox: Vec<u8>,
+    sent: u64,
+    confirmed: Option<u64>,
+    ends_at: Duration,
+    error: Option<String>,
+}
+
+/// The generated bulk content: byte i of every bulk file.
+fn bulk_byte(i: u64) -> u8 {
+    (i.wrapping_mul(2_654_435_761) >> 13) as u8
+}
+
+fn fill_bulk(from: u64, out: &mut [u8]) {
+    for (k, b) in out.iter_mut().enumerate() {
+        *b = bulk_byte(from + k as u64);
+    }
+}
+
+fn bulk_hash(size: u64) -> [u8; 32] {
+    let mut h = blake3::Hasher::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut pos = 0;
+    while pos < size {
+        let n = (size - pos).min(buf.len() as u64) as usize;
+        fill_bulk(pos, &mut buf[..n]);
+        h.update(&buf[..n]);
+        pos += n as u64;
+    }
+    *h.finalize().as_bytes()
+}
+
+struct LoadApp {
+    opts: LoadOptions,
+    /// Global indices of this thread's connections, not yet started.
+    to_start: Vec<usize>,
+    conns: HashMap<ConnectionHandle, Conn>,
+    writes: BTreeSet<(Duration, ConnectionHandle)>,
+    touched: Vec<ConnectionHandle>,
+    scratch: Vec<u8>,
+    bulk_hash: [u8; 32],
+    start: Duration,
+    open: usize,
+}
+
+impl LoadApp {
+    fn start_at(&self, index: usize) -> Duration {
+        let n = self.opts.connections.max(1) as u32;
+        self.start + self.opts.ramp * index as u32 / n
+    }
+
+    fn start_due(&mut self, ep: &mut Endpoint, now: Duration) -> Result<(), NetError> {
+        while let Some(&index) = self.to_start.last() {
+            if self.start_at(index) > now {
+                break;
+            }
+            self.to_start.pop();
+            let h = ep
+                .connect(now, self.opts.server, Some(&self.opts.server_key))
+                .map_err(|e| NetError::Config(e.to_string()))?;
+            let kind = if index < self.opts.bulk {
+                Kind::Bulk {
+                    name: format!("bulk-{index}"),
+                    pos: 0,
+                    from: None,
+                }
+            } else {
+                Kind::Telemetry
+            };
+            self.conns.insert(
+                h,
+                Conn {
+                    index,
+                    started: now,
+                    handshake: None,
+                    stream: None,
+                    kind,
+                    state: State::Connecting,
+                    out: Outbox::default(),
+                    inbox: Vec::new(),
+                    sent: 0,
+                    confirmed: None,
+                    ends_at: Duration::MAX,
+                    error: None,
+                },
+            );
+            self.open += 1;
+        }
+        Ok(())
+    }
+
+    fn fail(&mut self, h: ConnectionHandle, why: String) {
+        if let Some(k) = self.conns.get_mut(&h) {
+            if matches!(k.state, State::Done | State::Failed) {
+                return;
+            }
+            k.state = State::Failed;
+            k.error = Some(why);
+            self.open -= 1;
+        }
+    }
+
+    fn step_conn(&mut self, ep: &mut Endpoint, h: ConnectionHandle, now: Duration) {
+        if let Err(e) = self.try_step(ep, h, now) {
+            self.fail(h, e.to_string());
+            if let Some(c) = ep.connection(h) {
+                c.close(1, "load test failure");
+            }
+        }
+    }
+
+    fn try_step(
+        &mut self,
+        ep: &mut Endpoint,
+        h: ConnectionHandle,
+        now: Duration,
+    ) -> Result<(), NetError> {
+        let Some(k) = self.conns.get_mut(&h) else {
+            return Ok(());
+        };
+        if matches!(k.state, State::Done | State::Failed) {
+            return Ok(());
+        }
+        let Some(c) = ep.connection(h) else {
+            return Err(NetError::Protocol("connection vanished".into()));
+        };
+        while let Some(ev) = c.poll_event() {
+            if let Event::Closed(reason) = ev {
+                return Err(NetError::Protocol(format!("closed: {reason}")));
+            }
+        }
+        if !c.is_established() {
+            return Ok(());
+        }
+        let id = match k.stream {
+            Some(id) => id,
+            None => {
+                k.handshake = Some(now.saturating_sub(k.started));
+                let id = c.open_stream()?;
+                k.stream = Some(id);
+                k.state = State::Running;
+                let req = match &k.kind {
+                    Kind::Telemetry => {
+                        k.ends_at = now + self.opts.duration;
+                        // Stagger the writes of connections that came up together.
+                        let phase = WRITE_EVERY * (k.index % 97) as u32 / 97;
+                        self.writes.insert((now + phase, h));
+                        Request::Perf { bytes: 0 }
+                    }
+                    Kind::Bulk { name, .. } => Request::Put {
+                        name: name.clone(),
+                        size: self.opts.bulk_bytes,
+                        hash: self.bulk_hash,
+                    },
+                };
+                k.out.push(&req.encode());
+                id
+            }
+        };
+        k.out.flush(c, id)?;
+        let (replies, fin) = read_replies(c, id, &mut k.inbox, &mut self.scratch)?;
+        for r in replies {
+            match (r, &mut k.kind) {
+                (Reply::PutFrom { offset }, Kind::Bulk { pos, from, .. }) => {
+                    *pos = offset;
+                    *from = Some(offset);
+                }
+                (Reply::Stored { hash }, Kind::Bulk { .. }) if hash == self.bulk_hash => {
+                    k.confirmed = Some(self.opts.bulk_bytes);
+                }
+                (Reply::PerfDone { received, .. }, Kind::Telemetry) => {
+                    k.confirmed = Some(received)
+                }
+                (Reply::Progress { .. }, _) => {}
+                (Reply::Error { message }, _) => return Err(NetError::Remote(message)),
+                (other, _) => {
+                    return Err(NetError::Protocol(format!("unexpected reply {other:?}")))
+                }
+            }
+        }
+        if k.confirmed.is_some() {
+            k.state = State::Done;
+            self.open -= 1;
+            c.close(0, "done");
+            return Ok(());
+        }
+        if fin {
+            return Err(NetError::Protocol("the server ended the stream".into()));
+        }
+        match &mut k.kind {
+            Kind::Bulk {
+                pos,
+                from: Some(_),
+                ..
+            } if k.state == State::Running => {
+                while *pos < self.opts.bulk_bytes {
+                    let room = c.write_room(id).min(self.scratch.len());
+                    if room == 0 {
+                        break;
+                    }
+                    let n = room.min((self.opts.bulk_bytes - *pos) as usize);
+                    fill_bulk(*pos, &mut self.scratch[..n]);
+                    let w = c.write(id, &self.scratch[..n])?;
+                    *pos += w as u64;
+                    k.sent += w as u64;
+                    if w < n {
+                        break;
+                    }
+                }
+                if *pos == self.opts.bulk_bytes {
+                    c.finish(id)?;
+                    k.state = State::Finishing;
+                }
+            }
+            Kind::Telemetry if k.state == State::Running && now >= k.ends_at => {
+                k.out.finish_when_empty();
+                k.out.flush(c, id)?;
+                k.state = State::Finishing;
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// A telemetry connection's periodic write.
+    fn write_telemetry(&mut self, ep: &mut Endpoint, h: ConnectionHandle, now: Duration) {
+        let chunk = (self.opts.telemetry_bps / 8 / 10).max(1) as usize;
+        if let Some(k) = self.conns.get_mut(&h) {
+            if k.state != State::Running {
+                return;
+            }
+            if now < k.ends_at {
+                let bytes = vec![0x5a; chunk];
+                k.out.push(&bytes);
+                k.sent += chunk as u64;
+                self.writes.insert((now + WRITE_EVERY, h));
+            }
+        }
+        self.step_conn(ep, h, now);
+    }
+}
+
+impl Application for LoadApp {
+    fn step(&mut self, ep: &mut Endpoint, now: Duration) -> Result<Step, NetError> {
+        self.start_due(ep, now)?;
+        let mut touched = std::mem::take(&mut self.touched);
+        ep.take_touched(&mut touched);
+        for &h in &touched {
+            self.step_conn(ep, h, now);
+        }
+        self.touched = touched;
+        while let Some(&(t, h)) = self.writes.first() {
+            if t > now {
+                break;
+            }
+            self.writes.pop_first();
+            self.write_telemetry(ep, h, now);
+        }
+        let deadline = self.start + self.opts.ramp + self.opts.duration + DRAIN;
+        if now >= deadline {
+            let late: Vec<_> = self.conns.keys().copied().collect();
+            for h in late {
+                self.fail(h, "not finished in time".into());
+            }
+        }
+        Ok(if self.to_start.is_empty() && self.open == 0 {
+            Step::Done
+        } else {
+            Step::Continue
+        })
+    }
+
+    fn wake_at(&self) -> Option<Duration> {
+        let next_start = self.to_start.last().map(|&i| self.start_at(i));
+        let next_write = self.writes.first().map(|&(t, _)| t);
+        [next_start, next_write, Some(self.start + Duration::from_secs(1))]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+}
+
+struct ThreadResult {
+    conns: Vec<Conn>,
+    driver: DriverStats,
+}
+
+fn run_thread(opts: LoadOptions, indices: Vec<usize>) -> Result<ThreadResult, NetError> {
+    let mut cfg = Config::for_mode(Keypair::generate(), opts.mode);
+    cfg.handshake_timeout = opts.handshake_timeout;
+    let endpoint = Endpoint::new(cfg, false).map_err(|e| NetError::Config(e.to_string()))?;
+    let local: SocketAddr = if opts.server.is_ipv4() {
+        "0.0.0.0:0".parse().expect("valid")
+    } else {
+        "[::]:0".parse().expect("valid")
+    };
+    let socket = NetSocket::bind(local, Some(opts.server)).map_err(|err| NetError::Unreachable {
+        addr: opts.server,
+        err,
+    })?;
+    let mut driver = Driver::new(endpoint, socket, opts.driver);
+    let bulk = indices.iter().any(|&i| i < opts.bulk);
+    let mut to_start = indices;
+    to_start.sort_unstable_by(|a, b| b.cmp(a));
+    let mut app = LoadApp {
+        bulk_hash: if bulk { bulk_hash(opts.bulk_bytes) } else { [0; 32] },
+        start: driver.now(),
+        opts,
+        to_start,
+        conns: HashMap::new(),
+        writes: BTreeSet::new(),
+        touched: Vec::new(),
+        scratch: vec![0; 64 * 1024],
+        open: 0,
+    };
+    driver.run(&mut app)?;
+    Ok(ThreadResult {
+        conns: app.conns.into_values().collect(),
+        driver: driver.stats().clone(),
+    })
+}
+
+/// Runs the load and reports what the clients saw.
+pub fn run(opts: &LoadOptions) -> Result<LoadReport, NetError> {
+    let started = Instant::now();
+    let threads = opts.threads.clamp(1, 64);
+    let mut handles = Vec::new();
+    for t in 0..threads {
+        let indices: Vec<usize> = (t..opts.connections).step_by(threads).collect();
+        let o = opts.clone();
+        handles.push(
+            std::thread::Builder::new()
+                .name(format!("convoy-load-{t}"))
+                .spawn(move || run_thread(o, indices))
+                .map_err(|e| NetError::Socket(std::io::Error::other(e)))?,
+        );
+    }
+    let mut conns = Vec::new();
+    let mut driver = DriverStats::default();
+    for h in handles {
+        let r = h
+            .join()
+            .map_err(|_| NetError::Protocol("a load thread panicked".into()))??;
+        conns.extend(r.conns);
+        driver.absorb(&r.driver);
+    }
+    let mut report = LoadReport {
+        connections: opts.connections,
+        seconds: started.elapsed().as_secs_f64(),
+        client_receive_drops: driver.receive_drops,
+        ..LoadReport::default()
+    };
+    let mut handshakes: Vec<f64> = Vec::new();
+    for k in &conns {
+        if let Some(d) = k.handshake {
+            report.established += 1;
+            handshakes.push(d.as_secs_f64() * 1e3);
+        }
+        if k.state == State::Failed {
+            report.failed += 1;
+            if report.errors.len() < 5 {
+                report.errors.push(format!(
+                    "connection {}: {}",
+                    k.index,
+                    k.error.as_deref().unwrap_or("failed")
+                ));
+            }
+        }
+        match k.kind {
+            Kind::Telemetry => {
+                report.telemetry_bytes_sent += k.sent;
+                if let Some(c) = k.confirmed {
+                    report.telemetry_bytes_confirmed += c;
+                    report.telemetry_streams_confirmed += 1;
+                }
+            }
+            Kind::Bulk { .. } => {
+                if let Some(c) = k.confirmed {
+                    report.bulk_stored += 1;
+                    report.bulk_bytes += c;
+                }
+            }
+        }
+    }
+    report.failed += opts.connections - conns.len();
+    handshakes.sort_by(f64::total_cmp);
+    let q = |p: f64| {
+        if handshakes.is_empty() {
+            0.0
+        } else {
+            handshakes[((handshakes.len() as f64 * p).ceil() as usize).clamp(1, handshakes.len()) - 1]
+        }
+    };
+    report.handshake_p50_ms = q(0.5);
+    report.handshake_p99_ms = q(0.99);
+    report.handshake_max_ms = handshakes.last().copied().unwrap_or(0.0);
+    Ok(report)
+}
