@@ -199,7 +199,10 @@ impl Driver {
             self.tx.clear();
             while !self.tx.is_full() {
                 match self.endpoint.poll_transmit(now, self.tx.next_buffer()) {
-                    Some(t) => self.tx.push(t.len, t.remote),
+                    Some(t) => {
+                        let flow = t.connection.map_or(u64::MAX, |h| h.0);
+                        self.tx.push(t.len, t.remote, flow)
+                    }
                     None => break,
                 }
             }

@@ -7,12 +7,12 @@
 //! connections (as a gateway would), so the load generator itself does
 //! per-event work and leaves the CPU to the server it measures.
 //!
-//! Telemetry is a perf request (`bytes = 0`, until the stream finishes):
-//! every 100 ms the connection writes a tenth of a second's worth; at the
-//! end it finishes the stream and the server's `PerfDone` says how many
-//! bytes it received, which must be every byte sent. A bulk upload is a
-//! real `PUT` of generated content, stored, fsynced and checked with
-//! BLAKE3 by the server.
+//! Every connection is a real upload (`PUT`) of content generated from its
+//! index, stored, fsynced and checked with BLAKE3 by the server, which
+//! confirms it with the hash the client computed: telemetry writes a
+//! tenth of a second's worth every 100 ms for the run's duration (a log
+//! file growing as the vehicle drives), a bulk upload writes as fast as
+//! the connection allows.
 
 use std::collections::{BTreeSet, HashMap};
 use std::net::SocketAddr;
@@ -64,7 +64,8 @@ pub struct LoadReport {
     pub handshake_p99_ms: f64,
     pub handshake_max_ms: f64,
     pub telemetry_bytes_sent: u64,
-    /// Bytes the server said it received on the telemetry streams.
+    /// Bytes of telemetry uploads the server stored and confirmed with
+    /// the BLAKE3 hash the client computed.
     pub telemetry_bytes_confirmed: u64,
     pub telemetry_streams_confirmed: usize,
     pub bulk_stored: usize,
@@ -75,9 +76,10 @@ pub struct LoadReport {
     pub errors: Vec<String>,
 }
 
+#[derive(Clone, Copy, PartialEq)]
 enum Kind {
     Telemetry,
-    Bulk { name: String, pos: u64, from: Option<u64> },
+    Bulk,
 }
 
 #[derive(PartialEq)]
@@ -98,30 +100,32 @@ struct Conn {
     state: State,
     out: Outbox,
     inbox: Vec<u8>,
+    /// Bytes handed to the stream, and the upload's size and hash.
     sent: u64,
+    size: u64,
+    hash: [u8; 32],
+    /// Bytes the application has made available so far (telemetry grows).
+    available: u64,
+    resumed: bool,
     confirmed: Option<u64>,
-    ends_at: Duration,
     error: Option<String>,
 }
 
-/// The generated bulk content: byte i of every bulk file.
-fn bulk_byte(i: u64) -> u8 {
-    (i.wrapping_mul(2_654_435_761) >> 13) as u8
-}
-
-fn fill_bulk(from: u64, out: &mut [u8]) {
+/// The generated content of connection `seed`'s upload, from byte `from`.
+fn fill(seed: u64, from: u64, out: &mut [u8]) {
     for (k, b) in out.iter_mut().enumerate() {
-        *b = bulk_byte(from + k as u64);
+        let i = from + k as u64 + seed.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        *b = (i.wrapping_mul(2_654_435_761) >> 13) as u8;
     }
 }
 
-fn bulk_hash(size: u64) -> [u8; 32] {
+fn content_hash(seed: u64, size: u64) -> [u8; 32] {
     let mut h = blake3::Hasher::new();
     let mut buf = vec![0u8; 64 * 1024];
     let mut pos = 0;
     while pos < size {
         let n = (size - pos).min(buf.len() as u64) as usize;
-        fill_bulk(pos, &mut buf[..n]);
+        fill(seed, pos, &mut buf[..n]);
         h.update(&buf[..n]);
         pos += n as u64;
     }
@@ -136,7 +140,6 @@ struct LoadApp {
     writes: BTreeSet<(Duration, ConnectionHandle)>,
     touched: Vec<ConnectionHandle>,
     scratch: Vec<u8>,
-    bulk_hash: [u8; 32],
     start: Duration,
     open: usize,
 }
@@ -156,14 +159,13 @@ impl LoadApp {
             let h = ep
                 .connect(now, self.opts.server, Some(&self.opts.server_key))
                 .map_err(|e| NetError::Config(e.to_string()))?;
-            let kind = if index < self.opts.bulk {
-                Kind::Bulk {
-                    name: format!("bulk-{index}"),
-                    pos: 0,
-                    from: None,
-                }
+            let (kind, size) = if index < self.opts.bulk {
+                (Kind::Bulk, self.opts.bulk_bytes)
             } else {
-                Kind::Telemetry
+                let tenth = (self.opts.telemetry_bps / 80).max(1);
+                let writes =
+                    (self.opts.duration.as_millis() / WRITE_EVERY.as_millis()).max(1) as u64;
+                (Kind::Telemetry, tenth * writes)
             };
             self.conns.insert(
                 h,
@@ -177,8 +179,11 @@ impl LoadApp {
                     out: Outbox::default(),
                     inbox: Vec::new(),
                     sent: 0,
+                    size,
+                    hash: content_hash(index as u64, size),
+                    available: if kind == Kind::Bulk { size } else { 0 },
+                    resumed: false,
                     confirmed: None,
-                    ends_at: Duration::MAX,
                     error: None,
                 },
             );
@@ -237,19 +242,20 @@ impl LoadApp {
                 let id = c.open_stream()?;
                 k.stream = Some(id);
                 k.state = State::Running;
-                let req = match &k.kind {
-                    Kind::Telemetry => {
-                        k.ends_at = now + self.opts.duration;
-                        // Stagger the writes of connections that came up together.
-                        let phase = WRITE_EVERY * (k.index % 97) as u32 / 97;
-                        self.writes.insert((now + phase, h));
-                        Request::Perf { bytes: 0 }
-                    }
-                    Kind::Bulk { name, .. } => Request::Put {
-                        name: name.clone(),
-                        size: self.opts.bulk_bytes,
-                        hash: self.bulk_hash,
-                    },
+                if k.kind == Kind::Telemetry {
+                    // Stagger the writes of connections that came up together.
+                    let phase = WRITE_EVERY * (k.index % 97) as u32 / 97;
+                    self.writes.insert((now + phase, h));
+                }
+                let prefix = if k.kind == Kind::Bulk {
+                    "bulk"
+                } else {
+                    "telemetry"
+                };
+                let req = Request::Put {
+                    name: format!("{prefix}-{}", k.index),
+                    size: k.size,
+                    hash: k.hash,
                 };
                 k.out.push(&req.encode());
                 id
@@ -258,22 +264,17 @@ impl LoadApp {
         k.out.flush(c, id)?;
         let (replies, fin) = read_replies(c, id, &mut k.inbox, &mut self.scratch)?;
         for r in replies {
-            match (r, &mut k.kind) {
-                (Reply::PutFrom { offset }, Kind::Bulk { pos, from, .. }) => {
-                    *pos = offset;
-                    *from = Some(offset);
+            match r {
+                Reply::PutFrom { offset } if offset <= k.size => {
+                    k.sent = offset;
+                    k.resumed = true;
                 }
-                (Reply::Stored { hash }, Kind::Bulk { .. }) if hash == self.bulk_hash => {
-                    k.confirmed = Some(self.opts.bulk_bytes);
+                Reply::Stored { hash } if hash == k.hash => k.confirmed = Some(k.size),
+                Reply::Stored { .. } => {
+                    return Err(NetError::Integrity("stored content differs".into()))
                 }
-                (Reply::PerfDone { received, .. }, Kind::Telemetry) => {
-                    k.confirmed = Some(received)
-                }
-                (Reply::Progress { .. }, _) => {}
-                (Reply::Error { message }, _) => return Err(NetError::Remote(message)),
-                (other, _) => {
-                    return Err(NetError::Protocol(format!("unexpected reply {other:?}")))
-                }
+                Reply::Error { message } => return Err(NetError::Remote(message)),
+                other => return Err(NetError::Protocol(format!("unexpected reply {other:?}"))),
             }
         }
         if k.confirmed.is_some() {
@@ -285,52 +286,38 @@ impl LoadApp {
         if fin {
             return Err(NetError::Protocol("the server ended the stream".into()));
         }
-        match &mut k.kind {
-            Kind::Bulk {
-                pos,
-                from: Some(_),
-                ..
-            } if k.state == State::Running => {
-                while *pos < self.opts.bulk_bytes {
-                    let room = c.write_room(id).min(self.scratch.len());
-                    if room == 0 {
-                        break;
-                    }
-                    let n = room.min((self.opts.bulk_bytes - *pos) as usize);
-                    fill_bulk(*pos, &mut self.scratch[..n]);
-                    let w = c.write(id, &self.scratch[..n])?;
-                    *pos += w as u64;
-                    k.sent += w as u64;
-                    if w < n {
-                        break;
-                    }
+        if k.state == State::Running && k.resumed {
+            while k.sent < k.available {
+                let room = c.write_room(id).min(self.scratch.len());
+                if room == 0 {
+                    break;
                 }
-                if *pos == self.opts.bulk_bytes {
-                    c.finish(id)?;
-                    k.state = State::Finishing;
+                let n = room.min((k.available - k.sent) as usize);
+                fill(k.index as u64, k.sent, &mut self.scratch[..n]);
+                let w = c.write(id, &self.scratch[..n])?;
+                k.sent += w as u64;
+                if w < n {
+                    break;
                 }
             }
-            Kind::Telemetry if k.state == State::Running && now >= k.ends_at => {
-                k.out.finish_when_empty();
-                k.out.flush(c, id)?;
+            if k.sent == k.size {
+                c.finish(id)?;
                 k.state = State::Finishing;
             }
-            _ => {}
         }
         Ok(())
     }
 
-    /// A telemetry connection's periodic write.
+    /// A telemetry connection's periodic write: a tenth of a second more
+    /// of its log becomes available.
     fn write_telemetry(&mut self, ep: &mut Endpoint, h: ConnectionHandle, now: Duration) {
-        let chunk = (self.opts.telemetry_bps / 8 / 10).max(1) as usize;
+        let tenth = (self.opts.telemetry_bps / 80).max(1);
         if let Some(k) = self.conns.get_mut(&h) {
             if k.state != State::Running {
                 return;
             }
-            if now < k.ends_at {
-                let bytes = vec![0x5a; chunk];
-                k.out.push(&bytes);
-                k.sent += chunk as u64;
+            k.available = (k.available + tenth).min(k.size);
+            if k.available < k.size {
                 self.writes.insert((now + WRITE_EVERY, h));
             }
         }
@@ -371,10 +358,14 @@ impl Application for LoadApp {
     fn wake_at(&self) -> Option<Duration> {
         let next_start = self.to_start.last().map(|&i| self.start_at(i));
         let next_write = self.writes.first().map(|&(t, _)| t);
-        [next_start, next_write, Some(self.start + Duration::from_secs(1))]
-            .into_iter()
-            .flatten()
-            .min()
+        [
+            next_start,
+            next_write,
+            Some(self.start + Duration::from_secs(1)),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 }
 
@@ -392,16 +383,15 @@ fn run_thread(opts: LoadOptions, indices: Vec<usize>) -> Result<ThreadResult, Ne
     } else {
         "[::]:0".parse().expect("valid")
     };
-    let socket = NetSocket::bind(local, Some(opts.server)).map_err(|err| NetError::Unreachable {
-        addr: opts.server,
-        err,
-    })?;
+    let socket =
+        NetSocket::bind(local, Some(opts.server)).map_err(|err| NetError::Unreachable {
+            addr: opts.server,
+            err,
+        })?;
     let mut driver = Driver::new(endpoint, socket, opts.driver);
-    let bulk = indices.iter().any(|&i| i < opts.bulk);
     let mut to_start = indices;
     to_start.sort_unstable_by(|a, b| b.cmp(a));
     let mut app = LoadApp {
-        bulk_hash: if bulk { bulk_hash(opts.bulk_bytes) } else { [0; 32] },
         start: driver.now(),
         opts,
         to_start,
@@ -472,7 +462,7 @@ pub fn run(opts: &LoadOptions) -> Result<LoadReport, NetError> {
                     report.telemetry_streams_confirmed += 1;
                 }
             }
-            Kind::Bulk { .. } => {
+            Kind::Bulk => {
                 if let Some(c) = k.confirmed {
                     report.bulk_stored += 1;
                     report.bulk_bytes += c;
@@ -486,7 +476,8 @@ pub fn run(opts: &LoadOptions) -> Result<LoadReport, NetError> {
         if handshakes.is_empty() {
             0.0
         } else {
-            handshakes[((handshakes.len() as f64 * p).ceil() as usize).clamp(1, handshakes.len()) - 1]
+            handshakes
+                [((handshakes.len() as f64 * p).ceil() as usize).clamp(1, handshakes.len()) - 1]
         }
     };
     report.handshake_p50_ms = q(0.5);

@@ -455,6 +455,10 @@ pub struct SendBatch {
     data: Vec<u8>,
     lens: Vec<usize>,
     dests: Vec<SocketAddr>,
+    /// Which connection each datagram belongs to: a GSO send carries one
+    /// connection's datagrams only, because the receiving kernel steers a
+    /// GSO packet to one socket by its first datagram (crate::steer).
+    flows: Vec<u64>,
     addrs: Vec<libc::sockaddr_storage>,
     addr_lens: Vec<libc::socklen_t>,
     iovecs: Vec<libc::iovec>,
@@ -478,6 +482,7 @@ impl SendBatch {
             data: vec![0; slots * SLOT],
             lens: vec![0; slots],
             dests: vec![SocketAddr::from(([0, 0, 0, 0], 0)); slots],
+            flows: vec![0; slots],
             addrs: vec![zero_addr; slots],
             addr_lens: vec![0; slots],
             iovecs: vec![
@@ -504,11 +509,13 @@ impl SendBatch {
         &mut self.data[i * SLOT..(i + 1) * SLOT]
     }
 
-    /// Commits the datagram written into `next_buffer`.
-    pub fn push(&mut self, len: usize, to: SocketAddr) {
+    /// Commits the datagram written into `next_buffer`; `flow` names its
+    /// connection (datagrams of different flows never share a GSO send).
+    pub fn push(&mut self, len: usize, to: SocketAddr, flow: u64) {
         let i = self.len;
         self.lens[i] = len;
         self.dests[i] = to;
+        self.flows[i] = flow;
         self.addr_lens[i] = to_storage(&to, &mut self.addrs[i]);
         self.len += 1;
     }
@@ -518,7 +525,8 @@ impl SendBatch {
     }
 
     /// How many datagrams from `i` on can leave as one GSO send: a run of
-    /// one size to one address, and at most one shorter datagram to end it.
+    /// one size to one address from one flow, and at most one shorter
+    /// datagram to end it.
     fn gso_run(&self, i: usize) -> usize {
         let size = self.lens[i];
         let mut n = 1;
@@ -526,6 +534,7 @@ impl SendBatch {
         while i + n < self.len
             && n < GSO_MAX_SEGMENTS
             && self.dests[i + n] == self.dests[i]
+            && self.flows[i + n] == self.flows[i]
             && self.lens[i + n] <= size
             && bytes + self.lens[i + n] <= GSO_MAX_BYTES
         {

@@ -108,7 +108,8 @@ pub fn run(args: LoadArgs) -> Result<()> {
         std::thread::spawn(move || {
             let mut peak = 0u64;
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                let text = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+                let text =
+                    std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
                 if let Some(v) = text
                     .lines()
                     .find_map(|l| l.strip_prefix("VmRSS:"))
@@ -134,11 +135,41 @@ pub fn run(args: LoadArgs) -> Result<()> {
     let delivered = report.telemetry_bytes_confirmed == report.telemetry_bytes_sent
         && report.bulk_stored == opts.bulk;
     let targets = [
-        ("every connection up and finished", all_up, format!("{} of {}", report.established - report.failed.min(report.established), opts.connections)),
-        ("every telemetry byte and bulk upload confirmed", delivered, format!("{} of {} B, {} of {} uploads", report.telemetry_bytes_confirmed, report.telemetry_bytes_sent, report.bulk_stored, opts.bulk)),
-        ("no receive-buffer drops at the server", drops == 0, drops.to_string()),
-        ("handshake p99 < 2 s", report.handshake_p99_ms < 2000.0, format!("{:.0} ms", report.handshake_p99_ms)),
-        ("server memory <= 1 MB per connection", per_conn_kib <= 1024.0, format!("{:.0} KiB", per_conn_kib)),
+        (
+            "every connection up and finished",
+            all_up,
+            format!(
+                "{} of {}",
+                report.established - report.failed.min(report.established),
+                opts.connections
+            ),
+        ),
+        (
+            "every telemetry byte and bulk upload confirmed",
+            delivered,
+            format!(
+                "{} of {} B, {} of {} uploads",
+                report.telemetry_bytes_confirmed,
+                report.telemetry_bytes_sent,
+                report.bulk_stored,
+                opts.bulk
+            ),
+        ),
+        (
+            "no receive-buffer drops at the server",
+            drops == 0,
+            drops.to_string(),
+        ),
+        (
+            "handshake p99 < 2 s",
+            report.handshake_p99_ms < 2000.0,
+            format!("{:.0} ms", report.handshake_p99_ms),
+        ),
+        (
+            "server memory <= 1 MB per connection",
+            per_conn_kib <= 1024.0,
+            format!("{:.0} KiB", per_conn_kib),
+        ),
     ];
     if args.json {
         let v = serde_json::json!({
@@ -152,9 +183,20 @@ pub fn run(args: LoadArgs) -> Result<()> {
         });
         println!("{v}");
     } else {
-        println!("convoy bench load: {} connections, {} workers, mode {}", opts.connections, outcome.summary["workers"], opts.mode.name());
-        println!("  established {} failed {} in {:.1} s", report.established, report.failed, report.seconds);
-        println!("  handshake p50 {:.0} ms, p99 {:.0} ms, max {:.0} ms", report.handshake_p50_ms, report.handshake_p99_ms, report.handshake_max_ms);
+        println!(
+            "convoy bench load: {} connections, {} workers, mode {}",
+            opts.connections,
+            outcome.summary["workers"],
+            opts.mode.name()
+        );
+        println!(
+            "  established {} failed {} in {:.1} s",
+            report.established, report.failed, report.seconds
+        );
+        println!(
+            "  handshake p50 {:.0} ms, p99 {:.0} ms, max {:.0} ms",
+            report.handshake_p50_ms, report.handshake_p99_ms, report.handshake_max_ms
+        );
         println!("  telemetry {} B sent, {} B confirmed by the server ({} streams); bulk {} of {} stored", report.telemetry_bytes_sent, report.telemetry_bytes_confirmed, report.telemetry_streams_confirmed, report.bulk_stored, opts.bulk);
         println!("  server: CPU {:.2} s, peak RSS {} KiB ({:.0} KiB per connection), receive drops {}, datagrams in {} / out {}", outcome.cpu_seconds, outcome.peak_rss_kib, per_conn_kib, drops, driver["datagrams_received"], driver["datagrams_sent"]);
         println!("  server refused: {}", outcome.summary["endpoint"]);
@@ -164,7 +206,10 @@ pub fn run(args: LoadArgs) -> Result<()> {
         }
         println!("targets (load average {load})");
         for (name, ok, value) in &targets {
-            println!("  {} {name}: {value}", if *ok { "met   " } else { "MISSED" });
+            println!(
+                "  {} {name}: {value}",
+                if *ok { "met   " } else { "MISSED" }
+            );
         }
     }
     if !all_up || !delivered {
@@ -172,4 +217,3 @@ pub fn run(args: LoadArgs) -> Result<()> {
     }
     Ok(())
 }
-

@@ -88,7 +88,8 @@ impl SpawnedServer {
 
     /// A field of /proc/PID/status, in KiB (VmRSS, VmHWM).
     pub fn status_kib(&self, field: &str) -> u64 {
-        let text = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap_or_default();
+        let text =
+            std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap_or_default();
         text.lines()
             .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
             .and_then(|v| v.split_whitespace().next()?.parse().ok())
