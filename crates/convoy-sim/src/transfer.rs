@@ -139,6 +139,7 @@ pub struct StatsView {
     pub loss_rate: f64,
     pub auth_failures: u64,
     pub replays: u64,
+    pub key_updates: u64,
 }
 
 impl From<ConnectionStats> for StatsView {
@@ -158,6 +159,7 @@ impl From<ConnectionStats> for StatsView {
             rate_bps: s.rate * 8,
             loss_rate: s.loss_rate,
             auth_failures: s.auth_failures,
+            key_updates: s.key_updates,
             replays: s.replays,
         }
     }

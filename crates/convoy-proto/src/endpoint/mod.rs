@@ -508,3 +508,6 @@ impl Endpoint {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
