@@ -7,7 +7,7 @@ use anyhow::{bail, Result};
 use clap::Args;
 use convoy_net::loadgen::{self, LoadOptions};
 
-use crate::bench_server::SpawnedServer;
+use crate::bench_server::{load_avg, RssSampler, SpawnedServer};
 use crate::net_common::{parse_size, TransferOpts};
 
 #[derive(Args)]
@@ -63,12 +63,6 @@ fn parse_rate(s: &str) -> Result<u64, String> {
     Ok((v * scale) as u64)
 }
 
-fn load_avg() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_default()
-}
-
 pub fn run(args: LoadArgs) -> Result<()> {
     if !(args.time > 0.0 && args.time <= 3600.0) || !(0.0..=600.0).contains(&args.ramp) {
         bail!("--time must be in (0, 3600] and --ramp in [0, 600] seconds");
@@ -100,31 +94,9 @@ pub fn run(args: LoadArgs) -> Result<()> {
             opts.connections, opts.bulk, opts.bulk_bytes, server.addr, args.time
         );
     }
-    // Sample the server's memory while the load runs.
-    let pid = server.pid();
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let sampler = {
-        let stop = stop.clone();
-        std::thread::spawn(move || {
-            let mut peak = 0u64;
-            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                let text =
-                    std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-                if let Some(v) = text
-                    .lines()
-                    .find_map(|l| l.strip_prefix("VmRSS:"))
-                    .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
-                {
-                    peak = peak.max(v);
-                }
-                std::thread::sleep(Duration::from_millis(100));
-            }
-            peak
-        })
-    };
+    let sampler = RssSampler::start(server.pid());
     let report = loadgen::run(&opts);
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    let peak_rss_sampled = sampler.join().unwrap_or(0);
+    let peak_rss_sampled = sampler.finish();
     let load = load_avg();
     let outcome = server.stop()?;
     let report = report?;

@@ -130,6 +130,49 @@ impl SpawnedServer {
     }
 }
 
+/// Samples a process's resident memory (VmRSS) every 100 ms until
+/// stopped; `finish` gives the peak in KiB.
+pub struct RssSampler {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: std::thread::JoinHandle<u64>,
+}
+
+impl RssSampler {
+    pub fn start(pid: u32) -> RssSampler {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let mut peak = 0u64;
+            while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+                let text =
+                    std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+                if let Some(v) = text
+                    .lines()
+                    .find_map(|l| l.strip_prefix("VmRSS:"))
+                    .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
+                {
+                    peak = peak.max(v);
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            peak
+        });
+        RssSampler { stop, thread }
+    }
+
+    pub fn finish(self) -> u64 {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.thread.join().unwrap_or(0)
+    }
+}
+
+/// The load average, for the reports.
+pub fn load_avg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
+}
+
 impl Drop for SpawnedServer {
     fn drop(&mut self) {
         if let Some(mut c) = self.child.take() {

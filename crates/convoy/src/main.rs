@@ -2,6 +2,7 @@
 //! the codec; later issues add send, serve, perf, emulate and simulate.
 
 mod bench_codec;
+mod bench_flood;
 mod bench_link;
 mod bench_load;
 mod bench_server;
@@ -95,6 +96,11 @@ enum Bench {
     /// handshake times, the server's memory, drops and CPU against the
     /// targets: `convoy bench load --connections 1000`.
     Load(bench_load::LoadArgs),
+    /// A handshake flood from forged sources (10,000 Initials/s), garbage,
+    /// forged and replayed packets against one `convoy serve` on
+    /// 127.0.0.1 while real clients connect: the server's memory, their
+    /// handshake times, what was counted and the 3x limit. Needs root.
+    Flood(bench_flood::FloodArgs),
 }
 
 #[derive(Args)]
@@ -140,6 +146,7 @@ fn main() -> ExitCode {
             trace: args.trace,
         }),
         Command::Bench(Bench::Load(args)) => bench_load::run(args),
+        Command::Bench(Bench::Flood(args)) => bench_flood::run(args),
         Command::Emu(args) => emu_cmd::run(args),
         Command::Trace(cmd) => trace_cmd::run(cmd),
         Command::Simulate(args) => simulate_cmd::run_simulate(args),
