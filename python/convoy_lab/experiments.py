@@ -5,6 +5,7 @@
     python -m convoy_lab.experiments demo        # the short default subset, then the report
     python -m convoy_lab.experiments reproduce   # every experiment at full length
     python -m convoy_lab.experiments report      # rebuild results/report.html from the CSVs
+    python -m convoy_lab.experiments run faults [--uploads 100] [--quick]   # the fault campaign (convoy_lab.faults)
 
 Each run prints progress on stderr, then the paper's figures beside ours and
 a goodput table on stdout (`--json`: one JSON document instead), and writes
@@ -116,6 +117,7 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("names", nargs="+", metavar="NAME")
     run.add_argument("--quick", action="store_true", help="the demo's shorter settings")
     run.add_argument("--schemes", help=f"comma-separated subset of: {', '.join(SCHEMES)}")
+    run.add_argument("--uploads", type=_seeds, default=100, help="faults: how many uploads (default 100)")
     common(run)
     common(sub.add_parser("demo", help=f"the short default subset ({', '.join(DEMO)}), then the report"))
     common(sub.add_parser("reproduce", help="every experiment at full length, then the report"))
@@ -133,6 +135,8 @@ def main(argv: list[str] | None = None) -> int:
             path = report.write_report(args.out)
             print(f"report: {path.resolve()}")
             return 0
+        if args.command == "run" and args.names == ["faults"]:
+            return _faults(args)
         if args.command == "run":
             names, quick = args.names, args.quick
             schemes = [s.strip() for s in args.schemes.split(",")] if args.schemes else None
@@ -168,6 +172,22 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _faults(args) -> int:
+    """The fault campaign (convoy_lab.faults): not a sweep of schemes."""
+    from . import faults
+
+    convoy_binary()
+    check_emulator()
+    args.out.mkdir(parents=True, exist_ok=True)
+    result = faults.run_campaign(args.uploads, args.seeds, args.quick, args.out)
+    if args.json:
+        print(json.dumps(result, indent=1))
+    else:
+        faults.print_summary(result)
+    s = result["summary"]
+    return 0 if s["bytes_lost"] == 0 and s["bytes_corrupted"] == 0 and s["stored"] == s["uploads"] else 1
+
+
 def _list(as_json_doc: bool) -> int:
     if as_json_doc:
         doc = {
@@ -182,6 +202,8 @@ def _list(as_json_doc: bool) -> int:
     print("experiments (run NAME; * = part of the demo):")
     for n, e in EXPERIMENTS.items():
         print(f"  {n:<15}{'*' if n in DEMO else ' '} {e.title}")
+    print(f"  {'faults':<15}  uploads under seeded random faults (kill -9, outages, loss, reordering,")
+    print(f"  {'':<15}  duplication, corruption, a full disk), re-run until complete, checked byte for byte")
     print("schemes:")
     for n, s in SCHEMES.items():
         reason = s.unavailable()
