@@ -51,6 +51,9 @@ pub struct LoadOptions {
     pub threads: usize,
     pub handshake_timeout: Duration,
     pub driver: DriverConfig,
+    /// Instead of uploading, every connection stays open and idle this
+    /// long, then closes (what an idle connection costs).
+    pub idle: Option<Duration>,
 }
 
 /// What a load run measured on the client side.
@@ -80,6 +83,7 @@ pub struct LoadReport {
 enum Kind {
     Telemetry,
     Bulk,
+    Idle,
 }
 
 #[derive(PartialEq)]
@@ -150,6 +154,14 @@ impl LoadApp {
         self.start + self.opts.ramp * index as u32 / n
     }
 
+    /// When connections still open are given up.
+    fn deadline(&self) -> Duration {
+        self.start
+            + self.opts.ramp
+            + self.opts.duration.max(self.opts.idle.unwrap_or_default())
+            + DRAIN
+    }
+
     fn start_due(&mut self, ep: &mut Endpoint, now: Duration) -> Result<(), NetError> {
         while let Some(&index) = self.to_start.last() {
             if self.start_at(index) > now {
@@ -159,7 +171,9 @@ impl LoadApp {
             let h = ep
                 .connect(now, self.opts.server, Some(&self.opts.server_key))
                 .map_err(|e| NetError::Config(e.to_string()))?;
-            let (kind, size) = if index < self.opts.bulk {
+            let (kind, size) = if self.opts.idle.is_some() {
+                (Kind::Idle, 0)
+            } else if index < self.opts.bulk {
                 (Kind::Bulk, self.opts.bulk_bytes)
             } else {
                 let tenth = (self.opts.telemetry_bps / 80).max(1);
@@ -233,6 +247,24 @@ impl LoadApp {
             }
         }
         if !c.is_established() {
+            return Ok(());
+        }
+        if k.kind == Kind::Idle {
+            match k.handshake {
+                None => {
+                    k.handshake = Some(now.saturating_sub(k.started));
+                    k.state = State::Running;
+                    let until = now + self.opts.idle.unwrap_or_default();
+                    self.writes.insert((until, h));
+                }
+                Some(_) if k.state == State::Running && k.sent == 1 => {
+                    k.state = State::Done;
+                    k.confirmed = Some(0);
+                    self.open -= 1;
+                    c.close(0, "done");
+                }
+                Some(_) => {}
+            }
             return Ok(());
         }
         let id = match k.stream {
@@ -316,6 +348,12 @@ impl LoadApp {
             if k.state != State::Running {
                 return;
             }
+            if k.kind == Kind::Idle {
+                // Its idle time is over (`sent` marks it for closing).
+                k.sent = 1;
+                self.step_conn(ep, h, now);
+                return;
+            }
             k.available = (k.available + tenth).min(k.size);
             if k.available < k.size {
                 self.writes.insert((now + WRITE_EVERY, h));
@@ -341,7 +379,7 @@ impl Application for LoadApp {
             self.writes.pop_first();
             self.write_telemetry(ep, h, now);
         }
-        let deadline = self.start + self.opts.ramp + self.opts.duration + DRAIN;
+        let deadline = self.deadline();
         if now >= deadline {
             let late: Vec<_> = self.conns.keys().copied().collect();
             for h in late {
@@ -358,14 +396,10 @@ impl Application for LoadApp {
     fn wake_at(&self) -> Option<Duration> {
         let next_start = self.to_start.last().map(|&i| self.start_at(i));
         let next_write = self.writes.first().map(|&(t, _)| t);
-        [
-            next_start,
-            next_write,
-            Some(self.start + Duration::from_secs(1)),
-        ]
-        .into_iter()
-        .flatten()
-        .min()
+        [next_start, next_write, Some(self.deadline())]
+            .into_iter()
+            .flatten()
+            .min()
     }
 }
 
@@ -468,6 +502,7 @@ pub fn run(opts: &LoadOptions) -> Result<LoadReport, NetError> {
                     report.bulk_bytes += c;
                 }
             }
+            Kind::Idle => {}
         }
     }
     report.failed += opts.connections - conns.len();

@@ -36,6 +36,10 @@ pub struct LoadArgs {
     /// Client threads (each one socket) of the load generator.
     #[arg(long, default_value_t = 4)]
     pub client_threads: u16,
+    /// Instead of uploading, keep every connection open and idle this many
+    /// seconds, and print the CPU an idle connection costs each side.
+    #[arg(long, value_name = "SECONDS")]
+    pub idle: Option<f64>,
     /// One JSON document on stdout.
     #[arg(long)]
     pub json: bool,
@@ -87,7 +91,14 @@ pub fn run(args: LoadArgs) -> Result<()> {
         threads: usize::from(args.client_threads.max(1)),
         handshake_timeout: Duration::from_secs(10),
         driver: args.transfer.driver(),
+        idle: args.idle.map(Duration::from_secs_f64),
     };
+    if let Some(idle) = args.idle {
+        if !(idle >= 10.0 && idle <= 3600.0) {
+            bail!("--idle must be in [10, 3600] seconds");
+        }
+        return idle_run(&args, &opts, server, idle);
+    }
     if !args.json {
         eprintln!(
             "convoy bench load: {} connections ({} bulk of {} bytes) to {} for {} s ...",
@@ -186,6 +197,83 @@ pub fn run(args: LoadArgs) -> Result<()> {
     }
     if !all_up || !delivered {
         bail!("the load test lost connections or data");
+    }
+    Ok(())
+}
+
+/// CPU seconds (user + system) of a process, from /proc/PID/stat.
+fn process_cpu(pid: u32) -> f64 {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let fields: Vec<&str> = text
+        .rsplit_once(')')
+        .map_or(vec![], |(_, rest)| rest.split_whitespace().collect());
+    // After the command: state is field 3, utime 14 and stime 15.
+    let ticks = |i: usize| {
+        fields
+            .get(i - 3)
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    (ticks(14) + ticks(15)) / hz.max(1.0)
+}
+
+/// Every connection up, then idle: the CPU both sides spend on them,
+/// measured over the idle window after the handshakes.
+fn idle_run(args: &LoadArgs, opts: &LoadOptions, server: SpawnedServer, idle: f64) -> Result<()> {
+    let pid = server.pid();
+    let me = std::process::id();
+    let settle = opts.ramp + Duration::from_secs(3);
+    let window = Duration::from_secs_f64(idle) - Duration::from_secs(4);
+    let measure = std::thread::spawn(move || {
+        std::thread::sleep(settle);
+        let (s0, c0) = (process_cpu(pid), process_cpu(me));
+        std::thread::sleep(window);
+        let (s1, c1) = (process_cpu(pid), process_cpu(me));
+        (s1 - s0, c1 - c0)
+    });
+    let report = loadgen::run(opts);
+    let (server_cpu, client_cpu) = measure.join().unwrap_or((f64::NAN, f64::NAN));
+    let load = load_avg();
+    let outcome = server.stop()?;
+    let report = report?;
+    let secs = window.as_secs_f64();
+    let n = opts.connections as f64;
+    let per_conn = |cpu: f64| cpu / secs / n * 100.0;
+    let target = per_conn(server_cpu).max(per_conn(client_cpu)) <= 0.1;
+    if args.json {
+        println!(
+            "{}",
+            serde_json::json!({
+                "connections": opts.connections, "established": report.established, "window_s": secs,
+                "server_cpu_s": server_cpu, "client_cpu_s": client_cpu,
+                "server_core_percent_per_connection": per_conn(server_cpu),
+                "client_core_percent_per_connection": per_conn(client_cpu),
+                "server": outcome.summary, "load_average": load, "target_met": target,
+            })
+        );
+    } else {
+        println!(
+            "convoy bench load --idle: {} connections up ({} failed), idle for {secs:.0} s",
+            report.established, report.failed
+        );
+        println!(
+            "  server: {server_cpu:.3} s CPU = {:.4} % of a core per connection",
+            per_conn(server_cpu)
+        );
+        println!(
+            "  clients (this process): {client_cpu:.3} s CPU = {:.4} % of a core per connection",
+            per_conn(client_cpu)
+        );
+        println!("target (load average {load})");
+        println!(
+            "  {} an idle connection <= 0.1 % of a core per side",
+            if target { "met   " } else { "MISSED" }
+        );
+    }
+    if report.established != opts.connections {
+        bail!("not every connection came up");
     }
     Ok(())
 }

@@ -244,6 +244,7 @@ pub fn run(args: FloodArgs) -> Result<()> {
         threads: 2,
         handshake_timeout: Duration::from_secs(10),
         driver,
+        idle: None,
     };
     if !args.json {
         eprintln!(
