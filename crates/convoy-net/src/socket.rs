@@ -172,6 +172,15 @@ impl NetSocket {
         })
     }
 
+    /// Asks for `bytes` of receive buffer (as root past rmem_max). A
+    /// server gets more than a client: it takes the sum of every
+    /// connection's traffic and must ride out being descheduled.
+    pub fn set_receive_buffer(&self, bytes: libc::c_int) {
+        if setsockopt_int(self.fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, bytes).is_err() {
+            let _ = setsockopt_int(self.fd, libc::SOL_SOCKET, libc::SO_RCVBUF, bytes);
+        }
+    }
+
     /// Asks for UDP GSO on sends and GRO on receives; each is used only if
     /// the kernel accepts it (see [`NetSocket::gso`] and `gro`).
     pub fn set_offload(&mut self, gso: bool, gro: bool) {
