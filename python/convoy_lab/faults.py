@@ -78,9 +78,13 @@ def plan(index: int, seed: int, quick: bool) -> tuple[int, list[str], str, dict]
     rate = rng.choice([20, 30, 50])
     delay = rng.choice([10, 20, 40])
     keys = [f"rate={rate}mbit", f"delay={delay}ms", f"seed={seed * 1000 + index}"]
-    timing = {"kill_at": rng.uniform(1.0, 3.0), "free_disk_after": rng.uniform(2.0, 5.0)}
+    # Kills land when the server holds this share of the file (a random
+    # moment of the transfer, not of the emulator's start-up).
+    timing = {"kill_at_share": rng.uniform(0.1, 0.8), "free_disk_after": rng.uniform(2.0, 5.0)}
     if "outage" in faults:
-        start = rng.uniform(1.5, 3.0)
+        # Within the transfer: the link's clock starts about a second
+        # before the client does, and the upload then takes size / rate.
+        start = rng.uniform(1.0, 1.2 + size * 8 / (rate * 1e6))
         length = rng.uniform(1.0, 3.0) if quick else rng.uniform(1.0, 60.0)
         keys += [f"outage={start:.2f}s-{start + length:.2f}s", "outage-policy=drop"]
         timing["outage_s"] = length
@@ -159,11 +163,24 @@ def run_upload(u: Upload, timing: dict, work: Path, store: Store, key: Path, tim
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=open(run_dir / "emu.err", "w"))
 
     def inject() -> None:
-        time.sleep(timing["kill_at"])
+        if not {"kill-client", "kill-server"} & set(u.faults):
+            return
+        share = timing["kill_at_share"]
+        partial_dir = store.path / ".convoy-partial"
+        deadline = time.monotonic() + 60
+        held = 0
+        while time.monotonic() < deadline and proc.poll() is None:
+            held = sum(p.stat().st_size for p in partial_dir.glob(f"{src.name}.*.part")) if partial_dir.exists() else 0
+            if held >= share * u.size:
+                break
+            time.sleep(0.02)
+        else:
+            return
+        when = f"{time.monotonic() - started:.1f} s, server holding {held / u.size:.0%}"
         if "kill-client" in u.faults and _kill_pid_file(client_pid):
-            u.notes.append(f"client killed at {timing['kill_at']:.1f} s")
+            u.notes.append(f"client killed at {when}")
         if "kill-server" in u.faults and _kill_pid_file(server_pid):
-            u.notes.append(f"server killed at {timing['kill_at']:.1f} s")
+            u.notes.append(f"server killed at {when}")
 
     def free_disk() -> None:
         time.sleep(timing["free_disk_after"])
