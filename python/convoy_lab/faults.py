@@ -262,6 +262,9 @@ def run_campaign(uploads: int, seed: int, quick: bool, out: Path, stream=sys.std
         "bytes_lost": sum(u.bytes_lost for u in rows),
         "bytes_corrupted": sum(u.bytes_corrupted for u in rows),
         "resumes": sum(u.resumed for u in rows),
+        # Kills that landed mid-transfer (a small upload may finish first).
+        "kills": sum(1 for u in rows for n in u.notes if "killed" in n),
+        "outages": sum(1 for u in rows if "outage" in u.faults),
         "runs": sum(u.attempts for u in rows),
         "completion_s_median": round(statistics.median(times), 2) if times else 0.0,
         "completion_s_p95": round(sorted(times)[int(0.95 * (len(times) - 1))], 2) if times else 0.0,
@@ -290,6 +293,7 @@ def print_summary(result: dict, stream=sys.stdout) -> None:
     print(f"   bytes lost:          {s['bytes_lost']}", file=stream)
     print(f"   bytes corrupted:     {s['bytes_corrupted']}", file=stream)
     print(f"   resumes:             {s['resumes']}", file=stream)
+    print(f"   kills mid-transfer:  {s['kills']}; uploads with an outage: {s['outages']}", file=stream)
     print(
         f"   time to completion:  median {s['completion_s_median']} s, p95 {s['completion_s_p95']} s, max {s['completion_s_max']} s",
         file=stream,
