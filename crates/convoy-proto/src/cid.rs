@@ -29,7 +29,7 @@ pub const SERVER_ID_OFFSET: usize = 1;
 pub const WORKER_OFFSET: usize = 3;
 
 /// Which server and worker this endpoint's connection ids name.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Routing {
     /// QUIC-LB config rotation, 0..=6 (lets a fleet change its id layout
     /// without breaking connections that use the old one).
@@ -38,16 +38,6 @@ pub struct Routing {
     pub server_id: u16,
     /// This endpoint's socket (core) within the server.
     pub worker: u8,
-}
-
-impl Default for Routing {
-    fn default() -> Self {
-        Routing {
-            rotation: 0,
-            server_id: 0,
-            worker: 0,
-        }
-    }
 }
 
 impl Routing {

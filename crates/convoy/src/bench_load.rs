@@ -68,7 +68,7 @@ fn parse_rate(s: &str) -> Result<u64, String> {
 }
 
 pub fn run(args: LoadArgs) -> Result<()> {
-    if !(args.time > 0.0 && args.time <= 3600.0) || !(0.0..=600.0).contains(&args.ramp) {
+    if !(args.time > 0.0 && args.time <= 3600.0 && (0.0..=600.0).contains(&args.ramp)) {
         bail!("--time must be in (0, 3600] and --ramp in [0, 600] seconds");
     }
     let workers = args.workers.to_string();
@@ -94,7 +94,7 @@ pub fn run(args: LoadArgs) -> Result<()> {
         idle: args.idle.map(Duration::from_secs_f64),
     };
     if let Some(idle) = args.idle {
-        if !(idle >= 10.0 && idle <= 3600.0) {
+        if !(10.0..=3600.0).contains(&idle) {
             bail!("--idle must be in [10, 3600] seconds");
         }
         return idle_run(&args, &opts, server, idle);

@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
@@ -29,20 +29,20 @@ pub struct Claims {
 }
 
 impl Claims {
-    fn claim(&self, path: &PathBuf) -> u64 {
+    fn claim(&self, path: &Path) -> u64 {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         self.owners
             .lock()
             .expect("claims lock")
-            .insert(path.clone(), id);
+            .insert(path.to_path_buf(), id);
         id
     }
 
-    fn holds(&self, path: &PathBuf, id: u64) -> bool {
+    fn holds(&self, path: &Path, id: u64) -> bool {
         self.owners.lock().expect("claims lock").get(path) == Some(&id)
     }
 
-    fn release(&self, path: &PathBuf, id: u64) {
+    fn release(&self, path: &Path, id: u64) {
         let mut owners = self.owners.lock().expect("claims lock");
         if owners.get(path) == Some(&id) {
             owners.remove(path);

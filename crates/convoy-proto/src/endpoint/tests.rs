@@ -141,7 +141,7 @@ fn garbage_and_unknown_connections_are_counted_not_answered() {
             // A well-formed short header for a connection that is not there.
             d.resize(d.len().max(40), 0);
             d[0] = 0x40;
-        } else if d[0] & 0xbe == 0x40 {
+        } else if d[0] & 0xfe == 0x40 {
             d[0] = 0x07;
         }
         s.handle(MS, addr(i), &d);

@@ -173,7 +173,7 @@ fn flood(
             for b in buf[..len].iter_mut() {
                 *b = convoy_link::splitmix64(&mut rng) as u8;
             }
-            if r % 3 == 0 && !recorded.is_empty() {
+            if r.is_multiple_of(3) && !recorded.is_empty() {
                 // A forged packet for a live connection: its real header
                 // (connection id) with a new packet number and junk.
                 let real = &recorded[(r >> 8) as usize % recorded.len()];
@@ -184,7 +184,7 @@ fn flood(
             } else {
                 if r % 3 == 1 {
                     buf[0] = 0x40; // a short header for no connection
-                } else if buf[0] & 0xbe == 0x40 || buf[0] & 0x80 != 0 {
+                } else if buf[0] & 0xfe == 0x40 || buf[0] & 0x80 != 0 {
                     buf[0] = 0x07; // an unknown packet type
                 }
                 counts.garbage += 1;
