@@ -9,7 +9,7 @@ use convoy_proto::wire::{Frame, Frames};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    let mut buf = vec![0u8; 4096];
+    let mut buf = [0u8; 64];
     for frame in Frames::new(data) {
         let Ok(frame) = frame else { break };
         match frame {
