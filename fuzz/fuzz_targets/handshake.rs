@@ -18,6 +18,7 @@ fn params() -> TransportParams {
         max_stream_data: 1 << 19,
         max_blocks: 16,
         idle_timeout_ms: 30_000,
+        receive_times: true,
     }
 }
 

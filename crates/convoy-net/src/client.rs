@@ -61,8 +61,9 @@ impl ClientOptions {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Progress {
     /// Bytes of the file done, counting what an earlier run left: for an
-    /// upload, handed to the connection (the server confirms the whole
-    /// file only at the end); for a download, written to the partial file.
+    /// upload, held by the server (in blocks it reported decodable; it
+    /// confirms the stored file at the end); for a download, written to the
+    /// partial file.
     pub done: u64,
     /// The file's size (0 for a download until the server has said).
     pub total: u64,

@@ -33,6 +33,7 @@ pub mod keys;
 pub mod loadgen;
 pub mod pacing;
 pub mod perf;
+pub mod perf_stamps;
 pub mod request;
 pub mod server;
 pub mod session;

@@ -10,6 +10,7 @@ use convoy_proto::{ConnectionHandle, ConnectionStats, Endpoint, StreamId};
 use crate::client::{live, read_replies, Client};
 use crate::driver::{Application, Step};
 use crate::error::NetError;
+use crate::perf_stamps::{stamp, wall_ns, write_len, LatencySummary};
 use crate::request::{Reply, Request};
 use crate::session::{cpu_time, Outbox};
 use crate::stats::DriverReport;
@@ -45,12 +46,38 @@ pub struct RttSummary {
     pub min: f64,
 }
 
+/// Write-to-read latency in milliseconds (the server's reading of the
+/// client's stamps).
+#[derive(Clone, Copy, Debug, Default, serde::Serialize)]
+pub struct LatencyMs {
+    pub samples: u64,
+    pub p50: f64,
+    pub p95: f64,
+    pub p99: f64,
+}
+
+impl From<LatencySummary> for LatencyMs {
+    fn from(l: LatencySummary) -> LatencyMs {
+        let ms = |us: u64| us as f64 / 1000.0;
+        LatencyMs {
+            samples: l.samples,
+            p50: ms(l.p50_us),
+            p95: ms(l.p95_us),
+            p99: ms(l.p99_us),
+        }
+    }
+}
+
 #[derive(Clone, Debug, Default, serde::Serialize)]
 pub struct PerfReport {
     pub mode: String,
+    /// Bytes the server's application read: all of them, or, timed, those
+    /// that arrived within `seconds` of the request.
     pub bytes: u64,
     pub seconds: f64,
     pub goodput_mbps: f64,
+    /// From the client's write to the server's read.
+    pub latency_ms: LatencyMs,
     pub rtt_ms: RttSummary,
     pub packets_sent: u64,
     pub packets_lost: u64,
@@ -78,7 +105,7 @@ struct PerfApp<'a> {
     finished: bool,
     started: Duration,
     received: u64,
-    done: Option<(u64, u64)>,
+    done: Option<(u64, u64, LatencySummary)>,
     next_interval: Duration,
     next_rtt: Duration,
     at_last_interval: (u64, ConnectionStats),
@@ -118,11 +145,11 @@ impl Application for PerfApp<'_> {
             Some(id) => id,
             None => {
                 let id = c.open_stream()?;
-                let bytes = match self.amount {
-                    PerfAmount::Bytes(n) => n,
-                    PerfAmount::Time(_) => 0,
+                let (bytes, millis) = match self.amount {
+                    PerfAmount::Bytes(n) => (n, 0),
+                    PerfAmount::Time(t) => (0, (t.as_millis() as u64).max(1)),
                 };
-                self.out.push(&Request::Perf { bytes }.encode());
+                self.out.push(&Request::Perf { bytes, millis }.encode());
                 self.stream = Some(id);
                 self.started = now;
                 self.next_interval = now + INTERVAL;
@@ -139,11 +166,18 @@ impl Application for PerfApp<'_> {
             };
             while self.written < limit {
                 let room = c.write_room(id).min(self.filler.len());
-                if room == 0 {
+                let room = room.min((limit - self.written).min(usize::MAX as u64) as usize);
+                // Not ending inside a latency stamp, unless it is the end.
+                let n = match write_len(self.written, room) {
+                    0 if room as u64 == limit - self.written => room,
+                    n => n,
+                };
+                if n == 0 {
                     break;
                 }
-                let n = room.min((limit - self.written).min(usize::MAX as u64) as usize);
-                let w = c.write(id, &self.filler[..n])?;
+                let chunk = &mut self.filler[..n];
+                stamp(chunk, self.written, wall_ns());
+                let w = c.write(id, chunk)?;
                 self.written += w as u64;
             }
             if self.written >= limit {
@@ -155,9 +189,19 @@ impl Application for PerfApp<'_> {
         for r in replies {
             match r {
                 Reply::Progress { received } => self.received = received,
-                Reply::PerfDone { received, cpu_ns } => {
+                Reply::PerfDone {
+                    received,
+                    cpu_ns,
+                    latency,
+                } => {
                     self.received = received;
-                    self.done = Some((received, cpu_ns));
+                    self.done = Some((received, cpu_ns, latency));
+                    if !self.finished {
+                        // A timed run's window closed: what is still
+                        // queued would only be dropped by the server.
+                        let _ = c.reset(id, 0);
+                        self.finished = true;
+                    }
                 }
                 Reply::Error { message } => return Err(NetError::Remote(message)),
                 other => return Err(NetError::Protocol(format!("unexpected reply {other:?}"))),
@@ -220,14 +264,19 @@ impl Client {
         };
         self.run_transfer(&mut app)?;
         let end = self.driver.now();
-        let (received, server_cpu_ns) = app.done.expect("done");
-        let seconds = end.saturating_sub(app.started).as_secs_f64();
+        let (received, server_cpu_ns, latency) = app.done.expect("done");
+        // Timed: the server counted over exactly that window.
+        let seconds = match amount {
+            PerfAmount::Time(t) => t.as_secs_f64(),
+            PerfAmount::Bytes(_) => end.saturating_sub(app.started).as_secs_f64(),
+        };
         let stats = self.stats();
         Ok(PerfReport {
             mode: mode.to_owned(),
             bytes: received,
             seconds,
             goodput_mbps: received as f64 * 8.0 / seconds.max(1e-9) / 1e6,
+            latency_ms: latency.into(),
             rtt_ms: RttSummary {
                 mean: if app.rtt_n > 0 {
                     app.rtt_sum / app.rtt_n as f64 * 1e3

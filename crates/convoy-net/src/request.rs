@@ -4,6 +4,7 @@
 //! (perf).
 
 use crate::error::NetError;
+use crate::perf_stamps::LatencySummary;
 
 const MAGIC: &[u8; 4] = b"CVY1";
 pub const MAX_NAME: usize = 255;
@@ -18,8 +19,9 @@ pub enum Request {
     },
     /// Send `name` from byte `offset` on.
     Get { name: String, offset: u64 },
-    /// Count what follows (`bytes` of it, 0 = until the stream finishes).
-    Perf { bytes: u64 },
+    /// Count what follows: `bytes` of it, or (`bytes` = 0) what arrives in
+    /// the `millis` after the request (0: until the stream finishes).
+    Perf { bytes: u64, millis: u64 },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -41,10 +43,13 @@ pub enum Reply {
     Progress {
         received: u64,
     },
-    /// Perf: everything received; the server's CPU time for this client.
+    /// Perf: everything received (in the timed window), the server's CPU
+    /// time for this client, and the write-to-read latency of the stamps
+    /// it read.
     PerfDone {
         received: u64,
         cpu_ns: u64,
+        latency: LatencySummary,
     },
     Error {
         message: String,
@@ -82,7 +87,10 @@ impl Request {
                 out.extend_from_slice(hash);
             }
             Request::Get { offset, .. } => out.extend_from_slice(&offset.to_be_bytes()),
-            Request::Perf { bytes } => out.extend_from_slice(&bytes.to_be_bytes()),
+            Request::Perf { bytes, millis } => {
+                out.extend_from_slice(&bytes.to_be_bytes());
+                out.extend_from_slice(&millis.to_be_bytes());
+            }
         }
         out
     }
@@ -124,10 +132,10 @@ impl Request {
                 Request::Get { name, offset }
             }
             3 => {
-                let Some(bytes) = r.u64() else {
+                let (Some(bytes), Some(millis)) = (r.u64(), r.u64()) else {
                     return Ok(None);
                 };
-                Request::Perf { bytes }
+                Request::Perf { bytes, millis }
             }
             _ => return Err(NetError::Protocol(format!("unknown request {op}"))),
         };
@@ -156,10 +164,22 @@ impl Reply {
                 out.push(4);
                 out.extend_from_slice(&received.to_be_bytes());
             }
-            Reply::PerfDone { received, cpu_ns } => {
+            Reply::PerfDone {
+                received,
+                cpu_ns,
+                latency,
+            } => {
                 out.push(5);
-                out.extend_from_slice(&received.to_be_bytes());
-                out.extend_from_slice(&cpu_ns.to_be_bytes());
+                for v in [
+                    *received,
+                    *cpu_ns,
+                    latency.samples,
+                    latency.p50_us,
+                    latency.p95_us,
+                    latency.p99_us,
+                ] {
+                    out.extend_from_slice(&v.to_be_bytes());
+                }
             }
             Reply::Error { message } => {
                 let m = &message.as_bytes()[..message.len().min(1000)];
@@ -188,8 +208,19 @@ impl Reply {
                 _ => None,
             },
             4 => r.u64().map(|received| Reply::Progress { received }),
-            5 => match (r.u64(), r.u64()) {
-                (Some(received), Some(cpu_ns)) => Some(Reply::PerfDone { received, cpu_ns }),
+            5 => match [r.u64(), r.u64(), r.u64(), r.u64(), r.u64(), r.u64()] {
+                [Some(received), Some(cpu_ns), Some(samples), Some(p50_us), Some(p95_us), Some(p99_us)] => {
+                    Some(Reply::PerfDone {
+                        received,
+                        cpu_ns,
+                        latency: LatencySummary {
+                            samples,
+                            p50_us,
+                            p95_us,
+                            p99_us,
+                        },
+                    })
+                }
                 _ => None,
             },
             0xEE => match r.u16() {
@@ -243,7 +274,10 @@ mod tests {
                 name: "a".into(),
                 offset: 123,
             },
-            Request::Perf { bytes: 0 },
+            Request::Perf {
+                bytes: 0,
+                millis: 40_000,
+            },
         ] {
             let bytes = req.encode();
             for cut in 0..bytes.len() {
@@ -270,6 +304,12 @@ mod tests {
             Reply::PerfDone {
                 received: 8,
                 cpu_ns: 9,
+                latency: LatencySummary {
+                    samples: 3,
+                    p50_us: 10,
+                    p95_us: 20,
+                    p99_us: 30,
+                },
             },
             Reply::Error {
                 message: "disk full".into(),

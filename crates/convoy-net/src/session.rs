@@ -10,6 +10,7 @@ use std::time::Duration;
 use convoy_proto::{Connection, StreamError, StreamId};
 
 use crate::error::NetError;
+use crate::perf_stamps::{wall_ns, LatencyMeter};
 use crate::request::{validate_name, Reply, Request};
 use crate::store::{PartialUpload, PutStart, Store};
 
@@ -109,7 +110,12 @@ enum Phase {
         started: Duration,
         cpu_start: Duration,
         next_progress: Duration,
+        /// A timed perf counts until here, then answers.
+        deadline: Option<Duration>,
+        latency: LatencyMeter,
     },
+    /// A timed perf answered: what still arrives is dropped unread.
+    PerfOver,
     Done,
 }
 
@@ -215,6 +221,16 @@ impl Session {
             }
         }
         if let Phase::Perf {
+            deadline: Some(deadline),
+            ..
+        } = self.phase
+        {
+            if now >= deadline {
+                self.end_timed_perf(now, events);
+                return Ok(());
+            }
+        }
+        if let Phase::Perf {
             received,
             next_progress,
             ..
@@ -256,10 +272,14 @@ impl Session {
                 Ok(())
             }
             Phase::Put { upload, .. } => upload.write(data),
-            Phase::Perf { received, .. } => {
+            Phase::Perf {
+                received, latency, ..
+            } => {
+                latency.take(*received, data, wall_ns());
                 *received += data.len() as u64;
                 Ok(())
             }
+            Phase::PerfOver => Ok(()),
             Phase::Get { .. } | Phase::Done => Err(NetError::Protocol("unexpected data".into())),
         }
     }
@@ -317,13 +337,16 @@ impl Session {
                     sent: 0,
                 };
             }
-            Request::Perf { bytes } => {
+            Request::Perf { bytes, millis } => {
                 self.phase = Phase::Perf {
                     expected: bytes,
                     received: 0,
                     started: now,
                     cpu_start: cpu_time(),
                     next_progress: now + PROGRESS_EVERY,
+                    deadline: (bytes == 0 && millis > 0)
+                        .then(|| now + Duration::from_millis(millis)),
+                    latency: LatencyMeter::default(),
                 };
             }
         }
@@ -356,6 +379,7 @@ impl Session {
                 received,
                 started,
                 cpu_start,
+                mut latency,
                 ..
             } => {
                 if expected != 0 && received != expected {
@@ -363,21 +387,9 @@ impl Session {
                         "perf got {received} of {expected} bytes"
                     )));
                 }
-                let cpu = cpu_time().saturating_sub(cpu_start);
-                self.out.push(
-                    &Reply::PerfDone {
-                        received,
-                        cpu_ns: cpu.as_nanos() as u64,
-                    }
-                    .encode(),
-                );
-                events.push(ServerEvent::PerfDone {
-                    peer: self.peer,
-                    bytes: received,
-                    seconds: now.saturating_sub(started).as_secs_f64(),
-                    cpu_seconds: cpu.as_secs_f64(),
-                });
+                self.perf_done(now, received, started, cpu_start, &mut latency, events);
             }
+            Phase::PerfOver => {}
             Phase::Header => {
                 return Err(NetError::Protocol("stream ended before the request".into()))
             }
@@ -390,6 +402,47 @@ impl Session {
         }
         self.out.finish_when_empty();
         Ok(())
+    }
+
+    /// A timed perf's window closed: answer with what arrived in it, and
+    /// drop what still comes (the client stops on the answer).
+    fn end_timed_perf(&mut self, now: Duration, events: &mut Vec<ServerEvent>) {
+        if let Phase::Perf {
+            received,
+            started,
+            cpu_start,
+            mut latency,
+            ..
+        } = std::mem::replace(&mut self.phase, Phase::PerfOver)
+        {
+            self.perf_done(now, received, started, cpu_start, &mut latency, events);
+        }
+    }
+
+    fn perf_done(
+        &mut self,
+        now: Duration,
+        received: u64,
+        started: Duration,
+        cpu_start: Duration,
+        latency: &mut LatencyMeter,
+        events: &mut Vec<ServerEvent>,
+    ) {
+        let cpu = cpu_time().saturating_sub(cpu_start);
+        self.out.push(
+            &Reply::PerfDone {
+                received,
+                cpu_ns: cpu.as_nanos() as u64,
+                latency: latency.summary(),
+            }
+            .encode(),
+        );
+        events.push(ServerEvent::PerfDone {
+            peer: self.peer,
+            bytes: received,
+            seconds: now.saturating_sub(started).as_secs_f64(),
+            cpu_seconds: cpu.as_secs_f64(),
+        });
     }
 
     fn send_file(

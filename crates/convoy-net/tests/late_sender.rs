@@ -111,7 +111,11 @@ fn a_sender_late_on_every_turn_still_reads_its_peer() {
     let mut app = SlowPerf {
         h,
         stream: None,
-        header: Request::Perf { bytes: BYTES }.encode(),
+        header: Request::Perf {
+            bytes: BYTES,
+            millis: 0,
+        }
+        .encode(),
         written: 0,
         finished: false,
         inbox: Vec::new(),

@@ -207,6 +207,11 @@ impl Streams {
         Ok(n)
     }
 
+    /// Bytes written and not yet packed into a block, over all streams.
+    pub fn unsent_bytes(&self) -> usize {
+        self.send.values().map(|s| s.unsent.len()).sum()
+    }
+
     /// Bytes `write` would take now.
     pub fn write_room(&self, id: StreamId) -> usize {
         self.send.get(&id.0).map_or(0, |s| {
@@ -411,8 +416,10 @@ impl Streams {
     }
 
     /// Appends STREAM and RESET_STREAM frames to `block` until it holds
-    /// `max` bytes or nothing more may be sent; streams take turns.
-    pub fn fill_block(&mut self, block: &mut Vec<u8>, max: usize) {
+    /// `max` bytes or nothing more may be sent; streams take turns. Returns
+    /// the stream bytes it packed, per stream.
+    pub fn fill_block(&mut self, block: &mut Vec<u8>, max: usize) -> Vec<(u64, u64)> {
+        let mut packed = Vec::new();
         let ids: Vec<u64> = self
             .send
             .range(self.rr_cursor..)
@@ -465,6 +472,9 @@ impl Streams {
             s.offset += take as u64;
             s.fin_sent |= fin;
             self.sent_data += take as u64;
+            if take > 0 {
+                packed.push((id, take as u64));
+            }
         }
         self.data_blocked = self.peer_max_data <= self.sent_data
             && self.send.values().any(|s| !s.unsent.is_empty());
@@ -485,6 +495,7 @@ impl Streams {
             self.send.remove(&id);
             self.recv.remove(&id);
         }
+        packed
     }
 
     /// Writes credit frames: MAX_DATA always, MAX_STREAM_DATA for streams

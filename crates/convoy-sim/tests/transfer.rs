@@ -40,6 +40,14 @@ fn check_goodput(r: &TransferReport, p: f64) {
             d.delivered, d.bytes,
             "{name}: every byte delivered ({r:#?})"
         );
+        // The sender's progress figure ends at the whole stream (the last
+        // block's status may still be in flight when the reader is done).
+        assert!(
+            d.acknowledged <= d.bytes && d.acknowledged + 1_000_000 >= d.bytes,
+            "{name}: {} of {} acknowledged",
+            d.acknowledged,
+            d.bytes
+        );
         let ideal = RATE as f64 * (1.0 - p);
         let ratio = d.goodput_bps / ideal;
         eprintln!(

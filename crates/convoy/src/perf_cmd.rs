@@ -111,6 +111,7 @@ fn print_report(r: &convoy_net::PerfReport, json: bool) -> Result<()> {
     let p = &r.driver.pacing_lateness;
     println!(
         "{} bytes in {:.2} s: {:.1} Mbit/s goodput, rtt mean {:.3} ms min {:.3} ms, {} packets sent, {} lost\n\
+         write to read: p50 {:.1} ms, p95 {:.1} ms, p99 {:.1} ms ({} samples)\n\
          CPU: client {:.2} s, server {}\n\
          pacing lateness: p50 {:.0} µs, p99 {:.0} µs, max {:.0} µs, {:.1} % within 50 µs ({} wake-ups)",
         r.bytes,
@@ -120,6 +121,10 @@ fn print_report(r: &convoy_net::PerfReport, json: bool) -> Result<()> {
         r.rtt_ms.min,
         r.packets_sent,
         r.packets_lost,
+        r.latency_ms.p50,
+        r.latency_ms.p95,
+        r.latency_ms.p99,
+        r.latency_ms.samples,
         r.cpu_seconds,
         r.server_cpu_seconds.map_or("?".into(), |s| format!("{s:.2} s")),
         p.p50_us,

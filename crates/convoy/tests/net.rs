@@ -162,6 +162,58 @@ fn perf_reports_json_with_intervals_and_cpu() {
     assert!(s.status.success(), "{}", String::from_utf8_lossy(&s.stderr));
 }
 
+#[test]
+fn a_timed_perf_ends_on_time_and_reports_write_to_read_latency() {
+    let dir = TempDir::new("perf-time");
+    let (key, pubkey) = keygen(dir.path());
+    let port = free_port();
+    let mut server = spawn(
+        &[
+            "perf",
+            "--server",
+            "--once",
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "--key",
+        ],
+        &[&key],
+    );
+    wait_port_bound(port);
+    let started = std::time::Instant::now();
+    let out = Command::new(bin())
+        .args([
+            "perf",
+            &format!("127.0.0.1:{port}"),
+            "--time",
+            "2",
+            "--mode",
+            "tide",
+            "--json",
+            "--server-key",
+        ])
+        .arg(&pubkey)
+        .output()
+        .unwrap();
+    let took = started.elapsed();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v = json_of(&out);
+    // The server counts what arrived in the 2 s after the request and
+    // answers at once; the client does not drain a send buffer after it.
+    assert_eq!(v["seconds"].as_f64(), Some(2.0));
+    assert!(v["bytes"].as_u64().unwrap() > 0);
+    assert!(v["latency_ms"]["samples"].as_u64().unwrap() > 0);
+    assert!(v["latency_ms"]["p50"].as_f64().unwrap() > 0.0);
+    // Generous for a loaded machine (process start, handshake); before
+    // the bounded send side a timed run drained what it had buffered.
+    assert!(took < Duration::from_secs(6), "took {took:?}");
+    let s = server.wait_output(Duration::from_secs(10));
+    assert!(s.status.success(), "{}", String::from_utf8_lossy(&s.stderr));
+}
+
 /// Runs `convoy ARGS EXTRA` to the end, killing it after `limit` so a hung
 /// re-run fails the test instead of hanging it.
 fn run_within(args: &[&str], extra: &[&Path], limit: Duration) -> std::process::Output {
