@@ -6,7 +6,7 @@ CARGO ?= cargo
 PYTHON := .venv/bin/python
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
-.PHONY: demo reproduce test setup build bench fuzz lint
+.PHONY: demo reproduce test setup build bench fuzz fuzz-deep lint
 
 setup:
 	@scripts/setup.sh
@@ -51,3 +51,15 @@ fuzz:
 	cargo install --locked cargo-fuzz
 	cd fuzz && cargo +nightly fuzz run decoder_input -- -max_total_time=$(FUZZ_SECONDS)
 	cd fuzz && cargo +nightly fuzz run wire_packet -- -max_total_time=$(FUZZ_SECONDS)
+
+# Every parser at depth: packet, frames, requests, handshake messages, trace
+# files and the codec's decoder input, FUZZ_RUNS executions each (10^7 by
+# default), without a sanitizer (safe Rust; several times faster), and
+# prints each target's count.
+FUZZ_RUNS ?= 10000000
+FUZZ_TARGETS := wire_packet frames request handshake trace_files decoder_input
+fuzz-deep:
+	@command -v cargo-fuzz >/dev/null || cargo install --locked cargo-fuzz
+	cd fuzz && for t in $(FUZZ_TARGETS); do \
+	  cargo +nightly fuzz run -s none $$t -- -runs=$(FUZZ_RUNS) -print_final_stats=1 2>&1 | grep -E "stat::number_of_executed_units|ERROR|panicked" | sed "s/^/$$t: /" || exit 1; \
+	done

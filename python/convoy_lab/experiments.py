@@ -7,6 +7,7 @@
     python -m convoy_lab.experiments demo        # the short default subset, then the report
     python -m convoy_lab.experiments reproduce   # every experiment at full length
     python -m convoy_lab.experiments report      # rebuild results/report.html from the CSVs
+    python -m convoy_lab.experiments run faults [--uploads 100] [--quick]   # the fault campaign (convoy_lab.faults)
 
 Each run prints progress on stderr, then the paper's figures beside ours and
 a goodput table on stdout (`--json`: one JSON document instead), and writes
@@ -172,6 +173,7 @@ def parser() -> argparse.ArgumentParser:
     grid.add_argument("--duration", type=float, metavar="S", help="seconds per run (default 60)")
     grid.add_argument("--offsets", type=_numbers, metavar="S,S",
                       help="seconds into the traces where runs start (default: 0, 1/3 and 2/3 of each trace)")
+    run.add_argument("--uploads", type=_seeds, default=100, help="faults: how many uploads (default 100)")
     common(run)
     common(sub.add_parser("demo", help=f"the short default subset ({', '.join(DEMO)}), then the report"))
     common(sub.add_parser("reproduce", help="every experiment at full length, then the report"))
@@ -190,6 +192,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"report: {path.resolve()}")
             return 0
         overrides = {}
+        if args.command == "run" and args.names == ["faults"]:
+            return _faults(args)
         if args.command == "run":
             names, quick = args.names, args.quick
             schemes = [s.strip() for s in args.schemes.split(",")] if args.schemes else None
@@ -243,6 +247,22 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _faults(args) -> int:
+    """The fault campaign (convoy_lab.faults): not a sweep of schemes."""
+    from . import faults
+
+    convoy_binary()
+    check_emulator()
+    args.out.mkdir(parents=True, exist_ok=True)
+    result = faults.run_campaign(args.uploads, args.seeds, args.quick, args.out)
+    if args.json:
+        print(json.dumps(result, indent=1))
+    else:
+        faults.print_summary(result)
+    s = result["summary"]
+    return 0 if s["bytes_lost"] == 0 and s["bytes_corrupted"] == 0 and s["stored"] == s["uploads"] else 1
+
+
 def _list(as_json_doc: bool) -> int:
     if as_json_doc:
         doc = {
@@ -266,6 +286,8 @@ def _list(as_json_doc: bool) -> int:
     for n, e in EXPERIMENTS.items():
         print(f"  {n:<15}{'*' if n in DEMO else ' '} {e.title}")
     print(f"  {cellular.NAME:<15}{'*' if cellular.NAME in DEMO else ' '} {cellular.TITLE}")
+    print(f"  {'faults':<15}  uploads under seeded random faults (kill -9, outages, loss, reordering,")
+    print(f"  {'':<15}  duplication, corruption, a full disk), re-run until complete, checked byte for byte")
     print("schemes:")
     for n, s in SCHEMES.items():
         reason = s.unavailable()

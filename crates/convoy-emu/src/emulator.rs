@@ -133,9 +133,10 @@ impl Emulator {
         for (i, l) in config.links.iter().enumerate() {
             let spec_err = |e| EmuError::spec(&l.name, e);
             let (up, down) = l.configs(i).map_err(spec_err)?;
+            let (up_faults, down_faults) = l.fault_stages(&up, &down).map_err(spec_err)?;
             let up = LinkDirection::new(up).map_err(|e| spec_err(e.into()))?;
             let down = LinkDirection::new(down).map_err(|e| spec_err(e.into()))?;
-            models.push((up, down));
+            models.push(((up, up_faults), (down, down_faults)));
         }
         check_environment(&config.tun_path)?;
         // SAFETY: plain syscall. Orphans of the commands (a daemonising
@@ -234,6 +235,7 @@ impl Emulator {
                 };
                 let live = Arc::new(LiveCounters::default());
                 emu.live.push((label.clone(), live.clone()));
+                let (model, faults) = model;
                 let pump = Pump::new(
                     label,
                     model,
@@ -247,7 +249,8 @@ impl Emulator {
                     stopper.clone(),
                     live,
                     out,
-                );
+                )
+                .with_faults(faults);
                 emu.pumps.push(pump.spawn()?);
             }
         }

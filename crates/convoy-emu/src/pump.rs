@@ -21,7 +21,9 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use convoy_link::{Enqueued, LinkDirection, RecordKind, RecordWriter, Stats, Time};
+use convoy_link::{
+    Enqueued, FaultStage, Faulted, LinkDirection, RecordKind, RecordWriter, Stats, Time,
+};
 
 use crate::error::EmuError;
 use crate::pcap::PcapWriter;
@@ -141,6 +143,8 @@ pub struct Pump {
     late: Vec<u64>,
     late_max_ns: u64,
     write_errors: u64,
+    /// Duplication, corruption and reordering after the link.
+    faults: Option<FaultStage>,
 }
 
 impl Pump {
@@ -174,7 +178,14 @@ impl Pump {
             late: vec![0; LATE_BUCKETS],
             late_max_ns: 0,
             write_errors: 0,
+            faults: None,
         }
+    }
+
+    /// Puts a fault stage after the link (none if it has no faults).
+    pub fn with_faults(mut self, faults: FaultStage) -> Pump {
+        self.faults = Some(faults);
+        self
     }
 
     pub fn spawn(self) -> Result<JoinHandle<Result<DirectionReport, EmuError>>, EmuError> {
@@ -240,10 +251,46 @@ impl Pump {
 
     fn deliver_due(&mut self) {
         let now = self.now();
+        let mut faults = self.faults.take();
         while let Some(d) = self.link.poll_delivery(now) {
-            let Some(buf) = self.store.remove(&d.id) else {
-                continue;
-            };
+            match &mut faults {
+                Some(f) => f.push(d),
+                None => self.write(Faulted {
+                    delivery: d,
+                    copy: false,
+                    more: false,
+                    corrupt_bit: None,
+                }),
+            }
+        }
+        if let Some(f) = &mut faults {
+            while let Some(x) = f.pop(now) {
+                self.write(x);
+            }
+        }
+        self.faults = faults;
+    }
+
+    /// Writes one delivery to the egress device.
+    fn write(&mut self, f: Faulted) {
+        let d = f.delivery;
+        let buf = if f.more {
+            // Another arrival of this packet follows: keep the original.
+            match self.store.get(&d.id) {
+                Some(b) => b.clone(),
+                None => return,
+            }
+        } else {
+            match self.store.remove(&d.id) {
+                Some(b) => b,
+                None => return,
+            }
+        };
+        let mut buf = buf;
+        if let Some(bit) = f.corrupt_bit {
+            corrupt(&mut buf, bit);
+        }
+        {
             let len = buf.len();
             // Lateness is taken as the write starts: the write itself runs
             // the receiving side's network stack and would count that too.
@@ -290,7 +337,11 @@ impl Pump {
 
     /// Sleeps until the next model event or an arriving packet.
     fn wait(&mut self) -> Result<(), EmuError> {
-        let next = self.link.next_event_time();
+        let held = self.faults.as_ref().and_then(FaultStage::next_event_time);
+        let next = match (self.link.next_event_time(), held) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         let timeout = match next {
             None => None,
             Some(t) => {
@@ -367,5 +418,66 @@ impl Pump {
             late_max_us: self.late_max_ns / 1000,
             write_errors: self.write_errors,
         })
+    }
+}
+
+/// Flips one bit of an IPv4 packet's transport payload (`bit` modulo its
+/// length in bits), past the IP and UDP/TCP headers so the packet is still
+/// delivered, and clears a UDP checksum (optional over IPv4) so the flipped
+/// bit reaches the application, whose own integrity check must catch it.
+/// A TCP segment keeps its checksum, and the receiving kernel drops it as
+/// it would a segment corrupted on the wire.
+fn corrupt(packet: &mut [u8], bit: u64) {
+    let Some(&first) = packet.first() else {
+        return;
+    };
+    let mut start = 0;
+    if first >> 4 == 4 && packet.len() >= 20 {
+        let ihl = usize::from(first & 0x0f) * 4;
+        match packet[9] {
+            17 if packet.len() >= ihl + 8 => {
+                packet[ihl + 6] = 0;
+                packet[ihl + 7] = 0;
+                start = ihl + 8;
+            }
+            6 if packet.len() >= ihl + 20 => {
+                start = ihl + usize::from(packet[ihl + 12] >> 4) * 4;
+            }
+            _ => start = ihl,
+        }
+    }
+    let start = start.min(packet.len());
+    let payload = &mut packet[start..];
+    if payload.is_empty() {
+        return;
+    }
+    let bit = bit % (payload.len() as u64 * 8);
+    payload[(bit / 8) as usize] ^= 1 << (bit % 8);
+}
+
+#[cfg(test)]
+mod fault_tests {
+    use super::corrupt;
+
+    #[test]
+    fn corruption_lands_in_the_udp_payload_and_clears_the_checksum() {
+        let mut p = vec![0u8; 28 + 10];
+        p[0] = 0x45;
+        p[9] = 17;
+        p[26] = 0xab;
+        p[27] = 0xcd;
+        let before = p.clone();
+        corrupt(&mut p, 12345);
+        assert_eq!(&p[..26], &before[..26], "IP and UDP header kept");
+        assert_eq!(&p[26..28], &[0, 0], "checksum cleared");
+        let flipped: u32 = p[28..]
+            .iter()
+            .zip(&before[28..])
+            .map(|(a, b)| (a ^ b).count_ones())
+            .sum();
+        assert_eq!(flipped, 1);
+        let mut tiny = vec![1u8];
+        corrupt(&mut tiny, 3);
+        assert_eq!(tiny, vec![1u8 ^ 8]);
     }
 }

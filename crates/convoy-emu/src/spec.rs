@@ -10,8 +10,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use convoy_link::{
-    splitmix64, Dur, LinkConfig, LossModel, LossPosition, MahimahiTrace, OutagePolicy, QueueLimit,
-    SeriesTrace, Time,
+    splitmix64, Dur, FaultConfig, LinkConfig, LossModel, LossPosition, MahimahiTrace, OutagePolicy,
+    QueueLimit, SeriesTrace, Time,
 };
 
 use crate::error::SpecError;
@@ -25,7 +25,8 @@ pub const UNLIMITED_BPS: u64 = 1_000_000_000_000_000;
 pub const MAX_MTU: u32 = 65_535;
 
 const KEYS: &str = "rate, up, down, uplink, downlink, offset, delay, jitter, loss, loss-at, \
-                    queue, outage, outage-policy, seed, mtu (all but mtu also as up-KEY / down-KEY)";
+                    queue, outage, outage-policy, seed, duplicate, corrupt, reorder, reorder-delay, \
+                    mtu (all but mtu also as up-KEY / down-KEY)";
 
 /// Where a direction's capacity comes from.
 #[derive(Clone, Debug, PartialEq)]
@@ -51,6 +52,11 @@ pub struct DirectionSpec {
     pub outages: Option<Vec<(Time, Time)>>,
     pub outage_policy: Option<OutagePolicy>,
     pub seed: Option<u64>,
+    /// Faults after the link (convoy_link::FaultStage), as probabilities.
+    pub duplicate: Option<f64>,
+    pub corrupt: Option<f64>,
+    pub reorder: Option<f64>,
+    pub reorder_delay: Option<Dur>,
 }
 
 /// One emulated link: its name (also its interfaces' name on both sides),
@@ -177,6 +183,22 @@ impl LinkSpec {
                 let v = parse_int(key, value)?;
                 apply(self, &|d| d.seed = Some(v));
             }
+            "duplicate" => {
+                let v = parse_probability(key, value)?;
+                apply(self, &|d| d.duplicate = Some(v));
+            }
+            "corrupt" => {
+                let v = parse_probability(key, value)?;
+                apply(self, &|d| d.corrupt = Some(v));
+            }
+            "reorder" => {
+                let v = parse_probability(key, value)?;
+                apply(self, &|d| d.reorder = Some(v));
+            }
+            "reorder-delay" => {
+                let v = parse_duration(key, value)?;
+                apply(self, &|d| d.reorder_delay = Some(v));
+            }
             _ => {
                 return Err(SpecError::UnknownKey {
                     key: key.to_owned(),
@@ -185,6 +207,19 @@ impl LinkSpec {
             }
         }
         Ok(())
+    }
+
+    /// The faults after the link of each direction (uplink, downlink),
+    /// seeded from the directions' own seeds.
+    pub fn fault_stages(
+        &self,
+        up: &LinkConfig,
+        down: &LinkConfig,
+    ) -> Result<(convoy_link::FaultStage, convoy_link::FaultStage), SpecError> {
+        Ok((
+            convoy_link::FaultStage::new(&self.up.faults(), up.seed)?,
+            convoy_link::FaultStage::new(&self.down.faults(), down.seed)?,
+        ))
     }
 
     /// The model configuration of each direction (uplink, downlink). Seeds
@@ -203,6 +238,18 @@ impl LinkSpec {
 }
 
 impl DirectionSpec {
+    /// The faults after the link.
+    pub fn faults(&self) -> FaultConfig {
+        FaultConfig {
+            duplicate: self.duplicate.unwrap_or(0.0),
+            corrupt: self.corrupt.unwrap_or(0.0),
+            reorder: self.reorder.unwrap_or(0.0),
+            reorder_delay: self
+                .reorder_delay
+                .unwrap_or(FaultConfig::DEFAULT_REORDER_DELAY),
+        }
+    }
+
     fn config(&self, default_seed: u64) -> Result<LinkConfig, SpecError> {
         let rate = self.rate.clone().unwrap_or(RateSpec::Unlimited);
         let mut c = match (rate, self.offset) {
@@ -289,6 +336,17 @@ fn number_and_unit(value: &str) -> Option<(f64, &str)> {
         .unwrap_or(value.len());
     let n: f64 = value[..end].parse().ok()?;
     (n.is_finite() && n >= 0.0).then_some((n, &value[end..]))
+}
+
+/// `1%` or `0.01`.
+fn parse_probability(key: &str, value: &str) -> Result<f64, SpecError> {
+    let p = match value.strip_suffix('%') {
+        Some(pct) => pct.parse::<f64>().map(|v| v / 100.0),
+        None => value.parse::<f64>(),
+    };
+    p.ok()
+        .filter(|p| (0.0..=1.0).contains(p))
+        .ok_or_else(|| bad(key, "a probability (1% or 0.01)", value))
 }
 
 /// `20ms`, `500us`, `1.5s`, `0`.
@@ -437,6 +495,19 @@ fn parse_outages(key: &str, value: &str) -> Result<Vec<(Time, Time)>, SpecError>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fault_keys() {
+        let s = LinkSpec::parse("wifi:duplicate=1%,up-corrupt=0.002,reorder=5%,reorder-delay=3ms")
+            .unwrap();
+        let up = s.up.faults();
+        assert_eq!((up.duplicate, up.corrupt, up.reorder), (0.01, 0.002, 0.05));
+        assert_eq!(up.reorder_delay, Dur::from_millis(3));
+        assert_eq!(s.down.faults().corrupt, 0.0);
+        assert!(LinkSpec::parse("w:duplicate=150%").is_err());
+        assert!(LinkSpec::parse("w:reorder=x").is_err());
+        assert!(LinkSpec::parse("w:corrupt=1%,corrupt=2%").is_err());
+    }
 
     #[test]
     fn full_spec() {

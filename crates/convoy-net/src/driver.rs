@@ -16,6 +16,7 @@ use convoy_proto::Endpoint;
 
 use crate::clock::Clock;
 use crate::error::NetError;
+use crate::pacing::{precise_timers, Spin};
 use crate::socket::{NetSocket, RecvBatch, SendBatch};
 use crate::stats::DriverStats;
 use crate::wake::Waker;
@@ -35,8 +36,12 @@ const MAX_RECV_BATCHES: usize = 4;
 pub struct DriverConfig {
     /// Datagrams per sendmmsg/recvmmsg call (1 = one syscall each).
     pub batch: usize,
-    /// The part of a wait that is spun rather than slept.
+    /// The most of a wait that is spun rather than slept (0: never spin).
+    /// The spin actually used is what ppoll recently overslept, and only
+    /// for deadlines within `spin_gap` of the last send ([`crate::pacing`]).
     pub spin: Duration,
+    /// Deadlines further than this after the last send are slept to.
+    pub spin_gap: Duration,
     /// Feed SO_TIMESTAMPNS receive times to the protocol (else: our clock
     /// when the datagram is read).
     pub kernel_timestamps: bool,
@@ -53,7 +58,8 @@ impl Default for DriverConfig {
     fn default() -> Self {
         DriverConfig {
             batch: 32,
-            spin: Duration::from_micros(200),
+            spin: Duration::from_micros(50),
+            spin_gap: Duration::from_micros(250),
             kernel_timestamps: true,
             gso: true,
             gro: true,
@@ -101,6 +107,9 @@ pub struct Driver {
     /// Ends a sleep early when another thread has work for the
     /// application (the tokio API's commands and cancellations).
     waker: Option<std::sync::Arc<Waker>>,
+    spin: Spin,
+    /// The last turn that sent a datagram.
+    last_send_turn: Option<Duration>,
 }
 
 impl Driver {
@@ -122,6 +131,8 @@ impl Driver {
             last_stamp: Duration::ZERO,
             peer: None,
             waker: None,
+            spin: Spin::new(cfg.spin, cfg.spin_gap),
+            last_send_turn: None,
         }
     }
 
@@ -129,6 +140,11 @@ impl Driver {
     /// turn at once instead of at the next datagram or deadline.
     pub fn set_waker(&mut self, waker: std::sync::Arc<Waker>) {
         self.waker = Some(waker);
+    }
+
+    /// The waker set with [`Driver::set_waker`].
+    pub fn waker(&self) -> Option<std::sync::Arc<Waker>> {
+        self.waker.clone()
     }
 
     /// Marks the socket as connected to `peer` (errors then name it).
@@ -154,6 +170,7 @@ impl Driver {
 
     /// Runs turns until the application says it is done.
     pub fn run<A: Application>(&mut self, app: &mut A) -> Result<(), NetError> {
+        precise_timers();
         let mut woke_for = None;
         loop {
             let now = self.clock.now();
@@ -182,7 +199,10 @@ impl Driver {
             self.tx.clear();
             while !self.tx.is_full() {
                 match self.endpoint.poll_transmit(now, self.tx.next_buffer()) {
-                    Some(t) => self.tx.push(t.len, t.remote),
+                    Some(t) => {
+                        let flow = t.connection.map_or(u64::MAX, |h| h.0);
+                        self.tx.push(t.len, t.remote, flow)
+                    }
                     None => break,
                 }
             }
@@ -190,6 +210,7 @@ impl Driver {
                 return Ok(());
             }
             if first {
+                self.last_send_turn = Some(now);
                 if let Some(d) = woke_for {
                     self.stats
                         .pacing_lateness
@@ -291,54 +312,69 @@ impl Driver {
         Ok(total)
     }
 
+    /// Waits for a datagram, the deadline, a wake-up from another thread
+    /// or `MAX_SLEEP`. It sleeps in `ppoll` (the thread's timer slack is
+    /// 1 ns, so the kernel does not add its default 50 µs) and spins, with
+    /// no syscalls, only the last [`Spin::margin`] before a deadline that
+    /// is part of a dense pacing schedule (see [`Spin`]).
     fn wait(&mut self, deadline: Option<Duration>) -> Result<Woke, NetError> {
         let started = self.clock.now();
-        let mut read = false;
+        if let Some(d) = deadline.filter(|&d| started >= d) {
+            // Read what is waiting even when already late: a sender that
+            // is always behind its pacing schedule (CPU-bound, or sharing
+            // the CPU) would otherwise never read its socket; its receive
+            // buffer overflows with acknowledgments, its rate stays where
+            // it was, the probe timer declares everything in flight lost,
+            // and the connection dies of "nothing heard" with the peer's
+            // replies queued.
+            self.receive()?;
+            return Ok(Woke::Deadline(d));
+        }
+        let until = deadline.map_or(started + MAX_SLEEP, |d| d.min(started + MAX_SLEEP));
+        let spin = match deadline {
+            Some(d) if d == until => self.spin.margin_for(d, self.last_send_turn),
+            _ => Duration::ZERO,
+        };
         loop {
             let now = self.clock.now();
-            if let Some(d) = deadline.filter(|&d| now >= d) {
-                // Read what is waiting even when already late: a sender
-                // that is always behind its pacing schedule (CPU-bound, or
-                // sharing the CPU) would otherwise never read its socket;
-                // its receive buffer overflows with acknowledgments, its
-                // rate stays where it was, the probe timer declares
-                // everything in flight lost, and the connection dies of
-                // "nothing heard" with the peer's replies queued.
-                if !read {
-                    self.receive()?;
-                }
-                return Ok(Woke::Deadline(d));
+            if now >= until {
+                break;
             }
-            if now >= started + MAX_SLEEP {
-                return Ok(Woke::Tick);
-            }
-            let remaining = deadline.map_or(MAX_SLEEP, |d| d - now).min(MAX_SLEEP);
-            if remaining > self.cfg.spin {
-                let sleep = remaining - self.cfg.spin;
-                let readable = match &self.waker {
-                    None => self.socket.wait(Some(sleep), false),
-                    Some(w) => match self.socket.wait_readable_or(sleep, w.raw_fd()) {
-                        Ok((_, true)) => {
-                            w.drain();
-                            return Ok(Woke::Tick);
-                        }
-                        r => r.map(|(readable, _)| readable),
-                    },
+            let left = until - now;
+            if left <= spin {
+                // The spin: clock reads only. A datagram that lands now is
+                // read at the next turn, at most `spin` later.
+                while self.clock.now() < until {
+                    std::hint::spin_loop();
                 }
-                .map_err(NetError::Socket)?;
-                if readable {
-                    read = true;
-                    if self.receive()? > 0 {
-                        return Ok(Woke::Datagrams);
+                break;
+            }
+            let sleep = left - spin;
+            let readable = match &self.waker {
+                None => self.socket.wait(Some(sleep), false),
+                Some(w) => match self.socket.wait_readable_or(sleep, w.raw_fd()) {
+                    Ok((_, true)) => {
+                        w.drain();
+                        return Ok(Woke::Tick);
                     }
-                }
-            } else {
-                read = true;
+                    r => r.map(|(readable, _)| readable),
+                },
+            }
+            .map_err(NetError::Socket)?;
+            self.stats.sleeps += 1;
+            if readable {
                 if self.receive()? > 0 {
                     return Ok(Woke::Datagrams);
                 }
-                std::hint::spin_loop();
+            } else {
+                // Timed out: learn how late ppoll wakes us, for the margin.
+                let late = self.clock.now().saturating_sub(now + sleep);
+                self.spin.observe_oversleep(late);
             }
         }
+        Ok(match deadline {
+            Some(d) if d == until => Woke::Deadline(d),
+            _ => Woke::Tick,
+        })
     }
 }

@@ -100,7 +100,50 @@ impl NetSocket {
     /// Binds `local`; with `peer`, also connects to it, so ICMP "port
     /// unreachable" comes back as ECONNREFUSED (a client wants that).
     pub fn bind(local: SocketAddr, peer: Option<SocketAddr>) -> io::Result<NetSocket> {
-        let socket = UdpSocket::bind(local)?;
+        Self::configure(UdpSocket::bind(local)?, peer)
+    }
+
+    /// Binds `local` with SO_REUSEPORT, so several sockets (one per
+    /// worker) share the port; see [`crate::steer`] for which gets what.
+    pub fn bind_reuseport(local: SocketAddr) -> io::Result<NetSocket> {
+        let family = if local.is_ipv4() {
+            libc::AF_INET
+        } else {
+            libc::AF_INET6
+        };
+        // SAFETY: socket() takes no pointers; a non-negative result is a
+        // descriptor we own, handed to UdpSocket below or closed on error.
+        let fd = unsafe {
+            libc::socket(
+                family,
+                libc::SOCK_DGRAM | libc::SOCK_CLOEXEC,
+                libc::IPPROTO_UDP,
+            )
+        };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: fd is ours; from here the UdpSocket closes it.
+        let socket = unsafe { <UdpSocket as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+        setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_REUSEPORT, 1)?;
+        // SAFETY: zeroed sockaddr_storage is valid; to_storage fills it.
+        let mut storage: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+        let len = to_storage(&local, &mut storage);
+        // SAFETY: storage holds a sockaddr of `len` bytes.
+        let r = unsafe {
+            libc::bind(
+                fd,
+                &storage as *const libc::sockaddr_storage as *const libc::sockaddr,
+                len,
+            )
+        };
+        if r != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Self::configure(socket, None)
+    }
+
+    fn configure(socket: UdpSocket, peer: Option<SocketAddr>) -> io::Result<NetSocket> {
         if let Some(p) = peer {
             socket.connect(p)?;
         }
@@ -127,6 +170,15 @@ impl NetSocket {
             gso: std::cell::Cell::new(false),
             gro: false,
         })
+    }
+
+    /// Asks for `bytes` of receive buffer (as root past rmem_max). A
+    /// server gets more than a client: it takes the sum of every
+    /// connection's traffic and must ride out being descheduled.
+    pub fn set_receive_buffer(&self, bytes: libc::c_int) {
+        if setsockopt_int(self.fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, bytes).is_err() {
+            let _ = setsockopt_int(self.fd, libc::SOL_SOCKET, libc::SO_RCVBUF, bytes);
+        }
     }
 
     /// Asks for UDP GSO on sends and GRO on receives; each is used only if
@@ -412,6 +464,10 @@ pub struct SendBatch {
     data: Vec<u8>,
     lens: Vec<usize>,
     dests: Vec<SocketAddr>,
+    /// Which connection each datagram belongs to: a GSO send carries one
+    /// connection's datagrams only, because the receiving kernel steers a
+    /// GSO packet to one socket by its first datagram (crate::steer).
+    flows: Vec<u64>,
     addrs: Vec<libc::sockaddr_storage>,
     addr_lens: Vec<libc::socklen_t>,
     iovecs: Vec<libc::iovec>,
@@ -435,6 +491,7 @@ impl SendBatch {
             data: vec![0; slots * SLOT],
             lens: vec![0; slots],
             dests: vec![SocketAddr::from(([0, 0, 0, 0], 0)); slots],
+            flows: vec![0; slots],
             addrs: vec![zero_addr; slots],
             addr_lens: vec![0; slots],
             iovecs: vec![
@@ -461,11 +518,13 @@ impl SendBatch {
         &mut self.data[i * SLOT..(i + 1) * SLOT]
     }
 
-    /// Commits the datagram written into `next_buffer`.
-    pub fn push(&mut self, len: usize, to: SocketAddr) {
+    /// Commits the datagram written into `next_buffer`; `flow` names its
+    /// connection (datagrams of different flows never share a GSO send).
+    pub fn push(&mut self, len: usize, to: SocketAddr, flow: u64) {
         let i = self.len;
         self.lens[i] = len;
         self.dests[i] = to;
+        self.flows[i] = flow;
         self.addr_lens[i] = to_storage(&to, &mut self.addrs[i]);
         self.len += 1;
     }
@@ -475,7 +534,8 @@ impl SendBatch {
     }
 
     /// How many datagrams from `i` on can leave as one GSO send: a run of
-    /// one size to one address, and at most one shorter datagram to end it.
+    /// one size to one address from one flow, and at most one shorter
+    /// datagram to end it.
     fn gso_run(&self, i: usize) -> usize {
         let size = self.lens[i];
         let mut n = 1;
@@ -483,6 +543,7 @@ impl SendBatch {
         while i + n < self.len
             && n < GSO_MAX_SEGMENTS
             && self.dests[i + n] == self.dests[i]
+            && self.flows[i + n] == self.flows[i]
             && self.lens[i + n] <= size
             && bytes + self.lens[i + n] <= GSO_MAX_BYTES
         {

@@ -65,6 +65,16 @@ impl MicrosHistogram {
         self.max
     }
 
+    /// Adds another histogram's samples.
+    pub fn absorb(&mut self, other: &MicrosHistogram) {
+        for (a, b) in self.buckets.iter_mut().zip(&other.buckets) {
+            *a += b;
+        }
+        self.count += other.count;
+        self.sum_ns += other.sum_ns;
+        self.max = self.max.max(other.max);
+    }
+
     /// Fraction of samples at or below `limit`.
     pub fn fraction_within(&self, limit: Duration) -> f64 {
         if self.count == 0 {
@@ -107,6 +117,8 @@ pub struct DriverStats {
     pub datagrams_received: u64,
     pub send_syscalls: u64,
     pub recv_syscalls: u64,
+    /// Sleeps in ppoll (each ends with a datagram, a deadline or a wake-up).
+    pub sleeps: u64,
     /// Datagrams dropped because the socket buffer stayed full.
     pub send_drops: u64,
     /// Datagrams the kernel dropped because our receive buffer was full
@@ -133,6 +145,7 @@ pub struct DriverReport {
     pub datagrams_received: u64,
     pub send_syscalls: u64,
     pub recv_syscalls: u64,
+    pub sleeps: u64,
     pub send_drops: u64,
     pub receive_drops: u64,
     pub pacing_lateness: LatenessSummary,
@@ -143,12 +156,27 @@ pub struct DriverReport {
 }
 
 impl DriverStats {
+    /// Adds another driver's counts (a server's workers).
+    pub fn absorb(&mut self, o: &DriverStats) {
+        self.datagrams_sent += o.datagrams_sent;
+        self.datagrams_received += o.datagrams_received;
+        self.send_syscalls += o.send_syscalls;
+        self.recv_syscalls += o.recv_syscalls;
+        self.sleeps += o.sleeps;
+        self.send_drops += o.send_drops;
+        self.receive_drops += o.receive_drops;
+        self.pacing_lateness.absorb(&o.pacing_lateness);
+        self.receive_stamp_lag.absorb(&o.receive_stamp_lag);
+        self.kernel_stamps += o.kernel_stamps;
+    }
+
     pub fn report(&self) -> DriverReport {
         DriverReport {
             datagrams_sent: self.datagrams_sent,
             datagrams_received: self.datagrams_received,
             send_syscalls: self.send_syscalls,
             recv_syscalls: self.recv_syscalls,
+            sleeps: self.sleeps,
             send_drops: self.send_drops,
             receive_drops: self.receive_drops,
             pacing_lateness: self.pacing_lateness.summary(),

@@ -141,6 +141,16 @@ pub struct Config {
     /// Server: with more handshakes than this pending, new clients must
     /// first prove their address with a Retry cookie.
     pub retry_threshold: usize,
+    /// Server: handshakes per second (burst: one second's worth) begun for
+    /// clients that have not proven their address; beyond it, Retry. A
+    /// flood of spoofed Initials then costs one MAC each, not a Noise DH.
+    pub retry_rate: u32,
+    /// The server and worker our connection ids name (QUIC-LB layout,
+    /// `crate::cid`).
+    pub routing: crate::cid::Routing,
+    /// Packets sealed under one key before the sender moves to the next
+    /// (a key update, `crate::crypto::KeyUpdate`).
+    pub key_update_packets: u64,
     /// Seeds connection ids and cookie keys, so simulations replay exactly.
     pub seed: Option<u64>,
 }
@@ -159,6 +169,9 @@ impl Config {
             max_ack_delay: Duration::from_millis(5),
             allowed_peers: None,
             retry_threshold: 64,
+            retry_rate: 500,
+            routing: crate::cid::Routing::default(),
+            key_update_packets: 1 << 30,
             seed: None,
         }
     }

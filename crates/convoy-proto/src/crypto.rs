@@ -137,6 +137,154 @@ impl PacketKey {
     }
 }
 
+/// The secret of the key after `secret` in a key update (both sides
+/// derive it; nothing travels).
+fn next_secret(secret: &[u8; 32]) -> [u8; 32] {
+    blake3::derive_key("convoy/1 packet key update", secret)
+}
+
+/// Packets sealed under one key before the sender moves on, unless the
+/// configuration says otherwise. The nonce is the 64-bit packet number,
+/// so ChaCha20-Poly1305's nonce never repeats; updating bounds what one
+/// key protects (and what a key that leaks exposes) for connections that
+/// live for days.
+pub const DEFAULT_KEY_UPDATE_PACKETS: u64 = 1 << 30;
+
+/// The sending direction's keys. Every `update_after` packets the sender
+/// moves to the next key and flips the key phase bit of the short header,
+/// but only once a packet sealed under the current key has been
+/// acknowledged: the receiver then holds the current key, so one bit is
+/// enough to tell it when to move too. The two directions update on their
+/// own.
+pub struct SendKeys {
+    secret: [u8; 32],
+    key: PacketKey,
+    phase: bool,
+    first_pn: u64,
+    sealed: u64,
+    update_after: u64,
+    confirmed: bool,
+    updates: u64,
+}
+
+impl SendKeys {
+    pub fn new(secret: &[u8; 32]) -> SendKeys {
+        SendKeys {
+            secret: *secret,
+            key: PacketKey::new(secret),
+            phase: false,
+            first_pn: 0,
+            sealed: 0,
+            update_after: DEFAULT_KEY_UPDATE_PACKETS,
+            confirmed: false,
+            updates: 0,
+        }
+    }
+
+    pub fn set_update_after(&mut self, packets: u64) {
+        self.update_after = packets.max(1);
+    }
+
+    /// The key phase bit the next packet's header must carry.
+    pub fn phase(&self) -> bool {
+        self.phase
+    }
+
+    /// How many key updates this direction has made.
+    pub fn updates(&self) -> u64 {
+        self.updates
+    }
+
+    /// Seals packet `pn` (its header written with [`SendKeys::phase`]),
+    /// then moves to the next key if this one is due and confirmed.
+    pub fn seal(&mut self, pn: u64, header: &[u8], body: &mut [u8]) {
+        self.key.seal(pn, header, body);
+        self.sealed += 1;
+        if self.sealed >= self.update_after && self.confirmed {
+            self.secret = next_secret(&self.secret);
+            self.key = PacketKey::new(&self.secret);
+            self.phase = !self.phase;
+            self.first_pn = pn + 1;
+            self.sealed = 0;
+            self.confirmed = false;
+            self.updates += 1;
+        }
+    }
+
+    /// The peer acknowledged packets up to `largest`.
+    pub fn on_acked(&mut self, largest: u64) {
+        if largest >= self.first_pn {
+            self.confirmed = true;
+        }
+    }
+}
+
+/// The receiving direction's keys: the current one, the previous one (for
+/// packets reordered across an update) and the next one, tried when a
+/// packet arrives with the other phase bit.
+pub struct RecvKeys {
+    current: PacketKey,
+    phase: bool,
+    /// The first packet number opened with `current`.
+    first_pn: u64,
+    previous: Option<PacketKey>,
+    next_secret: [u8; 32],
+    next: PacketKey,
+    updates: u64,
+}
+
+impl RecvKeys {
+    pub fn new(secret: &[u8; 32]) -> RecvKeys {
+        let next_secret = next_secret(secret);
+        RecvKeys {
+            current: PacketKey::new(secret),
+            phase: false,
+            first_pn: 0,
+            previous: None,
+            next: PacketKey::new(&next_secret),
+            next_secret,
+            updates: 0,
+        }
+    }
+
+    /// How many key updates the peer has made.
+    pub fn updates(&self) -> u64 {
+        self.updates
+    }
+
+    /// Opens packet `pn` whose header carries key phase `phase`. A packet
+    /// of the other phase above the current key's first packet is tried
+    /// with the next key, and only if it authenticates do the keys move:
+    /// forged packets cannot make the receiver drop a key.
+    pub fn open(
+        &mut self,
+        pn: u64,
+        phase: bool,
+        header: &[u8],
+        sealed: &[u8],
+        out: &mut Vec<u8>,
+    ) -> Result<usize, OpenError> {
+        if phase == self.phase {
+            return self.current.open(pn, header, sealed, out);
+        }
+        if pn < self.first_pn {
+            return match &self.previous {
+                Some(k) => k.open(pn, header, sealed, out),
+                None => Err(OpenError),
+            };
+        }
+        let n = self.next.open(pn, header, sealed, out)?;
+        let newer = next_secret(&self.next_secret);
+        let next = std::mem::replace(&mut self.next, PacketKey::new(&newer));
+        self.previous = Some(std::mem::replace(&mut self.current, next));
+        self.next_secret = newer;
+        self.phase = !self.phase;
+        self.first_pn = pn;
+        self.updates += 1;
+        Ok(n)
+    }
+}
+
 /// Stateless address-validation tokens (the server's Retry cookies): a
 /// timestamp and a keyed BLAKE3 MAC over the client's address and connection
 /// id. The server keeps no state per token.
@@ -219,6 +367,58 @@ mod tests {
             Err(OpenError)
         );
         assert_eq!(key.open(42, b"hdr", &body[..10], &mut out), Err(OpenError));
+    }
+
+    fn sealed(keys: &mut SendKeys, pn: u64) -> (bool, Vec<u8>) {
+        let phase = keys.phase();
+        let mut body = pn.to_be_bytes().to_vec();
+        body.extend_from_slice(&[0; TAG_LEN]);
+        keys.seal(pn, b"h", &mut body);
+        (phase, body)
+    }
+
+    #[test]
+    fn keys_update_every_n_packets_once_confirmed_and_reordering_survives() {
+        let secret = [9u8; 32];
+        let mut tx = SendKeys::new(&secret);
+        tx.set_update_after(10);
+        let mut rx = RecvKeys::new(&secret);
+        let mut out = Vec::new();
+        let mut held = Vec::new();
+        for pn in 0..100u64 {
+            let (phase, body) = sealed(&mut tx, pn);
+            if pn % 7 == 3 {
+                // Delivered late, after packets of the next phase.
+                held.push((pn, phase, body));
+                continue;
+            }
+            assert_eq!(rx.open(pn, phase, b"h", &body, &mut out), Ok(8), "pn {pn}");
+            tx.on_acked(pn);
+            if let Some((hpn, hphase, hbody)) = held.first().cloned() {
+                if hpn + 5 < pn {
+                    held.remove(0);
+                    // Reordered by one update at most: still opens.
+                    assert_eq!(rx.open(hpn, hphase, b"h", &hbody, &mut out), Ok(8));
+                }
+            }
+        }
+        assert!(tx.updates() >= 8, "{} updates", tx.updates());
+        // The sender may have moved after its last packet, which the
+        // receiver then never saw.
+        assert!(tx.updates() - rx.updates() <= 1);
+        // Unconfirmed keys are not replaced, whatever the count.
+        let mut quiet = SendKeys::new(&secret);
+        quiet.set_update_after(1);
+        for pn in 0..5 {
+            sealed(&mut quiet, pn);
+        }
+        assert_eq!(quiet.updates(), 0);
+        // A forged packet with the other phase moves nothing.
+        let mut rx2 = RecvKeys::new(&secret);
+        let mut forged = vec![0u8; 8 + TAG_LEN];
+        forged[0] = 1;
+        assert!(rx2.open(50, true, b"h", &forged, &mut out).is_err());
+        assert_eq!(rx2.updates(), 0);
     }
 
     #[test]

@@ -11,7 +11,7 @@
 //! travel only in encrypted Noise payloads (XX's first message is cleartext,
 //! so the client's parameters wait for its second message).
 
-use crate::crypto::{Keypair, PacketKey, NOISE_IK, NOISE_XX, PROLOGUE};
+use crate::crypto::{Keypair, RecvKeys, SendKeys, NOISE_IK, NOISE_XX, PROLOGUE};
 use crate::wire::cursor::{Reader, Writer};
 use crate::wire::WireError;
 use convoy_codec::CodeKind;
@@ -105,8 +105,8 @@ impl TransportParams {
 
 /// The result of a finished handshake.
 pub struct Established {
-    pub send: PacketKey,
-    pub recv: PacketKey,
+    pub send: SendKeys,
+    pub recv: RecvKeys,
     pub peer_static: [u8; 32],
     pub peer_params: TransportParams,
 }
@@ -138,8 +138,8 @@ fn finish(
         (to_initiator, to_responder)
     };
     Ok(Established {
-        send: PacketKey::new(&send),
-        recv: PacketKey::new(&recv),
+        send: SendKeys::new(&send),
+        recv: RecvKeys::new(&recv),
         peer_static,
         peer_params,
     })
@@ -310,14 +310,14 @@ mod tests {
         assert!(!p.receive_times);
     }
 
-    fn check_keys(a: &Established, b: &Established) {
+    fn check_keys(a: &mut Established, b: &mut Established) {
         let mut body = b"ping".to_vec();
         body.extend_from_slice(&[0; 16]);
         a.send.seal(1, b"h", &mut body);
         let mut out = Vec::new();
-        assert!(b.recv.open(1, b"h", &body, &mut out).is_ok());
+        assert!(b.recv.open(1, false, b"h", &body, &mut out).is_ok());
         assert!(
-            a.recv.open(1, b"h", &body, &mut out).is_err(),
+            a.recv.open(1, false, b"h", &body, &mut out).is_err(),
             "directions use distinct keys"
         );
     }
@@ -334,22 +334,24 @@ mod tests {
                 match ServerHandshake::accept(&server, &initial, params(CodeKind::Rlnc)).unwrap() {
                     ServerStep::Done { reply, established } => (reply, Some(*established)),
                     ServerStep::AwaitFinal { reply, handshake } => {
-                        let done = c.on_response(&reply).unwrap();
-                        let s = handshake.on_final(&done.final_message.unwrap()).unwrap();
+                        let mut done = c.on_response(&reply).unwrap();
+                        let mut s = handshake
+                            .on_final(done.final_message.as_ref().unwrap())
+                            .unwrap();
                         assert_eq!(s.peer_static, client.public);
-                        check_keys(&done.established, &s);
-                        check_keys(&s, &done.established);
+                        check_keys(&mut done.established, &mut s);
+                        check_keys(&mut s, &mut done.established);
                         continue;
                     }
                 };
             assert!(known);
-            let s_est = s_est.unwrap();
-            let done = c.on_response(&reply).unwrap();
+            let mut s_est = s_est.unwrap();
+            let mut done = c.on_response(&reply).unwrap();
             assert!(done.final_message.is_none());
             assert_eq!(done.established.peer_static, server.public);
             assert_eq!(s_est.peer_static, client.public);
             assert_eq!(s_est.peer_params, params(CodeKind::Rlnc));
-            check_keys(&done.established, &s_est);
+            check_keys(&mut done.established, &mut s_est);
         }
     }
 

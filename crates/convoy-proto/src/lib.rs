@@ -4,6 +4,7 @@
 //! the time, and take out datagrams and the next deadline.
 
 pub mod cc;
+pub mod cid;
 pub mod coding;
 pub mod config;
 pub mod connection;

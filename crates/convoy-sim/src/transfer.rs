@@ -167,6 +167,7 @@ pub struct StatsView {
     pub loss_rate: f64,
     pub auth_failures: u64,
     pub replays: u64,
+    pub key_updates: u64,
 }
 
 impl From<ConnectionStats> for StatsView {
@@ -186,6 +187,7 @@ impl From<ConnectionStats> for StatsView {
             rate_bps: s.rate * 8,
             loss_rate: s.loss_rate,
             auth_failures: s.auth_failures,
+            key_updates: s.key_updates,
             replays: s.replays,
         }
     }

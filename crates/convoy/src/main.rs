@@ -2,7 +2,10 @@
 //! the codec; later issues add send, serve, perf, emulate and simulate.
 
 mod bench_codec;
+mod bench_flood;
 mod bench_link;
+mod bench_load;
+mod bench_server;
 mod emu_cmd;
 mod net_cmd;
 mod net_common;
@@ -88,6 +91,16 @@ enum Bench {
     /// (constant 1 Gbit/s with loss and tail drops; optionally a Mahimahi
     /// trace with Gilbert–Elliott loss), in virtual time on one core.
     Link(BenchLinkArgs),
+    /// A fleet on this machine: one `convoy serve` (all cores) and N
+    /// connections streaming telemetry, some uploading bulk files; prints
+    /// handshake times, the server's memory, drops and CPU against the
+    /// targets: `convoy bench load --connections 1000`.
+    Load(bench_load::LoadArgs),
+    /// A handshake flood from forged sources (10,000 Initials/s), garbage,
+    /// forged and replayed packets against one `convoy serve` on
+    /// 127.0.0.1 while real clients connect: the server's memory, their
+    /// handshake times, what was counted and the 3x limit. Needs root.
+    Flood(bench_flood::FloodArgs),
 }
 
 #[derive(Args)]
@@ -132,6 +145,8 @@ fn main() -> ExitCode {
             packets: args.packets,
             trace: args.trace,
         }),
+        Command::Bench(Bench::Load(args)) => bench_load::run(args),
+        Command::Bench(Bench::Flood(args)) => bench_flood::run(args),
         Command::Emu(args) => emu_cmd::run(args),
         Command::Trace(cmd) => trace_cmd::run(cmd),
         Command::Simulate(args) => simulate_cmd::run_simulate(args),

@@ -56,7 +56,34 @@ pub struct ServeArgs {
     #[arg(long)]
     pub json: bool,
     #[command(flatten)]
+    pub fleet: FleetOpts,
+    #[command(flatten)]
     pub transfer: TransferOpts,
+}
+
+/// How a server spreads over cores and sits in a fleet (docs/NET.md,
+/// "Deployment").
+#[derive(Args, Clone, Debug)]
+pub struct FleetOpts {
+    /// Worker threads, each with its own SO_REUSEPORT socket on the port;
+    /// the kernel steers each datagram to the worker its connection id
+    /// names. 0: one per CPU.
+    #[arg(long, value_name = "N", default_value_t = 0, value_parser = clap::value_parser!(u16).range(0..=64))]
+    pub workers: u16,
+    /// This server's id in the fleet (0-65535), carried in every
+    /// connection id so a QUIC-LB-style load balancer routes by it.
+    #[arg(long, value_name = "ID", default_value_t = 0)]
+    pub server_id: u16,
+}
+
+impl FleetOpts {
+    pub fn apply(&self, opts: &mut ServerOptions) {
+        opts.workers = match self.workers {
+            0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+            n => usize::from(n),
+        };
+        opts.server_id = self.server_id;
+    }
 }
 
 pub fn serve(args: ServeArgs) -> Result<()> {
@@ -67,6 +94,7 @@ pub fn serve(args: ServeArgs) -> Result<()> {
     opts.once = args.once;
     opts.idle_timeout = args.transfer.idle()?;
     opts.driver = args.transfer.driver();
+    args.fleet.apply(&mut opts);
     run_server(opts, args.json)
 }
 
@@ -91,14 +119,31 @@ pub fn run_server(opts: ServerOptions, json: bool) -> Result<()> {
         }
     });
     server.run()?;
-    // What the socket loop saw (drops, syscalls, pacing), once at exit.
-    let d = server.driver_stats().report();
+    // What the socket loops saw (drops, syscalls, pacing) and what the
+    // endpoints refused, summed over the workers, once at exit.
+    let stats = server.stats();
+    let d = stats.driver.report();
+    let e = stats.endpoint;
+    let endpoint = serde_json::json!({
+        "malformed": e.malformed, "unknown_connection": e.unknown_connection,
+        "handshake_failures": e.handshake_failures, "retries_sent": e.retries_sent,
+        "retries_dropped": e.retries_dropped, "tokens_accepted": e.tokens_accepted,
+        "unproven_expired": e.unproven_expired, "accepted": e.accepted,
+        "replays": e.replays, "auth_failures": e.auth_failures,
+    });
     if json {
-        println!("{}", serde_json::json!({"event": "driver", "driver": d}));
+        println!(
+            "{}",
+            serde_json::json!({"event": "driver", "driver": d, "endpoint": endpoint, "workers": stats.workers})
+        );
     } else {
         eprintln!(
-            "convoy: driver: {} datagrams received ({} recv syscalls), {} sent ({} send syscalls), {} dropped by the kernel (receive buffer full)",
-            d.datagrams_received, d.recv_syscalls, d.datagrams_sent, d.send_syscalls, d.receive_drops
+            "convoy: driver ({} workers): {} datagrams received ({} recv syscalls), {} sent ({} send syscalls), {} dropped by the kernel (receive buffer full)",
+            stats.workers, d.datagrams_received, d.recv_syscalls, d.datagrams_sent, d.send_syscalls, d.receive_drops
+        );
+        eprintln!(
+            "convoy: refused: {} malformed, {} for no connection, {} failed handshakes, {} replays, {} failed authentication; {} Retries sent",
+            e.malformed, e.unknown_connection, e.handshake_failures, e.replays, e.auth_failures, e.retries_sent
         );
     }
     Ok(())

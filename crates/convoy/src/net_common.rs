@@ -33,10 +33,16 @@ pub struct TransferOpts {
     /// Use our own clock instead of the kernel's receive timestamps.
     #[arg(long)]
     pub no_kernel_timestamps: bool,
-    /// The last part of each wait for a send time that is spun rather than
-    /// slept, in microseconds (0: always sleep).
-    #[arg(long, value_name = "MICROS", default_value_t = 200, value_parser = clap::value_parser!(u32).range(0..=100_000))]
+    /// The most of a wait for a send time that is spun rather than slept,
+    /// in microseconds (0: always sleep). Only deadlines less than
+    /// --spin-gap-us after the last send spin, and only for as long as
+    /// ppoll has recently overslept.
+    #[arg(long, value_name = "MICROS", default_value_t = 50, value_parser = clap::value_parser!(u32).range(0..=100_000))]
     pub spin_us: u32,
+    /// Send times further apart than this (microseconds) are slept to,
+    /// never spun for: a low rate does not need microsecond pacing.
+    #[arg(long, value_name = "MICROS", default_value_t = 250, value_parser = clap::value_parser!(u32).range(0..=1_000_000))]
+    pub spin_gap_us: u32,
     /// UDP GSO: send runs of equal datagrams to one address as one
     /// segmented send (on or off; off if the kernel lacks it).
     #[arg(long, value_name = "on|off", default_value = "on", value_parser = parse_on_off, action = clap::ArgAction::Set)]
@@ -67,6 +73,7 @@ impl TransferOpts {
             gso: self.gso,
             gro: self.gro,
             spin: Duration::from_micros(u64::from(self.spin_us)),
+            spin_gap: Duration::from_micros(u64::from(self.spin_gap_us)),
         }
     }
 

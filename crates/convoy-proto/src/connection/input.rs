@@ -117,7 +117,7 @@ impl Connection {
     }
 
     fn on_protected(&mut self, now: Duration, remote: SocketAddr, p: Protected<'_>, len: usize) {
-        let Some(e) = self.one_rtt.as_ref() else {
+        let Some(e) = self.one_rtt.as_mut() else {
             // Keys not ready (XX server before the final message): dropped;
             // coding replaces whatever it carried.
             return;
@@ -129,7 +129,10 @@ impl Connection {
             return;
         }
         let mut plain = std::mem::take(&mut self.scratch);
-        if e.recv.open(pn, p.header, p.sealed, &mut plain).is_err() {
+        if e.recv
+            .open(pn, p.key_phase, p.header, p.sealed, &mut plain)
+            .is_err()
+        {
             self.stats.auth_failures += 1;
             self.scratch = plain;
             return;
@@ -218,6 +221,7 @@ impl Connection {
                         }
                     }
                     let e = self.one_rtt.as_mut().expect("established");
+                    e.send.on_acked(ack.largest);
                     for p in &out.acked {
                         if let Some(b) = p.block {
                             e.tx.on_acked(b);

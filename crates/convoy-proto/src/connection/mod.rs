@@ -17,7 +17,7 @@ use std::time::Duration;
 use crate::cc::{RateController, TrainEstimator};
 use crate::coding::{CodedReceiver, CodedSender, ReceiverStats, SenderStats};
 use crate::config::Config;
-use crate::crypto::PacketKey;
+use crate::crypto::{RecvKeys, SendKeys};
 use crate::handshake::{ClientHandshake, Established, ServerHandshake, TransportParams};
 use crate::received::ReceivedPackets;
 use crate::recovery::Recovery;
@@ -119,6 +119,9 @@ pub struct ConnectionStats {
     pub auth_failures: u64,
     pub replays: u64,
     pub malformed: u64,
+    /// Key updates we made, and the peer made (crate::crypto::SendKeys).
+    pub key_updates: u64,
+    pub peer_key_updates: u64,
     pub sender: SenderStats,
     pub receiver: ReceiverStats,
     pub smoothed_rtt: Duration,
@@ -177,8 +180,8 @@ pub(crate) struct Accepted {
 }
 
 pub(crate) struct Established1Rtt {
-    pub send: PacketKey,
-    pub recv: PacketKey,
+    pub send: SendKeys,
+    pub recv: RecvKeys,
     pub tx: CodedSender,
     pub rx: CodedReceiver,
     /// Per block being received, how far its frames were read in order.
@@ -366,7 +369,8 @@ impl Connection {
     }
 
     /// Installs keys and the coding state once the handshake is done.
-    pub(crate) fn establish(&mut self, est: Established) {
+    pub(crate) fn establish(&mut self, mut est: Established) {
+        est.send.set_update_after(self.cfg.key_update_packets);
         let mut coding = self.cfg.coding;
         // Both directions use the code the client proposed.
         if self.role == Role::Server {
@@ -454,6 +458,8 @@ impl Connection {
             s.sender = e.tx.stats();
             s.receiver = e.rx.stats();
             s.loss_rate = e.tx.loss_rate();
+            s.key_updates = e.send.updates();
+            s.peer_key_updates = e.recv.updates();
         }
         s
     }

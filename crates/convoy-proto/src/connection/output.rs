@@ -130,16 +130,17 @@ impl Connection {
     ) -> Option<Transmit> {
         let limit = self.cfg.max_datagram.min(buf.len());
         let pn = self.next_pn;
+        let phase = self.one_rtt.as_ref()?.send.phase();
         let len = {
             let mut w = Writer::new(&mut buf[..limit - TAG_LEN]);
-            write_short_header(&mut w, self.remote_cid, self.paths[path_idx].id, pn).ok()?;
+            write_short_header(&mut w, self.remote_cid, self.paths[path_idx].id, pn, phase).ok()?;
             if !body(&mut w, self) {
                 return None;
             }
             w.len() + TAG_LEN
         };
         let (header, rest) = buf[..len].split_at_mut(SHORT_HEADER_LEN);
-        self.one_rtt.as_ref()?.send.seal(pn, header, rest);
+        self.one_rtt.as_mut()?.send.seal(pn, header, rest);
         self.next_pn += 1;
         self.recovery.on_sent(SentPacket {
             pn,

@@ -7,7 +7,7 @@
 //!     Retry     : token (varint len + bytes)
 //!     Handshake : noise (varint len + bytes)
 //! short header (after the handshake)
-//!   type u8 = 0x40 | dcid [8] | path id u8 | packet number (low 32 bits) u32 | AEAD(frames) | tag [16]
+//!   type u8 = 0x40 | key phase (0x01) | dcid [8] | path id u8 | packet number (low 32 bits) u32 | AEAD(frames) | tag [16]
 //! ```
 //!
 //! docs/PROTOCOL.md is the reference; the tests below pin the layouts.
@@ -31,6 +31,8 @@ const TYPE_INITIAL: u8 = 0xc1;
 const TYPE_RETRY: u8 = 0xc2;
 const TYPE_HANDSHAKE: u8 = 0xc3;
 const TYPE_PROTECTED: u8 = 0x40;
+/// The key phase bit of the short header's type byte (key updates).
+const KEY_PHASE: u8 = 0x01;
 const LONG_HEADER_LEN: usize = 1 + 4 + 2 * CID_LEN;
 
 /// Who a packet is for, chosen by that endpoint, so that packets find their
@@ -65,6 +67,8 @@ pub enum Packet<'a> {
 pub struct Protected<'a> {
     pub dcid: ConnectionId,
     pub path_id: u8,
+    /// Which of two consecutive keys sealed the packet (key updates).
+    pub key_phase: bool,
     /// The low 32 bits of the packet number; [`expand_packet_number`]
     /// recovers the full number.
     pub packet_number: u32,
@@ -90,7 +94,7 @@ impl Packet<'_> {
 pub fn parse(datagram: &[u8]) -> Result<Packet<'_>, WireError> {
     let mut r = Reader::new(datagram);
     let kind = r.u8()?;
-    if kind == TYPE_PROTECTED {
+    if kind & !KEY_PHASE == TYPE_PROTECTED {
         let dcid = ConnectionId(r.array()?);
         let path_id = r.u8()?;
         let packet_number = r.u32()?;
@@ -101,6 +105,7 @@ pub fn parse(datagram: &[u8]) -> Result<Packet<'_>, WireError> {
         return Ok(Packet::Protected(Protected {
             dcid,
             path_id,
+            key_phase: kind & KEY_PHASE != 0,
             packet_number,
             header: &datagram[..SHORT_HEADER_LEN],
             sealed,
@@ -203,8 +208,9 @@ pub fn write_short_header(
     dcid: ConnectionId,
     path_id: u8,
     packet_number: u64,
+    key_phase: bool,
 ) -> Result<(), WireError> {
-    w.u8(TYPE_PROTECTED)?;
+    w.u8(TYPE_PROTECTED | if key_phase { KEY_PHASE } else { 0 })?;
     w.bytes(&dcid.0)?;
     w.u8(path_id)?;
     w.u32(packet_number as u32)
@@ -264,7 +270,7 @@ mod tests {
     fn short_header_layout() {
         let mut buf = [0u8; 64];
         let mut w = Writer::new(&mut buf);
-        write_short_header(&mut w, A, 3, 0x0102_0304_0506_0708).unwrap();
+        write_short_header(&mut w, A, 3, 0x0102_0304_0506_0708, true).unwrap();
         assert_eq!(w.len(), SHORT_HEADER_LEN);
         w.bytes(&[0xaa; TAG_LEN]).unwrap();
         let n = w.len();
@@ -272,7 +278,11 @@ mod tests {
         let Packet::Protected(p) = parse(&buf[..n]).unwrap() else {
             panic!("not protected")
         };
-        assert_eq!((p.dcid, p.path_id, p.packet_number), (A, 3, 0x0506_0708));
+        assert_eq!(
+            (p.dcid, p.path_id, p.packet_number, p.key_phase),
+            (A, 3, 0x0506_0708, true)
+        );
+        assert_eq!(buf[0], 0x41, "key phase bit");
         assert_eq!(p.header, &buf[..SHORT_HEADER_LEN]);
         assert_eq!(p.sealed.len(), TAG_LEN);
     }

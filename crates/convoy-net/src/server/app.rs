@@ -1,0 +1,245 @@
+//! One worker's application: the sessions of its connections. It looks
+//! only at the connections the endpoint says something happened to (and,
+//! every 100 ms, at those with sessions, for perf progress), so a turn
+//! costs what happened in it, not the number of connections.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::Duration;
+
+use convoy_proto::{ConnectionHandle, Endpoint, Event, StreamId};
+
+use crate::driver::{Application, Step};
+use crate::error::NetError;
+use crate::session::{ServerEvent, Session, PROGRESS_EVERY};
+use crate::store::Store;
+use crate::wake::Waker;
+
+/// Which session may write each partial file: the newest one to open it,
+/// across every worker. An older session still open (a killed client's,
+/// not yet timed out; a client cut off that comes back) is abandoned the
+/// next time it is stepped, so two sessions never write one file.
+#[derive(Clone, Default)]
+pub struct Claims {
+    owners: Arc<Mutex<HashMap<PathBuf, u64>>>,
+    next: Arc<AtomicU64>,
+}
+
+impl Claims {
+    fn claim(&self, path: &Path) -> u64 {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        self.owners
+            .lock()
+            .expect("claims lock")
+            .insert(path.to_path_buf(), id);
+        id
+    }
+
+    fn holds(&self, path: &Path, id: u64) -> bool {
+        self.owners.lock().expect("claims lock").get(path) == Some(&id)
+    }
+
+    fn release(&self, path: &Path, id: u64) {
+        let mut owners = self.owners.lock().expect("claims lock");
+        if owners.get(path) == Some(&id) {
+            owners.remove(path);
+        }
+    }
+}
+
+/// Where a worker's events go: the callback (worker 0), or a channel to
+/// worker 0 and a wake-up for its driver.
+pub enum Sink {
+    Local(Box<dyn FnMut(&ServerEvent)>),
+    Forward(mpsc::Sender<ServerEvent>, Arc<Waker>),
+}
+
+struct Running {
+    session: Session,
+    claim: Option<(PathBuf, u64)>,
+}
+
+pub struct ServerApp {
+    pub store: Option<Store>,
+    sessions: HashMap<ConnectionHandle, Vec<(StreamId, Running)>>,
+    peers: HashMap<ConnectionHandle, SocketAddr>,
+    pub once: bool,
+    served: bool,
+    pub stop: Arc<AtomicBool>,
+    pub sink: Sink,
+    /// Worker 0: events forwarded by the other workers.
+    pub inbox: Option<mpsc::Receiver<ServerEvent>>,
+    claims: Claims,
+    scratch: Vec<u8>,
+    events: Vec<ServerEvent>,
+    touched: Vec<ConnectionHandle>,
+    next_tick: Duration,
+}
+
+impl ServerApp {
+    pub fn new(
+        store: Option<Store>,
+        once: bool,
+        stop: Arc<AtomicBool>,
+        claims: Claims,
+    ) -> ServerApp {
+        ServerApp {
+            store,
+            sessions: HashMap::new(),
+            peers: HashMap::new(),
+            once,
+            served: false,
+            stop,
+            sink: Sink::Local(Box::new(|_| {})),
+            inbox: None,
+            claims,
+            scratch: vec![0; 256 * 1024],
+            events: Vec::new(),
+            touched: Vec::new(),
+            next_tick: Duration::ZERO,
+        }
+    }
+
+    /// Steps one connection: its events, new streams, its sessions; removes
+    /// it once closed.
+    fn step_connection(&mut self, ep: &mut Endpoint, h: ConnectionHandle, now: Duration) {
+        let Some(c) = ep.connection(h) else {
+            self.sessions.remove(&h);
+            return;
+        };
+        let peer = c.remote_address();
+        while let Some(ev) = c.poll_event() {
+            match ev {
+                Event::Connected => self.events.push(ServerEvent::Connected { peer }),
+                Event::Closed(reason) => self.events.push(ServerEvent::Closed {
+                    peer,
+                    reason: reason.to_string(),
+                }),
+                Event::StreamOpened(_) | Event::StreamReadable(_) => {}
+            }
+        }
+        while let Some(id) = c.accept_stream() {
+            self.sessions.entry(h).or_default().push((
+                id,
+                Running {
+                    session: Session::new(peer),
+                    claim: None,
+                },
+            ));
+        }
+        if c.is_closed() {
+            // Sessions of a dead connection keep their partial files on
+            // disk for the client's next run.
+            if let Some(list) = self.sessions.remove(&h) {
+                for (_, r) in list {
+                    if let Some((p, id)) = r.claim {
+                        self.claims.release(&p, id);
+                    }
+                }
+            }
+            self.peers.remove(&h);
+            ep.remove(h);
+            self.served = true;
+            return;
+        }
+        let Some(mut list) = self.sessions.remove(&h) else {
+            return;
+        };
+        list.retain_mut(|(id, r)| {
+            if let Some((p, claim)) = &r.claim {
+                if !self.claims.holds(p, *claim) {
+                    r.session.abandon();
+                    r.claim = None;
+                }
+            }
+            r.session.step(
+                c,
+                *id,
+                self.store.as_ref(),
+                now,
+                &mut self.scratch,
+                &mut self.events,
+            );
+            match (&r.claim, &r.session.partial) {
+                (None, Some(p)) => r.claim = Some((p.clone(), self.claims.claim(p))),
+                (Some((p, claim)), None) => {
+                    self.claims.release(p, *claim);
+                    r.claim = None;
+                }
+                _ => {}
+            }
+            if r.session.is_done() {
+                if let Some((p, claim)) = r.claim.take() {
+                    self.claims.release(&p, claim);
+                }
+                return false;
+            }
+            true
+        });
+        if !list.is_empty() {
+            self.sessions.insert(h, list);
+        }
+    }
+
+    fn emit(&mut self) {
+        if let Some(rx) = &self.inbox {
+            while let Ok(e) = rx.try_recv() {
+                self.events.push(e);
+            }
+        }
+        for e in self.events.drain(..) {
+            match &mut self.sink {
+                Sink::Local(f) => f(&e),
+                Sink::Forward(tx, waker) => {
+                    if tx.send(e).is_ok() {
+                        waker.wake();
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl Application for ServerApp {
+    fn step(&mut self, ep: &mut Endpoint, now: Duration) -> Result<Step, NetError> {
+        if self.stop.load(Ordering::Relaxed) {
+            for h in ep.handles() {
+                if let Some(c) = ep.connection(h) {
+                    c.close(0, "server shutting down");
+                }
+            }
+            self.emit();
+            return Ok(Step::Done);
+        }
+        while let Some(h) = ep.accept() {
+            if let Some(c) = ep.connection_ref(h) {
+                self.peers.insert(h, c.remote_address());
+            }
+        }
+        let mut touched = std::mem::take(&mut self.touched);
+        ep.take_touched(&mut touched);
+        if now >= self.next_tick {
+            // Perf sessions report progress on a clock of their own.
+            self.next_tick = now + PROGRESS_EVERY;
+            touched.extend(self.sessions.keys().copied());
+            touched.sort();
+            touched.dedup();
+        }
+        for &h in &touched {
+            self.step_connection(ep, h, now);
+        }
+        self.touched = touched;
+        self.emit();
+        if self.once && self.served && ep.is_empty() {
+            return Ok(Step::Done);
+        }
+        Ok(Step::Continue)
+    }
+
+    fn wake_at(&self) -> Option<Duration> {
+        (!self.sessions.is_empty()).then_some(self.next_tick)
+    }
+}

@@ -1,0 +1,154 @@
+//! The server under attack, in virtual time: spoofed Initials trigger
+//! Retry and leave no lasting state, the 3× limit holds byte for byte,
+//! garbage is counted, and a real client still gets in.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use super::*;
+use crate::crypto::Keypair;
+
+const MS: Duration = Duration::from_millis(1);
+
+fn server(retry_threshold: usize, retry_rate: u32) -> (Endpoint, Keypair) {
+    let kp = Keypair::generate();
+    let mut cfg = Config::new(kp.clone());
+    cfg.seed = Some(1);
+    cfg.retry_threshold = retry_threshold;
+    cfg.retry_rate = retry_rate;
+    (Endpoint::new(cfg, true).unwrap(), kp)
+}
+
+fn client() -> Endpoint {
+    let mut cfg = Config::new(Keypair::generate());
+    cfg.seed = Some(2);
+    Endpoint::new(cfg, false).unwrap()
+}
+
+fn addr(i: u32) -> SocketAddr {
+    SocketAddr::from((
+        [127, 1, (i >> 8) as u8, i as u8],
+        1000 + (i % 50_000) as u16,
+    ))
+}
+
+/// Everything `ep` sends at `now`, as (to, bytes).
+fn drain(ep: &mut Endpoint, now: Duration) -> Vec<(SocketAddr, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut buf = vec![0u8; 2048];
+    while let Some(t) = ep.poll_transmit(now, &mut buf) {
+        out.push((t.remote, buf[..t.len].to_vec()));
+    }
+    out
+}
+
+/// A valid IK Initial for `key` (what a flood can replay at no DH cost).
+fn initial(key: &[u8; 32]) -> Vec<u8> {
+    let mut c = client();
+    c.connect(Duration::ZERO, addr(0), Some(key)).unwrap();
+    drain(&mut c, Duration::ZERO).remove(0).1
+}
+
+#[test]
+fn spoofed_initials_get_retries_and_leave_no_lasting_state() {
+    let (mut s, kp) = server(64, 100);
+    let pool: Vec<Vec<u8>> = (0..8).map(|_| initial(&kp.public)).collect();
+    let mut received = 0u64;
+    for i in 0..2000u32 {
+        let now = MS * (i / 10); // 10 000 per second for 0.2 s
+                                 // Replayed valid Initials, each with a fresh destination id (it is
+                                 // cleartext), so each looks like a new client.
+        let mut d = pool[i as usize % pool.len()].clone();
+        d[5..9].copy_from_slice(&i.to_be_bytes());
+        let d = &d;
+        s.handle(now, addr(i + 1), d);
+        received += d.len() as u64;
+        let sent: u64 = drain(&mut s, now).iter().map(|(_, b)| b.len() as u64).sum();
+        assert!(sent <= 3 * received);
+    }
+    let st = s.stats();
+    assert!(st.accepted <= 100, "{st:?}");
+    assert!(st.retries_sent >= 1900, "{st:?}");
+    assert!(s.len() <= 100, "state bounded: {} connections", s.len());
+    // A real client, during the flood, gets a Retry, comes back and is in.
+    let mut c = client();
+    let h = c.connect(MS * 200, addr(9999), Some(&kp.public)).unwrap();
+    let mut now = MS * 200;
+    for _ in 0..20 {
+        for (_, d) in drain(&mut c, now) {
+            s.handle(now, addr(9999), &d);
+        }
+        for (_, d) in drain(&mut s, now) {
+            c.handle(now, addr(0), &d);
+        }
+        now += MS;
+    }
+    assert!(c.connection(h).unwrap().is_established());
+    assert_eq!(s.stats().tokens_accepted, 1);
+    // The spoofed connections never prove their address and expire.
+    let later = now + Duration::from_secs(11);
+    s.handle_timeout(later);
+    let mut handles = Vec::new();
+    s.take_touched(&mut handles);
+    for h in handles {
+        if s.connection_ref(h).is_some_and(|c| c.is_closed()) {
+            s.remove(h);
+        }
+    }
+    let st = s.stats();
+    assert_eq!(
+        st.unproven_expired,
+        st.accepted - 1,
+        "every spoofed one: {st:?}"
+    );
+    assert_eq!(s.len(), 1, "only the real client is left");
+}
+
+#[test]
+fn an_unproven_address_gets_at_most_three_times_what_it_sent() {
+    for pattern_known in [true, false] {
+        let (mut s, kp) = server(64, 1000);
+        let mut c = client();
+        let key = pattern_known.then_some(&kp.public);
+        c.connect(Duration::ZERO, addr(0), key).unwrap();
+        let first = drain(&mut c, Duration::ZERO).remove(0).1;
+        let (mut received, mut sent) = (0u64, 0u64);
+        // The client's Initial, repeated; nothing else ever comes back
+        // from that (spoofed) address.
+        for i in 0..30u32 {
+            let now = MS * 300 * i;
+            s.handle(now, addr(7), &first);
+            received += first.len() as u64;
+            s.handle_timeout(now);
+            sent += drain(&mut s, now)
+                .iter()
+                .map(|(_, b)| b.len() as u64)
+                .sum::<u64>();
+            assert!(sent <= 3 * received, "{sent} > 3 × {received}");
+        }
+        assert!(sent > 0, "the server did answer");
+    }
+}
+
+#[test]
+fn garbage_and_unknown_connections_are_counted_not_answered() {
+    let (mut s, _) = server(64, 1000);
+    let mut rng = StdRng::seed_from_u64(5);
+    for i in 0..1000u32 {
+        let len = rng.random_range(1..1400);
+        let mut d: Vec<u8> = (0..len).map(|_| rng.random()).collect();
+        if i % 2 == 0 {
+            // A well-formed short header for a connection that is not there.
+            d.resize(d.len().max(40), 0);
+            d[0] = 0x40;
+        } else if d[0] & 0xfe == 0x40 {
+            d[0] = 0x07;
+        }
+        s.handle(MS, addr(i), &d);
+    }
+    let st = s.stats();
+    assert_eq!(st.malformed + st.unknown_connection, 1000, "{st:?}");
+    assert!(st.unknown_connection >= 500);
+    assert!(drain(&mut s, MS).is_empty());
+    assert!(s.is_empty());
+}
