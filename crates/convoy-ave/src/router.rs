@@ -1,0 +1,772 @@
+//! The router: beacons, the context table, and per-bundle decisions.
+//!
+//! AVE (thesis Fig. 7.3) tries, for a bundle received with strategy m,
+//! the strategies n = 1..4 in order with n ≤ m (the loop rule), except that
+//! geographic (3) may fall to carry (4). A bundle entering carry records
+//! its distance to the nearest RSU (the *mark*); it may leave carry for
+//! reactive or geographic forwarding only once a holder is `d_th` closer
+//! than the mark. That is our reading of the thesis's distance threshold:
+//! it stops geo ↔ carry ping-pong at a local minimum and stops a carried
+//! bundle from flooding a route discovery at every contact.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::time::Duration;
+
+use crate::config::{Config, Protocol};
+use crate::dymo::{Discovery, Routes};
+use crate::neighbors::Neighbors;
+use crate::wire::frame::{DataHeader, Frame as Wire};
+use crate::wire::hello::Hello;
+use crate::wire::WireError;
+use crate::{NodeId, Vec2};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    Vehicle,
+    Rsu,
+}
+
+/// AVE's strategies, numbered as the loop rule orders them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Strategy {
+    Local = 1,
+    Reactive = 2,
+    Geographic = 3,
+    Carry = 4,
+}
+
+impl Strategy {
+    pub fn from_u8(v: u8) -> Option<Strategy> {
+        match v {
+            1 => Some(Strategy::Local),
+            2 => Some(Strategy::Reactive),
+            3 => Some(Strategy::Geographic),
+            4 => Some(Strategy::Carry),
+            _ => None,
+        }
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            Strategy::Local => "local",
+            Strategy::Reactive => "reactive",
+            Strategy::Geographic => "geo",
+            Strategy::Carry => "carry",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Destination {
+    Broadcast,
+    Node(NodeId),
+}
+
+/// A frame for the radio. Unicast frames are acknowledged at the link
+/// layer; the driver reports the outcome with [`Router::handle_link_result`].
+#[derive(Clone, Debug)]
+pub struct Frame {
+    pub to: Destination,
+    pub bytes: Vec<u8>,
+    pub token: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DropCause {
+    /// The carrier left the map while holding it (thesis loss cause 1).
+    CarrierLeft,
+    /// A hop was not acknowledged (channel, or a neighbour no longer where
+    /// its beacon said: thesis loss cause 2).
+    LinkFailure,
+    /// No strategy the loop rule allows could move it.
+    NoRoute,
+    Expired,
+    BufferFull,
+}
+
+impl DropCause {
+    pub fn name(self) -> &'static str {
+        match self {
+            DropCause::CarrierLeft => "carrier-left",
+            DropCause::LinkFailure => "link-failure",
+            DropCause::NoRoute => "no-route",
+            DropCause::Expired => "expired",
+            DropCause::BufferFull => "buffer-full",
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum RouterEvent {
+    /// At an RSU: a bundle arrived (the first copy of it this RSU saw).
+    Delivered {
+        origin: NodeId,
+        bundle: u32,
+        created: Duration,
+        hops: u8,
+    },
+    /// A hop travelled (acknowledged) with this strategy.
+    Hop { strategy: Strategy },
+    Dropped {
+        origin: NodeId,
+        bundle: u32,
+        cause: DropCause,
+    },
+}
+
+#[derive(Clone, Debug)]
+struct Held {
+    h: DataHeader,
+    /// A reactive discovery for it failed: skip to geographic.
+    reactive_failed: bool,
+    /// Waiting for a route reply.
+    waiting: bool,
+    /// Custody (carry / spray) offered and not yet acknowledged.
+    pending: Option<u64>,
+    sprayed_to: Vec<NodeId>,
+}
+
+#[derive(Clone, Debug)]
+struct InFlight {
+    h: DataHeader,
+    to: NodeId,
+    strategy: Strategy,
+    /// A custody transfer: the held copy goes only when acknowledged.
+    custody: bool,
+    copies_given: u8,
+}
+
+pub struct Router {
+    id: NodeId,
+    role: Role,
+    cfg: Config,
+    rsus: Vec<(NodeId, Vec2)>,
+    pos: Vec2,
+    vel: Vec2,
+    dest: Option<Vec2>,
+    pos_at: Duration,
+    neighbors: Neighbors,
+    routes: Routes,
+    discovery: Option<Discovery>,
+    next_rreq: u32,
+    last_rsu_heard: Option<Duration>,
+    held: VecDeque<Held>,
+    in_flight: BTreeMap<u64, InFlight>,
+    seen_bundles: BTreeMap<(NodeId, u32), Duration>,
+    out: VecDeque<Frame>,
+    events: VecDeque<RouterEvent>,
+    next_beacon: Duration,
+    next_check: Duration,
+    seq: u16,
+    next_token: u64,
+    next_bundle: u32,
+    rng: u64,
+}
+
+const CHECK_EVERY: Duration = Duration::from_secs(1);
+
+impl Router {
+    /// A router at node `id`; `rsus` are the RSUs' addresses and positions
+    /// (AVE assumes they are known a priori); `seed` jitters the beacons.
+    pub fn new(id: NodeId, role: Role, cfg: Config, rsus: Vec<(NodeId, Vec2)>, seed: u64) -> Result<Router, String> {
+        cfg.validate()?;
+        let mut r = Router {
+            id,
+            role,
+            cfg,
+            rsus,
+            pos: Vec2::default(),
+            vel: Vec2::default(),
+            dest: None,
+            pos_at: Duration::ZERO,
+            neighbors: Neighbors::default(),
+            routes: Routes::default(),
+            discovery: None,
+            next_rreq: 0,
+            last_rsu_heard: None,
+            held: VecDeque::new(),
+            in_flight: BTreeMap::new(),
+            seen_bundles: BTreeMap::new(),
+            out: VecDeque::new(),
+            events: VecDeque::new(),
+            next_beacon: Duration::ZERO,
+            next_check: Duration::MAX,
+            seq: 0,
+            next_token: 0,
+            next_bundle: 0,
+            rng: seed ^ (u64::from(id) << 32) ^ 0x5851_f42d_4c95_7f2d,
+        };
+        // First beacon at a random point of the first interval, so nodes
+        // that start together do not beacon together.
+        r.next_beacon = r.cfg.beacon_interval.mul_f64(r.uniform());
+        Ok(r)
+    }
+
+    fn uniform(&mut self) -> f64 {
+        // SplitMix64: small, stable, enough for jitter.
+        self.rng = self.rng.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.rng;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        ((z ^ (z >> 31)) >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    pub fn id(&self) -> NodeId {
+        self.id
+    }
+
+    pub fn neighbors(&self) -> &Neighbors {
+        &self.neighbors
+    }
+
+    pub fn held(&self) -> usize {
+        self.held.len()
+    }
+
+    /// Where the node is and where it goes, as of `now`.
+    pub fn set_motion(&mut self, now: Duration, pos: Vec2, vel: Vec2, dest: Option<Vec2>) {
+        self.pos = pos;
+        self.vel = vel;
+        self.dest = dest;
+        self.pos_at = now;
+    }
+
+    fn position(&self, now: Duration) -> Vec2 {
+        self.pos.add_scaled(self.vel, now.saturating_sub(self.pos_at).as_secs_f64())
+    }
+
+    fn is_rsu(&self, id: NodeId) -> bool {
+        self.rsus.iter().any(|(r, _)| *r == id)
+    }
+
+    fn rsu_distance(&self, p: Vec2) -> f64 {
+        self.rsus.iter().map(|(_, q)| p.dist(*q)).fold(f64::INFINITY, f64::min)
+    }
+
+    /// A new bundle of `len` bytes sensed here; returns its number.
+    pub fn originate(&mut self, now: Duration, len: u16) -> u32 {
+        let bundle = self.next_bundle;
+        self.next_bundle += 1;
+        let copies = match self.cfg.protocol {
+            Protocol::SprayAndWait { copies } => copies,
+            _ => 1,
+        };
+        let h = DataHeader {
+            origin: self.id,
+            bundle,
+            created_ns: now.as_nanos() as u64,
+            hops: 0,
+            strategy: Strategy::Carry as u8,
+            mark_m: None,
+            copies,
+            rsu: 0,
+            len,
+        };
+        self.seen_bundles.insert((self.id, bundle), now + self.cfg.bundle_lifetime);
+        self.take(now, Held::new(h));
+        bundle
+    }
+
+    /// A frame heard from `from` (already filtered by the radio: it was received).
+    pub fn handle_frame(&mut self, now: Duration, from: NodeId, bytes: &[u8]) -> Result<(), WireError> {
+        if bytes.first() == Some(&0) {
+            let h = Hello::decode(bytes)?;
+            if h.origin != from {
+                return Err(WireError::Invalid("beacon sender"));
+            }
+            // The thesis's filter: a sender beyond the radio's reach is a
+            // fluke of fading, not a neighbour to route through.
+            if h.position.dist(self.position(now)) > self.cfg.max_range_m {
+                return Ok(());
+            }
+            if h.is_rsu {
+                self.last_rsu_heard = Some(now);
+            }
+            if self.neighbors.on_hello(now, self.id, &h) && !self.held.is_empty() {
+                self.next_check = now; // a new contact: look at what we hold
+            }
+            return Ok(());
+        }
+        match Wire::decode(bytes)? {
+            Wire::Data(h) => self.on_data(now, from, h),
+            Wire::Rreq {
+                origin,
+                rreq_id,
+                hops,
+                hop_limit,
+            } => self.on_rreq(now, from, origin, rreq_id, hops, hop_limit),
+            Wire::Rrep {
+                origin,
+                rreq_id,
+                rsu,
+                hops,
+            } => self.on_rrep(now, from, origin, rreq_id, rsu, hops),
+        }
+        Ok(())
+    }
+
+    fn on_data(&mut self, now: Duration, _from: NodeId, mut h: DataHeader) {
+        h.hops = h.hops.saturating_add(1);
+        if self.role == Role::Rsu {
+            let key = (h.origin, h.bundle);
+            if !self.seen_bundles.contains_key(&key) {
+                self.seen_bundles.insert(key, now + self.cfg.bundle_lifetime);
+                self.events.push_back(RouterEvent::Delivered {
+                    origin: h.origin,
+                    bundle: h.bundle,
+                    created: Duration::from_nanos(h.created_ns),
+                    hops: h.hops,
+                });
+            }
+            return;
+        }
+        if matches!(self.cfg.protocol, Protocol::SprayAndWait { .. }) {
+            // A copy we already hold or held is not taken twice.
+            let key = (h.origin, h.bundle);
+            if self.seen_bundles.contains_key(&key) {
+                return;
+            }
+            self.seen_bundles.insert(key, now + self.cfg.bundle_lifetime);
+        }
+        self.take(now, Held::new(h));
+    }
+
+    fn on_rreq(&mut self, now: Duration, from: NodeId, origin: NodeId, id: u32, hops: u8, limit: u8) {
+        if origin == self.id || !self.routes.first_sight(now, origin, id, self.cfg.t_end) {
+            return;
+        }
+        let life = self.cfg.route_timeout;
+        self.routes.learn(now, origin, from, hops + 1, life);
+        if self.role == Role::Rsu {
+            self.send(Destination::Node(from), &Wire::Rrep { origin, rreq_id: id, rsu: self.id, hops: 0 });
+        } else if hops + 1 < limit {
+            self.send(
+                Destination::Broadcast,
+                &Wire::Rreq {
+                    origin,
+                    rreq_id: id,
+                    hops: hops + 1,
+                    hop_limit: limit,
+                },
+            );
+        }
+    }
+
+    fn on_rrep(&mut self, now: Duration, from: NodeId, origin: NodeId, id: u32, rsu: NodeId, hops: u8) {
+        if self.role == Role::Rsu {
+            return;
+        }
+        self.routes.learn(now, rsu, from, hops + 1, self.cfg.route_timeout);
+        if origin == self.id {
+            if self.discovery.is_some_and(|d| d.rreq_id == id) {
+                self.discovery = None;
+            }
+            // Everything waiting for a route goes now.
+            let waiting: Vec<Held> = self.drain_held(|x| x.waiting);
+            for mut x in waiting {
+                x.waiting = false;
+                self.take(now, x);
+            }
+        } else if let Some(back) = self.routes.get(now, origin) {
+            self.send(
+                Destination::Node(back.next_hop),
+                &Wire::Rrep {
+                    origin,
+                    rreq_id: id,
+                    rsu,
+                    hops: hops + 1,
+                },
+            );
+        }
+    }
+
+    fn drain_held(&mut self, pred: impl Fn(&Held) -> bool) -> Vec<Held> {
+        let (take, keep): (VecDeque<Held>, VecDeque<Held>) = self.held.drain(..).partition(|x| pred(x));
+        self.held = keep;
+        take.into()
+    }
+
+    fn send(&mut self, to: Destination, w: &Wire) -> u64 {
+        let mut bytes = Vec::new();
+        w.encode(&mut bytes);
+        let token = self.next_token;
+        self.next_token += 1;
+        self.out.push_back(Frame { to, bytes, token });
+        token
+    }
+
+    fn send_data(&mut self, h: &DataHeader, to: NodeId, strategy: Strategy, custody: bool, copies_given: u8) -> u64 {
+        let mut w = h.clone();
+        w.strategy = strategy as u8;
+        if copies_given > 0 {
+            w.copies = copies_given;
+        }
+        let token = self.send(Destination::Node(to), &Wire::Data(w.clone()));
+        self.in_flight.insert(
+            token,
+            InFlight {
+                h: w,
+                to,
+                strategy,
+                custody,
+                copies_given,
+            },
+        );
+        token
+    }
+
+    /// The link layer's verdict on a unicast frame.
+    pub fn handle_link_result(&mut self, now: Duration, token: u64, acked: bool) {
+        let Some(f) = self.in_flight.remove(&token) else {
+            return;
+        };
+        if acked {
+            self.events.push_back(RouterEvent::Hop { strategy: f.strategy });
+        } else {
+            self.neighbors.remove(f.to);
+            self.routes.break_link(f.to);
+        }
+        if !f.custody {
+            if !acked {
+                self.drop_bundle(&f.h, DropCause::LinkFailure);
+            }
+            return;
+        }
+        let Some(i) = self.held.iter().position(|x| x.pending == Some(token)) else {
+            return;
+        };
+        self.held[i].pending = None;
+        if acked {
+            if f.copies_given > 0 && self.held[i].h.copies > f.copies_given {
+                self.held[i].h.copies -= f.copies_given;
+                self.held[i].sprayed_to.push(f.to);
+            } else {
+                self.held.remove(i);
+            }
+        }
+        let _ = now;
+    }
+
+    fn drop_bundle(&mut self, h: &DataHeader, cause: DropCause) {
+        self.events.push_back(RouterEvent::Dropped {
+            origin: h.origin,
+            bundle: h.bundle,
+            cause,
+        });
+    }
+
+    /// The node leaves the map: everything it carries is lost.
+    pub fn shutdown(&mut self) {
+        for x in std::mem::take(&mut self.held) {
+            self.drop_bundle(&x.h, DropCause::CarrierLeft);
+        }
+        for (_, f) in std::mem::take(&mut self.in_flight) {
+            if !f.custody {
+                self.drop_bundle(&f.h, DropCause::CarrierLeft);
+            }
+        }
+    }
+
+    pub fn poll_transmit(&mut self) -> Option<Frame> {
+        self.out.pop_front()
+    }
+
+    pub fn poll_event(&mut self) -> Option<RouterEvent> {
+        self.events.pop_front()
+    }
+
+    pub fn poll_timeout(&self) -> Option<Duration> {
+        let mut t = self.next_beacon;
+        if !self.held.is_empty() {
+            t = t.min(self.next_check);
+        }
+        if let Some(d) = self.discovery {
+            t = t.min(d.deadline);
+        }
+        Some(t)
+    }
+
+    pub fn handle_timeout(&mut self, now: Duration) {
+        if now >= self.next_beacon {
+            self.beacon(now);
+            // RFC 5148 jitter: each interval shortened by up to a quarter.
+            let j = self.cfg.beacon_interval.mul_f64(0.25 * self.uniform());
+            self.next_beacon = now + self.cfg.beacon_interval - j;
+            self.neighbors.expire(now, self.cfg.neighbor_hold);
+            self.routes.expire(now);
+            self.seen_bundles.retain(|_, t| *t > now);
+        }
+        if let Some(d) = self.discovery.filter(|d| now >= d.deadline) {
+            self.discovery_timeout(now, d);
+        }
+        if !self.held.is_empty() && now >= self.next_check {
+            self.next_check = now + CHECK_EVERY;
+            let all: Vec<Held> = self.drain_held(|x| x.pending.is_none() && !x.waiting);
+            for x in all {
+                if now.saturating_sub(Duration::from_nanos(x.h.created_ns)) > self.cfg.bundle_lifetime {
+                    self.drop_bundle(&x.h, DropCause::Expired);
+                } else {
+                    self.take(now, x);
+                }
+            }
+        }
+    }
+
+    fn beacon(&mut self, now: Duration) {
+        let h = Hello {
+            origin: self.id,
+            seq: self.seq,
+            is_rsu: self.role == Role::Rsu,
+            interval: self.cfg.beacon_interval,
+            validity: self.cfg.neighbor_hold,
+            position: self.position(now),
+            velocity: self.vel,
+            destination: self.dest,
+            neighbors: self.neighbors.beacon_list(),
+        };
+        self.seq = self.seq.wrapping_add(1);
+        let mut bytes = Vec::new();
+        h.encode(&mut bytes);
+        let token = self.next_token;
+        self.next_token += 1;
+        self.out.push_back(Frame {
+            to: Destination::Broadcast,
+            bytes,
+            token,
+        });
+    }
+
+    fn start_discovery(&mut self, now: Duration, tries: u8) {
+        let id = self.next_rreq;
+        self.next_rreq = self.next_rreq.wrapping_add(1);
+        let (limit, wait) = match self.cfg.protocol {
+            Protocol::Dymo => (
+                self.cfg.dymo_rreq_hops,
+                self.cfg.dymo_rreq_wait * (1 << tries.min(8)),
+            ),
+            _ => (self.cfg.ave_rreq_hops, self.cfg.t_end),
+        };
+        self.routes.first_sight(now, self.id, id, wait);
+        self.discovery = Some(Discovery {
+            rreq_id: id,
+            deadline: now + wait,
+            tries: tries + 1,
+        });
+        self.send(
+            Destination::Broadcast,
+            &Wire::Rreq {
+                origin: self.id,
+                rreq_id: id,
+                hops: 0,
+                hop_limit: limit,
+            },
+        );
+    }
+
+    fn discovery_timeout(&mut self, now: Duration, d: Discovery) {
+        self.discovery = None;
+        if self.cfg.protocol == Protocol::Dymo && d.tries < self.cfg.dymo_rreq_tries {
+            self.start_discovery(now, d.tries);
+            return;
+        }
+        for mut x in self.drain_held(|x| x.waiting) {
+            x.waiting = false;
+            x.reactive_failed = true;
+            if self.cfg.protocol == Protocol::Dymo {
+                self.drop_bundle(&x.h, DropCause::NoRoute);
+            } else {
+                self.take(now, x);
+            }
+        }
+    }
+
+    /// Decides what to do with a bundle we now hold.
+    fn take(&mut self, now: Duration, x: Held) {
+        let keep = match self.cfg.protocol {
+            Protocol::Ave => self.route_ave(now, x),
+            Protocol::Dymo => self.route_dymo(now, x),
+            Protocol::Greedy => self.route_greedy(now, x),
+            Protocol::SprayAndWait { .. } => self.route_spray(now, x),
+        };
+        if let Some(x) = keep {
+            if self.held.is_empty() {
+                self.next_check = now + CHECK_EVERY;
+            }
+            if self.held.len() >= self.cfg.buffer_limit {
+                if let Some(old) = self.held.pop_front() {
+                    self.drop_bundle(&old.h, DropCause::BufferFull);
+                }
+            }
+            self.held.push_back(x);
+        }
+    }
+
+    fn local(&self) -> Option<NodeId> {
+        self.neighbors
+            .rsu()
+            .or_else(|| self.neighbors.rsu_two_hops(|id| self.is_rsu(id)).map(|(via, _)| via))
+    }
+
+    fn reactive_route(&self, now: Duration) -> Option<(NodeId, NodeId)> {
+        if let Some(r) = self.neighbors.rsu() {
+            return Some((r, r));
+        }
+        self.routes.best_to(now, |d| self.is_rsu(d)).map(|(rsu, r)| (rsu, r.next_hop))
+    }
+
+    /// The neighbour predicted nearest an RSU, if nearer than we are.
+    fn greedy_next(&self, now: Duration) -> Option<NodeId> {
+        let mine = self.rsu_distance(self.position(now));
+        self.neighbors
+            .iter()
+            .filter(|(_, n)| !n.is_rsu)
+            .map(|(id, n)| (id, self.rsu_distance(n.predicted(now))))
+            .filter(|(_, d)| *d < mine)
+            .min_by(|a, b| a.1.total_cmp(&b.1))
+            .map(|(id, _)| id)
+    }
+
+    fn route_ave(&mut self, now: Duration, mut x: Held) -> Option<Held> {
+        let m = x.h.strategy;
+        let allowed = |n: u8| n <= m || (m == 3 && n == 4);
+        let here = self.rsu_distance(self.position(now));
+        // Carried bundles leave carry mode only after progress of d_th.
+        let progressed = x.h.mark_m.is_none_or(|mark| here <= mark - self.cfg.d_th_m);
+        let escalate_ok = m != 4 || progressed;
+        if allowed(1) {
+            if let Some(to) = self.local() {
+                self.send_data(&x.h, to, Strategy::Local, false, 0);
+                return None;
+            }
+        }
+        let recent_rsu = self
+            .last_rsu_heard
+            .is_some_and(|t| now.saturating_sub(t) <= self.cfg.t_max);
+        if allowed(2) && escalate_ok && recent_rsu && !x.reactive_failed {
+            if let Some((rsu, next)) = self.reactive_route(now) {
+                x.h.rsu = rsu;
+                self.routes.touch(now, rsu, self.cfg.route_timeout);
+                self.send_data(&x.h, next, Strategy::Reactive, false, 0);
+                return None;
+            }
+            if self.discovery.is_none() {
+                self.start_discovery(now, 0);
+            }
+            x.waiting = true;
+            return Some(x);
+        }
+        if allowed(3) && escalate_ok {
+            if let Some(to) = self.greedy_next(now) {
+                self.send_data(&x.h, to, Strategy::Geographic, false, 0);
+                return None;
+            }
+        }
+        if allowed(4) {
+            if x.h.strategy != 4 || x.h.mark_m.is_none() {
+                // Entering carry mode: remember where.
+                x.h.mark_m = Some(here);
+                x.h.strategy = 4;
+            } else if progressed {
+                x.h.mark_m = Some(here);
+                x.reactive_failed = false;
+            }
+            return self.carry(now, x);
+        }
+        self.drop_bundle(&x.h, DropCause::NoRoute);
+        None
+    }
+
+    /// Store-carry-forward: hand custody to the neighbour predicted to be
+    /// nearest an RSU after the horizon, if it beats us by the minimum gain.
+    fn carry(&mut self, now: Duration, mut x: Held) -> Option<Held> {
+        let h = self.cfg.carry_horizon.as_secs_f64();
+        let mine = self.rsu_distance(self.position(now).add_scaled(self.vel, h));
+        let best = self
+            .neighbors
+            .iter()
+            .filter(|(_, n)| !n.is_rsu && n.lists_us)
+            .map(|(id, n)| (id, self.rsu_distance(n.predicted(now).add_scaled(n.vel, h))))
+            .filter(|(_, d)| *d + self.cfg.carry_min_gain_m <= mine)
+            .min_by(|a, b| a.1.total_cmp(&b.1));
+        if let Some((to, _)) = best {
+            x.pending = Some(self.send_data(&x.h, to, Strategy::Carry, true, 0));
+        }
+        Some(x)
+    }
+
+    fn route_dymo(&mut self, now: Duration, mut x: Held) -> Option<Held> {
+        if let Some((rsu, next)) = self.reactive_route(now) {
+            x.h.rsu = rsu;
+            self.routes.touch(now, rsu, self.cfg.route_timeout);
+            self.send_data(&x.h, next, Strategy::Reactive, false, 0);
+            return None;
+        }
+        if x.h.hops > 0 {
+            // An intermediate node that lost the route: DYMO would send a
+            // route error; the bundle is lost either way.
+            self.drop_bundle(&x.h, DropCause::NoRoute);
+            return None;
+        }
+        if x.waiting {
+            // Waiting bundles are re-examined by the periodic check only
+            // through `drain_held`, which skips them.
+            return Some(x);
+        }
+        if self.discovery.is_none() {
+            self.start_discovery(now, 0);
+        }
+        x.waiting = true;
+        Some(x)
+    }
+
+    fn route_greedy(&mut self, now: Duration, x: Held) -> Option<Held> {
+        let to = self.neighbors.rsu().or_else(|| self.greedy_next(now));
+        match to {
+            Some(to) => {
+                let s = if self.neighbors.rsu() == Some(to) {
+                    Strategy::Local
+                } else {
+                    Strategy::Geographic
+                };
+                self.send_data(&x.h, to, s, false, 0);
+            }
+            None => self.drop_bundle(&x.h, DropCause::NoRoute),
+        }
+        None
+    }
+
+    /// Binary spray-and-wait: half the copies to each new contact while
+    /// more than one is left, then only to an RSU.
+    fn route_spray(&mut self, _now: Duration, mut x: Held) -> Option<Held> {
+        if x.pending.is_some() {
+            return Some(x);
+        }
+        if let Some(rsu) = self.neighbors.rsu() {
+            x.pending = Some(self.send_data(&x.h, rsu, Strategy::Local, true, 0));
+            return Some(x);
+        }
+        if x.h.copies > 1 {
+            let give = x.h.copies / 2;
+            let to = self
+                .neighbors
+                .iter()
+                .find(|(id, n)| !n.is_rsu && !x.sprayed_to.contains(id) && *id != x.h.origin)
+                .map(|(id, _)| id);
+            if let Some(to) = to {
+                x.pending = Some(self.send_data(&x.h, to, Strategy::Carry, true, give));
+            }
+        }
+        Some(x)
+    }
+}
+
+impl Held {
+    fn new(h: DataHeader) -> Held {
+        Held {
+            h,
+            reactive_failed: false,
+            waiting: false,
+            pending: None,
+            sprayed_to: Vec::new(),
+        }
+    }
+}
