@@ -21,6 +21,9 @@ const SIFS: Nanos = 32 * US;
 /// AC_BE: AIFSN 6 (IEEE 802.11p EDCA).
 const AIFS: Nanos = SIFS + 6 * SLOT;
 const CW_MIN: u16 = 15;
+const MARGIN_MIN: f64 = -60.0;
+const MARGIN_STEP: f64 = 0.01;
+const MARGIN_STEPS: usize = 10_001;
 const CW_MAX: u16 = 1023;
 /// 802.11 MAC header + LLC/SNAP + FCS around our payload.
 const MAC_OVERHEAD: usize = 36;
@@ -69,6 +72,10 @@ struct Tx {
 pub struct Medium {
     pub dsrc: Dsrc,
     pdr: Vec<f64>,
+    /// PDR against the fading margin (threshold − mean received power, dB),
+    /// every MARGIN_STEP dB from MARGIN_MIN: the closed form costs an
+    /// incomplete gamma function, far too slow per reception.
+    by_margin: Vec<f64>,
     pub max_range_m: f64,
     cs_range_m: f64,
     /// d_interferer / d_signal at and beyond which a frame survives.
@@ -124,6 +131,12 @@ impl Medium {
         // Beyond the distance where half a percent of frames arrive, none do.
         let max_range_m = dsrc.range_at(0.005).max(1.0);
         let pdr = (0..=max_range_m.ceil() as usize).map(|d| dsrc.pdr(d as f64)).collect();
+        let by_margin = (0..MARGIN_STEPS)
+            .map(|k| {
+                let margin = MARGIN_MIN + k as f64 * MARGIN_STEP;
+                convoy_models::math::gamma_q(dsrc.m, dsrc.m * 10f64.powf(margin / 10.0))
+            })
+            .collect();
         let mut cs = 1.0;
         while dsrc.mean_rx_power_dbm(cs, 0.0) >= spec.cca_dbm && cs < 1e5 {
             cs *= 1.01;
@@ -132,6 +145,7 @@ impl Medium {
             capture_ratio: 10f64.powf(spec.capture_db / (10.0 * dsrc.alpha)),
             dsrc,
             pdr,
+            by_margin,
             max_range_m,
             cs_range_m: cs,
             retry_limit: spec.retry_limit,
@@ -143,6 +157,17 @@ impl Medium {
             receptions: 0,
             collisions: 0,
         })
+    }
+
+    /// The "theoretical maximum range" of AVE's neighbour filter: where the
+    /// mean received power (path loss, no fading) falls to the receive
+    /// threshold. Beyond it only lucky fades get through.
+    pub fn nominal_range_m(&self) -> f64 {
+        let mut d = 1.0;
+        while self.dsrc.mean_rx_power_dbm(d, 0.0) >= self.dsrc.threshold_dbm() && d < 1e5 {
+            d *= 1.001;
+        }
+        d
     }
 
     pub fn cs_range_m(&self) -> f64 {
@@ -205,6 +230,21 @@ impl Medium {
         mac.tx = Some(id);
         self.frames_sent += 1;
         Some((now + dur, Some(id)))
+    }
+
+    /// PDR with `extra_db` of shadowing, interpolated in the margin table.
+    fn pdr_shadowed(&self, d: f64, extra_db: f64) -> f64 {
+        let margin = self.dsrc.threshold_dbm() - self.dsrc.mean_rx_power_dbm(d, extra_db);
+        let x = (margin - MARGIN_MIN) / MARGIN_STEP;
+        if x <= 0.0 {
+            return self.by_margin[0];
+        }
+        let i = x.floor() as usize;
+        if i + 1 >= self.by_margin.len() {
+            return 0.0;
+        }
+        let f = x - i as f64;
+        self.by_margin[i] * (1.0 - f) + self.by_margin[i + 1] * f
     }
 
     /// PDR at distance d (metres) from the precomputed table.
@@ -284,8 +324,20 @@ impl Medium {
         if d > self.max_range_m {
             return false;
         }
-        // Half duplex: a receiver sending at any moment of the frame misses it.
-        // Collisions: an overlapping frame not weaker by the capture margin.
+        // Fading and obstacles first (one uniform draw against the PDR).
+        let u = self.rng.uniform();
+        if u >= self.pdr_at(d) {
+            return false;
+        }
+        if !city.is_empty() {
+            let db = city.shadow_db(tx.pos, rpos);
+            if db > 0.0 && u >= self.pdr_shadowed(d, db) {
+                return false;
+            }
+        }
+        // Then the medium. Half duplex: a receiver sending at any moment
+        // of the frame misses it. Capture: an overlapping frame not weaker
+        // by the capture margin destroys it.
         let d_min_interferer = d * self.capture_ratio;
         for o in &self.txs {
             if o.id == tx.id || o.chan != tx.chan || o.end <= tx.start || o.start >= tx.end {
@@ -293,17 +345,6 @@ impl Medium {
             }
             if o.node == r || o.pos.dist(rpos) < d_min_interferer {
                 self.collisions += 1;
-                return false;
-            }
-        }
-        let u = self.rng.uniform();
-        let p = self.pdr_at(d);
-        if u >= p {
-            return false;
-        }
-        if !city.is_empty() {
-            let db = city.shadow_db(tx.pos, rpos);
-            if db > 0.0 && u >= self.dsrc.pdr_shadowed(d, db) {
                 return false;
             }
         }
@@ -331,9 +372,21 @@ mod tests {
     }
 
     #[test]
+    fn margin_table_matches_the_closed_form() {
+        let m = Medium::new(&RadioSpec::default(), 1).unwrap();
+        for (d, db) in [(50.0, 9.0), (120.0, 3.3), (300.0, 18.0), (20.0, 40.0)] {
+            let exact = m.dsrc.pdr_shadowed(d, db);
+            assert!((m.pdr_shadowed(d, db) - exact).abs() < 1e-3, "{d} {db}: {exact}");
+        }
+    }
+
+    #[test]
     fn ranges_follow_the_channel_model() {
         let m = Medium::new(&RadioSpec::default(), 1).unwrap();
         assert!(m.max_range_m > 300.0 && m.max_range_m < 3000.0, "{}", m.max_range_m);
         assert!(m.cs_range_m() > 100.0, "{}", m.cs_range_m());
+        let r = m.nominal_range_m();
+        assert!(r > 300.0 && r < m.max_range_m, "{r}");
+        println!("max {} nominal {r} carrier sense {}", m.max_range_m, m.cs_range_m());
     }
 }

@@ -433,7 +433,8 @@ impl World {
                     }
                     self.pump_router(r);
                 }
-                Owner::Cluster => self.cluster_receive(r, i, &out.frame.bytes),
+                Owner::Cluster if (r as usize) < self.vehicles => self.cluster_receive(r, i, &out.frame.bytes),
+                Owner::Cluster => {}
             }
         }
         if out.frame.owner == Owner::Routing && matches!(out.ack, Ack::Acked | Ack::Failed) {

@@ -129,6 +129,11 @@ impl World {
             let n = &self.nodes[i];
             c.leg[i] = None;
             c.head_of[i] = None;
+            if !n.present || n.pos.dist(c.center) > c.spec.zone_m {
+                self.nodes[i].chan = 0;
+                continue;
+            }
+            let n = &self.nodes[i];
             if !n.present {
                 continue;
             }

@@ -42,7 +42,7 @@ impl Sensing {
             *copies = c;
         }
         let mut cfg = Config::new(protocol);
-        cfg.max_range_m = w.medium.max_range_m;
+        cfg.max_range_m = w.medium.nominal_range_m();
         if let Some(d) = spec.d_th_m {
             cfg.d_th_m = d;
         }

@@ -37,6 +37,21 @@ pub struct Session {
     read: u64,
 }
 
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn content_is_the_same_from_any_offset() {
+        let mut whole = vec![0u8; 100];
+        super::content(7, 3, &mut whole);
+        let mut part = vec![0u8; 50];
+        super::content(7, 40, &mut part);
+        assert_eq!(&whole[37..87], &part[..]);
+        let mut other = vec![0u8; 100];
+        super::content(8, 3, &mut other);
+        assert_ne!(whole, other);
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct UploadRec {
     pub vehicle: u32,
@@ -59,6 +74,7 @@ pub struct Uploads {
     pub recs: Vec<UploadRec>,
     count: Vec<u32>,
     buf: Vec<u8>,
+    check: Vec<u8>,
 }
 
 /// The fleet's protocol configuration: the mode's defaults with small
@@ -76,13 +92,23 @@ pub fn fleet_config(keypair: Keypair, mode: Mode, seed: u64) -> Config {
     c
 }
 
-/// The upload's content at `offset`: a keyed byte pattern any offset regenerates.
+/// The upload's content at `offset`: a keyed byte pattern any offset
+/// regenerates (SplitMix64 of the 8-byte word index).
 fn content(upload: u32, offset: u64, out: &mut [u8]) {
-    for (k, b) in out.iter_mut().enumerate() {
+    let word = |w: u64| {
+        let mut z = w ^ (u64::from(upload) << 40) ^ 0x9e37_79b9_7f4a_7c15;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        (z ^ (z >> 31)).to_le_bytes()
+    };
+    let mut k = 0;
+    while k < out.len() {
         let o = offset + k as u64;
-        let mut z = (o / 8) ^ (u64::from(upload) << 40) ^ 0x9e37_79b9_7f4a_7c15;
-        z = (z ^ (z >> 31)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        *b = (z >> ((o % 8) * 8)) as u8;
+        let bytes = word(o / 8);
+        let from = (o % 8) as usize;
+        let n = (8 - from).min(out.len() - k);
+        out[k..k + n].copy_from_slice(&bytes[from..from + n]);
+        k += n;
     }
 }
 
@@ -103,6 +129,7 @@ impl Uploads {
             recs: Vec::new(),
             count: vec![0; w.vehicles],
             buf: vec![0; 16 << 10],
+            check: vec![0; 16 << 10],
         })
     }
 
@@ -222,6 +249,7 @@ impl World {
         let vehicle = rec.vehicle;
         let Some(s) = u.sessions[k as usize].as_mut() else { return };
         let buf = &mut u.buf;
+        let check = &mut u.check;
         // Client: write the content as credit allows, then finish.
         if let Some(c) = s.client.connection(s.ch) {
             while let Some(e) = c.poll_event() {
@@ -260,7 +288,6 @@ impl World {
         if let Some(c) = s.sh.and_then(|h| s.server.connection(h)) {
             while c.poll_event().is_some() {}
             while c.accept_stream().is_some() {}
-            let mut check = vec![0u8; 0];
             loop {
                 match c.read(StreamId(0), buf) {
                     Ok(0) => {
@@ -268,9 +295,8 @@ impl World {
                         break;
                     }
                     Ok(n) => {
-                        check.resize(n, 0);
-                        content(k, s.read, &mut check);
-                        if check[..] != buf[..n] {
+                        content(k, s.read, &mut check[..n]);
+                        if check[..n] != buf[..n] {
                             rec.corrupt = true;
                         }
                         s.read += n as u64;
