@@ -21,10 +21,12 @@ pub mod config;
 pub mod dymo;
 pub mod neighbors;
 pub mod router;
+pub mod rsus;
 pub mod wire;
 
 pub use config::{Config, Protocol};
 pub use router::{Destination, DropCause, Frame, Role, Router, RouterEvent, Strategy};
+pub use rsus::RsuTable;
 
 /// A node's address: the low 32 bits of its IPv4 address in the thesis's
 /// set-up; any unique number here.

@@ -10,11 +10,13 @@
 //! bundle from flooding a route discovery at every contact.
 
 use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::config::{Config, Protocol};
 use crate::dymo::{Discovery, Routes};
 use crate::neighbors::Neighbors;
+use crate::rsus::RsuTable;
 use crate::wire::frame::{DataHeader, Frame as Wire};
 use crate::wire::hello::Hello;
 use crate::wire::WireError;
@@ -139,7 +141,7 @@ pub struct Router {
     id: NodeId,
     role: Role,
     cfg: Config,
-    rsus: Vec<(NodeId, Vec2)>,
+    rsus: Arc<RsuTable>,
     pos: Vec2,
     vel: Vec2,
     dest: Option<Vec2>,
@@ -167,7 +169,7 @@ const CHECK_EVERY: Duration = Duration::from_secs(1);
 impl Router {
     /// A router at node `id`; `rsus` are the RSUs' addresses and positions
     /// (AVE assumes they are known a priori); `seed` jitters the beacons.
-    pub fn new(id: NodeId, role: Role, cfg: Config, rsus: Vec<(NodeId, Vec2)>, seed: u64) -> Result<Router, String> {
+    pub fn new(id: NodeId, role: Role, cfg: Config, rsus: Arc<RsuTable>, seed: u64) -> Result<Router, String> {
         cfg.validate()?;
         let mut r = Router {
             id,
@@ -235,11 +237,11 @@ impl Router {
     }
 
     fn is_rsu(&self, id: NodeId) -> bool {
-        self.rsus.iter().any(|(r, _)| *r == id)
+        self.rsus.contains(id)
     }
 
     fn rsu_distance(&self, p: Vec2) -> f64 {
-        self.rsus.iter().map(|(_, q)| p.dist(*q)).fold(f64::INFINITY, f64::min)
+        self.rsus.nearest_distance(p)
     }
 
     /// A new bundle of `len` bytes sensed here; returns its number.

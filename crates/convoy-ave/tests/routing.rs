@@ -2,9 +2,10 @@
 //! 100 m arrives, nothing beyond), to check each strategy, the loop rule
 //! and the baselines on hand-made topologies.
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use convoy_ave::{Config, Destination, DropCause, Protocol, Role, Router, RouterEvent, Strategy, Vec2};
+use convoy_ave::{Config, Destination, DropCause, Protocol, Role, Router, RouterEvent, RsuTable, Strategy, Vec2};
 
 const RANGE: f64 = 100.0;
 const RSU: u32 = 1000;
@@ -24,7 +25,7 @@ impl Net {
         cfg.max_range_m = RANGE;
         cfg.d_th_m = 50.0;
         cfg.carry_min_gain_m = 20.0;
-        let rsus = vec![(RSU, rsu)];
+        let rsus = Arc::new(RsuTable::new(vec![(RSU, rsu)]));
         let mut nodes = vec![(
             Router::new(RSU, Role::Rsu, cfg.clone(), rsus.clone(), 1).unwrap(),
             rsu,
@@ -208,7 +209,7 @@ fn spray_and_wait_splits_copies_and_delivers_once() {
 #[test]
 fn garbage_frames_are_errors_not_panics() {
     let cfg = Config::new(Protocol::Ave);
-    let mut r = Router::new(1, Role::Vehicle, cfg, vec![(9, Vec2::default())], 0).unwrap();
+    let mut r = Router::new(1, Role::Vehicle, cfg, Arc::new(RsuTable::new(vec![(9, Vec2::default())])), 0).unwrap();
     for bytes in [&[][..], &[0u8][..], &[1, 2, 3][..], &[0xff; 40][..], &[0, 0, 0xf3, 0, 9][..]] {
         assert!(r.handle_frame(Duration::ZERO, 2, bytes).is_err());
     }

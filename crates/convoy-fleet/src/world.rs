@@ -59,9 +59,9 @@ pub enum Ev {
     Tti(u16, Dir),
     HandoverDone(u32),
     /// A packet reaches a server (up) or the UE's eNodeB queue (down).
-    Core(Packet),
+    Core(Box<Packet>),
     /// A packet leaves the air interface at its far end.
-    Air(Packet, u16),
+    Air(Box<Packet>, u16),
     Burst(u32, u32),
     UploadStart(u32),
     ProtoTimer(u32),
@@ -100,6 +100,7 @@ pub struct World {
     pub clusters: Option<Clusters>,
     pub rec: Records,
     near: Vec<u32>,
+    cands: Vec<(u32, Vec2, u8)>,
     pub lte_packets: u64,
 }
 
@@ -143,6 +144,7 @@ impl World {
             clusters: None,
             rec: Records::default(),
             near: Vec::new(),
+            cands: Vec::new(),
             lte_packets: 0,
             nodes,
             sc,
@@ -210,8 +212,8 @@ impl World {
                     }
                 }
             }
-            Ev::Core(p) => self.on_core(p),
-            Ev::Air(p, cell) => self.on_air(p, cell),
+            Ev::Core(p) => self.on_core(*p),
+            Ev::Air(p, cell) => self.on_air(*p, cell),
             Ev::Burst(n, left) => self.on_burst(n, left),
             Ev::UploadStart(n) => self.on_upload_start(n),
             Ev::ProtoTimer(u) => self.on_proto_timer(u),
@@ -407,16 +409,17 @@ impl World {
         // last step, padded by how far a car moves in a step).
         let mut near = std::mem::take(&mut self.near);
         self.grid.near(pos, self.medium.max_range_m + 60.0, &mut near);
-        let cands: Vec<(u32, Vec2, u8)> = near
-            .iter()
-            .map(|&j| {
-                let m = &self.nodes[j as usize];
-                (j, m.position(now), m.chan)
-            })
-            .collect();
+        let mut cands = std::mem::take(&mut self.cands);
+        cands.clear();
+        cands.extend(near.iter().map(|&j| {
+            let m = &self.nodes[j as usize];
+            (j, m.position(now), m.chan)
+        }));
         self.near = near;
         let n = &mut self.nodes[i as usize];
-        let Some((next, out)) = self.medium.finish(&mut n.mac, i, id, now, &cands, &mut self.city) else {
+        let done = self.medium.finish(&mut n.mac, i, id, now, &cands, &mut self.city);
+        self.cands = cands;
+        let Some((next, out)) = done else {
             return;
         };
         if next != Nanos::MAX {
@@ -466,7 +469,7 @@ impl World {
         }
         for (_, p, at) in out {
             self.lte_packets += 1;
-            self.q.push(at, Ev::Air(p, cell));
+            self.q.push(at, Ev::Air(Box::new(p), cell));
         }
     }
 
@@ -498,7 +501,7 @@ impl World {
         match (p.to_server, p.to_node) {
             (Some(server), _) => {
                 let t = self.now + self.wired(Place::Enb(cell), Self::place_of(server));
-                self.q.push(t, Ev::Core(p));
+                self.q.push(t, Ev::Core(Box::new(p)));
             }
             (None, Some(node)) => self.deliver_to_ue(node, p),
             _ => {}
@@ -514,7 +517,7 @@ impl World {
         let t = self.now + self.wired(Self::place_of(from), Place::Enb(cell));
         let mut p = p;
         p.to_server = None;
-        self.q.push(t, Ev::Core(p));
+        self.q.push(t, Ev::Core(Box::new(p)));
     }
 
     fn on_core(&mut self, p: Packet) {

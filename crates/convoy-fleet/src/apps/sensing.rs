@@ -3,9 +3,10 @@
 //! routers that deliver to the cloud. Records each bundle's fate.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
-use convoy_ave::{Config, DropCause, Protocol, Role, Router, RouterEvent, Strategy, Vec2};
+use convoy_ave::{Config, DropCause, Protocol, Role, Router, RouterEvent, RsuTable, Strategy, Vec2};
 use convoy_models::Rng;
 
 use super::exponential;
@@ -25,7 +26,7 @@ pub struct Sensing {
     pub protocol: Protocol,
     pub cfg: Config,
     spec: SensingSpec,
-    rsus: Vec<(u32, Vec2)>,
+    rsus: Arc<RsuTable>,
     stop: Nanos,
     rngs: Vec<Option<Rng>>,
     /// (origin vehicle, bundle number) → its fate.
@@ -51,7 +52,7 @@ impl Sensing {
         Ok(Sensing {
             protocol,
             cfg,
-            rsus: w.rsu_ids(),
+            rsus: Arc::new(RsuTable::new(w.rsu_ids())),
             stop,
             rngs: vec![None; w.vehicles],
             bundles: BTreeMap::new(),
@@ -89,7 +90,7 @@ impl World {
             let s = self.sensing.as_ref().expect("sensing");
             (s.cfg.clone(), s.rsus.clone())
         };
-        for &(id, pos) in &rsus {
+        for &(id, pos) in rsus.all() {
             let i = id - 1;
             let mut r = Router::new(id, Role::Rsu, cfg.clone(), rsus.clone(), self.seed ^ u64::from(id))?;
             r.set_motion(Duration::ZERO, pos, Vec2::default(), None);
