@@ -21,7 +21,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from . import catalog, report
+from . import catalog, fleet_experiments, report
 from .catalog import DEMO, EXPERIMENTS, ExperimentError, get_experiment
 from .emurun import EmulatorUnavailable, check_emulator
 from .runner import ConvoyNotFound, convoy_binary
@@ -116,6 +116,9 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("names", nargs="+", metavar="NAME")
     run.add_argument("--quick", action="store_true", help="the demo's shorter settings")
     run.add_argument("--schemes", help=f"comma-separated subset of: {', '.join(SCHEMES)}")
+    run.add_argument("--engine", choices=["local", "dask", "ray"], default="local",
+                     help="fleet experiments: where their sweep runs (default: this machine's cores)")
+    run.add_argument("--workers", type=int, help="fleet experiments: sweep workers")
     common(run)
     common(sub.add_parser("demo", help=f"the short default subset ({', '.join(DEMO)}), then the report"))
     common(sub.add_parser("reproduce", help="every experiment at full length, then the report"))
@@ -136,6 +139,11 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "run":
             names, quick = args.names, args.quick
             schemes = [s.strip() for s in args.schemes.split(",")] if args.schemes else None
+            # Fleet experiments (convoy sim, no emulator) run on their own.
+            fleet = [n for n in names if n in fleet_experiments.FLEET]
+            names = [n for n in names if n not in fleet_experiments.FLEET]
+            if fleet:
+                return _run_fleet(fleet, quick, args.seeds, args.out, args.json, args.engine, args.workers, names)
         elif args.command == "demo":
             names, quick, schemes = DEMO, True, None
         else:
@@ -168,6 +176,41 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _run_fleet(fleet: list[str], quick: bool, seeds: int, out: Path, as_json_doc: bool, engine: str,
+               workers: int | None, rest: list[str]) -> int:
+    """Fleet experiments: each a `convoy sim sweep`, then the thesis's figures beside ours."""
+    from .fleet_sweep import SweepError
+    from .mobility import SumoError
+
+    if rest:
+        print(f"error: run fleet experiments ({', '.join(fleet)}) apart from emulator ones ({', '.join(rest)})",
+              file=sys.stderr)
+        return 2
+    try:
+        convoy_binary()
+        out.mkdir(parents=True, exist_ok=True)
+        results = []
+        for n in fleet:
+            print(f"{n}: running (progress of the sweep on stderr)", file=sys.stderr)
+            results.append(fleet_experiments.run(n, quick, seeds, out, engine, workers))
+    except (SweepError, SumoError, ConvoyNotFound) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("interrupted: finished runs are under their experiment's runs/", file=sys.stderr)
+        return 130
+    if as_json_doc:
+        doc = {"experiments": [{"name": r["experiment"].name, "meta": r["meta"],
+                                "claims": [c.__dict__ for c in r["claims"]],
+                                "rows": [{k: _clean(v) for k, v in row.items()} for row in r["df"].to_dict("records")]}
+                               for r in results]}
+        print(json.dumps(doc, indent=1, default=str))
+    else:
+        for r in results:
+            fleet_experiments.print_result(r)
+    return 0
+
+
 def _list(as_json_doc: bool) -> int:
     if as_json_doc:
         doc = {
@@ -175,6 +218,7 @@ def _list(as_json_doc: bool) -> int:
                 n: {"title": e.title, "conditions": e.conditions, "schemes": e.schemes, "demo": n in DEMO}
                 for n, e in EXPERIMENTS.items()
             },
+            "fleet_experiments": {n: {"title": e.title, "conditions": e.conditions} for n, e in fleet_experiments.FLEET.items()},
             "schemes": {n: s.description for n, s in SCHEMES.items()},
         }
         print(json.dumps(doc, indent=1))
@@ -182,6 +226,9 @@ def _list(as_json_doc: bool) -> int:
     print("experiments (run NAME; * = part of the demo):")
     for n, e in EXPERIMENTS.items():
         print(f"  {n:<15}{'*' if n in DEMO else ' '} {e.title}")
+    print("fleet experiments (convoy sim; run NAME [--quick] [--seeds N] [--engine local|dask|ray]):")
+    for n, e in fleet_experiments.FLEET.items():
+        print(f"  {n:<15}  {e.title}")
     print("schemes:")
     for n, s in SCHEMES.items():
         reason = s.unavailable()
