@@ -34,14 +34,29 @@ def helsinki(work: Path) -> City:
     import sumolib
 
     work.mkdir(parents=True, exist_ok=True)
-    net, polys = work / "helsinki.net.xml", work / "helsinki.poly.xml"
+    net, polys = work / "helsinki.net.xml", work / "helsinki.buildings.xml"
     if not (net.is_file() and polys.is_file()):
-        import_osm(HELSINKI, net, polys)
+        raw = work / "helsinki.poly.xml"
+        import_osm(HELSINKI, net, raw)
+        _buildings_only(raw, polys)
     routes = work / "helsinki.routes.xml"
     if not routes.is_file():
         random_routes(net, routes, count=400, seed=1)
     b = sumolib.net.readNet(str(net)).getBoundary()
     return City(net, polys, (b[0], b[1], b[2], b[3]))
+
+
+def _buildings_only(src: Path, dst: Path) -> None:
+    """Keeps the building polygons that enclose an area: OSM also maps some
+    buildings as a single point, which polyconvert writes as a one-point
+    shape that shadows nothing."""
+    import xml.etree.ElementTree as ET
+
+    out = ET.Element("additional")
+    for poly in ET.parse(src).getroot().iter("poly"):
+        if "building" in poly.get("type", "") and len(poly.get("shape", "").split()) >= 3:
+            out.append(poly)
+    ET.ElementTree(out).write(dst, encoding="unicode")
 
 
 def junction_near(city: City, fx: float, fy: float) -> tuple[float, float]:

@@ -8,6 +8,14 @@
 //! than the mark. That is our reading of the thesis's distance threshold:
 //! it stops geo ↔ carry ping-pong at a local minimum and stops a carried
 //! bundle from flooding a route discovery at every contact.
+//!
+//! Two choices of ours where the thesis is silent: an AVE node keeps a
+//! bundle until the next hop acknowledges it at the link layer, and a hop
+//! that fails goes back through the decision without that neighbour; and a
+//! bundle that no allowed strategy can move (a local hop whose RSU is gone)
+//! is carried rather than dropped. The baselines keep their own rules:
+//! DYMO and greedy forwarding drop on a failed hop, spray-and-wait keeps
+//! custody until acknowledged.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
@@ -444,8 +452,12 @@ impl Router {
             } else {
                 self.held.remove(i);
             }
+        } else if self.cfg.protocol == Protocol::Ave && f.strategy != Strategy::Carry {
+            // Decide again at once, without the neighbour that failed.
+            if let Some(x) = self.held.remove(i) {
+                self.take(now, x);
+            }
         }
-        let _ = now;
     }
 
     fn drop_bundle(&mut self, h: &DataHeader, cause: DropCause) {
@@ -634,10 +646,13 @@ impl Router {
         // Carried bundles leave carry mode only after progress of d_th.
         let progressed = x.h.mark_m.is_none_or(|mark| here <= mark - self.cfg.d_th_m);
         let escalate_ok = m != 4 || progressed;
+        // AVE keeps a bundle until the next hop acknowledges it: a hop that
+        // fails (a neighbour no longer where its beacon said) goes back
+        // through the decision without that neighbour.
         if allowed(1) {
             if let Some(to) = self.local() {
-                self.send_data(&x.h, to, Strategy::Local, false, 0);
-                return None;
+                x.pending = Some(self.send_data(&x.h, to, Strategy::Local, true, 0));
+                return Some(x);
             }
         }
         let recent_rsu = self
@@ -647,8 +662,8 @@ impl Router {
             if let Some((rsu, next)) = self.reactive_route(now) {
                 x.h.rsu = rsu;
                 self.routes.touch(now, rsu, self.cfg.route_timeout);
-                self.send_data(&x.h, next, Strategy::Reactive, false, 0);
-                return None;
+                x.pending = Some(self.send_data(&x.h, next, Strategy::Reactive, true, 0));
+                return Some(x);
             }
             if self.discovery.is_none() {
                 self.start_discovery(now, 0);
@@ -658,8 +673,8 @@ impl Router {
         }
         if allowed(3) && escalate_ok {
             if let Some(to) = self.greedy_next(now) {
-                self.send_data(&x.h, to, Strategy::Geographic, false, 0);
-                return None;
+                x.pending = Some(self.send_data(&x.h, to, Strategy::Geographic, true, 0));
+                return Some(x);
             }
         }
         if allowed(4) {
@@ -673,8 +688,13 @@ impl Router {
             }
             return self.carry(now, x);
         }
-        self.drop_bundle(&x.h, DropCause::NoRoute);
-        None
+        // Nothing the loop rule allows works (the RSU a local hop aimed at
+        // is gone, or the hop failed): carry it rather than drop it. Carry
+        // cannot loop: custody moves only for 50 m of predicted progress,
+        // and the mark keeps it in carry until d_th of real progress.
+        x.h.strategy = 4;
+        x.h.mark_m = Some(here);
+        self.carry(now, x)
     }
 
     /// Store-carry-forward: hand custody to the neighbour predicted to be
