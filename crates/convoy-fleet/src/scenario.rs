@@ -120,8 +120,6 @@ pub struct LteSpec {
     pub air_ms: f64,
     /// Packets a UE's queue holds, each direction (drop-tail beyond).
     pub queue_packets: usize,
-    /// UEs one TTI can serve (control-channel limit).
-    pub ues_per_tti: usize,
 }
 
 impl Default for LteSpec {
@@ -132,7 +130,6 @@ impl Default for LteSpec {
             handover_interruption_ms: 50.0,
             air_ms: 5.0,
             queue_packets: 200,
-            ues_per_tti: 10,
         }
     }
 }

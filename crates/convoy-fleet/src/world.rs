@@ -56,7 +56,7 @@ pub enum Ev {
     RouterTimer(u32),
     Access(u32),
     TxEnd(u32, u64),
-    Tti(u16, Dir),
+    Tti(u16, Dir, u64),
     HandoverDone(u32),
     /// A packet reaches a server (up) or the UE's eNodeB queue (down).
     Core(Box<Packet>),
@@ -203,12 +203,12 @@ impl World {
             Ev::RouterTimer(n) => self.on_router_timer(n),
             Ev::Access(n) => self.on_access(n),
             Ev::TxEnd(n, id) => self.on_tx_end(n, id),
-            Ev::Tti(c, d) => self.on_tti(c, d),
+            Ev::Tti(c, d, g) => self.on_tti(c, d, g),
             Ev::HandoverDone(n) => {
                 let now = self.now;
                 if let Some(lte) = self.lte.as_mut() {
-                    for (c, d, t) in lte.handover_done(now, n) {
-                        self.q.push(t, Ev::Tti(c, d));
+                    for (c, d, t, g) in lte.handover_done(now, n) {
+                        self.q.push(t, Ev::Tti(c, d, g));
                     }
                 }
             }
@@ -264,9 +264,16 @@ impl World {
         // Once a second: LTE signal, capacity and handover for every UE.
         if let Some(lte) = self.lte.as_mut() {
             for &(i, p, _) in &step.moves {
-                if let Some((node, _, _, done)) = lte.update(now, i, p) {
+                let (handover, replans) = lte.update(now, i, p);
+                if let Some((node, _, _, done)) = handover {
                     self.q.push(done, Ev::HandoverDone(node));
                 }
+                for (c, d, t, g) in replans {
+                    self.q.push(t, Ev::Tti(c, d, g));
+                }
+            }
+            for (c, d, t, g) in lte.replan_all(now) {
+                self.q.push(t, Ev::Tti(c, d, g));
             }
             self.rec.cells_snapshot(now, lte);
         }
@@ -309,8 +316,11 @@ impl World {
         let n = &mut self.nodes[i as usize];
         n.router = None;
         self.medium.forget(&mut n.mac);
+        let now_ns = self.now;
         if let Some(lte) = self.lte.as_mut() {
-            lte.detach(i);
+            for (c, d, t, g) in lte.detach(now_ns, i) {
+                self.q.push(t, Ev::Tti(c, d, g));
+            }
         }
         if self.uploads.is_some() {
             self.upload_depart(i);
@@ -454,18 +464,18 @@ impl World {
     pub fn lte_up(&mut self, node: u32, p: Packet) {
         let now = self.now;
         if let Some(lte) = self.lte.as_mut() {
-            if let Some((c, d, t)) = lte.send(now, node, Dir::Up, p) {
-                self.q.push(t, Ev::Tti(c, d));
+            if let Some((c, d, t, g)) = lte.send(now, node, Dir::Up, p) {
+                self.q.push(t, Ev::Tti(c, d, g));
             }
         }
     }
 
-    fn on_tti(&mut self, cell: u16, dir: Dir) {
+    fn on_tti(&mut self, cell: u16, dir: Dir, gen: u64) {
         let now = self.now;
         let Some(lte) = self.lte.as_mut() else { return };
-        let (out, next) = lte.tti(now, cell, dir);
-        if let Some(t) = next {
-            self.q.push(t, Ev::Tti(cell, dir));
+        let (out, next) = lte.tti(now, cell, dir, gen);
+        if let Some((c, d, t, g)) = next {
+            self.q.push(t, Ev::Tti(c, d, g));
         }
         for (_, p, at) in out {
             self.lte_packets += 1;
@@ -526,8 +536,8 @@ impl World {
             (None, Some(node)) => {
                 let now = self.now;
                 if let Some(lte) = self.lte.as_mut() {
-                    if let Some((c, d, t)) = lte.send(now, node, Dir::Down, p) {
-                        self.q.push(t, Ev::Tti(c, d));
+                    if let Some((c, d, t, g)) = lte.send(now, node, Dir::Down, p) {
+                        self.q.push(t, Ev::Tti(c, d, g));
                     }
                 }
             }
