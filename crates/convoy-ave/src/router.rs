@@ -114,8 +114,12 @@ pub enum RouterEvent {
         created: Duration,
         hops: u8,
     },
-    /// A hop travelled (acknowledged) with this strategy.
-    Hop { strategy: Strategy },
+    /// A hop of a bundle travelled (acknowledged) with this strategy.
+    Hop {
+        origin: NodeId,
+        bundle: u32,
+        strategy: Strategy,
+    },
     Dropped {
         origin: NodeId,
         bundle: u32,
@@ -430,7 +434,11 @@ impl Router {
             return;
         };
         if acked {
-            self.events.push_back(RouterEvent::Hop { strategy: f.strategy });
+            self.events.push_back(RouterEvent::Hop {
+                origin: f.h.origin,
+                bundle: f.h.bundle,
+                strategy: f.strategy,
+            });
         } else {
             self.neighbors.remove(f.to);
             self.routes.break_link(f.to);

@@ -96,7 +96,7 @@ impl Net {
                             RouterEvent::Delivered { origin, bundle, hops, .. } => {
                                 self.delivered.push((origin, bundle, hops))
                             }
-                            RouterEvent::Hop { strategy } => self.hops.push(strategy),
+                            RouterEvent::Hop { strategy, .. } => self.hops.push(strategy),
                             RouterEvent::Dropped { cause, .. } => self.dropped.push(cause),
                         }
                     }

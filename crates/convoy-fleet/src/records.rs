@@ -161,7 +161,7 @@ pub fn tables(w: &World) -> Vec<(&'static str, String)> {
         out.push(("cells.csv", w.rec.cells.clone()));
     }
     if let Some(s) = &w.sensing {
-        let mut t = String::from("origin,bundle,created_s,delivered,delay_s,hops,cause\n");
+        let mut t = String::from("origin,bundle,created_s,delivered,delay_s,hops,path,cause\n");
         for ((o, b), r) in &s.bundles {
             let (del, delay) = match r.delivered {
                 Some(at) => (1, secs(at - r.created)),
@@ -172,7 +172,7 @@ pub fn tables(w: &World) -> Vec<(&'static str, String)> {
                 (None, Some(c)) => c.name(),
                 (None, None) => "in-flight",
             };
-            let _ = writeln!(t, "{o},{b},{},{del},{delay},{},{cause}", secs(r.created), r.hops);
+            let _ = writeln!(t, "{o},{b},{},{del},{delay},{},{},{cause}", secs(r.created), r.hops, r.path);
         }
         out.push(("bundles.csv", t));
     }

@@ -20,6 +20,9 @@ pub struct BundleRec {
     pub delivered: Option<Nanos>,
     pub hops: u8,
     pub cause: Option<DropCause>,
+    /// Every acknowledged hop of every copy, in order: the strategy's
+    /// initial (L local, R reactive, G geographic, C carry).
+    pub path: String,
 }
 
 pub struct Sensing {
@@ -71,7 +74,17 @@ impl Sensing {
                     }
                 }
             }
-            RouterEvent::Hop { strategy } => self.sur[strategy as usize] += 1,
+            RouterEvent::Hop { origin, bundle, strategy } => {
+                self.sur[strategy as usize] += 1;
+                if let Some(b) = self.bundles.get_mut(&(origin - 1, bundle)) {
+                    b.path.push(match strategy {
+                        Strategy::Local => 'L',
+                        Strategy::Reactive => 'R',
+                        Strategy::Geographic => 'G',
+                        Strategy::Carry => 'C',
+                    });
+                }
+            }
             RouterEvent::Dropped { origin, bundle, cause } => {
                 if let Some(b) = self.bundles.get_mut(&(origin - 1, bundle)) {
                     if b.delivered.is_none() {
