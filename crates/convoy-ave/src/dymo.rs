@@ -22,7 +22,14 @@ pub struct Routes {
 
 impl Routes {
     /// Installs or refreshes a route if it is new, expired or shorter.
-    pub fn learn(&mut self, now: Duration, dest: NodeId, next_hop: NodeId, hops: u8, life: Duration) {
+    pub fn learn(
+        &mut self,
+        now: Duration,
+        dest: NodeId,
+        next_hop: NodeId,
+        hops: u8,
+        life: Duration,
+    ) {
         let fresh = Route {
             next_hop,
             hops,
@@ -41,7 +48,11 @@ impl Routes {
     }
 
     /// The shortest live route to any of `targets` (anycast): (rsu, route).
-    pub fn best_to(&self, now: Duration, is_target: impl Fn(NodeId) -> bool) -> Option<(NodeId, Route)> {
+    pub fn best_to(
+        &self,
+        now: Duration,
+        is_target: impl Fn(NodeId) -> bool,
+    ) -> Option<(NodeId, Route)> {
         self.map
             .iter()
             .filter(|(d, r)| is_target(**d) && r.expires > now)

@@ -181,7 +181,13 @@ const CHECK_EVERY: Duration = Duration::from_secs(1);
 impl Router {
     /// A router at node `id`; `rsus` are the RSUs' addresses and positions
     /// (AVE assumes they are known a priori); `seed` jitters the beacons.
-    pub fn new(id: NodeId, role: Role, cfg: Config, rsus: Arc<RsuTable>, seed: u64) -> Result<Router, String> {
+    pub fn new(
+        id: NodeId,
+        role: Role,
+        cfg: Config,
+        rsus: Arc<RsuTable>,
+        seed: u64,
+    ) -> Result<Router, String> {
         cfg.validate()?;
         let mut r = Router {
             id,
@@ -245,7 +251,8 @@ impl Router {
     }
 
     fn position(&self, now: Duration) -> Vec2 {
-        self.pos.add_scaled(self.vel, now.saturating_sub(self.pos_at).as_secs_f64())
+        self.pos
+            .add_scaled(self.vel, now.saturating_sub(self.pos_at).as_secs_f64())
     }
 
     fn is_rsu(&self, id: NodeId) -> bool {
@@ -275,13 +282,19 @@ impl Router {
             rsu: 0,
             len,
         };
-        self.seen_bundles.insert((self.id, bundle), now + self.cfg.bundle_lifetime);
+        self.seen_bundles
+            .insert((self.id, bundle), now + self.cfg.bundle_lifetime);
         self.take(now, Held::new(h));
         bundle
     }
 
     /// A frame heard from `from` (already filtered by the radio: it was received).
-    pub fn handle_frame(&mut self, now: Duration, from: NodeId, bytes: &[u8]) -> Result<(), WireError> {
+    pub fn handle_frame(
+        &mut self,
+        now: Duration,
+        from: NodeId,
+        bytes: &[u8],
+    ) -> Result<(), WireError> {
         if bytes.first() == Some(&0) {
             let h = Hello::decode(bytes)?;
             if h.origin != from {
@@ -323,7 +336,8 @@ impl Router {
         if self.role == Role::Rsu {
             let key = (h.origin, h.bundle);
             if !self.seen_bundles.contains_key(&key) {
-                self.seen_bundles.insert(key, now + self.cfg.bundle_lifetime);
+                self.seen_bundles
+                    .insert(key, now + self.cfg.bundle_lifetime);
                 self.events.push_back(RouterEvent::Delivered {
                     origin: h.origin,
                     bundle: h.bundle,
@@ -339,19 +353,36 @@ impl Router {
             if self.seen_bundles.contains_key(&key) {
                 return;
             }
-            self.seen_bundles.insert(key, now + self.cfg.bundle_lifetime);
+            self.seen_bundles
+                .insert(key, now + self.cfg.bundle_lifetime);
         }
         self.take(now, Held::new(h));
     }
 
-    fn on_rreq(&mut self, now: Duration, from: NodeId, origin: NodeId, id: u32, hops: u8, limit: u8) {
+    fn on_rreq(
+        &mut self,
+        now: Duration,
+        from: NodeId,
+        origin: NodeId,
+        id: u32,
+        hops: u8,
+        limit: u8,
+    ) {
         if origin == self.id || !self.routes.first_sight(now, origin, id, self.cfg.t_end) {
             return;
         }
         let life = self.cfg.route_timeout;
         self.routes.learn(now, origin, from, hops + 1, life);
         if self.role == Role::Rsu {
-            self.send(Destination::Node(from), &Wire::Rrep { origin, rreq_id: id, rsu: self.id, hops: 0 });
+            self.send(
+                Destination::Node(from),
+                &Wire::Rrep {
+                    origin,
+                    rreq_id: id,
+                    rsu: self.id,
+                    hops: 0,
+                },
+            );
         } else if hops + 1 < limit {
             self.send(
                 Destination::Broadcast,
@@ -365,11 +396,20 @@ impl Router {
         }
     }
 
-    fn on_rrep(&mut self, now: Duration, from: NodeId, origin: NodeId, id: u32, rsu: NodeId, hops: u8) {
+    fn on_rrep(
+        &mut self,
+        now: Duration,
+        from: NodeId,
+        origin: NodeId,
+        id: u32,
+        rsu: NodeId,
+        hops: u8,
+    ) {
         if self.role == Role::Rsu {
             return;
         }
-        self.routes.learn(now, rsu, from, hops + 1, self.cfg.route_timeout);
+        self.routes
+            .learn(now, rsu, from, hops + 1, self.cfg.route_timeout);
         if origin == self.id {
             if self.discovery.is_some_and(|d| d.rreq_id == id) {
                 self.discovery = None;
@@ -394,7 +434,8 @@ impl Router {
     }
 
     fn drain_held(&mut self, pred: impl Fn(&Held) -> bool) -> Vec<Held> {
-        let (take, keep): (VecDeque<Held>, VecDeque<Held>) = self.held.drain(..).partition(|x| pred(x));
+        let (take, keep): (VecDeque<Held>, VecDeque<Held>) =
+            self.held.drain(..).partition(|x| pred(x));
         self.held = keep;
         take.into()
     }
@@ -408,7 +449,14 @@ impl Router {
         token
     }
 
-    fn send_data(&mut self, h: &DataHeader, to: NodeId, strategy: Strategy, custody: bool, copies_given: u8) -> u64 {
+    fn send_data(
+        &mut self,
+        h: &DataHeader,
+        to: NodeId,
+        strategy: Strategy,
+        custody: bool,
+        copies_given: u8,
+    ) -> u64 {
         let mut w = h.clone();
         w.strategy = strategy as u8;
         if copies_given > 0 {
@@ -524,7 +572,9 @@ impl Router {
             self.next_check = now + CHECK_EVERY;
             let all: Vec<Held> = self.drain_held(|x| x.pending.is_none() && !x.waiting);
             for x in all {
-                if now.saturating_sub(Duration::from_nanos(x.h.created_ns)) > self.cfg.bundle_lifetime {
+                if now.saturating_sub(Duration::from_nanos(x.h.created_ns))
+                    > self.cfg.bundle_lifetime
+                {
                     self.drop_bundle(&x.h, DropCause::Expired);
                 } else {
                     self.take(now, x);
@@ -623,16 +673,20 @@ impl Router {
     }
 
     fn local(&self) -> Option<NodeId> {
-        self.neighbors
-            .rsu()
-            .or_else(|| self.neighbors.rsu_two_hops(|id| self.is_rsu(id)).map(|(via, _)| via))
+        self.neighbors.rsu().or_else(|| {
+            self.neighbors
+                .rsu_two_hops(|id| self.is_rsu(id))
+                .map(|(via, _)| via)
+        })
     }
 
     fn reactive_route(&self, now: Duration) -> Option<(NodeId, NodeId)> {
         if let Some(r) = self.neighbors.rsu() {
             return Some((r, r));
         }
-        self.routes.best_to(now, |d| self.is_rsu(d)).map(|(rsu, r)| (rsu, r.next_hop))
+        self.routes
+            .best_to(now, |d| self.is_rsu(d))
+            .map(|(rsu, r)| (rsu, r.next_hop))
     }
 
     /// The neighbour predicted nearest an RSU, if nearer than we are.

@@ -103,7 +103,9 @@ mod tests {
         let mut rsus = Vec::new();
         let mut s: u64 = 7;
         let mut next = || {
-            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             (s >> 11) as f64 / (1u64 << 53) as f64
         };
         for i in 0..40 {
@@ -112,7 +114,10 @@ mod tests {
         let t = RsuTable::new(rsus.clone());
         for _ in 0..2000 {
             let p = Vec2::new(next() * 12000.0 - 2000.0, next() * 7000.0 - 2000.0);
-            let want = rsus.iter().map(|(_, q)| p.dist(*q)).fold(f64::INFINITY, f64::min);
+            let want = rsus
+                .iter()
+                .map(|(_, q)| p.dist(*q))
+                .fold(f64::INFINITY, f64::min);
             assert!((t.nearest_distance(p) - want).abs() < 1e-9);
         }
         assert!(t.contains(5) && !t.contains(99));

@@ -5,7 +5,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use convoy_ave::{Config, Destination, DropCause, Protocol, Role, Router, RouterEvent, RsuTable, Strategy, Vec2};
+use convoy_ave::{
+    Config, Destination, DropCause, Protocol, Role, Router, RouterEvent, RsuTable, Strategy, Vec2,
+};
 
 const RANGE: f64 = 100.0;
 const RSU: u32 = 1000;
@@ -93,9 +95,12 @@ impl Net {
                 for (r, _, _) in &mut self.nodes {
                     while let Some(e) = r.poll_event() {
                         match e {
-                            RouterEvent::Delivered { origin, bundle, hops, .. } => {
-                                self.delivered.push((origin, bundle, hops))
-                            }
+                            RouterEvent::Delivered {
+                                origin,
+                                bundle,
+                                hops,
+                                ..
+                            } => self.delivered.push((origin, bundle, hops)),
                             RouterEvent::Hop { strategy, .. } => self.hops.push(strategy),
                             RouterEvent::Dropped { cause, .. } => self.dropped.push(cause),
                         }
@@ -121,7 +126,11 @@ fn still(x: f64, y: f64) -> (Vec2, Vec2) {
 
 #[test]
 fn ave_delivers_locally_one_and_two_hops_away() {
-    let mut n = Net::new(Protocol::Ave, Vec2::new(0.0, 0.0), &[still(80.0, 0.0), still(160.0, 0.0)]);
+    let mut n = Net::new(
+        Protocol::Ave,
+        Vec2::new(0.0, 0.0),
+        &[still(80.0, 0.0), still(160.0, 0.0)],
+    );
     n.run(5.0);
     n.originate(1);
     n.originate(2);
@@ -165,7 +174,11 @@ fn ave_carries_when_isolated_and_hands_over_on_contact() {
 #[test]
 fn greedy_drops_at_a_local_minimum_while_ave_carries() {
     for (p, want) in [(Protocol::Greedy, 0), (Protocol::Ave, 1)] {
-        let mut n = Net::new(p, Vec2::new(0.0, 0.0), &[(Vec2::new(600.0, 0.0), Vec2::new(-15.0, 0.0))]);
+        let mut n = Net::new(
+            p,
+            Vec2::new(0.0, 0.0),
+            &[(Vec2::new(600.0, 0.0), Vec2::new(-15.0, 0.0))],
+        );
         n.run(3.0);
         n.originate(1);
         n.run(60.0);
@@ -198,7 +211,10 @@ fn spray_and_wait_splits_copies_and_delivers_once() {
     let mut n = Net::new(
         Protocol::SprayAndWait { copies: 4 },
         Vec2::new(0.0, 0.0),
-        &[still(900.0, 0.0), (Vec2::new(950.0, 0.0), Vec2::new(-20.0, 0.0))],
+        &[
+            still(900.0, 0.0),
+            (Vec2::new(950.0, 0.0), Vec2::new(-20.0, 0.0)),
+        ],
     );
     n.run(3.0);
     n.originate(1);
@@ -209,8 +225,21 @@ fn spray_and_wait_splits_copies_and_delivers_once() {
 #[test]
 fn garbage_frames_are_errors_not_panics() {
     let cfg = Config::new(Protocol::Ave);
-    let mut r = Router::new(1, Role::Vehicle, cfg, Arc::new(RsuTable::new(vec![(9, Vec2::default())])), 0).unwrap();
-    for bytes in [&[][..], &[0u8][..], &[1, 2, 3][..], &[0xff; 40][..], &[0, 0, 0xf3, 0, 9][..]] {
+    let mut r = Router::new(
+        1,
+        Role::Vehicle,
+        cfg,
+        Arc::new(RsuTable::new(vec![(9, Vec2::default())])),
+        0,
+    )
+    .unwrap();
+    for bytes in [
+        &[][..],
+        &[0u8][..],
+        &[1, 2, 3][..],
+        &[0xff; 40][..],
+        &[0, 0, 0xf3, 0, 9][..],
+    ] {
         assert!(r.handle_frame(Duration::ZERO, 2, bytes).is_err());
     }
 }

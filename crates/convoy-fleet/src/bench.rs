@@ -18,7 +18,11 @@ pub fn scenario(vehicles: u32, duration_s: f64) -> Scenario {
             for j in 0..n {
                 let x = (f64::from(i) + 0.5) * side / f64::from(n);
                 let y = (f64::from(j) + 0.5) * side / f64::from(n);
-                s.push_str(&format!("{{ x = {:.0}, y = {:.0} }}, ", (x / 200.0).round() * 200.0, (y / 200.0).round() * 200.0));
+                s.push_str(&format!(
+                    "{{ x = {:.0}, y = {:.0} }}, ",
+                    (x / 200.0).round() * 200.0,
+                    (y / 200.0).round() * 200.0
+                ));
             }
         }
         s

@@ -46,8 +46,14 @@ impl City {
         let mut cells = vec![Vec::new(); cols * rows];
         for (i, b) in buildings.iter().enumerate() {
             let bb = b.bbox();
-            let (c0, r0) = (((bb.min.x - lo.x) / CELL_M) as usize, ((bb.min.y - lo.y) / CELL_M) as usize);
-            let (c1, r1) = (((bb.max.x - lo.x) / CELL_M) as usize, ((bb.max.y - lo.y) / CELL_M) as usize);
+            let (c0, r0) = (
+                ((bb.min.x - lo.x) / CELL_M) as usize,
+                ((bb.min.y - lo.y) / CELL_M) as usize,
+            );
+            let (c1, r1) = (
+                ((bb.max.x - lo.x) / CELL_M) as usize,
+                ((bb.max.y - lo.y) / CELL_M) as usize,
+            );
             for r in r0..=r1.min(rows - 1) {
                 for c in c0..=c1.min(cols - 1) {
                     cells[r * cols + c].push(i as u32);
@@ -81,8 +87,14 @@ impl City {
         let mut v = Vec::new();
         for i in 0..blocks {
             for j in 0..blocks {
-                let (x0, y0) = (f64::from(i) * block_m + setback_m, f64::from(j) * block_m + setback_m);
-                let (x1, y1) = (f64::from(i + 1) * block_m - setback_m, f64::from(j + 1) * block_m - setback_m);
+                let (x0, y0) = (
+                    f64::from(i) * block_m + setback_m,
+                    f64::from(j) * block_m + setback_m,
+                );
+                let (x1, y1) = (
+                    f64::from(i + 1) * block_m - setback_m,
+                    f64::from(j + 1) * block_m - setback_m,
+                );
                 let ring = vec![
                     Point::new(x0, y0),
                     Point::new(x1, y0),
@@ -171,7 +183,10 @@ mod tests {
         let mut rng = convoy_models::Rng::new(3);
         for _ in 0..500 {
             let a = Vec2::new(rng.uniform_in(-50.0, 1250.0), rng.uniform_in(-50.0, 1250.0));
-            let b = Vec2::new(a.x + rng.uniform_in(-600.0, 600.0), a.y + rng.uniform_in(-600.0, 600.0));
+            let b = Vec2::new(
+                a.x + rng.uniform_in(-600.0, 600.0),
+                a.y + rng.uniform_in(-600.0, 600.0),
+            );
             let want = full.shadow(Point::new(a.x, a.y), Point::new(b.x, b.y)).db;
             let got = city.shadow_db(a, b);
             assert!((want - got).abs() < 1e-9, "{a:?} {b:?}: {want} vs {got}");

@@ -54,7 +54,11 @@ impl<E> Default for Queue<E> {
 impl<E> Queue<E> {
     pub fn push(&mut self, at: Nanos, ev: E) {
         self.seq += 1;
-        self.heap.push(Entry { at, seq: self.seq, ev });
+        self.heap.push(Entry {
+            at,
+            seq: self.seq,
+            ev,
+        });
     }
 
     pub fn pop(&mut self) -> Option<(Nanos, E)> {

@@ -41,17 +41,26 @@ pub enum FleetError {
 /// Builds the world of a scenario: mobility, buildings, nodes and apps.
 pub fn build(sc: Scenario, seed: u64) -> Result<World, FleetError> {
     let mob = match (&sc.mobility.fcd, &sc.mobility.grid) {
-        (Some(f), _) => Mobility::Fcd(FcdMobility::open(&sc.resolve(f)).map_err(FleetError::Setup)?),
+        (Some(f), _) => {
+            Mobility::Fcd(Box::new(FcdMobility::open(&sc.resolve(f)).map_err(FleetError::Setup)?))
+        }
         (None, Some(g)) => Mobility::Grid(GridMobility::new(g, seed)),
         (None, None) => return Err(FleetError::Setup("no mobility".into())),
     };
     let city = match (&sc.mobility.buildings, &sc.mobility.grid) {
         (Some(p), _) => {
             let path = sc.resolve(p);
-            let text = std::fs::read_to_string(&path).map_err(|e| FleetError::Setup(format!("{}: {e}", path.display())))?;
+            let text = std::fs::read_to_string(&path)
+                .map_err(|e| FleetError::Setup(format!("{}: {e}", path.display())))?;
             let polys = convoy_models::sumo::parse_polys(&text, &path.display().to_string())
                 .map_err(|e| FleetError::Setup(e.to_string()))?;
-            City::new(polys.iter().filter(|p| p.kind.contains("building")).map(|p| p.to_building()).collect())
+            City::new(
+                polys
+                    .iter()
+                    .filter(|p| p.kind.contains("building"))
+                    .map(|p| p.to_building())
+                    .collect(),
+            )
         }
         (None, Some(g)) if g.buildings => City::grid(g.blocks, g.block_m, 12.0),
         _ => City::new(Vec::new()),
@@ -68,7 +77,12 @@ pub struct Outcome {
 
 /// Runs a scenario with a seed; writes the records into `out` if given.
 /// `progress(now, end)` is called every 10 s of virtual time.
-pub fn run(sc: Scenario, seed: u64, out: Option<&Path>, progress: impl FnMut(u64, u64)) -> Result<Outcome, FleetError> {
+pub fn run(
+    sc: Scenario,
+    seed: u64,
+    out: Option<&Path>,
+    progress: impl FnMut(u64, u64),
+) -> Result<Outcome, FleetError> {
     let mut w = build(sc, seed)?;
     let events = w.run(progress).map_err(FleetError::Setup)?;
     let tables = records::tables(&w);

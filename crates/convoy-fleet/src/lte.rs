@@ -16,7 +16,6 @@
 
 use std::collections::VecDeque;
 
-
 use convoy_ave::Vec2;
 use convoy_models::lte::{sample_bandwidth_mbps, CsqMapping, RttModel, DEFAULT_BASE_RTT_MS};
 use convoy_models::Rng;
@@ -159,8 +158,12 @@ impl Lte {
                 self.cells[best as usize].attached += 1;
             }
             Some(cur) if cur != best => {
-                let cur_csq = self.mapping.csq(self.cells[cur as usize].pos.dist(pos), 0.0);
-                if best_csq >= cur_csq.saturating_add(self.spec.handover_hysteresis) && now >= ue.ho_until {
+                let cur_csq = self
+                    .mapping
+                    .csq(self.cells[cur as usize].pos.dist(pos), 0.0);
+                if best_csq >= cur_csq.saturating_add(self.spec.handover_hysteresis)
+                    && now >= ue.ho_until
+                {
                     let done = now + (self.spec.handover_interruption_ms * MS as f64) as Nanos;
                     replans.extend(self.deactivate(now, node, cur));
                     let ue = &mut self.ues[node as usize];
@@ -177,7 +180,9 @@ impl Lte {
         }
         let ue = &mut self.ues[node as usize];
         let cell = ue.cell.expect("attached");
-        ue.csq = self.mapping.csq(self.cells[cell as usize].pos.dist(pos), 0.0);
+        ue.csq = self
+            .mapping
+            .csq(self.cells[cell as usize].pos.dist(pos), 0.0);
         let dl = sample_bandwidth_mbps(f64::from(ue.csq), &mut self.rng).expect("CSQ in range");
         ue.dl_bps = dl * 1e6;
         ue.ul_bps = dl * 1e6 * self.spec.uplink_factor;
@@ -367,7 +372,13 @@ impl Lte {
     /// The TTI boundary a plan asked for: every busy UE sends what its
     /// share covers. Returns what left (node, packet, arrival at the far end
     /// of the air interface) and the next plan.
-    pub fn tti(&mut self, now: Nanos, cell: u16, dir: Dir, gen: u64) -> (Vec<(u32, Packet, Nanos)>, Option<Tti>) {
+    pub fn tti(
+        &mut self,
+        now: Nanos,
+        cell: u16,
+        dir: Dir,
+        gen: u64,
+    ) -> (Vec<(u32, Packet, Nanos)>, Option<Tti>) {
         let mut out = Vec::new();
         if self.sched(cell, dir).gen != gen {
             return (out, None); // superseded by a newer plan
@@ -404,7 +415,11 @@ impl Lte {
                 bytes += p.len() as u64;
                 let at = now + self.air_delay(csq);
                 let ue = &mut self.ues[node as usize];
-                let last = if dir == Dir::Up { &mut ue.last_ul } else { &mut ue.last_dl };
+                let last = if dir == Dir::Up {
+                    &mut ue.last_ul
+                } else {
+                    &mut ue.last_dl
+                };
                 let at = at.max(*last);
                 *last = at;
                 out.push((node, p, at));
@@ -458,16 +473,26 @@ mod tests {
     }
 
     fn packet() -> Packet {
-        Packet::up(Server::Cloud, 1000 - 28, Body::Response { client: 0, id: 0 })
+        Packet::up(
+            Server::Cloud,
+            1000 - 28,
+            Body::Response { client: 0, id: 0 },
+        )
     }
 
     #[test]
     fn a_ue_alone_gets_its_rate_and_two_share_the_cell() {
         // 100 packets of 1000 B at 8 Mbit/s: 100 ms.
         let mut lte = lte_with(&[8e6]);
-        let plans: Vec<Tti> = (0..100).filter_map(|_| lte.send(0, 0, Dir::Up, packet())).collect();
+        let plans: Vec<Tti> = (0..100)
+            .filter_map(|_| lte.send(0, 0, Dir::Up, packet()))
+            .collect();
         let last = drain(&mut lte, plans);
-        assert!((99 * MS..=101 * MS).contains(&last[0]), "{}", last[0] as f64 / 1e6);
+        assert!(
+            (99 * MS..=101 * MS).contains(&last[0]),
+            "{}",
+            last[0] as f64 / 1e6
+        );
 
         // Two UEs with 100 packets each: 200 ms for both, not 100.
         let mut lte = lte_with(&[8e6, 8e6]);
@@ -488,7 +513,9 @@ mod tests {
         // UE 0 alone for 50 ms (50 packets), then UE 1 joins with 50 packets:
         // both send at half rate; UE 0's last 50 and UE 1's 50 end together.
         let mut lte = lte_with(&[8e6, 8e6]);
-        let mut plans: Vec<Tti> = (0..100).filter_map(|_| lte.send(0, 0, Dir::Up, packet())).collect();
+        let mut plans: Vec<Tti> = (0..100)
+            .filter_map(|_| lte.send(0, 0, Dir::Up, packet()))
+            .collect();
         // Run UE 0 alone up to 50 ms.
         let mut now = 0;
         while let Some(i) = (0..plans.len()).min_by_key(|&i| plans[i].2) {

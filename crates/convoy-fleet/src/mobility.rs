@@ -31,7 +31,7 @@ pub struct Step {
 }
 
 pub enum Mobility {
-    Fcd(FcdMobility),
+    Fcd(Box<FcdMobility>),
     Grid(GridMobility),
 }
 
@@ -71,7 +71,10 @@ pub struct FcdMobility {
 
 fn open(path: &Path) -> Result<FcdReader<BufReader<File>>, String> {
     let f = File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    Ok(FcdReader::new(BufReader::new(f), path.display().to_string()))
+    Ok(FcdReader::new(
+        BufReader::new(f),
+        path.display().to_string(),
+    ))
 }
 
 impl FcdMobility {
@@ -130,7 +133,11 @@ impl FcdMobility {
         let mut moves = Vec::with_capacity(cur.vehicles.len());
         for v in &cur.vehicles {
             let Some(&i) = self.index.get(&v.id) else {
-                return Err(format!("{}: vehicle {} changed between reads", self.path.display(), v.id));
+                return Err(format!(
+                    "{}: vehicle {} changed between reads",
+                    self.path.display(),
+                    v.id
+                ));
             };
             let p = Vec2::new(v.pos.x, v.pos.y);
             let vel = next
@@ -215,7 +222,11 @@ impl GridMobility {
         let mut moves = Vec::with_capacity(self.cars.len());
         for (i, c) in self.cars.iter().enumerate() {
             let (dx, dy) = DIRS[c.heading as usize];
-            moves.push((i as u32, self.pos(c), Vec2::new(dx as f64 * c.speed, dy as f64 * c.speed)));
+            moves.push((
+                i as u32,
+                self.pos(c),
+                Vec2::new(dx as f64 * c.speed, dy as f64 * c.speed),
+            ));
         }
         let step = Step { t: self.t, moves };
         // Advance one second; a junction passed picks a new heading.
@@ -278,7 +289,9 @@ mod tests {
         for _ in 0..300 {
             let s = g.next_step();
             for (_, p, _) in s.moves {
-                assert!((-1e-6..=300.0 + 1e-6).contains(&p.x) && (-1e-6..=300.0 + 1e-6).contains(&p.y));
+                assert!(
+                    (-1e-6..=300.0 + 1e-6).contains(&p.x) && (-1e-6..=300.0 + 1e-6).contains(&p.y)
+                );
                 let on_street = (p.x / 100.0 - (p.x / 100.0).round()).abs() < 1e-6
                     || (p.y / 100.0 - (p.y / 100.0).round()).abs() < 1e-6;
                 assert!(on_street, "{p:?}");

@@ -17,11 +17,24 @@ pub enum Server {
 #[derive(Clone, Debug)]
 pub enum Body {
     /// A convoy-proto datagram of upload `upload`, up or down.
-    Proto { upload: u32, bytes: Vec<u8> },
-    Request { client: u32, id: u64, server: Server },
-    Response { client: u32, id: u64 },
+    Proto {
+        upload: u32,
+        bytes: Vec<u8>,
+    },
+    Request {
+        client: u32,
+        id: u64,
+        server: Server,
+    },
+    Response {
+        client: u32,
+        id: u64,
+    },
     /// Awareness messages carried over LTE (`cams` of sender, seq, created).
-    Cams { from: u32, cams: Vec<(u32, u32, u64)> },
+    Cams {
+        from: u32,
+        cams: Vec<(u32, u32, u64)>,
+    },
 }
 
 #[derive(Clone, Debug)]

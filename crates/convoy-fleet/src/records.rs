@@ -29,7 +29,8 @@ impl Records {
     pub fn cells_snapshot(&mut self, now: Nanos, lte: &Lte) {
         if self.last.is_empty() {
             self.last = vec![(0, 0, 0, 0); lte.cells.len()];
-            self.cells.push_str("t_s,cell,attached,ul_bytes,dl_bytes,handovers_in,dropped\n");
+            self.cells
+                .push_str("t_s,cell,attached,ul_bytes,dl_bytes,handovers_in,dropped\n");
         }
         for (i, c) in lte.cells.iter().enumerate() {
             let l = self.last[i];
@@ -142,7 +143,9 @@ fn server_name(s: Server) -> String {
 /// The CSV files of a finished run, in a fixed order: (file name, text).
 pub fn tables(w: &World) -> Vec<(&'static str, String)> {
     let mut out = Vec::new();
-    let mut nodes = String::from("node,kind,key,wave_tx_bytes,wave_rx_bytes,lte_ul_bytes,lte_dl_bytes,handovers\n");
+    let mut nodes = String::from(
+        "node,kind,key,wave_tx_bytes,wave_rx_bytes,lte_ul_bytes,lte_dl_bytes,handovers\n",
+    );
     for (i, n) in w.nodes.iter().enumerate() {
         let key = if n.kind == Kind::Vehicle {
             w.mob.vehicles()[i].key.clone()
@@ -153,8 +156,16 @@ pub fn tables(w: &World) -> Vec<(&'static str, String)> {
             let u = &l.ues[i];
             (u.ul_bytes, u.dl_bytes, u.handovers)
         });
-        let kind = if n.kind == Kind::Vehicle { "vehicle" } else { "rsu" };
-        let _ = writeln!(nodes, "{i},{kind},{key},{},{},{ul},{dl},{ho}", n.wave_tx, n.wave_rx);
+        let kind = if n.kind == Kind::Vehicle {
+            "vehicle"
+        } else {
+            "rsu"
+        };
+        let _ = writeln!(
+            nodes,
+            "{i},{kind},{key},{},{},{ul},{dl},{ho}",
+            n.wave_tx, n.wave_rx
+        );
     }
     out.push(("nodes.csv", nodes));
     if w.lte.is_some() {
@@ -172,7 +183,13 @@ pub fn tables(w: &World) -> Vec<(&'static str, String)> {
                 (None, Some(c)) => c.name(),
                 (None, None) => "in-flight",
             };
-            let _ = writeln!(t, "{o},{b},{},{del},{delay},{},{},{cause}", secs(r.created), r.hops, r.path);
+            let _ = writeln!(
+                t,
+                "{o},{b},{},{del},{delay},{},{},{cause}",
+                secs(r.created),
+                r.hops,
+                r.path
+            );
         }
         out.push(("bundles.csv", t));
     }
@@ -197,7 +214,10 @@ pub fn tables(w: &World) -> Vec<(&'static str, String)> {
     if let Some(e) = &w.edge {
         let mut t = String::from("client,request,server,sent_s,latency_ms,queue_ms\n");
         for r in &e.recs {
-            let lat = r.latency.map(|l| format!("{:.3}", l as f64 / 1e6)).unwrap_or_default();
+            let lat = r
+                .latency
+                .map(|l| format!("{:.3}", l as f64 / 1e6))
+                .unwrap_or_default();
             let _ = writeln!(
                 t,
                 "{},{},{},{},{lat},{:.3}",
@@ -214,9 +234,26 @@ pub fn tables(w: &World) -> Vec<(&'static str, String)> {
         let mut t = String::from("cam,sender,created_s,expected,delivered,mean_delay_ms\n");
         for (i, cam) in c.cams.iter().enumerate() {
             let deadline = (c.spec.deadline_ms * 1e6) as Nanos;
-            let ok: Vec<f64> = cam.got.iter().flatten().filter(|d| **d <= deadline).map(|d| *d as f64 / 1e6).collect();
-            let md = if ok.is_empty() { String::new() } else { format!("{:.3}", mean(&ok)) };
-            let _ = writeln!(t, "{i},{},{},{},{},{md}", cam.sender, secs(cam.created), cam.expected.len(), ok.len());
+            let ok: Vec<f64> = cam
+                .got
+                .iter()
+                .flatten()
+                .filter(|d| **d <= deadline)
+                .map(|d| *d as f64 / 1e6)
+                .collect();
+            let md = if ok.is_empty() {
+                String::new()
+            } else {
+                format!("{:.3}", mean(&ok))
+            };
+            let _ = writeln!(
+                t,
+                "{i},{},{},{},{},{md}",
+                cam.sender,
+                secs(cam.created),
+                cam.expected.len(),
+                ok.len()
+            );
         }
         out.push(("cams.csv", t));
     }
@@ -231,7 +268,11 @@ pub fn summarize(w: &World, events: u64, tables: &[(&'static str, String)]) -> S
         h.update(text.as_bytes());
     }
     let sensing = w.sensing.as_ref().map(|s| {
-        let delivered: Vec<&crate::apps::sensing::BundleRec> = s.bundles.values().filter(|b| b.delivered.is_some()).collect();
+        let delivered: Vec<&crate::apps::sensing::BundleRec> = s
+            .bundles
+            .values()
+            .filter(|b| b.delivered.is_some())
+            .collect();
         let mut delays: Vec<f64> = delivered
             .iter()
             .map(|b| (b.delivered.unwrap_or(0) - b.created) as f64 / SEC as f64)
@@ -240,11 +281,17 @@ pub fn summarize(w: &World, events: u64, tables: &[(&'static str, String)]) -> S
         let total_hops: u64 = s.sur[1..].iter().sum();
         let mut sur = [0.0; 4];
         for (k, st) in STRATEGIES.iter().enumerate() {
-            sur[k] = if total_hops == 0 { 0.0 } else { s.sur[*st as usize] as f64 / total_hops as f64 };
+            sur[k] = if total_hops == 0 {
+                0.0
+            } else {
+                s.sur[*st as usize] as f64 / total_hops as f64
+            };
         }
         let mut causes: std::collections::BTreeMap<&str, usize> = Default::default();
         for b in s.bundles.values().filter(|b| b.delivered.is_none()) {
-            *causes.entry(b.cause.map_or("in-flight", |c| c.name())).or_default() += 1;
+            *causes
+                .entry(b.cause.map_or("in-flight", |c| c.name()))
+                .or_default() += 1;
         }
         SensingSummary {
             protocol: s.protocol.name().into(),
@@ -255,7 +302,10 @@ pub fn summarize(w: &World, events: u64, tables: &[(&'static str, String)]) -> S
             median_delay_s: quantile(&mut delays, 0.5),
             mean_hops: mean(&hops),
             sur,
-            causes: causes.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
+            causes: causes
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v))
+                .collect(),
         }
     });
     let uploads = w.uploads.as_ref().map(|u| {
@@ -273,14 +323,22 @@ pub fn summarize(w: &World, events: u64, tables: &[(&'static str, String)]) -> S
         }
     });
     let edge = w.edge.as_ref().map(|e| {
-        let ans: Vec<&crate::apps::edge::RequestRec> = e.recs.iter().filter(|r| r.latency.is_some()).collect();
+        let ans: Vec<&crate::apps::edge::RequestRec> =
+            e.recs.iter().filter(|r| r.latency.is_some()).collect();
         let lat = |f: &dyn Fn(&&crate::apps::edge::RequestRec) -> bool| -> Vec<f64> {
-            ans.iter().filter(|r| f(r)).map(|r| r.latency.unwrap_or(0) as f64 / 1e6).collect()
+            ans.iter()
+                .filter(|r| f(r))
+                .map(|r| r.latency.unwrap_or(0) as f64 / 1e6)
+                .collect()
         };
         let mut all = lat(&|_| true);
         let edge_ms = lat(&|r| r.server != Server::Cloud);
         let cloud_ms = lat(&|r| r.server == Server::Cloud);
-        let queue: Vec<f64> = ans.iter().filter(|r| r.server != Server::Cloud).map(|r| r.queued as f64 / 1e6).collect();
+        let queue: Vec<f64> = ans
+            .iter()
+            .filter(|r| r.server != Server::Cloud)
+            .map(|r| r.queued as f64 / 1e6)
+            .collect();
         EdgeSummary {
             requests: e.recs.len(),
             answered: ans.len(),
@@ -334,9 +392,16 @@ pub fn summarize(w: &World, events: u64, tables: &[(&'static str, String)]) -> S
 
 /// Writes the tables and summary.json into `dir` (created if needed):
 /// each file goes to a temporary name first and is renamed into place.
-pub fn write(dir: &Path, tables: &[(&'static str, String)], summary: &Summary) -> std::io::Result<()> {
+pub fn write(
+    dir: &Path,
+    tables: &[(&'static str, String)],
+    summary: &Summary,
+) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)?;
-    let mut files: Vec<(String, String)> = tables.iter().map(|(n, t)| (n.to_string(), t.clone())).collect();
+    let mut files: Vec<(String, String)> = tables
+        .iter()
+        .map(|(n, t)| (n.to_string(), t.clone()))
+        .collect();
     let json = serde_json::to_string_pretty(summary).map_err(std::io::Error::other)?;
     files.push(("summary.json".into(), json + "\n"));
     for (name, text) in files {

@@ -318,7 +318,9 @@ impl Scenario {
         for (key, value) in sets {
             set_key(&mut table, key, value)?;
         }
-        let s: Scenario = toml::Value::Table(table).try_into().map_err(|e: toml::de::Error| perr(e.to_string()))?;
+        let s: Scenario = toml::Value::Table(table)
+            .try_into()
+            .map_err(|e: toml::de::Error| perr(e.to_string()))?;
         s.validate()?;
         Ok(s)
     }
@@ -351,7 +353,10 @@ impl Scenario {
     fn validate(&self) -> Result<(), ScenarioError> {
         let bad = |m: String| Err(ScenarioError::Invalid(m));
         if !(self.duration_s > 0.0 && self.duration_s.is_finite()) {
-            return bad(format!("duration_s must be positive, not {}", self.duration_s));
+            return bad(format!(
+                "duration_s must be positive, not {}",
+                self.duration_s
+            ));
         }
         match (&self.mobility.fcd, &self.mobility.grid) {
             (Some(_), Some(_)) | (None, None) => {
@@ -369,8 +374,10 @@ impl Scenario {
             if self.rsu.is_empty() {
                 return bad("sensing needs at least one [[rsu]]".into());
             }
-            if !(s.mean_interval_s > 0.0) || !(0.0..=1.0).contains(&s.share) || s.burst == 0 {
-                return bad("sensing needs mean_interval_s > 0, burst ≥ 1 and share in [0, 1]".into());
+            if s.mean_interval_s.is_nan() || s.mean_interval_s <= 0.0 || !(0.0..=1.0).contains(&s.share) || s.burst == 0 {
+                return bad(
+                    "sensing needs mean_interval_s > 0, burst ≥ 1 and share in [0, 1]".into(),
+                );
             }
         }
         if let Some(u) = &self.upload {
@@ -383,10 +390,16 @@ impl Scenario {
         }
         if let Some(e) = &self.edge {
             if !["ar", "game", "other"].contains(&e.workload.as_str()) {
-                return bad(format!("edge.workload {:?}: use ar, game or other", e.workload));
+                return bad(format!(
+                    "edge.workload {:?}: use ar, game or other",
+                    e.workload
+                ));
             }
             if !["enodeb", "pgw"].contains(&e.placement.as_str()) {
-                return bad(format!("edge.placement {:?}: use enodeb or pgw", e.placement));
+                return bad(format!(
+                    "edge.placement {:?}: use enodeb or pgw",
+                    e.placement
+                ));
             }
             if !(0.0..=1.0).contains(&e.edge_share) || e.capacity == 0 {
                 return bad("edge needs edge_share in [0, 1] and capacity ≥ 1".into());
@@ -394,9 +407,12 @@ impl Scenario {
         }
         if let Some(c) = &self.clusters {
             if !["wifi", "lte", "both"].contains(&c.radios.as_str()) {
-                return bad(format!("clusters.radios {:?}: use wifi, lte or both", c.radios));
+                return bad(format!(
+                    "clusters.radios {:?}: use wifi, lte or both",
+                    c.radios
+                ));
             }
-            if c.channels == 0 || !(c.cam_interval_s > 0.0) {
+            if c.channels == 0 || c.cam_interval_s.is_nan() || c.cam_interval_s <= 0.0 {
                 return bad("clusters needs channels ≥ 1 and cam_interval_s > 0".into());
             }
         }
@@ -404,7 +420,9 @@ impl Scenario {
             || self.edge.is_some()
             || self.clusters.as_ref().is_some_and(|c| c.radios != "wifi");
         if needs_lte && self.enodeb.is_empty() {
-            return bad("uploads, edge requests and LTE clusters need at least one [[enodeb]]".into());
+            return bad(
+                "uploads, edge requests and LTE clusters need at least one [[enodeb]]".into(),
+            );
         }
         if self.radio.retry_limit == 0 {
             return bad("radio.retry_limit must be at least 1".into());
@@ -447,11 +465,15 @@ mod tests {
 
     #[test]
     fn errors_name_the_problem() {
-        let e = Scenario::parse("duration_s = 10\n[mobility]\ngrid = { blocks = 2, vehicles = 5 }\ntypo = 1\n")
+        let e = Scenario::parse(
+            "duration_s = 10\n[mobility]\ngrid = { blocks = 2, vehicles = 5 }\ntypo = 1\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("typo"), "{e}");
+        let e = Scenario::parse("duration_s = 10\n[mobility]\n")
             .unwrap_err()
             .to_string();
-        assert!(e.contains("typo"), "{e}");
-        let e = Scenario::parse("duration_s = 10\n[mobility]\n").unwrap_err().to_string();
         assert!(e.contains("exactly one"), "{e}");
         let e = Scenario::parse(
             "duration_s = 10\n[mobility]\ngrid = { blocks = 2, vehicles = 5 }\n[upload]\nshare = 0.1\nbytes = 10\n",

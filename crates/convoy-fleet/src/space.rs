@@ -27,8 +27,12 @@ impl SpatialGrid {
     }
 
     fn cell_of(&self, p: Vec2) -> (usize, usize) {
-        let c = ((p.x - self.origin.x) / self.cell).floor().clamp(0.0, (self.cols - 1) as f64) as usize;
-        let r = ((p.y - self.origin.y) / self.cell).floor().clamp(0.0, (self.rows - 1) as f64) as usize;
+        let c = ((p.x - self.origin.x) / self.cell)
+            .floor()
+            .clamp(0.0, (self.cols - 1) as f64) as usize;
+        let r = ((p.y - self.origin.y) / self.cell)
+            .floor()
+            .clamp(0.0, (self.rows - 1) as f64) as usize;
         (c, r)
     }
 

@@ -115,7 +115,11 @@ impl Medium {
         let preset = match spec.model.as_str() {
             "vehicles-as-obstacles" => DsrcPreset::VehiclesAsObstacles,
             "los" => DsrcPreset::LineOfSight,
-            m => return Err(format!("radio.model {m:?}: use vehicles-as-obstacles or los")),
+            m => {
+                return Err(format!(
+                    "radio.model {m:?}: use vehicles-as-obstacles or los"
+                ))
+            }
         };
         let mut dsrc = Dsrc::preset(preset);
         if let Some(m) = spec.nakagami_m {
@@ -130,7 +134,9 @@ impl Medium {
         let dsrc = dsrc.validated().map_err(|e| e.to_string())?;
         // Beyond the distance where half a percent of frames arrive, none do.
         let max_range_m = dsrc.range_at(0.005).max(1.0);
-        let pdr = (0..=max_range_m.ceil() as usize).map(|d| dsrc.pdr(d as f64)).collect();
+        let pdr = (0..=max_range_m.ceil() as usize)
+            .map(|d| dsrc.pdr(d as f64))
+            .collect();
         let by_margin = (0..MARGIN_STEPS)
             .map(|k| {
                 let margin = MARGIN_MIN + k as f64 * MARGIN_STEP;
@@ -198,7 +204,12 @@ impl Medium {
     fn busy_until(&self, now: Nanos, pos: Vec2, chan: u8) -> Option<Nanos> {
         self.txs
             .iter()
-            .filter(|t| t.chan == chan && t.start <= now && now < t.end && t.pos.dist(pos) <= self.cs_range_m)
+            .filter(|t| {
+                t.chan == chan
+                    && t.start <= now
+                    && now < t.end
+                    && t.pos.dist(pos) <= self.cs_range_m
+            })
             .map(|t| t.end)
             .max()
     }
@@ -206,7 +217,14 @@ impl Medium {
     /// The MAC's access time came: start sending, or defer. Returns
     /// `(event time, Some(tx id))` for a transmission end, `(time, None)`
     /// for the next access attempt.
-    pub fn access(&mut self, mac: &mut Mac, node: u32, chan: u8, pos: Vec2, now: Nanos) -> Option<(Nanos, Option<u64>)> {
+    pub fn access(
+        &mut self,
+        mac: &mut Mac,
+        node: u32,
+        chan: u8,
+        pos: Vec2,
+        now: Nanos,
+    ) -> Option<(Nanos, Option<u64>)> {
         let f = mac.queue.front()?;
         self.prune(now);
         if let Some(until) = self.busy_until(now, pos, chan) {
@@ -376,17 +394,28 @@ mod tests {
         let m = Medium::new(&RadioSpec::default(), 1).unwrap();
         for (d, db) in [(50.0, 9.0), (120.0, 3.3), (300.0, 18.0), (20.0, 40.0)] {
             let exact = m.dsrc.pdr_shadowed(d, db);
-            assert!((m.pdr_shadowed(d, db) - exact).abs() < 1e-3, "{d} {db}: {exact}");
+            assert!(
+                (m.pdr_shadowed(d, db) - exact).abs() < 1e-3,
+                "{d} {db}: {exact}"
+            );
         }
     }
 
     #[test]
     fn ranges_follow_the_channel_model() {
         let m = Medium::new(&RadioSpec::default(), 1).unwrap();
-        assert!(m.max_range_m > 300.0 && m.max_range_m < 3000.0, "{}", m.max_range_m);
+        assert!(
+            m.max_range_m > 300.0 && m.max_range_m < 3000.0,
+            "{}",
+            m.max_range_m
+        );
         assert!(m.cs_range_m() > 100.0, "{}", m.cs_range_m());
         let r = m.nominal_range_m();
         assert!(r > 300.0 && r < m.max_range_m, "{r}");
-        println!("max {} nominal {r} carrier sense {}", m.max_range_m, m.cs_range_m());
+        println!(
+            "max {} nominal {r} carrier sense {}",
+            m.max_range_m,
+            m.cs_range_m()
+        );
     }
 }

@@ -45,7 +45,8 @@ pub struct Node {
 
 impl Node {
     pub fn position(&self, now: Nanos) -> Vec2 {
-        self.pos.add_scaled(self.vel, (now.saturating_sub(self.at)) as f64 / SEC as f64)
+        self.pos
+            .add_scaled(self.vel, (now.saturating_sub(self.at)) as f64 / SEC as f64)
     }
 }
 
@@ -120,7 +121,10 @@ impl World {
         }
         let (lo, hi) = mob.bounds();
         let (lo, hi) = rsus.iter().fold((lo, hi), |(lo, hi), p| {
-            (Vec2::new(lo.x.min(p.x), lo.y.min(p.y)), Vec2::new(hi.x.max(p.x), hi.y.max(p.y)))
+            (
+                Vec2::new(lo.x.min(p.x), lo.y.min(p.y)),
+                Vec2::new(hi.x.max(p.x), hi.y.max(p.y)),
+            )
         });
         let grid = SpatialGrid::new(lo, hi, 250.0);
         let sites: Vec<Vec2> = sc.enodeb.iter().map(|s| Vec2::new(s.x, s.y)).collect();
@@ -283,7 +287,10 @@ impl World {
         self.next_step = self.mob.next_step()?;
         if let Some(s) = &self.next_step {
             if s.t <= now {
-                return Err(format!("mobility time does not advance at {} s", s.t as f64 / 1e9));
+                return Err(format!(
+                    "mobility time does not advance at {} s",
+                    s.t as f64 / 1e9
+                ));
             }
             self.q.push(s.t, Ev::Mobility);
         }
@@ -353,7 +360,11 @@ impl World {
                 },
             );
         }
-        while let Some(e) = self.nodes[i as usize].router.as_mut().and_then(Router::poll_event) {
+        while let Some(e) = self.nodes[i as usize]
+            .router
+            .as_mut()
+            .and_then(Router::poll_event)
+        {
             if let Some(s) = self.sensing.as_mut() {
                 s.on_event(now, e);
             }
@@ -418,7 +429,8 @@ impl World {
         // Candidates: everyone in the cells within range (positions of the
         // last step, padded by how far a car moves in a step).
         let mut near = std::mem::take(&mut self.near);
-        self.grid.near(pos, self.medium.max_range_m + 60.0, &mut near);
+        self.grid
+            .near(pos, self.medium.max_range_m + 60.0, &mut near);
         let mut cands = std::mem::take(&mut self.cands);
         cands.clear();
         cands.extend(near.iter().map(|&j| {
@@ -427,7 +439,9 @@ impl World {
         }));
         self.near = near;
         let n = &mut self.nodes[i as usize];
-        let done = self.medium.finish(&mut n.mac, i, id, now, &cands, &mut self.city);
+        let done = self
+            .medium
+            .finish(&mut n.mac, i, id, now, &cands, &mut self.city);
         self.cands = cands;
         let Some((next, out)) = done else {
             return;
@@ -446,13 +460,19 @@ impl World {
                     }
                     self.pump_router(r);
                 }
-                Owner::Cluster if (r as usize) < self.vehicles => self.cluster_receive(r, i, &out.frame.bytes),
+                Owner::Cluster if (r as usize) < self.vehicles => {
+                    self.cluster_receive(r, i, &out.frame.bytes)
+                }
                 Owner::Cluster => {}
             }
         }
         if out.frame.owner == Owner::Routing && matches!(out.ack, Ack::Acked | Ack::Failed) {
             if let Some(rt) = self.nodes[i as usize].router.as_mut() {
-                rt.handle_link_result(Duration::from_nanos(now), out.frame.token, out.ack == Ack::Acked);
+                rt.handle_link_result(
+                    Duration::from_nanos(now),
+                    out.frame.token,
+                    out.ack == Ack::Acked,
+                );
             }
             self.pump_router(i);
         }

@@ -23,10 +23,21 @@ fn ci_scenario_runs_every_application() {
     assert!(up.completed >= 5, "{up:?}");
     assert_eq!(up.corrupt, 0);
     let edge = s.edge.as_ref().unwrap();
-    assert!(edge.answered > 100 && edge.mean_latency_ms > 30.0, "{edge:?}");
+    assert!(
+        edge.answered > 100 && edge.mean_latency_ms > 30.0,
+        "{edge:?}"
+    );
     let cl = s.clusters.as_ref().unwrap();
     assert!(cl.expected > 0 && cl.delivery_ratio > 0.0, "{cl:?}");
-    for f in ["nodes.csv", "cells.csv", "bundles.csv", "uploads.csv", "requests.csv", "cams.csv", "summary.json"] {
+    for f in [
+        "nodes.csv",
+        "cells.csv",
+        "bundles.csv",
+        "uploads.csv",
+        "requests.csv",
+        "cams.csv",
+        "summary.json",
+    ] {
         let text = std::fs::read_to_string(dir.join(f)).unwrap();
         assert!(text.lines().count() > 1, "{f} is empty");
     }

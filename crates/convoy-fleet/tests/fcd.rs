@@ -47,7 +47,10 @@ fn fcd_vehicles_carry_bundles_to_the_rsu() {
     // Driving toward the RSU, carry delivers nearly everything.
     assert!(s.delivery_ratio > 0.8, "{s:?}");
     let nodes = std::fs::read_to_string(d.join("out/nodes.csv")).unwrap();
-    assert!(nodes.contains(",vehicle,a,") && nodes.contains(",rsu,rsu0,"), "{nodes}");
+    assert!(
+        nodes.contains(",vehicle,a,") && nodes.contains(",rsu,rsu0,"),
+        "{nodes}"
+    );
     std::fs::remove_dir_all(&d).unwrap();
 }
 
@@ -58,11 +61,17 @@ fn bad_inputs_are_clear_errors() {
     let sc = Scenario::load(&d.join("s.toml")).unwrap();
     let e = run(sc, 1, None, |_, _| {}).err().unwrap().to_string();
     assert!(e.contains("fcd.xml"), "{e}");
-    std::fs::write(d.join("fcd.xml"), "<fcd-export><timestep time=\"0\"><vehicle id=\"a\" x=\"1\"").unwrap();
+    std::fs::write(
+        d.join("fcd.xml"),
+        "<fcd-export><timestep time=\"0\"><vehicle id=\"a\" x=\"1\"",
+    )
+    .unwrap();
     let sc = Scenario::load(&d.join("s.toml")).unwrap();
     let e = run(sc, 1, None, |_, _| {}).err().unwrap().to_string();
     assert!(e.contains("fcd.xml"), "{e}");
-    let e = Scenario::load(&d.join("missing.toml")).unwrap_err().to_string();
+    let e = Scenario::load(&d.join("missing.toml"))
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("missing.toml"), "{e}");
     std::fs::write(d.join("bad.toml"), "duration_s = \"long\"\n").unwrap();
     let e = Scenario::load(&d.join("bad.toml")).unwrap_err().to_string();

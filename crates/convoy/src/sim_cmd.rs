@@ -58,7 +58,9 @@ pub struct FleetArgs {
 
 pub fn run(cmd: SimCommand) -> Result<()> {
     match cmd {
-        SimCommand::Fleet(a) if a.bench => bench::run(&a.vehicles, a.duration, a.seed.unwrap_or(1), a.json),
+        SimCommand::Fleet(a) if a.bench => {
+            bench::run(&a.vehicles, a.duration, a.seed.unwrap_or(1), a.json)
+        }
         SimCommand::Fleet(a) => fleet(a),
         SimCommand::Sweep(a) => sweep::run(a),
     }
@@ -81,7 +83,11 @@ fn fleet(a: FleetArgs) -> Result<()> {
     let name = sc.name.clone();
     let started = std::time::Instant::now();
     let out = convoy_fleet::run(sc, seed, a.out.as_deref(), |now, end| {
-        crate::progress::update(&format!("{name}: {:.0} of {:.0} simulated s", now as f64 / 1e9, end as f64 / 1e9));
+        crate::progress::update(&format!(
+            "{name}: {:.0} of {:.0} simulated s",
+            now as f64 / 1e9,
+            end as f64 / 1e9
+        ));
     })?;
     crate::progress::clear();
     let wall = started.elapsed().as_secs_f64();

@@ -11,7 +11,11 @@ fn convoy() -> Command {
 }
 
 fn ok(out: Output) -> String {
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8(out.stdout).unwrap()
 }
 
@@ -44,12 +48,34 @@ fn scenario(d: &Path) -> PathBuf {
 fn fleet_writes_records_and_a_summary_line() {
     let d = tmp("fleet");
     let s = scenario(&d);
-    let line = ok(convoy().args(["sim", "fleet"]).arg(&s).args(["--seed", "3", "--out"]).arg(d.join("out")).output().unwrap());
-    assert!(line.contains("tiny seed 3") && line.contains("bundles delivered") && line.contains("edge:"), "{line}");
-    for f in ["nodes.csv", "bundles.csv", "requests.csv", "cells.csv", "summary.json"] {
+    let line = ok(convoy()
+        .args(["sim", "fleet"])
+        .arg(&s)
+        .args(["--seed", "3", "--out"])
+        .arg(d.join("out"))
+        .output()
+        .unwrap());
+    assert!(
+        line.contains("tiny seed 3")
+            && line.contains("bundles delivered")
+            && line.contains("edge:"),
+        "{line}"
+    );
+    for f in [
+        "nodes.csv",
+        "bundles.csv",
+        "requests.csv",
+        "cells.csv",
+        "summary.json",
+    ] {
         assert!(d.join("out").join(f).is_file(), "{f}");
     }
-    let json = ok(convoy().args(["sim", "fleet"]).arg(&s).args(["--seed", "3", "--json", "--set", "sensing.protocol=spray"]).output().unwrap());
+    let json = ok(convoy()
+        .args(["sim", "fleet"])
+        .arg(&s)
+        .args(["--seed", "3", "--json", "--set", "sensing.protocol=spray"])
+        .output()
+        .unwrap());
     let v: serde_json::Value = serde_json::from_str(&json).unwrap();
     assert_eq!(v["sensing"]["protocol"], "spray");
     std::fs::remove_dir_all(&d).unwrap();
@@ -63,7 +89,15 @@ fn sweep_is_the_same_bytes_with_one_or_two_workers() {
         ok(convoy()
             .args(["sim", "sweep"])
             .arg(&s)
-            .args(["--seeds", "1-2", "--param", "sensing.protocol=ave,dymo", "--jobs", jobs, "--out"])
+            .args([
+                "--seeds",
+                "1-2",
+                "--param",
+                "sensing.protocol=ave,dymo",
+                "--jobs",
+                jobs,
+                "--out",
+            ])
             .arg(d.join(out))
             .output()
             .unwrap());
@@ -79,35 +113,71 @@ fn sweep_is_the_same_bytes_with_one_or_two_workers() {
     let list = ok(convoy()
         .args(["sim", "sweep"])
         .arg(&s)
-        .args(["--seeds", "1-2", "--param", "sensing.protocol=ave,dymo", "--list", "--out"])
+        .args([
+            "--seeds",
+            "1-2",
+            "--param",
+            "sensing.protocol=ave,dymo",
+            "--list",
+            "--out",
+        ])
         .arg(d.join("one"))
         .output()
         .unwrap());
-    let lines: Vec<serde_json::Value> = list.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let lines: Vec<serde_json::Value> = list
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
     assert_eq!(lines.len(), 4);
     assert_eq!(lines[1]["argv"][0], "sim");
     std::fs::remove_file(d.join("one/runs.csv")).unwrap();
     ok(convoy()
         .args(["sim", "sweep"])
         .arg(&s)
-        .args(["--seeds", "1-2", "--param", "sensing.protocol=ave,dymo", "--collect", "--out"])
+        .args([
+            "--seeds",
+            "1-2",
+            "--param",
+            "sensing.protocol=ave,dymo",
+            "--collect",
+            "--out",
+        ])
         .arg(d.join("one"))
         .output()
         .unwrap());
-    assert_eq!(std::fs::read_to_string(d.join("one/runs.csv")).unwrap(), text);
+    assert_eq!(
+        std::fs::read_to_string(d.join("one/runs.csv")).unwrap(),
+        text
+    );
     std::fs::remove_dir_all(&d).unwrap();
 }
 
 #[test]
 fn bench_prints_the_figures_as_json() {
     let v: serde_json::Value = serde_json::from_str(&ok(convoy()
-        .args(["sim", "fleet", "--bench", "--vehicles", "60", "--duration", "3", "--json"])
+        .args([
+            "sim",
+            "fleet",
+            "--bench",
+            "--vehicles",
+            "60",
+            "--duration",
+            "3",
+            "--json",
+        ])
         .output()
         .unwrap()))
     .unwrap();
     let r = &v["runs"][0];
     assert_eq!(r["vehicles"], 60);
-    for k in ["events_per_s", "packets_per_s", "sim_per_wall", "sim_per_cpu", "peak_mb", "kb_per_vehicle"] {
+    for k in [
+        "events_per_s",
+        "packets_per_s",
+        "sim_per_wall",
+        "sim_per_cpu",
+        "peak_mb",
+        "kb_per_vehicle",
+    ] {
         assert!(r[k].as_f64().unwrap() > 0.0, "{k}: {r}");
     }
 }
@@ -116,11 +186,39 @@ fn bench_prints_the_figures_as_json() {
 fn bad_input_is_one_clear_line() {
     let d = tmp("bad");
     let s = scenario(&d);
-    fails(convoy().args(["sim", "fleet", "/nonexistent/x.toml"]).output().unwrap(), "/nonexistent/x.toml");
-    fails(convoy().args(["sim", "fleet"]).arg(&s).args(["--set", "novalue"]).output().unwrap(), "KEY=VALUE");
-    fails(convoy().args(["sim", "fleet"]).arg(&s).args(["--set", "sensing.protocol=olsr"]).output().unwrap(), "olsr");
     fails(
-        convoy().args(["sim", "sweep"]).arg(&s).args(["--seeds", "5-1", "--out"]).arg(d.join("o")).output().unwrap(),
+        convoy()
+            .args(["sim", "fleet", "/nonexistent/x.toml"])
+            .output()
+            .unwrap(),
+        "/nonexistent/x.toml",
+    );
+    fails(
+        convoy()
+            .args(["sim", "fleet"])
+            .arg(&s)
+            .args(["--set", "novalue"])
+            .output()
+            .unwrap(),
+        "KEY=VALUE",
+    );
+    fails(
+        convoy()
+            .args(["sim", "fleet"])
+            .arg(&s)
+            .args(["--set", "sensing.protocol=olsr"])
+            .output()
+            .unwrap(),
+        "olsr",
+    );
+    fails(
+        convoy()
+            .args(["sim", "sweep"])
+            .arg(&s)
+            .args(["--seeds", "5-1", "--out"])
+            .arg(d.join("o"))
+            .output()
+            .unwrap(),
         "5-1",
     );
     fails(
@@ -133,6 +231,15 @@ fn bad_input_is_one_clear_line() {
             .unwrap(),
         "moon",
     );
-    fails(convoy().args(["sim", "sweep"]).arg(&s).args(["--collect", "--out"]).arg(d.join("empty")).output().unwrap(), "no summary");
+    fails(
+        convoy()
+            .args(["sim", "sweep"])
+            .arg(&s)
+            .args(["--collect", "--out"])
+            .arg(d.join("empty"))
+            .output()
+            .unwrap(),
+        "no summary",
+    );
     std::fs::remove_dir_all(&d).unwrap();
 }

@@ -331,8 +331,14 @@ mod tests {
 
     #[test]
     fn rfc5497_times() {
-        assert_eq!(time_value(time_code(Duration::from_secs(2))), Duration::from_secs(2));
-        assert_eq!(time_value(time_code(Duration::from_secs(6))), Duration::from_secs(6));
+        assert_eq!(
+            time_value(time_code(Duration::from_secs(2))),
+            Duration::from_secs(2)
+        );
+        assert_eq!(
+            time_value(time_code(Duration::from_secs(6))),
+            Duration::from_secs(6)
+        );
         assert!(time_value(time_code(Duration::from_millis(300))) >= Duration::from_millis(300));
     }
 
@@ -341,7 +347,10 @@ mod tests {
         let mut b = Vec::new();
         sample().encode(&mut b);
         for n in 0..b.len() {
-            assert!(Hello::decode(&b[..n]).is_err(), "prefix of {n} bytes parsed");
+            assert!(
+                Hello::decode(&b[..n]).is_err(),
+                "prefix of {n} bytes parsed"
+            );
         }
     }
 }

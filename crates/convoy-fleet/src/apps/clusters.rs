@@ -143,7 +143,11 @@ impl World {
             }
             let (dx, dy) = (n.pos.x - c.center.x, n.pos.y - c.center.y);
             let leg = if dx.abs() >= dy.abs() {
-                if dx >= 0.0 { 0 } else { 2 }
+                if dx >= 0.0 {
+                    0
+                } else {
+                    2
+                }
             } else if dy >= 0.0 {
                 1
             } else {
@@ -231,7 +235,9 @@ impl World {
         let now = self.now;
         let c = self.clusters.as_mut().expect("clusters");
         for &id in ids {
-            let Some(cam) = c.cams.get_mut(id as usize) else { continue };
+            let Some(cam) = c.cams.get_mut(id as usize) else {
+                continue;
+            };
             if let Ok(k) = cam.expected.binary_search(&r) {
                 if cam.got[k].is_none() {
                     cam.got[k] = Some(now - cam.created);
@@ -249,7 +255,10 @@ impl World {
         // A head collects its members' own CAMs (not others' aggregates).
         if is_head && from_member && ids.len() == 1 {
             let c = self.clusters.as_mut().expect("clusters");
-            if c.cams.get(ids[0] as usize).is_some_and(|cam| cam.sender == from) {
+            if c.cams
+                .get(ids[0] as usize)
+                .is_some_and(|cam| cam.sender == from)
+            {
                 c.pending.entry(r).or_default().push(ids[0]);
             }
         }
@@ -273,18 +282,26 @@ impl World {
             // leaving the intersection.
             let ids: Vec<u32> = ids
                 .into_iter()
-                .filter(|id| c.cams.get(*id as usize).is_some_and(|cam| !cam.expected.is_empty()))
+                .filter(|id| {
+                    c.cams
+                        .get(*id as usize)
+                        .is_some_and(|cam| !cam.expected.is_empty())
+                })
                 .collect();
             if ids.is_empty() {
                 continue;
             }
             match radios.as_str() {
                 "both" => {
-                    let cams: Vec<(u32, u32, u64)> = ids.iter().map(|&id| (head, id, now)).collect();
+                    let cams: Vec<(u32, u32, u64)> =
+                        ids.iter().map(|&id| (head, id, now)).collect();
                     let len = ids.len() * usize::from(bytes);
                     let c = self.clusters.as_mut().expect("clusters");
                     c.head_lte_bytes += len as u64;
-                    self.lte_up(head, Packet::up(Server::Relay, len, Body::Cams { from: head, cams }));
+                    self.lte_up(
+                        head,
+                        Packet::up(Server::Relay, len, Body::Cams { from: head, cams }),
+                    );
                 }
                 _ => {
                     for chunk in ids.chunks(PER_FRAME) {
@@ -307,7 +324,9 @@ impl World {
     /// The relay at the PGW: LTE-only CAMs go to every other vehicle in the
     /// zone; hybrid aggregates go to the heads of the other legs.
     pub(crate) fn relay_receive(&mut self, p: Packet) {
-        let Body::Cams { from, cams } = p.body else { return };
+        let Body::Cams { from, cams } = p.body else {
+            return;
+        };
         let c = self.clusters.as_ref().expect("clusters");
         let from_leg = c.leg[from as usize];
         let targets: Vec<u32> = (0..self.vehicles as u32)
@@ -325,7 +344,9 @@ impl World {
     }
 
     pub(crate) fn cluster_lte_receive(&mut self, node: u32, p: Packet) {
-        let Body::Cams { cams, .. } = p.body else { return };
+        let Body::Cams { cams, .. } = p.body else {
+            return;
+        };
         let ids: Vec<u32> = cams.iter().map(|c| c.1).collect();
         self.cam_received(node, &ids);
         let c = self.clusters.as_ref().expect("clusters");

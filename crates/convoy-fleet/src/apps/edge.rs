@@ -116,7 +116,9 @@ impl World {
         }
         let cell = self.lte.as_ref().and_then(|l| l.cell_of(c));
         let e = self.edge.as_mut().expect("edge");
-        let Some(rng) = e.rngs[c as usize].as_mut() else { return };
+        let Some(rng) = e.rngs[c as usize].as_mut() else {
+            return;
+        };
         let Some(cell) = cell else {
             // No coverage: try again after another think time.
             self.q.push(now + SEC, Ev::EdgeThink(c));
@@ -143,11 +145,24 @@ impl World {
             queued: 0,
             latency: None,
         });
-        self.lte_up(c, Packet::up(server, size, Body::Request { client: c, id, server }));
+        self.lte_up(
+            c,
+            Packet::up(
+                server,
+                size,
+                Body::Request {
+                    client: c,
+                    id,
+                    server,
+                },
+            ),
+        );
     }
 
     pub(crate) fn edge_request_arrives(&mut self, server: Server, p: Packet) {
-        let Body::Request { client, id, .. } = p.body else { return };
+        let Body::Request { client, id, .. } = p.body else {
+            return;
+        };
         let now = self.now;
         let e = self.edge.as_mut().expect("edge");
         let site = match server {
@@ -173,7 +188,10 @@ impl World {
 
     pub(crate) fn on_edge_done(&mut self, client: u32, id: u64, site: u16) {
         let now = self.now;
-        let placement_pgw = self.edge.as_ref().is_some_and(|e| e.spec.placement == "pgw");
+        let placement_pgw = self
+            .edge
+            .as_ref()
+            .is_some_and(|e| e.spec.placement == "pgw");
         let e = self.edge.as_mut().expect("edge");
         let server = if site == CLOUD_SITE {
             Server::Cloud
@@ -196,14 +214,21 @@ impl World {
         };
         let e = self.edge.as_mut().expect("edge");
         let size = between(&mut e.server_rng, e.resp.0, e.resp.1) as usize;
-        self.lte_down(server, Packet::down(client, size, Body::Response { client, id }));
+        self.lte_down(
+            server,
+            Packet::down(client, size, Body::Response { client, id }),
+        );
     }
 
     pub(crate) fn edge_response_arrives(&mut self, p: Packet) {
-        let Body::Response { client, id } = p.body else { return };
+        let Body::Response { client, id } = p.body else {
+            return;
+        };
         let now = self.now;
         let e = self.edge.as_mut().expect("edge");
-        let Some(r) = e.open.remove(&(client, id)) else { return };
+        let Some(r) = e.open.remove(&(client, id)) else {
+            return;
+        };
         e.recs[r].latency = Some(now - e.recs[r].sent);
         if let Some(rng) = e.rngs[client as usize].as_mut() {
             let at = now + ms(rng, e.think);

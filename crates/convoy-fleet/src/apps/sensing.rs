@@ -6,7 +6,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use convoy_ave::{Config, DropCause, Protocol, Role, Router, RouterEvent, RsuTable, Strategy, Vec2};
+use convoy_ave::{
+    Config, DropCause, Protocol, Role, Router, RouterEvent, RsuTable, Strategy, Vec2,
+};
 use convoy_models::Rng;
 
 use super::exponential;
@@ -66,7 +68,12 @@ impl Sensing {
 
     pub fn on_event(&mut self, now: Nanos, e: RouterEvent) {
         match e {
-            RouterEvent::Delivered { origin, bundle, hops, .. } => {
+            RouterEvent::Delivered {
+                origin,
+                bundle,
+                hops,
+                ..
+            } => {
                 if let Some(b) = self.bundles.get_mut(&(origin - 1, bundle)) {
                     if b.delivered.is_none() {
                         b.delivered = Some(now);
@@ -74,7 +81,11 @@ impl Sensing {
                     }
                 }
             }
-            RouterEvent::Hop { origin, bundle, strategy } => {
+            RouterEvent::Hop {
+                origin,
+                bundle,
+                strategy,
+            } => {
                 self.sur[strategy as usize] += 1;
                 if let Some(b) = self.bundles.get_mut(&(origin - 1, bundle)) {
                     b.path.push(match strategy {
@@ -85,7 +96,11 @@ impl Sensing {
                     });
                 }
             }
-            RouterEvent::Dropped { origin, bundle, cause } => {
+            RouterEvent::Dropped {
+                origin,
+                bundle,
+                cause,
+            } => {
                 if let Some(b) = self.bundles.get_mut(&(origin - 1, bundle)) {
                     if b.delivered.is_none() {
                         b.cause = Some(cause);
@@ -105,7 +120,13 @@ impl World {
         };
         for &(id, pos) in rsus.all() {
             let i = id - 1;
-            let mut r = Router::new(id, Role::Rsu, cfg.clone(), rsus.clone(), self.seed ^ u64::from(id))?;
+            let mut r = Router::new(
+                id,
+                Role::Rsu,
+                cfg.clone(),
+                rsus.clone(),
+                self.seed ^ u64::from(id),
+            )?;
             r.set_motion(Duration::ZERO, pos, Vec2::default(), None);
             self.nodes[i as usize].router = Some(r);
             self.pump_router(i);
@@ -117,13 +138,20 @@ impl World {
         let now = self.now;
         let s = self.sensing.as_mut().expect("sensing");
         let n = &self.nodes[i as usize];
-        let Ok(mut r) = Router::new(i + 1, Role::Vehicle, s.cfg.clone(), s.rsus.clone(), self.seed ^ u64::from(i)) else {
+        let Ok(mut r) = Router::new(
+            i + 1,
+            Role::Vehicle,
+            s.cfg.clone(),
+            s.rsus.clone(),
+            self.seed ^ u64::from(i),
+        ) else {
             return;
         };
         r.set_motion(Duration::from_nanos(now), n.pos, n.vel, n.dest);
         self.nodes[i as usize].router = Some(r);
         let key = self.mob.vehicles()[i as usize].key.clone();
-        let rng = s.rngs[i as usize].get_or_insert_with(|| Rng::fork(self.seed, &format!("sensing/{key}")));
+        let rng = s.rngs[i as usize]
+            .get_or_insert_with(|| Rng::fork(self.seed, &format!("sensing/{key}")));
         if rng.uniform() < s.spec.share {
             let start = now.max((s.spec.start_s * SEC as f64) as Nanos);
             let at = start + (exponential(rng, s.spec.mean_interval_s) * SEC as f64) as Nanos;
@@ -169,4 +197,9 @@ impl World {
 }
 
 /// The strategies in SUR order, for reports.
-pub const STRATEGIES: [Strategy; 4] = [Strategy::Local, Strategy::Reactive, Strategy::Geographic, Strategy::Carry];
+pub const STRATEGIES: [Strategy; 4] = [
+    Strategy::Local,
+    Strategy::Reactive,
+    Strategy::Geographic,
+    Strategy::Carry,
+];

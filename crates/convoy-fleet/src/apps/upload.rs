@@ -15,7 +15,9 @@ use std::time::Duration;
 
 use convoy_models::Rng;
 use convoy_proto::stream::StreamLimits;
-use convoy_proto::{Config, ConnectionHandle, Endpoint, Event, Keypair, Mode, StreamError, StreamId};
+use convoy_proto::{
+    Config, ConnectionHandle, Endpoint, Event, Keypair, Mode, StreamError, StreamId,
+};
 
 use super::between;
 use crate::events::{Nanos, SEC};
@@ -176,11 +178,15 @@ impl World {
         let session_seed = seed ^ (u64::from(k) << 20) ^ 0xc0ff_ee00;
         let server_cfg = fleet_config(u.server_key.clone(), u.mode, session_seed);
         let client_cfg = fleet_config(Keypair::generate(), u.mode, session_seed ^ 1);
-        let (Ok(mut client), Ok(server)) = (Endpoint::new(client_cfg, false), Endpoint::new(server_cfg, true)) else {
+        let (Ok(mut client), Ok(server)) = (
+            Endpoint::new(client_cfg, false),
+            Endpoint::new(server_cfg, true),
+        ) else {
             return;
         };
         let server_pub = u.server_key.public;
-        let Ok(ch) = client.connect(d(now), SERVER.parse().expect("addr"), Some(&server_pub)) else {
+        let Ok(ch) = client.connect(d(now), SERVER.parse().expect("addr"), Some(&server_pub))
+        else {
             return;
         };
         u.sessions.push(Some(Box::new(Session {
@@ -215,27 +221,39 @@ impl World {
             return;
         }
         u.timers[k as usize] = Nanos::MAX;
-        let Some(s) = u.sessions[k as usize].as_mut() else { return };
+        let Some(s) = u.sessions[k as usize].as_mut() else {
+            return;
+        };
         s.client.handle_timeout(d(now));
         s.server.handle_timeout(d(now));
         self.upload_drive(k);
     }
 
     pub(crate) fn upload_server_receive(&mut self, p: Packet) {
-        let Body::Proto { upload, bytes } = p.body else { return };
+        let Body::Proto { upload, bytes } = p.body else {
+            return;
+        };
         let now = self.now;
         let u = self.uploads.as_mut().expect("uploads");
-        let Some(s) = u.sessions[upload as usize].as_mut() else { return };
-        s.server.handle(d(now), CLIENT.parse::<SocketAddr>().expect("addr"), &bytes);
+        let Some(s) = u.sessions[upload as usize].as_mut() else {
+            return;
+        };
+        s.server
+            .handle(d(now), CLIENT.parse::<SocketAddr>().expect("addr"), &bytes);
         self.upload_drive(upload);
     }
 
     pub(crate) fn upload_client_receive(&mut self, p: Packet) {
-        let Body::Proto { upload, bytes } = p.body else { return };
+        let Body::Proto { upload, bytes } = p.body else {
+            return;
+        };
         let now = self.now;
         let u = self.uploads.as_mut().expect("uploads");
-        let Some(s) = u.sessions[upload as usize].as_mut() else { return };
-        s.client.handle(d(now), SERVER.parse::<SocketAddr>().expect("addr"), &bytes);
+        let Some(s) = u.sessions[upload as usize].as_mut() else {
+            return;
+        };
+        s.client
+            .handle(d(now), SERVER.parse::<SocketAddr>().expect("addr"), &bytes);
         self.upload_drive(upload);
     }
 
@@ -247,7 +265,9 @@ impl World {
         let total = u.spec.bytes;
         let rec = &mut u.recs[k as usize];
         let vehicle = rec.vehicle;
-        let Some(s) = u.sessions[k as usize].as_mut() else { return };
+        let Some(s) = u.sessions[k as usize].as_mut() else {
+            return;
+        };
         let buf = &mut u.buf;
         let check = &mut u.check;
         // Client: write the content as credit allows, then finish.
@@ -334,11 +354,17 @@ impl World {
         }
         for bytes in up {
             let len = bytes.len();
-            self.lte_up(vehicle, Packet::up(Server::Cloud, len, Body::Proto { upload: k, bytes }));
+            self.lte_up(
+                vehicle,
+                Packet::up(Server::Cloud, len, Body::Proto { upload: k, bytes }),
+            );
         }
         for bytes in down {
             let len = bytes.len();
-            self.lte_down(Server::Cloud, Packet::down(vehicle, len, Body::Proto { upload: k, bytes }));
+            self.lte_down(
+                Server::Cloud,
+                Packet::down(vehicle, len, Body::Proto { upload: k, bytes }),
+            );
         }
     }
 }

@@ -65,10 +65,15 @@ pub fn run(sizes: &[u32], duration: f64, seed: u64, json: bool) -> Result<()> {
         let started = Instant::now();
         let cpu0 = cpu_seconds();
         let mut w = convoy_fleet::build(sc, seed)?;
-        let events = w.run(|now, end| {
-            crate::progress::update(&format!("bench: {n} vehicles, {:.0}/{:.0} s", now as f64 / 1e9, end as f64 / 1e9))
-        })
-        .map_err(anyhow::Error::msg)?;
+        let events = w
+            .run(|now, end| {
+                crate::progress::update(&format!(
+                    "bench: {n} vehicles, {:.0}/{:.0} s",
+                    now as f64 / 1e9,
+                    end as f64 / 1e9
+                ))
+            })
+            .map_err(anyhow::Error::msg)?;
         let wall = started.elapsed().as_secs_f64();
         let cpu = cpu_seconds() - cpu0;
         let (_, peak) = rss();
@@ -92,7 +97,12 @@ pub fn run(sizes: &[u32], duration: f64, seed: u64, json: bool) -> Result<()> {
     }
     crate::progress::clear();
     if json {
-        println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "load_average": load(), "runs": rows }))?);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(
+                &serde_json::json!({ "load_average": load(), "runs": rows })
+            )?
+        );
         return Ok(());
     }
     println!("convoy sim fleet --bench: grid city at 41 vehicles/km², all beaconing (AVE), 10 % uploading (convoy-proto over LTE); load average {}", load());

@@ -86,7 +86,11 @@ fn runs(a: &SweepArgs) -> Result<(Vec<String>, Vec<Run>)> {
         let Some((k, vs)) = p.split_once('=') else {
             bail!("--param {p:?}: expected KEY=V1,V2,...");
         };
-        let vs: Vec<String> = vs.split(',').map(|v| v.trim().to_string()).filter(|v| !v.is_empty()).collect();
+        let vs: Vec<String> = vs
+            .split(',')
+            .map(|v| v.trim().to_string())
+            .filter(|v| !v.is_empty())
+            .collect();
         if vs.is_empty() {
             bail!("--param {p:?}: no values");
         }
@@ -168,21 +172,40 @@ pub fn run(a: SweepArgs) -> Result<()> {
                     let Some(r) = list.get(k) else { break };
                     let res = Scenario::load_with(&a.scenario, &r.sets)
                         .map_err(anyhow::Error::from)
-                        .and_then(|sc| convoy_fleet::run(sc, r.seed, Some(&r.dir), |_, _| {}).map_err(anyhow::Error::from));
+                        .and_then(|sc| {
+                            convoy_fleet::run(sc, r.seed, Some(&r.dir), |_, _| {})
+                                .map_err(anyhow::Error::from)
+                        });
                     if let Err(e) = res {
-                        failures.lock().expect("lock").push(format!("{}: {e:#}", r.dir.display()));
+                        failures
+                            .lock()
+                            .expect("lock")
+                            .push(format!("{}: {e:#}", r.dir.display()));
                     }
                     let n = done.fetch_add(1, Ordering::SeqCst) + 1;
-                    crate::progress::update(&format!("sweep: {n}/{} runs, {:.0} s", list.len(), started.elapsed().as_secs_f64()));
+                    crate::progress::update(&format!(
+                        "sweep: {n}/{} runs, {:.0} s",
+                        list.len(),
+                        started.elapsed().as_secs_f64()
+                    ));
                 });
             }
         });
         crate::progress::clear();
         let failures = failures.into_inner().expect("lock");
         if !failures.is_empty() {
-            bail!("{} of {} runs failed:\n{}", failures.len(), list.len(), failures.join("\n"));
+            bail!(
+                "{} of {} runs failed:\n{}",
+                failures.len(),
+                list.len(),
+                failures.join("\n")
+            );
         }
-        eprintln!("sweep: {} runs on {jobs} workers in {:.1} s", list.len(), started.elapsed().as_secs_f64());
+        eprintln!(
+            "sweep: {} runs on {jobs} workers in {:.1} s",
+            list.len(),
+            started.elapsed().as_secs_f64()
+        );
     }
     let rows = collect(&a.out, &keys, &list)?;
     if a.json {
@@ -194,7 +217,13 @@ pub fn run(a: SweepArgs) -> Result<()> {
 }
 
 fn flatten(prefix: &str, v: &Value, out: &mut BTreeMap<String, String>) {
-    let key = |k: &str| if prefix.is_empty() { k.to_string() } else { format!("{prefix}.{k}") };
+    let key = |k: &str| {
+        if prefix.is_empty() {
+            k.to_string()
+        } else {
+            format!("{prefix}.{k}")
+        }
+    };
     match v {
         Value::Object(m) => {
             for (k, v) in m {
@@ -238,13 +267,23 @@ fn collect(out: &Path, keys: &[String], list: &[Run]) -> Result<Vec<BTreeMap<Str
         row.insert("point".into(), r.point.to_string());
         row.insert("seed".into(), r.seed.to_string());
         for k in keys {
-            let v = r.sets.iter().rev().find(|(kk, _)| kk == k).map(|x| x.1.clone()).unwrap_or_default();
+            let v = r
+                .sets
+                .iter()
+                .rev()
+                .find(|(kk, _)| kk == k)
+                .map(|x| x.1.clone())
+                .unwrap_or_default();
             row.insert(format!("param.{k}"), v);
         }
         rows.push(row);
     }
     if !missing.is_empty() {
-        bail!("{} runs have no summary yet: {}", missing.len(), missing.join(", "));
+        bail!(
+            "{} runs have no summary yet: {}",
+            missing.len(),
+            missing.join(", ")
+        );
     }
     let cols: BTreeSet<String> = rows.iter().flat_map(|r| r.keys().cloned()).collect();
     let mut order: Vec<String> = vec!["point".into(), "seed".into()];
@@ -260,7 +299,10 @@ fn collect(out: &Path, keys: &[String], list: &[Run]) -> Result<Vec<BTreeMap<Str
     };
     let mut csv = order.iter().map(|c| esc(c)).collect::<Vec<_>>().join(",") + "\n";
     for r in &rows {
-        let line: Vec<String> = order.iter().map(|c| esc(r.get(c).map_or("", String::as_str))).collect();
+        let line: Vec<String> = order
+            .iter()
+            .map(|c| esc(r.get(c).map_or("", String::as_str)))
+            .collect();
         csv.push_str(&line.join(","));
         csv.push('\n');
     }
