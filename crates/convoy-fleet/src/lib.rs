@@ -41,9 +41,9 @@ pub enum FleetError {
 /// Builds the world of a scenario: mobility, buildings, nodes and apps.
 pub fn build(sc: Scenario, seed: u64) -> Result<World, FleetError> {
     let mob = match (&sc.mobility.fcd, &sc.mobility.grid) {
-        (Some(f), _) => {
-            Mobility::Fcd(Box::new(FcdMobility::open(&sc.resolve(f)).map_err(FleetError::Setup)?))
-        }
+        (Some(f), _) => Mobility::Fcd(Box::new(
+            FcdMobility::open(&sc.resolve(f)).map_err(FleetError::Setup)?,
+        )),
         (None, Some(g)) => Mobility::Grid(GridMobility::new(g, seed)),
         (None, None) => return Err(FleetError::Setup("no mobility".into())),
     };

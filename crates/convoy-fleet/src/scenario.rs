@@ -374,7 +374,11 @@ impl Scenario {
             if self.rsu.is_empty() {
                 return bad("sensing needs at least one [[rsu]]".into());
             }
-            if s.mean_interval_s.is_nan() || s.mean_interval_s <= 0.0 || !(0.0..=1.0).contains(&s.share) || s.burst == 0 {
+            if s.mean_interval_s.is_nan()
+                || s.mean_interval_s <= 0.0
+                || !(0.0..=1.0).contains(&s.share)
+                || s.burst == 0
+            {
                 return bad(
                     "sensing needs mean_interval_s > 0, burst ≥ 1 and share in [0, 1]".into(),
                 );
