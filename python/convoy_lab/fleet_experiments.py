@@ -183,9 +183,12 @@ def _edge(quick: bool, seeds: int, out: Path, engine: str, workers: int | None) 
     best = {pl: float(mean[pl].idxmin()) for pl in mean}
     worse = {pl: [s for s in mean[pl].index if s > best[pl] and mean[pl][s] > cloud] for pl in mean}
     at50 = mean["pgw"].get(0.5, math.nan)
+    edge_only = df.groupby(["param.edge.placement", "param.edge.edge_share"])["edge.mean_edge_ms"].mean()
+    edge50 = edge_only.get(("pgw", 0.5), math.nan)
     diffs = (mean["pgw"] - mean["enodeb"]).dropna()
     s_best = best["pgw"]
     enb_gain = mean["pgw"][s_best] - mean["enodeb"].get(s_best, math.nan)
+    enb_edge = edge_only.get(("pgw", s_best), math.nan) - edge_only.get(("enodeb", s_best), math.nan)
     claims = [
         Claim("cloud-only mean latency (games, 500 clients, 25 + 120 ms)", "> 500 ms", _ms(cloud)),
         Claim("edge share with the lowest mean latency (PGW / eNodeB)", "≈ 50 %", f"{best['pgw'] * 100:.0f} % / {best['enodeb'] * 100:.0f} %"),
@@ -194,11 +197,19 @@ def _edge(quick: bool, seeds: int, out: Path, engine: str, workers: int | None) 
             "past ≈ 50 % (edge saturates)",
             f"{min(worse['pgw']) * 100:.0f} %" if worse["pgw"] else "none up to 100 %",
         ),
-        Claim("improvement over cloud-only at 50 % edge share (PGW)", "≈ 40–45 %", _pct(1 - at50 / cloud) if cloud else "n/a"),
+        Claim("improvement over cloud-only at 50 % edge share (PGW), mean of all requests", "≈ 40–45 %",
+              _pct(1 - at50 / cloud) if cloud else "n/a"),
+        Claim("… of the edge-served requests alone at 50 % (PGW)", "≈ 40–45 %",
+              _pct(1 - edge50 / cloud) if cloud else "n/a"),
         Claim(
-            "eNodeB over PGW placement at the best share",
+            "eNodeB over PGW placement at the best share, mean of all requests",
             "≤ 50 ms (≈ 18 %)",
             f"{enb_gain:.0f} ms ({enb_gain / mean['pgw'][s_best] * 100:.0f} %); largest over shares {diffs.max():.0f} ms",
+        ),
+        Claim(
+            "… of the edge-served requests at the best share",
+            "≤ 50 ms (≈ 18 %)",
+            f"{enb_edge:.0f} ms ({enb_edge / edge_only.get(('pgw', s_best), math.nan) * 100:.0f} %)",
         ),
     ]
     return {"df": df, "claims": claims, "table": table, "meta": {"duration_s": duration, "shares": shares}}
