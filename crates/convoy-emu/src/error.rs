@@ -25,6 +25,10 @@ pub enum SpecError {
     Duplicate(String),
     #[error("{key}: {found:?} is neither a rate (such as 50mbit or unlimited) nor a readable trace file")]
     NotRateOrTrace { key: String, found: String },
+    #[error(
+        "offset= replays a trace from a point into it, but this direction's rate is not a trace"
+    )]
+    OffsetWithoutTrace,
     // Not `#[from]`: that would also make it the error's source, and
     // error-chain printers would then repeat the message.
     #[error("{0}")]

@@ -24,8 +24,8 @@ pub const UNLIMITED_BPS: u64 = 1_000_000_000_000_000;
 /// The largest MTU a link accepts (the IPv4 packet size limit).
 pub const MAX_MTU: u32 = 65_535;
 
-const KEYS: &str = "rate, up, down, uplink, downlink, delay, jitter, loss, loss-at, queue, \
-                    outage, outage-policy, seed, mtu (all but mtu also as up-KEY / down-KEY)";
+const KEYS: &str = "rate, up, down, uplink, downlink, offset, delay, jitter, loss, loss-at, \
+                    queue, outage, outage-policy, seed, mtu (all but mtu also as up-KEY / down-KEY)";
 
 /// Where a direction's capacity comes from.
 #[derive(Clone, Debug, PartialEq)]
@@ -41,6 +41,8 @@ pub enum RateSpec {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct DirectionSpec {
     pub rate: Option<RateSpec>,
+    /// Replay the trace from this far into it (`offset=`).
+    pub offset: Option<Dur>,
     pub delay: Option<Dur>,
     pub jitter: Option<Dur>,
     pub loss: Option<LossModel>,
@@ -131,6 +133,10 @@ impl LinkSpec {
                 let r = parse_rate_or_trace(key, value)?;
                 apply(self, &|d| d.rate = Some(r.clone()));
             }
+            "offset" => {
+                let v = parse_duration(key, value)?;
+                apply(self, &|d| d.offset = Some(v));
+            }
             "delay" => {
                 let v = parse_duration(key, value)?;
                 apply(self, &|d| d.delay = Some(v));
@@ -198,11 +204,17 @@ impl LinkSpec {
 
 impl DirectionSpec {
     fn config(&self, default_seed: u64) -> Result<LinkConfig, SpecError> {
-        let mut c = match self.rate.clone().unwrap_or(RateSpec::Unlimited) {
-            RateSpec::Unlimited => LinkConfig::constant(UNLIMITED_BPS),
-            RateSpec::Constant(bps) => LinkConfig::constant(bps),
-            RateSpec::Mahimahi(t) => LinkConfig::mahimahi(t),
-            RateSpec::Series(t) => LinkConfig::series(t),
+        let rate = self.rate.clone().unwrap_or(RateSpec::Unlimited);
+        let mut c = match (rate, self.offset) {
+            (RateSpec::Unlimited | RateSpec::Constant(_), Some(_)) => {
+                return Err(SpecError::OffsetWithoutTrace)
+            }
+            (RateSpec::Unlimited, None) => LinkConfig::constant(UNLIMITED_BPS),
+            (RateSpec::Constant(bps), None) => LinkConfig::constant(bps),
+            (RateSpec::Mahimahi(t), None) => LinkConfig::mahimahi(t),
+            (RateSpec::Mahimahi(t), Some(o)) => LinkConfig::mahimahi(Arc::new(t.starting_at(o))),
+            (RateSpec::Series(t), None) => LinkConfig::series(t),
+            (RateSpec::Series(t), Some(o)) => LinkConfig::series(Arc::new(t.starting_at(o))),
         };
         if let Some(d) = self.delay {
             c = c.with_delay(d);
@@ -486,6 +498,30 @@ mod tests {
         assert!(matches!(e, SpecError::NotRateOrTrace { .. }));
         let e = LinkSpec::parse("lte:delay").unwrap_err();
         assert!(matches!(e, SpecError::MissingValue(_)));
+    }
+
+    #[test]
+    fn offset_replays_a_trace_from_a_point_into_it_and_needs_a_trace() {
+        let trace = format!(
+            "{}/../../../shared/traces/TMobile-LTE-short.up",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        if std::path::Path::new(&trace).is_file() {
+            let s = LinkSpec::parse(&format!("lte:up={trace},down=10mbit,up-offset=30s")).unwrap();
+            assert_eq!(s.up.offset, Some(Dur::from_secs(30)));
+            let (up, _) = s.configs(0).unwrap();
+            match up.capacity {
+                convoy_link::Capacity::Mahimahi(t) => {
+                    assert!(t.source().ends_with("from 30000 ms"))
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        let e = LinkSpec::parse("lte:rate=10mbit,offset=5s")
+            .unwrap()
+            .configs(0)
+            .unwrap_err();
+        assert!(matches!(e, SpecError::OffsetWithoutTrace), "{e}");
     }
 
     #[test]

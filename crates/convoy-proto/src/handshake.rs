@@ -57,6 +57,10 @@ pub struct TransportParams {
     pub max_blocks: u64,
     /// Idle timeout in milliseconds (the smaller of the two applies).
     pub idle_timeout_ms: u64,
+    /// The sender of these parameters asks for a RECEIVE_TIME frame with
+    /// each acknowledgment (its rate controller measures the forward path
+    /// with them). Encoded as bit 0 of an optional trailing flags varint.
+    pub receive_times: bool,
 }
 
 impl TransportParams {
@@ -73,8 +77,9 @@ impl TransportParams {
             self.max_stream_data,
             self.max_blocks,
             self.idle_timeout_ms,
+            u64::from(self.receive_times),
         ] {
-            w.varint(v).expect("64 bytes hold five varints");
+            w.varint(v).expect("64 bytes hold six varints");
         }
         w.into_written().to_vec()
     }
@@ -92,6 +97,7 @@ impl TransportParams {
             max_stream_data: r.varint()?,
             max_blocks: r.varint()?,
             idle_timeout_ms: r.varint()?,
+            receive_times: !r.is_empty() && r.varint()? & 1 == 1,
         };
         Ok(p)
     }
@@ -287,7 +293,21 @@ mod tests {
             max_stream_data: 1 << 19,
             max_blocks: 16,
             idle_timeout_ms: 30_000,
+            receive_times: code == CodeKind::Rlnc,
         }
+    }
+
+    #[test]
+    fn transport_parameters_round_trip_and_flags_are_optional() {
+        for code in [CodeKind::Rlnc, CodeKind::RaptorQ] {
+            let p = params(code);
+            assert_eq!(TransportParams::decode(&p.encode()).unwrap(), p);
+        }
+        // Without the trailing flags (an older peer): no receive times.
+        let mut old = params(CodeKind::Rlnc).encode();
+        old.pop();
+        let p = TransportParams::decode(&old).unwrap();
+        assert!(!p.receive_times);
     }
 
     fn check_keys(a: &Established, b: &Established) {

@@ -207,6 +207,11 @@ impl Streams {
         Ok(n)
     }
 
+    /// Bytes written and not yet packed into a block, over all streams.
+    pub fn unsent_bytes(&self) -> usize {
+        self.send.values().map(|s| s.unsent.len()).sum()
+    }
+
     /// Bytes `write` would take now.
     pub fn write_room(&self, id: StreamId) -> usize {
         self.send.get(&id.0).map_or(0, |s| {

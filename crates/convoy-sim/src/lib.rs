@@ -5,6 +5,7 @@
 //! clock, so a run replays exactly from its seeds. Today it runs one
 //! client–server transfer ([`transfer`]); fleets come later.
 
+mod app;
 pub mod payload;
 pub mod reference;
 pub mod transfer;

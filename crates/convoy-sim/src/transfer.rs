@@ -7,11 +7,9 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use convoy_link::{Link, LinkConfig, Time};
-use convoy_proto::{
-    Config, ConnectionHandle, ConnectionStats, Endpoint, Event, StreamError, StreamId,
-};
+use convoy_proto::{Config, ConnectionStats, Endpoint, Event};
 
-use crate::payload::{pattern_check, pattern_fill};
+use crate::app::App;
 
 /// IPv4 + UDP headers, charged to the link for every datagram.
 pub const IPV4_UDP_OVERHEAD: u32 = 28;
@@ -35,6 +33,10 @@ pub struct TransferSpec {
     pub download: u64,
     /// Virtual time after which the run stops, finished or not.
     pub time_limit: Duration,
+    /// A timed run: stop this long after the connection is established,
+    /// and measure goodput over exactly that span (give `upload` or
+    /// `download` as `u64::MAX` for a sender that never runs dry).
+    pub duration: Option<Duration>,
     /// Bytes of lower-layer headers charged per datagram.
     pub header_overhead: u32,
     /// The server's application stops reading after this many bytes.
@@ -63,6 +65,7 @@ impl TransferSpec {
             upload: 0,
             download: 0,
             time_limit: Duration::from_secs(600),
+            duration: None,
             header_overhead: IPV4_UDP_OVERHEAD,
             server_reads_at_most: None,
             server_vanishes_at: None,
@@ -85,6 +88,19 @@ pub struct DirectionReport {
     /// One-way delay of the datagrams on the link (queueing + propagation).
     pub delay_p50: Duration,
     pub delay_p95: Duration,
+    /// Time the datagrams spent in the bottleneck (waiting and being
+    /// transmitted): the link's own queueing delay.
+    pub queue_delay_p50: Duration,
+    pub queue_delay_p95: Duration,
+    pub queue_delay_p99: Duration,
+    /// From the sending application's write to the receiving
+    /// application's read, sampled every 1400 bytes.
+    pub latency_p50: Duration,
+    pub latency_p95: Duration,
+    pub latency_p99: Duration,
+    /// What the bottleneck could carry over the span goodput is measured
+    /// on, bit/s.
+    pub capacity_bps: f64,
     pub datagrams_offered: u64,
     pub datagrams_delivered: u64,
     pub datagrams_dropped: u64,
@@ -118,6 +134,9 @@ pub struct TransferReport {
     /// Bytes the uplink delivered per timeline bin (all datagrams,
     /// headers included): what the link carried, whatever was useful.
     pub uplink_delivered: Vec<u64>,
+    /// The longest time an uplink datagram delivered in each timeline bin
+    /// spent in the bottleneck, ms.
+    pub uplink_queue_max_ms: Vec<f64>,
 }
 
 /// The serialisable part of a connection's statistics.
@@ -173,119 +192,6 @@ pub enum SimError {
     Corrupted(String),
 }
 
-/// One side's application: writes its stream, reads and checks the peer's.
-struct App {
-    dir_out: u8,
-    to_send: u64,
-    sent: u64,
-    out: Option<StreamId>,
-    finished: bool,
-    read: u64,
-    read_limit: u64,
-    timeline: Vec<u64>,
-    completed_at: Option<Duration>,
-    expected_in: u64,
-}
-
-impl App {
-    fn new(dir_out: u8, to_send: u64, expected_in: u64, read_limit: u64) -> App {
-        App {
-            dir_out,
-            to_send,
-            sent: 0,
-            out: None,
-            finished: to_send == 0,
-            read: 0,
-            read_limit,
-            timeline: Vec::new(),
-            completed_at: None,
-            expected_in,
-        }
-    }
-
-    fn done(&self) -> bool {
-        self.finished
-            && self.read == self.expected_in
-            && (self.expected_in == 0 || self.completed_at.is_some())
-    }
-
-    fn step(
-        &mut self,
-        ep: &mut Endpoint,
-        h: ConnectionHandle,
-        now: Duration,
-        start: Duration,
-        bin: Duration,
-        buf: &mut [u8],
-    ) -> Result<(), SimError> {
-        let Some(c) = ep.connection(h) else {
-            return Ok(());
-        };
-        if !c.is_established() {
-            return Ok(());
-        }
-        if self.out.is_none() && self.to_send > 0 {
-            self.out = c.open_stream().ok();
-        }
-        if let Some(id) = self.out.filter(|_| !self.finished) {
-            while self.sent < self.to_send {
-                let room = c.write_room(id).min(buf.len());
-                if room == 0 {
-                    break;
-                }
-                let n = (self.to_send - self.sent).min(room as u64) as usize;
-                pattern_fill(self.dir_out, self.sent, &mut buf[..n]);
-                match c.write(id, &buf[..n]) {
-                    Ok(w) => self.sent += w as u64,
-                    Err(StreamError::Blocked) => break,
-                    Err(e) => return Err(SimError::Endpoint(e.to_string())),
-                }
-            }
-            if self.sent == self.to_send {
-                c.finish(id)
-                    .map_err(|e| SimError::Endpoint(e.to_string()))?;
-                self.finished = true;
-            }
-        }
-        while let Some(id) = c.accept_stream() {
-            let _ = id;
-        }
-        // The peer's stream has the other parity from ours.
-        let peer_stream = StreamId(u64::from(c.role() == convoy_proto::Role::Client));
-        loop {
-            if self.read >= self.read_limit {
-                break;
-            }
-            let room = (self.read_limit - self.read).min(buf.len() as u64) as usize;
-            match c.read(peer_stream, &mut buf[..room]) {
-                Ok(0) => {
-                    if self.completed_at.is_none() {
-                        self.completed_at = Some(now.saturating_sub(start));
-                    }
-                    break;
-                }
-                Ok(n) => {
-                    if let Some(at) = pattern_check(1 - self.dir_out, self.read, &buf[..n]) {
-                        return Err(SimError::Corrupted(format!(
-                            "byte {} differs",
-                            self.read + at as u64
-                        )));
-                    }
-                    self.read += n as u64;
-                    let bin = (now.saturating_sub(start).as_nanos() / bin.as_nanos()) as usize;
-                    if self.timeline.len() <= bin {
-                        self.timeline.resize(bin + 1, 0);
-                    }
-                    self.timeline[bin] += n as u64;
-                }
-                Err(StreamError::Blocked) | Err(StreamError::UnknownStream) => break,
-                Err(e) => return Err(SimError::Endpoint(e.to_string())),
-            }
-        }
-        Ok(())
-    }
-}
-
 fn to_time(d: Duration) -> Time {
     Time::from_nanos(d.as_nanos() as u64)
 }
@@ -307,6 +213,7 @@ pub fn run(mut spec: TransferSpec) -> Result<TransferReport, SimError> {
     let client_addr: SocketAddr = "10.0.0.1:40000".parse().expect("valid");
     let server_addr: SocketAddr = "10.0.0.2:4433".parse().expect("valid");
     let server_key = spec.server.keypair.public;
+    let link_configs = [spec.uplink.clone(), spec.downlink.clone()];
     let mut link: Link =
         Link::new(spec.uplink, spec.downlink).map_err(|e| SimError::Link(e.to_string()))?;
     let mut client =
@@ -327,6 +234,7 @@ pub fn run(mut spec: TransferSpec) -> Result<TransferReport, SimError> {
     );
     let mut in_flight: [HashMap<u64, Vec<u8>>; 2] = [HashMap::new(), HashMap::new()];
     let mut delays: [Vec<Duration>; 2] = [Vec::new(), Vec::new()];
+    let mut queue_delays: [Vec<Duration>; 2] = [Vec::new(), Vec::new()];
     let mut next_id = 0u64;
     let mut buf = vec![0u8; 65_536];
     let mut app_buf = vec![0u8; 256 * 1024];
@@ -346,6 +254,7 @@ pub fn run(mut spec: TransferSpec) -> Result<TransferReport, SimError> {
     let mut uplink_delivered: Vec<u64> = Vec::new();
     let mut uplink_delays = Vec::new();
     let mut uplink_sent: Vec<u64> = Vec::new();
+    let mut uplink_queue_max_ms: Vec<f64> = Vec::new();
     let bin = spec.timeline_bin.max(Duration::from_micros(100));
 
     loop {
@@ -363,9 +272,9 @@ pub fn run(mut spec: TransferSpec) -> Result<TransferReport, SimError> {
             while server.connection(h).and_then(|c| c.poll_event()).is_some() {}
         }
         let start = established_at.unwrap_or(now);
-        capp.step(&mut client, ch, now, start, bin, &mut app_buf)?;
+        capp.step(&mut client, ch, now, start, bin, &mut app_buf, &sapp.writes)?;
         if let Some(h) = sh.filter(|_| server_alive) {
-            sapp.step(&mut server, h, now, start, bin, &mut app_buf)?;
+            sapp.step(&mut server, h, now, start, bin, &mut app_buf, &capp.writes)?;
         }
         peak_buffered = peak_buffered
             .max(client.connection_ref(ch).map_or(0, |c| c.buffered_bytes()))
@@ -423,11 +332,15 @@ pub fn run(mut spec: TransferSpec) -> Result<TransferReport, SimError> {
             client_rate.push(client.connection_ref(ch).map_or(0, |c| c.stats().rate * 8));
         }
         let client_closed = client.connection_ref(ch).is_none_or(|c| c.is_closed());
-        if (capp.done() && sapp.done()) || now >= spec.time_limit || client_closed {
+        let stop_at = match (spec.duration, established_at) {
+            (Some(d), Some(at)) => spec.time_limit.min(at + d),
+            _ => spec.time_limit,
+        };
+        if (capp.done() && sapp.done()) || now >= stop_at || client_closed {
             break;
         }
         // The next event.
-        let mut next = spec.time_limit;
+        let mut next = stop_at;
         for t in [
             client.poll_timeout(),
             server_alive.then(|| server.poll_timeout()).flatten(),
@@ -457,9 +370,16 @@ pub fn run(mut spec: TransferSpec) -> Result<TransferReport, SimError> {
                 };
                 let delay = to_duration(d.at).saturating_sub(to_duration(d.enqueued_at));
                 delays[dir].push(delay);
+                queue_delays[dir].push(Duration::from_nanos(d.queue_delay.as_nanos()));
                 if dir == 0 {
                     uplink_delays.push((to_duration(d.at), delay));
                     add_to_bin(&mut uplink_delivered, to_duration(d.at), bin, d.len);
+                    let i = (d.at.as_nanos() as u128 / bin.as_nanos()) as usize;
+                    if uplink_queue_max_ms.len() <= i {
+                        uplink_queue_max_ms.resize(i + 1, 0.0);
+                    }
+                    let q = d.queue_delay.as_nanos() as f64 / 1e6;
+                    uplink_queue_max_ms[i] = uplink_queue_max_ms[i].max(q);
                 }
                 if dir == 0 {
                     if now < vanish {
@@ -478,13 +398,21 @@ pub fn run(mut spec: TransferSpec) -> Result<TransferReport, SimError> {
 
     let start = established_at.unwrap_or(Duration::ZERO);
     let elapsed = now.saturating_sub(start);
-    let direction = |app: &App, bytes: u64, dir: usize, delays: &mut Vec<Duration>| {
+    let direction = |app: &mut App,
+                     bytes: u64,
+                     dir: usize,
+                     delays: &mut Vec<Duration>,
+                     queued: &mut Vec<Duration>| {
         let stats = if dir == 0 {
             link.uplink.stats()
         } else {
             link.downlink.stats()
         };
-        let span = app.completed_at.unwrap_or(elapsed);
+        let span = match spec.duration {
+            Some(d) => d.min(elapsed),
+            None => app.completed_at.unwrap_or(elapsed),
+        };
+        let capacity_bits = link_configs[dir].capacity_bits(to_time(start), to_time(start + span));
         DirectionReport {
             bytes,
             delivered: app.read,
@@ -496,14 +424,27 @@ pub fn run(mut spec: TransferSpec) -> Result<TransferReport, SimError> {
             },
             delay_p50: percentile(delays, 0.5),
             delay_p95: percentile(delays, 0.95),
+            queue_delay_p50: percentile(queued, 0.5),
+            queue_delay_p95: percentile(queued, 0.95),
+            queue_delay_p99: percentile(queued, 0.99),
+            latency_p50: percentile(&mut app.latencies, 0.5),
+            latency_p95: percentile(&mut app.latencies, 0.95),
+            latency_p99: percentile(&mut app.latencies, 0.99),
+            capacity_bps: if span.is_zero() {
+                0.0
+            } else {
+                capacity_bits / span.as_secs_f64()
+            },
             datagrams_offered: stats.offered,
             datagrams_delivered: stats.delivered,
             datagrams_dropped: stats.dropped_total(),
             timeline: app.timeline.clone(),
         }
     };
-    let upload = direction(&sapp, spec.upload, 0, &mut delays[0]);
-    let download = direction(&capp, spec.download, 1, &mut delays[1]);
+    let [up_delays, down_delays] = &mut delays;
+    let [up_queued, down_queued] = &mut queue_delays;
+    let upload = direction(&mut sapp, spec.upload, 0, up_delays, up_queued);
+    let download = direction(&mut capp, spec.download, 1, down_delays, down_queued);
     let cconn = client.connection_ref(ch);
     let sconn = sh.and_then(|h| server.connection_ref(h));
     Ok(TransferReport {
@@ -521,6 +462,7 @@ pub fn run(mut spec: TransferSpec) -> Result<TransferReport, SimError> {
         uplink_delays,
         uplink_sent,
         uplink_delivered,
+        uplink_queue_max_ms,
     })
 }
 

@@ -43,18 +43,34 @@ pub struct SimulateArgs {
     /// idle (end of transfer, waiting for data or credit).
     #[arg(long, value_name = "Z", allow_hyphen_values = true)]
     idle_margin: Option<f64>,
-    /// Link rate (both directions), e.g. 20mbit.
-    #[arg(long, default_value = "20mbit")]
-    rate: String,
-    /// One-way delay of each direction, e.g. 25ms.
-    #[arg(long, default_value = "25ms")]
-    delay: String,
-    /// Loss of each direction: 10%, 0.1, or ge:P_GB/P_BG[/LOSS_GOOD/LOSS_BAD].
-    #[arg(long, default_value = "0")]
-    loss: String,
+    /// The rate controller instead of the mode's: the simulator's loss-based
+    /// references cubic-reference or newreno-reference (RFC 9438 / 5681 on
+    /// convoy's transport; kernel TCP stays the real baseline, in the emulator).
+    #[arg(long, value_name = "NAME")]
+    controller: Option<String>,
+    /// The whole link in `convoy emu`'s KEY=VALUE syntax (docs/EMU.md), e.g.
+    /// up=ATT.up,down=ATT.down,delay=20ms,queue=200,offset=30s, instead of
+    /// --rate, --trace, --delay, --loss and --queue.
+    #[arg(long, value_name = "KEYS", conflicts_with_all = ["rate", "delay", "loss", "trace", "queue"])]
+    link: Option<String>,
+    /// Link rate (both directions), e.g. 20mbit [default: 20mbit].
+    #[arg(long)]
+    rate: Option<String>,
+    /// One-way delay of each direction, e.g. 25ms [default: 25ms].
+    #[arg(long)]
+    delay: Option<String>,
+    /// Loss of each direction: 10%, 0.1, or ge:P_GB/P_BG[/LOSS_GOOD/LOSS_BAD]
+    /// [default: 0].
+    #[arg(long)]
+    loss: Option<String>,
     /// Bytes to send, e.g. 10MB, 512KiB, 1000000.
-    #[arg(long, default_value = "10MB")]
+    #[arg(long, default_value = "10MB", conflicts_with = "duration")]
     size: String,
+    /// A timed run instead of a size: the sender never runs dry, and goodput
+    /// is what was read in this much virtual time after the handshake,
+    /// beside what the link could carry in the same span.
+    #[arg(long, value_name = "TIME")]
+    duration: Option<String>,
     /// Capacity of the direction carrying the data from a trace instead of
     /// --rate: a Mahimahi file or a convoy time-series .csv.
     #[arg(long, value_name = "FILE")]
@@ -62,15 +78,19 @@ pub struct SimulateArgs {
     /// Send --size in both directions at once (full duplex).
     #[arg(long)]
     both_ways: bool,
-    /// Queue limit of each direction, in packets.
-    #[arg(long, default_value_t = 300)]
-    queue: u64,
+    /// Queue limit of each direction, in packets [default: 300].
+    #[arg(long)]
+    queue: Option<u64>,
     /// Seeds the link's random processes and the endpoints.
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// Stop after this much virtual time.
     #[arg(long, default_value = "600s")]
     time_limit: String,
+    /// Width of the timelines' bins in --json (bytes read, sent and
+    /// delivered, pacing rate, queueing per bin).
+    #[arg(long, value_name = "TIME", default_value = "100ms")]
+    timeline_bin: String,
     /// Print one JSON document instead of the summary.
     #[arg(long)]
     json: bool,
@@ -90,6 +110,11 @@ struct Summary {
     ratio: f64,
     delay_p50_ms: f64,
     delay_p95_ms: f64,
+    queue_delay_p50_ms: f64,
+    queue_delay_p95_ms: f64,
+    latency_p50_ms: f64,
+    latency_p95_ms: f64,
+    latency_p99_ms: f64,
     packets_sent: u64,
     packets_lost: u64,
     repair_symbols: u64,
@@ -169,23 +194,40 @@ pub fn run_simulate(args: SimulateArgs) -> Result<()> {
             .parse()
             .map_err(|_| anyhow::anyhow!("unknown code {name:?}: valid codes are raptorq, rlnc"))?,
     };
-    let size = parse_size(&args.size)?;
+    let duration = args
+        .duration
+        .as_deref()
+        .map(|d| convoy_emu::parse_duration("--duration", d).map_err(|e| anyhow::anyhow!("{e}")))
+        .transpose()?;
+    let size = match duration {
+        Some(_) => u64::MAX,
+        None => parse_size(&args.size)?,
+    };
     let limit = convoy_emu::parse_duration("--time-limit", &args.time_limit)
         .map_err(|e| anyhow::anyhow!("{e}"))?;
-    let rates = match &args.trace {
-        Some(trace) => {
-            if !trace.is_file() {
-                bail!("--trace {}: no such file", trace.display());
-            }
-            format!("up={},down={}", trace.display(), args.rate)
+    let keys = match &args.link {
+        Some(keys) => format!("{keys},seed={}", args.seed),
+        None => {
+            let rate = args.rate.as_deref().unwrap_or("20mbit");
+            let rates = match &args.trace {
+                Some(trace) => {
+                    if !trace.is_file() {
+                        bail!("--trace {}: no such file", trace.display());
+                    }
+                    format!("up={},down={rate}", trace.display())
+                }
+                None => format!("rate={rate}"),
+            };
+            format!(
+                "{rates},delay={},loss={},queue={},seed={}",
+                args.delay.as_deref().unwrap_or("25ms"),
+                args.loss.as_deref().unwrap_or("0"),
+                args.queue.unwrap_or(300),
+                args.seed
+            )
         }
-        None => format!("rate={}", args.rate),
     };
-    let text = format!(
-        "sim:{rates},delay={},loss={},queue={},seed={}",
-        args.delay, args.loss, args.queue, args.seed
-    );
-    let spec = LinkSpec::parse(&text).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let spec = LinkSpec::parse(&format!("sim:{keys}")).map_err(|e| anyhow::anyhow!("{e}"))?;
     let (up, down) = spec.configs(0).map_err(|e| anyhow::anyhow!("{e}"))?;
     let (capacity, loss) = capacity_and_loss(&up);
 
@@ -199,19 +241,45 @@ pub fn run_simulate(args: SimulateArgs) -> Result<()> {
         coding.idle_margin_z = args.idle_margin.unwrap_or(coding.idle_margin_z);
         cfg.validate().map_err(|e| anyhow::anyhow!("{e}"))?;
     }
+    if let Some(name) = &args.controller {
+        let rc = match name.as_str() {
+            "cubic-reference" => convoy_sim::reference::cubic(),
+            "newreno-reference" => convoy_sim::reference::newreno(),
+            other => bail!(
+                "unknown controller {other:?}: valid controllers are cubic-reference, newreno-reference"
+            ),
+        };
+        client.rate_control = rc.clone();
+        server.rate_control = rc;
+    }
     client.seed = Some(args.seed);
     server.seed = Some(args.seed.wrapping_add(1));
     let mut t = TransferSpec::new(up, down, client, server);
     t.upload = size;
     t.download = if args.both_ways { size } else { 0 };
     t.time_limit = Duration::from_nanos(limit.as_nanos());
+    t.duration = duration.map(|d| Duration::from_nanos(d.as_nanos()));
+    let bin = convoy_emu::parse_duration("--timeline-bin", &args.timeline_bin)
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    if bin.as_nanos() < 1_000_000 {
+        bail!("--timeline-bin {}: at least 1ms", args.timeline_bin);
+    }
+    t.timeline_bin = Duration::from_nanos(bin.as_nanos());
     t.progress = Some(Box::new(|at, done, total| {
-        progress::update(&format!(
-            "simulating: {:.0} s of virtual time, {:.1} of {:.1} MB delivered",
-            at.as_secs_f64(),
-            done as f64 / 1e6,
-            total as f64 / 1e6
-        ))
+        progress::update(&if total >= u64::MAX / 2 {
+            format!(
+                "simulating: {:.0} s of virtual time, {:.1} MB delivered",
+                at.as_secs_f64(),
+                done as f64 / 1e6
+            )
+        } else {
+            format!(
+                "simulating: {:.0} s of virtual time, {:.1} of {:.1} MB delivered",
+                at.as_secs_f64(),
+                done as f64 / 1e6,
+                total as f64 / 1e6
+            )
+        })
     }));
 
     let (cpu0, wall0) = (cpu_seconds(), Instant::now());
@@ -220,13 +288,21 @@ pub fn run_simulate(args: SimulateArgs) -> Result<()> {
     let report = report?;
     let (cpu, wall) = (cpu_seconds() - cpu0, wall0.elapsed().as_secs_f64());
     let up = &report.upload;
+    // A timed run compares with what the link carried in the same span;
+    // a sized one with the link's long-run mean.
+    let capacity = if duration.is_some() {
+        up.capacity_bps
+    } else {
+        capacity
+    };
     let ideal = capacity * (1.0 - loss);
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
     let s = Summary {
         mode: args.mode.clone(),
         code: code.name().into(),
-        bytes: size,
+        bytes: if duration.is_some() { 0 } else { size },
         delivered: up.delivered,
-        complete: up.completion.is_some(),
+        complete: duration.is_some() || up.completion.is_some(),
         goodput_bps: up.goodput_bps,
         capacity_bps: capacity,
         loss_rate: loss,
@@ -236,8 +312,13 @@ pub fn run_simulate(args: SimulateArgs) -> Result<()> {
         } else {
             0.0
         },
-        delay_p50_ms: up.delay_p50.as_secs_f64() * 1e3,
-        delay_p95_ms: up.delay_p95.as_secs_f64() * 1e3,
+        delay_p50_ms: ms(up.delay_p50),
+        delay_p95_ms: ms(up.delay_p95),
+        queue_delay_p50_ms: ms(up.queue_delay_p50),
+        queue_delay_p95_ms: ms(up.queue_delay_p95),
+        latency_p50_ms: ms(up.latency_p50),
+        latency_p95_ms: ms(up.latency_p95),
+        latency_p99_ms: ms(up.latency_p99),
         packets_sent: report.client.packets_sent,
         packets_lost: report.client.packets_lost,
         repair_symbols: report.client.repair_symbols,
@@ -266,17 +347,29 @@ pub fn run_simulate(args: SimulateArgs) -> Result<()> {
 }
 
 fn print_summary(s: &Summary, args: &SimulateArgs) {
-    let link = match &args.trace {
-        Some(t) => format!("trace {}", t.display()),
-        None => args.rate.clone(),
+    let link = match (&args.link, &args.trace) {
+        (Some(keys), _) => keys.clone(),
+        (None, Some(t)) => format!(
+            "trace {}, {} one way, loss {}",
+            t.display(),
+            args.delay.as_deref().unwrap_or("25ms"),
+            args.loss.as_deref().unwrap_or("0")
+        ),
+        (None, None) => format!(
+            "{}, {} one way, loss {}",
+            args.rate.as_deref().unwrap_or("20mbit"),
+            args.delay.as_deref().unwrap_or("25ms"),
+            args.loss.as_deref().unwrap_or("0")
+        ),
+    };
+    let what = match &args.duration {
+        Some(d) => format!("for {d}"),
+        None => format!("{} bytes", s.bytes),
     };
     println!(
-        "convoy simulate: {} ({}) over {link}, {} one way, loss {}, {} bytes{}",
+        "convoy simulate: {} ({}) over {link}, {what}{}",
         s.mode,
         s.code,
-        args.delay,
-        args.loss,
-        s.bytes,
         if args.both_ways { " each way" } else { "" }
     );
     println!("  goodput            {:>10.3} Mbit/s", s.goodput_bps / 1e6);
@@ -288,8 +381,12 @@ fn print_summary(s: &Summary, args: &SimulateArgs) {
     );
     println!("  ratio              {:>10.3}", s.ratio);
     println!(
-        "  one-way delay      p50 {:.1} ms, p95 {:.1} ms",
-        s.delay_p50_ms, s.delay_p95_ms
+        "  one-way delay      p50 {:.1} ms, p95 {:.1} ms (queueing p50 {:.1} ms, p95 {:.1} ms)",
+        s.delay_p50_ms, s.delay_p95_ms, s.queue_delay_p50_ms, s.queue_delay_p95_ms
+    );
+    println!(
+        "  write to read      p50 {:.1} ms, p95 {:.1} ms, p99 {:.1} ms",
+        s.latency_p50_ms, s.latency_p95_ms, s.latency_p99_ms
     );
     println!(
         "  packets            {} sent, {} lost, {} repair symbols, {} redundant at the receiver",

@@ -24,6 +24,9 @@ const MAX_MS: u64 = u64::MAX / 1_000_000 / 4;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MahimahiTrace {
     ms: Box<[u64]>,
+    /// The repeat period: the last timestamp of a parsed trace (mm-link's
+    /// rule); a trace started at an offset keeps its source's period.
+    period_ms: u64,
     source: String,
 }
 
@@ -78,8 +81,9 @@ impl MahimahiTrace {
         match ms.last() {
             None => Err(err(1, ParseErrorKind::NoTimestamps)),
             Some(0) => Err(err(last_line, ParseErrorKind::ZeroPeriod)),
-            Some(_) => Ok(MahimahiTrace {
+            Some(&period_ms) => Ok(MahimahiTrace {
                 ms: ms.into_boxed_slice(),
+                period_ms,
                 source: source_name.to_owned(),
             }),
         }
@@ -117,7 +121,34 @@ impl MahimahiTrace {
     }
 
     pub(crate) fn period_ms(&self) -> u64 {
-        self.ms[self.ms.len() - 1]
+        self.period_ms
+    }
+
+    /// The same schedule replayed from `offset` into it: what a replay of
+    /// this trace shows from `offset` on, shifted to start at time 0 and
+    /// repeating with the same period. Whole milliseconds (the trace's
+    /// resolution); an offset beyond the period wraps around.
+    pub fn starting_at(&self, offset: Dur) -> MahimahiTrace {
+        let period = self.period_ms;
+        let off = offset.as_nanos() / 1_000_000 % period;
+        if off == 0 {
+            return self.clone();
+        }
+        // An opportunity at `m` happens at m, m + P, m + 2P, ...; from the
+        // offset on, the first of those at or after `off` is m - off (for
+        // m >= off) or m + P - off (for m < off), which keeps every
+        // opportunity of one period exactly once, within [0, P).
+        let mut ms: Vec<u64> = self
+            .ms
+            .iter()
+            .map(|&m| if m >= off { m - off } else { m + period - off })
+            .collect();
+        ms.sort_unstable();
+        MahimahiTrace {
+            ms: ms.into_boxed_slice(),
+            period_ms: period,
+            source: format!("{} from {} ms", self.source, off),
+        }
     }
 
     /// Where the trace came from (path or caller-given name).
@@ -187,6 +218,25 @@ mod tests {
                 "{end_ms}"
             );
         }
+    }
+
+    #[test]
+    fn a_trace_started_at_an_offset_replays_the_same_schedule_shifted() {
+        let t = parse("0\n1\n1\n3\n5\n").unwrap();
+        let until = |t: &MahimahiTrace, ms| t.opportunities_until(Time::from_millis(ms));
+        for off in [1u64, 2, 3, 4, 7] {
+            let s = t.starting_at(Dur::from_millis(off));
+            assert_eq!((s.period(), s.len()), (t.period(), t.len()));
+            // Opportunities in (off, off + x] of the original are those in
+            // (0, x] of the shifted trace, for any x, across cycles; the
+            // shifted trace's time 0 is the original's `off`.
+            for x in 0..30u64 {
+                let original = until(&t, off + x) - until(&t, off);
+                let shifted = until(&s, x) - until(&s, 0);
+                assert_eq!(original, shifted, "offset {off}, window {x}");
+            }
+        }
+        assert_eq!(t.starting_at(Dur::from_millis(10)), t, "a whole period");
     }
 
     #[test]

@@ -285,6 +285,49 @@ impl SeriesTrace {
     pub fn rows(&self) -> &[SeriesRow] {
         &self.rows
     }
+    /// The same trace replayed from `offset` into it, shifted to start at
+    /// time 0. A repeating trace wraps around (its rows are rotated and it
+    /// keeps its period); a trace whose last row holds forever starts with
+    /// the row in force at `offset`.
+    pub fn starting_at(&self, offset: Dur) -> SeriesTrace {
+        let off = match self.repeat {
+            Some(p) => offset.as_nanos() % p.as_nanos(),
+            None => offset.as_nanos(),
+        };
+        if off == 0 {
+            return self.clone();
+        }
+        let first = self.rows.partition_point(|r| r.start.as_nanos() <= off) - 1;
+        let shift = |r: &SeriesRow, start: u64| SeriesRow {
+            start: Dur::from_nanos(start),
+            ..*r
+        };
+        let mut rows = vec![shift(&self.rows[first], 0)];
+        rows.extend(
+            self.rows[first + 1..]
+                .iter()
+                .map(|r| shift(r, r.start.as_nanos() - off)),
+        );
+        if let Some(p) = self.repeat {
+            let p = p.as_nanos();
+            // The rows before the offset come round again after the end of
+            // the period; the one in force at the offset resumes after them.
+            rows.extend(
+                self.rows[..=first]
+                    .iter()
+                    .map(|r| shift(r, r.start.as_nanos() + p - off)),
+            );
+            if rows.last().is_some_and(|r| r.start.as_nanos() >= p) {
+                rows.pop();
+            }
+        }
+        SeriesTrace {
+            rows,
+            has_rate: self.has_rate,
+            repeat: self.repeat,
+            source: format!("{} from {} ns", self.source, off),
+        }
+    }
 
     /// Whether the trace carries capacity (a `rate_<unit>` column).
     pub fn has_rate(&self) -> bool {
@@ -474,6 +517,30 @@ mod tests {
         assert_eq!((g.loss_good, g.loss_bad), (Prob::ZERO, Prob::ONE));
         assert!(!r[1].up);
         assert!(t.has_rate());
+    }
+
+    #[test]
+    fn a_trace_started_at_an_offset_shows_the_rows_in_force_from_there() {
+        let t = parse("start_ms,delay_ms\n0,1\n10,2\n30,3\n").unwrap();
+        let delay_at = |t: &SeriesTrace, ms| t.row_at(Time::from_millis(ms)).delay;
+        // Holding its last row: rows before the offset are gone.
+        let s = t.starting_at(Dur::from_millis(15));
+        for x in [0u64, 5, 14, 15, 16, 100] {
+            assert_eq!(delay_at(&s, x), delay_at(&t, x + 15), "at {x}");
+        }
+        // Repeating: the same schedule, wrapped, over several periods.
+        let t = t.with_repeat(Dur::from_millis(40)).unwrap();
+        for off in [5u64, 10, 30, 39, 45] {
+            let s = t.starting_at(Dur::from_millis(off));
+            assert_eq!(s.repeat(), t.repeat());
+            for x in 0..130u64 {
+                assert_eq!(
+                    delay_at(&s, x),
+                    delay_at(&t, x + off),
+                    "offset {off}, at {x}"
+                );
+            }
+        }
     }
 
     #[test]

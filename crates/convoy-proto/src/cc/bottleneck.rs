@@ -8,7 +8,7 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use super::{transmit_time, AckEvent, RateController};
+use super::{transmit_time, AckEvent, PeerReceive, RateController};
 use crate::recovery::SentPacket;
 use crate::rtt::RttEstimator;
 
@@ -113,7 +113,7 @@ pub fn drive(cc: &mut dyn RateController, link: &Bottleneck, until: Duration) ->
             .unwrap_or(until)
             .max(now + Duration::from_micros(1));
         while pipe.front().is_some_and(|x| x.0 <= now) {
-            let (_, p, delivered) = pipe.pop_front().unwrap();
+            let (feedback, p, delivered) = pipe.pop_front().unwrap();
             in_flight -= mss;
             if delivered {
                 cc.on_ack(&AckEvent {
@@ -121,6 +121,12 @@ pub fn drive(cc: &mut dyn RateController, link: &Bottleneck, until: Duration) ->
                     acked: &[p],
                     rtt: &rtt,
                     bytes_in_flight: in_flight,
+                    // Half the propagation each way: arrival at the far end.
+                    peer_receive: Some(PeerReceive {
+                        pn: p.pn,
+                        sent: p.time,
+                        received: feedback - link.rtt / 2,
+                    }),
                 });
                 log.acked.push((now, mss));
             } else {

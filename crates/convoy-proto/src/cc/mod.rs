@@ -6,6 +6,7 @@
 pub mod bbr;
 pub mod bottleneck;
 pub mod rcdp;
+pub mod tide;
 pub mod train;
 
 use std::time::Duration;
@@ -16,6 +17,7 @@ use crate::wire::TrainTag;
 
 pub use bbr::{Bbr, BbrConfig};
 pub use rcdp::{Rcdp, RcdpConfig};
+pub use tide::{Tide, TideConfig};
 pub use train::TrainEstimator;
 
 /// Time to send `bytes` at `rate` bytes/s (pacing gaps).
@@ -56,6 +58,21 @@ pub struct AckEvent<'a> {
     pub rtt: &'a RttEstimator,
     /// Bytes still in flight after this acknowledgment.
     pub bytes_in_flight: u64,
+    /// When the peer received one of the newly acknowledged packets (its
+    /// RECEIVE_TIME frame), if it said.
+    pub peer_receive: Option<PeerReceive>,
+}
+
+/// One packet's send time on our clock and arrival time on the peer's:
+/// their difference is the one-way delay up to a constant offset between
+/// the clocks, and successive arrival times space deliveries as the
+/// bottleneck did, whatever the return path did to the acknowledgments.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PeerReceive {
+    pub pn: u64,
+    pub sent: Duration,
+    /// On the peer's clock.
+    pub received: Duration,
 }
 
 pub trait RateController: Send {
@@ -90,6 +107,11 @@ pub trait RateController: Send {
     fn on_ack(&mut self, event: &AckEvent<'_>);
 
     fn on_loss(&mut self, _now: Duration, _lost: &[SentPacket]) {}
+
+    /// The probe timeout fired: nothing was acknowledged for a PTO, and
+    /// what was in flight was declared lost (the link may be down, with
+    /// those packets waiting in its queue).
+    fn on_probe_timeout(&mut self, _now: Duration) {}
 
     /// The receiver's capacity estimate for one of our trains.
     fn on_rate_report(

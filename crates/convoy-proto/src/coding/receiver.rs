@@ -24,6 +24,8 @@ struct RxBlock {
     decoder: Box<dyn BlockDecoder>,
     k: u32,
     decodable: bool,
+    /// Source symbols 0..next_source arrived, in order.
+    next_source: u32,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -116,6 +118,7 @@ impl CodedReceiver {
                     k: info.source_symbols(),
                     decoder,
                     decodable: false,
+                    next_source: 0,
                 })
             }
         };
@@ -127,6 +130,9 @@ impl CodedReceiver {
             Err(_) => Received::Refused,
             Ok(Pushed::Redundant) => Received::Redundant,
             Ok(Pushed::Useful) => {
+                if s.esi == block.next_source {
+                    block.next_source += 1;
+                }
                 if block.decoder.useful_symbols() as u32 >= block.k && block.decoder.is_decodable()
                 {
                     block.decodable = true;
@@ -173,16 +179,31 @@ impl CodedReceiver {
         (self.done_below, entries)
     }
 
-    /// Whether a decodable block waits for its decode.
-    pub fn has_ready(&self) -> bool {
-        !self.ready.is_empty()
+    /// Whether `s` is the next source symbol of its block in order: the
+    /// block's bytes up to the end of it are then known as it arrives.
+    pub fn is_next_source(&self, s: &Symbol<'_>) -> bool {
+        !self.is_done(s.block_id)
+            && self
+                .blocks
+                .get(&s.block_id)
+                .map_or(s.esi == 0, |b| s.esi == b.next_source)
     }
 
-    /// Decodes the oldest decodable block and returns (id, its bytes).
-    pub fn decode_next(&mut self) -> Option<Result<(u32, Vec<u8>), CodecError>> {
+    /// The oldest decodable block waiting for its decode: (id, length).
+    pub fn next_ready(&self) -> Option<(u32, u32)> {
+        let id = *self.ready.front()?;
+        Some((id, self.blocks[&id].decoder.info().data_len))
+    }
+
+    /// Decodes the oldest decodable block and returns (id, its bytes); with
+    /// `skip`, forgets it undecoded (its bytes were all read in order).
+    pub fn decode_next(&mut self, skip: bool) -> Option<Result<(u32, Vec<u8>), CodecError>> {
         let id = self.ready.pop_front()?;
         let mut block = self.blocks.remove(&id).expect("ready blocks are held");
         self.stats.blocks_decoded += 1;
+        if skip {
+            return Some(Ok((id, Vec::new())));
+        }
         Some(block.decoder.data().map(|d| (id, d.to_vec())))
     }
 
@@ -229,7 +250,7 @@ mod tests {
             }
             let (done_below, entries) = rx.status();
             assert_eq!((done_below, entries.len()), (2, 0));
-            let mut got: Vec<(u32, Vec<u8>)> = std::iter::from_fn(|| rx.decode_next())
+            let mut got: Vec<(u32, Vec<u8>)> = std::iter::from_fn(|| rx.decode_next(false))
                 .map(Result::unwrap)
                 .collect();
             got.sort();

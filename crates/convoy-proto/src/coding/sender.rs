@@ -43,6 +43,11 @@ pub struct CodingConfig {
     /// spare capacity buys the block's completion without another round
     /// trip, so the bulk can run at a lean `margin_z`.
     pub idle_margin_z: f64,
+    /// Size each new block to about this much time on the air at the rate
+    /// the controller paces at (never above `block_symbols`): a block is
+    /// decodable, and its bytes readable, this soon after its first symbol
+    /// left. `None`: every block is `block_symbols` long.
+    pub block_airtime: Option<std::time::Duration>,
 }
 
 impl CodingConfig {
@@ -68,6 +73,7 @@ impl CodingConfig {
             // smaller share. The idle top-up (z = +1) shortens the tail.
             margin_z: -1.0,
             idle_margin_z: 1.0,
+            block_airtime: None,
         }
     }
 
@@ -105,6 +111,22 @@ impl CodingConfig {
 
     pub fn block_bytes(&self) -> usize {
         self.block_symbols as usize * usize::from(self.symbol_size)
+    }
+
+    /// Bytes for the next block when the sender paces at `rate` bytes/s
+    /// over round trips of `rtt`: `block_airtime` of sending, but enough
+    /// that the window of blocks spans two round trips (else the window,
+    /// not the rate, would limit the sender), within one symbol and
+    /// `block_bytes`.
+    pub fn block_bytes_at(&self, rate: u64, rtt: std::time::Duration) -> usize {
+        let Some(air) = self.block_airtime else {
+            return self.block_bytes();
+        };
+        let by_air = rate as f64 * air.as_secs_f64();
+        let by_window = rate as f64 * 2.0 * rtt.as_secs_f64() / f64::from(self.window);
+        let symbol = usize::from(self.symbol_size);
+        let symbols = (by_air.max(by_window) / symbol as f64).ceil() as usize;
+        symbols.clamp(1, self.block_symbols as usize) * symbol
     }
 
     /// Symbols beyond K planned up front. RaptorQ decodes from K symbols
@@ -249,6 +271,21 @@ impl CodedSender {
     /// Blocks sent but not yet reported decodable.
     pub fn blocks_in_flight(&self) -> usize {
         self.blocks.len()
+    }
+
+    /// Bytes of data in blocks the receiver does not hold yet: per block
+    /// in flight, the symbols it still lacks (neither reported useful nor
+    /// acknowledged since), as a share of the block's length.
+    pub fn bytes_undelivered(&self) -> u64 {
+        self.blocks
+            .iter()
+            .filter(|b| !b.done)
+            .map(|b| {
+                let useful = b.useful_reported + (b.acked - b.acked_at_report);
+                let missing = b.k.saturating_sub(useful);
+                u64::from(b.len) * u64::from(missing) / u64::from(b.k.max(1))
+            })
+            .sum()
     }
 
     /// Seals `data` (at most `block_bytes`) as the next block.
@@ -408,6 +445,7 @@ mod tests {
             window: 2,
             margin_z: 1.0,
             idle_margin_z: 2.0,
+            block_airtime: None,
         };
         CodedSender::new(cfg, 10)
     }

@@ -8,34 +8,7 @@ use super::{CloseReason, Connection, Handshake};
 use crate::cc::AckEvent;
 use crate::coding::Received;
 use crate::handshake::HandshakeError;
-use crate::stream::Streams;
 use crate::wire::{Frame, Frames, Packet, Protected};
-
-/// Hands a decoded block's frames to the streams.
-pub(crate) fn deliver_block(streams: &mut Streams, block: &[u8]) -> Result<(), String> {
-    for frame in Frames::new(block) {
-        match frame.map_err(|e| format!("bad frame in a block: {e}"))? {
-            Frame::Stream {
-                stream,
-                offset,
-                fin,
-                data,
-            } => streams
-                .on_stream_frame(stream, offset, fin, data)
-                .map_err(|e| e.to_string())?,
-            Frame::ResetStream {
-                stream,
-                final_size,
-                code,
-            } => streams
-                .on_reset(stream, final_size, code)
-                .map_err(|e| e.to_string())?,
-            Frame::Padding => {}
-            other => return Err(format!("frame not allowed in a block: {other:?}")),
-        }
-    }
-    Ok(())
-}
 
 impl Connection {
     /// Takes one parsed datagram addressed to this connection.
@@ -162,6 +135,9 @@ impl Connection {
             return;
         }
         let newest = self.received.largest().is_none_or(|l| pn > l);
+        if newest {
+            self.newest_received = Some((pn, now));
+        }
         self.received.insert(pn);
         self.stats.packets_received += 1;
         self.stats.bytes_received += len as u64;
@@ -220,8 +196,21 @@ impl Connection {
             match frame {
                 Frame::Padding => {}
                 Frame::Ping => eliciting = true,
+                Frame::ReceiveTime { pn, time_us } => {
+                    self.peer_receive_time = Some((pn, Duration::from_micros(time_us)));
+                }
                 Frame::Ack(ack) => {
                     let out = self.recovery.on_ack(now, &ack, &self.paths[0].rtt);
+                    let peer_receive = self.peer_receive_time.take().and_then(|(pn, at)| {
+                        // Newly acknowledged only: a packet declared lost
+                        // and acknowledged late says nothing reliable.
+                        let p = out.acked.iter().rev().find(|p| p.pn == pn)?;
+                        Some(crate::cc::PeerReceive {
+                            pn,
+                            sent: p.time,
+                            received: at,
+                        })
+                    });
                     if let Some((rtt, delay)) = out.rtt_sample {
                         let path = out.acked.last().map_or(0, |p| p.path);
                         if let Some(p) = self.paths.iter_mut().find(|p| p.id == path) {
@@ -248,6 +237,8 @@ impl Connection {
                                 acked: &mine,
                                 rtt: &path.rtt,
                                 bytes_in_flight: in_flight,
+                                peer_receive: peer_receive
+                                    .filter(|r| mine.iter().any(|p| p.pn == r.pn)),
                             });
                         }
                     }
@@ -261,7 +252,20 @@ impl Connection {
                 Frame::Symbol(s) => {
                     eliciting = true;
                     let e = self.one_rtt.as_mut().expect("established");
-                    if e.rx.on_symbol(&s) == Received::Completed {
+                    let in_order = e.rx.is_next_source(&s);
+                    let received = e.rx.on_symbol(&s);
+                    if in_order && matches!(received, Received::Useful | Received::Completed) {
+                        // A source symbol in order: the block's bytes at its
+                        // place, readable now.
+                        let size = s.payload.len();
+                        let start = s.esi as usize * size;
+                        let end = (start + size).min(s.block_len as usize);
+                        let reader = e.readers.entry(s.block_id).or_default();
+                        if reader.position() == start && start < end {
+                            reader.feed(&s.payload[..end - start], &mut self.streams)?;
+                        }
+                    }
+                    if received == Received::Completed {
                         self.feedback_due = true;
                     }
                 }

@@ -155,6 +155,13 @@ impl Connection {
     /// Feedback frames: ACK, block status, the latest rate report, credit.
     fn write_feedback(&mut self, now: Duration, w: &mut Writer<'_>) {
         let ranges: Vec<_> = self.received.ranges().cloned().collect();
+        if let Some((pn, at)) = self.newest_received.filter(|_| self.send_receive_times) {
+            // Before the ACK, so the sender has it when it reads the ACK.
+            let time_us = at.as_micros() as u64;
+            if write_frame(w, &Frame::ReceiveTime { pn, time_us }).is_err() {
+                return;
+            }
+        }
         if !ranges.is_empty() {
             let delay = now.saturating_sub(self.largest_received_at).as_micros() as u64;
             if write_ack(w, &ranges, delay).is_err() {
@@ -283,12 +290,13 @@ impl Connection {
     /// stream data, else an idle top-up (the cases `has_data` checks, in
     /// order, each scanned once).
     fn next_symbol(&mut self) -> Option<crate::coding::NextSymbol> {
+        let (rate, rtt) = (self.paths[0].cc.rate(), self.paths[0].rtt.smoothed());
         let e = self.one_rtt.as_mut()?;
         if let Some(s) = e.tx.next_symbol() {
             return Some(s);
         }
         if e.tx.can_start_block() && self.streams.has_sendable() {
-            let max = e.tx.config().block_bytes();
+            let max = e.tx.config().block_bytes_at(rate, rtt);
             let mut block = Vec::with_capacity(max);
             self.streams.fill_block(&mut block, max);
             if !block.is_empty() {

@@ -29,6 +29,7 @@ pub const MAX_BLOCKS: u8 = 0x09;
 pub const DATA_BLOCKED: u8 = 0x0a;
 pub const STREAM_DATA_BLOCKED: u8 = 0x0b;
 pub const CLOSE: u8 = 0x0c;
+pub const RECEIVE_TIME: u8 = 0x0d;
 pub const STREAM: u8 = 0x10;
 pub const RESET_STREAM: u8 = 0x11;
 
@@ -71,6 +72,15 @@ pub enum Frame<'a> {
     Close {
         code: u64,
         reason: &'a [u8],
+    },
+    /// When packet `pn` arrived, in microseconds on the receiver's own
+    /// clock (any epoch, fixed for the connection): with the packet's send
+    /// time it gives the sender one-way delays up to a constant, so it can
+    /// tell its own queue from the return path's, and the arrival spacing
+    /// the bottleneck imposed, free of the return path's jitter.
+    ReceiveTime {
+        pn: u64,
+        time_us: u64,
     },
     Stream {
         stream: u64,
@@ -266,6 +276,10 @@ fn parse_frame<'a>(r: &mut Reader<'a>) -> Result<Frame<'a>, WireError> {
         CLOSE => Frame::Close {
             code: r.varint()?,
             reason: r.length_prefixed()?,
+        },
+        RECEIVE_TIME => Frame::ReceiveTime {
+            pn: r.varint()?,
+            time_us: r.varint()?,
         },
         STREAM => {
             let fin = r.u8()?;
@@ -472,6 +486,7 @@ fn write_frame_fields(w: &mut Writer<'_>, frame: &Frame<'_>) -> Result<(), WireE
         Frame::MaxData(v) => two(w, MAX_DATA, v, None),
         Frame::MaxStreamData { stream, max } => two(w, MAX_STREAM_DATA, stream, Some(max)),
         Frame::MaxBlocks(v) => two(w, MAX_BLOCKS, v, None),
+        Frame::ReceiveTime { pn, time_us } => two(w, RECEIVE_TIME, pn, Some(time_us)),
         Frame::DataBlocked(v) => two(w, DATA_BLOCKED, v, None),
         Frame::StreamDataBlocked { stream, limit } => {
             two(w, STREAM_DATA_BLOCKED, stream, Some(limit))
@@ -528,6 +543,54 @@ pub fn write_stream_header(
     w.varint(stream)?;
     w.varint(offset)?;
     w.varint(data_len as u64)
+}
+
+/// A STREAM frame's header, without its data.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StreamHeader {
+    pub stream: u64,
+    pub offset: u64,
+    pub data_len: u64,
+    pub fin: bool,
+    /// Bytes the header itself takes.
+    pub header_len: usize,
+}
+
+/// The header of a STREAM frame at the start of `bytes`, or `None` if
+/// `bytes` ends inside the header. Lets a reader hand out a frame's data in
+/// pieces, as the block it travels in arrives symbol by symbol.
+pub fn parse_stream_header(bytes: &[u8]) -> Result<Option<StreamHeader>, WireError> {
+    let mut r = Reader::new(bytes);
+    let header = (|| -> Result<(u64, u64, u64, bool), WireError> {
+        if r.u8()? != STREAM {
+            return Err(WireError::Invalid("not a STREAM frame"));
+        }
+        let fin = r.u8()?;
+        if fin > 1 {
+            return Err(WireError::Invalid("stream flags"));
+        }
+        let stream = r.varint()?;
+        let offset = r.varint()?;
+        let len = r.varint()?;
+        if offset
+            .checked_add(len)
+            .is_none_or(|end| end > super::cursor::VARINT_MAX)
+        {
+            return Err(WireError::Invalid("stream offset overflows"));
+        }
+        Ok((stream, offset, len, fin == 1))
+    })();
+    match header {
+        Ok((stream, offset, data_len, fin)) => Ok(Some(StreamHeader {
+            stream,
+            offset,
+            data_len,
+            fin,
+            header_len: bytes.len() - r.remaining(),
+        })),
+        Err(WireError::Truncated) => Ok(None),
+        Err(e) => Err(e),
+    }
 }
 
 /// Bytes a STREAM frame header takes for these fields.
@@ -624,6 +687,10 @@ mod tests {
             Frame::Close {
                 code: 3,
                 reason: b"bye",
+            },
+            Frame::ReceiveTime {
+                pn: 1 << 20,
+                time_us: 86_400_000_000,
             },
             Frame::Stream {
                 stream: 8,

@@ -1,0 +1,244 @@
+//! What the receiver's arrival times say about the forward path: the rate
+//! the bottleneck delivers at, the base one-way delay, and how much of our
+//! data stands in the bottleneck's queue.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use crate::cc::PeerReceive;
+
+/// The base one-way delay is the minimum over this long.
+pub(super) const BASE_WINDOW: Duration = Duration::from_secs(30);
+/// Rate samples are kept this long, for the window's rate maximum.
+const RATE_HISTORY: Duration = Duration::from_secs(2);
+/// A queue of at least this much behind a packet kept the link busy.
+const BUSY_QUEUE_BYTES: u64 = 1000;
+
+/// Minimum over a sliding time window (monotone deque).
+#[derive(Debug, Default)]
+struct WindowMin {
+    samples: VecDeque<(Duration, i64)>,
+}
+
+impl WindowMin {
+    fn update(&mut self, now: Duration, value: i64, window: Duration) {
+        while self.samples.back().is_some_and(|&(_, v)| v >= value) {
+            self.samples.pop_back();
+        }
+        self.samples.push_back((now, value));
+        while self.samples.front().is_some_and(|&(t, _)| t + window < now) {
+            self.samples.pop_front();
+        }
+    }
+
+    fn get(&self) -> Option<i64> {
+        self.samples.front().map(|&(_, v)| v)
+    }
+}
+
+/// One arrival report: when (on the peer's clock), bytes delivered by
+/// then, and whether the link was busy since the report before: our data
+/// stood in its queue, so every transmission opportunity was ours and the
+/// bytes delivered over the interval measure the link, not our sending.
+#[derive(Clone, Copy, Debug)]
+struct Arrival {
+    at: Duration,
+    delivered: u64,
+    busy: bool,
+}
+
+/// Delivery rate over the newest `window` of busy time (intervals when the
+/// link was not busy, an outage, or us sending less than it carries, say
+/// nothing about what it can carry). `None` with less than half a window
+/// of busy time in the log.
+fn busy_rate(log: &VecDeque<Arrival>, window: Duration) -> Option<u64> {
+    let (mut time, mut bytes) = (Duration::ZERO, 0u64);
+    for pair in log.iter().rev().collect::<Vec<_>>().windows(2) {
+        let (new, old) = (pair[0], pair[1]);
+        if new.busy {
+            time += new.at.saturating_sub(old.at);
+            bytes += new.delivered - old.delivered;
+            if time >= window {
+                break;
+            }
+        }
+    }
+    (time >= window / 2 && !time.is_zero()).then(|| (bytes as f64 / time.as_secs_f64()) as u64)
+}
+
+/// Delivery rate over the newest `window` of arrival time, busy or not:
+/// what arrives now, whoever limits it.
+fn arrival_rate(log: &VecDeque<Arrival>, window: Duration) -> Option<u64> {
+    let new = log.back()?;
+    let i = log.partition_point(|a| a.at + window < new.at);
+    let old = log.get(i.saturating_sub(1))?;
+    let span = new.at.saturating_sub(old.at);
+    (span >= window / 2 && !span.is_zero())
+        .then(|| ((new.delivered - old.delivered) as f64 / span.as_secs_f64()) as u64)
+}
+
+#[derive(Debug, Default)]
+pub(super) struct PathEstimate {
+    /// Bytes acknowledged so far.
+    delivered: u64,
+    /// Bytes sent so far, and (send time, bytes sent by then) per packet
+    /// still of interest.
+    sent_bytes: u64,
+    sends: VecDeque<(Duration, u64)>,
+    arrivals: VecDeque<Arrival>,
+    /// How long arrival reports are kept (peer time).
+    keep: Duration,
+    /// One-way delay (peer arrival − our send, ns, any clock offset).
+    base_owd: WindowMin,
+    /// (our time, receive rate) maxima over the last `RATE_HISTORY`.
+    rate_max: VecDeque<(Duration, u64)>,
+    /// (our time, queue bytes) of the recent samples.
+    recent_queue: VecDeque<(Duration, u64)>,
+    /// The latest packet's queueing delay, and the bytes queued behind it.
+    pub queue_delay: Duration,
+    pub queue_bytes: u64,
+    /// What arrives now (bytes/s over the short window), and the link's
+    /// rate while it was busy (over the averaging window of busy time).
+    pub rate_short: Option<u64>,
+    pub rate_busy: Option<u64>,
+    /// What arrived over the averaging window, busy or not: the link
+    /// carries at least this.
+    pub rate_arrived: Option<u64>,
+}
+
+impl PathEstimate {
+    pub fn on_sent(&mut self, now: Duration, bytes: usize) {
+        self.sent_bytes += bytes as u64;
+        self.sends.push_back((now, self.sent_bytes));
+    }
+
+    pub fn on_acked(&mut self, bytes: u64) {
+        self.delivered += bytes;
+    }
+
+    /// Bytes sent by time `t` (of packets still in the log).
+    fn sent_by(&self, t: Duration) -> Option<u64> {
+        let i = self.sends.partition_point(|&(s, _)| s <= t);
+        i.checked_sub(1).map(|i| self.sends[i].1)
+    }
+
+    /// One arrival time from the peer.
+    pub fn on_peer_receive(
+        &mut self,
+        now: Duration,
+        r: PeerReceive,
+        short: Duration,
+        avg: Duration,
+    ) {
+        // Busy since the last report if a queue stood behind the packet of
+        // that report (the queue had not run dry when it left).
+        let busy = self.queue_bytes >= BUSY_QUEUE_BYTES;
+        self.arrivals.push_back(Arrival {
+            at: r.received,
+            delivered: self.delivered,
+            busy,
+        });
+        // Busy time may be spread thin: keep several windows of reports.
+        self.keep = (4 * avg).max(short).max(Duration::from_secs(1));
+        while self
+            .arrivals
+            .get(1)
+            .is_some_and(|a| a.at + self.keep <= r.received)
+        {
+            self.arrivals.pop_front();
+        }
+        self.rate_short = arrival_rate(&self.arrivals, short).or(self.rate_short);
+        self.rate_busy = busy_rate(&self.arrivals, avg).or(self.rate_busy);
+        self.rate_arrived = arrival_rate(&self.arrivals, avg).or(self.rate_arrived);
+        if let Some(rate) = self.rate_short {
+            while self.rate_max.back().is_some_and(|&(_, v)| v <= rate) {
+                self.rate_max.pop_back();
+            }
+            self.rate_max.push_back((now, rate));
+        }
+        while self
+            .rate_max
+            .front()
+            .is_some_and(|&(t, _)| t + RATE_HISTORY < now)
+        {
+            self.rate_max.pop_front();
+        }
+
+        let owd = r.received.as_nanos() as i64 - r.sent.as_nanos() as i64;
+        self.base_owd.update(now, owd, BASE_WINDOW);
+        let base = self.base_owd.get().unwrap_or(owd);
+        self.queue_delay = Duration::from_nanos((owd - base).max(0) as u64);
+        // The packet waited `queue_delay` beyond the base: what we sent in
+        // that time had reached the bottleneck and stood behind it when it
+        // left. Sends before it are of no more use.
+        let at = self.sent_by(r.sent).unwrap_or(self.sent_bytes);
+        let behind = self.sent_by(r.sent + self.queue_delay).unwrap_or(at);
+        self.queue_bytes = behind.saturating_sub(at);
+        let first = self.sends.partition_point(|&(s, _)| s < r.sent);
+        self.sends.drain(..first.saturating_sub(1));
+        self.recent_queue.push_back((now, self.queue_bytes));
+    }
+
+    /// Forgets queue samples older than `span`.
+    pub fn trim_queue(&mut self, now: Duration, span: Duration) {
+        while self
+            .recent_queue
+            .front()
+            .is_some_and(|&(t, _)| t + span < now)
+        {
+            self.recent_queue.pop_front();
+        }
+    }
+
+    /// The mean and the largest queue over the recent samples, bytes.
+    pub fn queue_mean_max(&self) -> (u64, u64) {
+        let n = self.recent_queue.len() as u64;
+        if n == 0 {
+            return (self.queue_bytes, self.queue_bytes);
+        }
+        let sum: u64 = self.recent_queue.iter().map(|&(_, q)| q).sum();
+        let max = self.recent_queue.iter().map(|&(_, q)| q).max().unwrap_or(0);
+        (sum / n, max)
+    }
+
+    /// The highest short-window receive rate of the last two seconds.
+    pub fn rate_top(&self) -> Option<u64> {
+        self.rate_max.front().map(|&(_, v)| v)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(v: u64) -> Duration {
+        Duration::from_millis(v)
+    }
+
+    #[test]
+    fn queue_bytes_are_what_was_sent_while_the_packet_waited() {
+        let mut e = PathEstimate::default();
+        // A packet of 1000 bytes every 10 ms from t = 0.
+        for i in 0..20u64 {
+            e.on_sent(ms(10 * i), 1000);
+        }
+        // Packet 0 sees the base delay (50 ms); packet 5 (sent at 50 ms)
+        // arrives 30 ms late: packets sent at 60, 70 and 80 ms were queued.
+        let recv = |pn: u64, extra: u64| PeerReceive {
+            pn,
+            sent: ms(10 * pn),
+            received: ms(10 * pn + 50 + extra),
+        };
+        e.on_acked(1000);
+        e.on_peer_receive(ms(100), recv(0, 0), ms(40), ms(200));
+        assert_eq!((e.queue_delay, e.queue_bytes), (Duration::ZERO, 0));
+        e.on_acked(5000);
+        e.on_peer_receive(ms(200), recv(5, 30), ms(40), ms(200));
+        assert_eq!(e.queue_delay, ms(30));
+        assert_eq!(e.queue_bytes, 3000);
+        // 5000 bytes delivered over 80 ms of arrivals, the link not busy
+        // (nothing stood behind packet 0).
+        assert_eq!(e.rate_short, Some(62_500));
+        assert_eq!(e.rate_busy, None);
+    }
+}

@@ -1,0 +1,441 @@
+//! Tide: convoy's rate controller for links whose capacity changes every
+//! second (cellular drives), the default mode's.
+//!
+//! The link is measured where it is seen best, at the receiver, and the
+//! controller holds a small, known queue at the bottleneck:
+//!
+//! * **Delivery rate at the receiver.** Every feedback packet says when the
+//!   newest data packet arrived (RECEIVE_TIME, on the receiver's clock).
+//!   Bytes delivered between two such arrivals over their spacing is the
+//!   rate the bottleneck let through, spaced as the bottleneck spaced it and
+//!   untouched by what the return path does to acknowledgments (on a
+//!   cellular uplink the return path is another cellular link, with gaps of
+//!   its own). While a queue stands at the bottleneck this rate *is* the
+//!   capacity; when it does not, it is our own sending rate.
+//! * **Queueing delay from one-way delays.** Arrival time minus send time
+//!   is the one-way delay plus a constant clock offset; its minimum over a
+//!   long window is the path's base, and the excess is the queue *we*
+//!   built on the forward path: the return path's queue (in full duplex,
+//!   our acknowledgments wait behind the peer's data) does not count.
+//! * **The law.** pacing rate = R · (1 + K · (D − q) / D), the gain clamped
+//!   to [`max_down`, `max_up`]. With a queue of exactly D the sender paces at
+//!   the delivery rate; above it, it drains; below it, it grows. An empty
+//!   queue shows R = our own rate, so the gain compounds once per round
+//!   trip: capacity that jumps ×10 is found in log₂10 ≈ 3.3 round trips at
+//!   `max_up` = 2. A queue far above D (a capacity drop) is drained at
+//!   `max_down` of the new rate.
+//! * **Loss is not a signal.** Random loss lowers R by the loss share; the
+//!   delay term makes up for it (the queue settles a little below D), and
+//!   coding repairs the loss itself. Drops at a full queue come with a long
+//!   queue, which the delay term already drains.
+//! * **A window as the backstop**: twice the path's rate-delay product at
+//!   the target, plus what the return path holds. It only binds when
+//!   feedback stops, so an outage queues at most that much.
+//! * **Outages.** When the probe timeout fires, nothing is heard: the window
+//!   shrinks to two packets (one probe per timeout, never a refill of the
+//!   queue with the "lost" packets' worth), and the rate and window of
+//!   before come back with the first acknowledgment. The delays of packets
+//!   that waited out the silence say nothing about the queue after it, so
+//!   they are not used; the rate at which that backlog drains is the new
+//!   link's, and is.
+//! * **Keeping the base honest.** Holding a queue means the base one-way
+//!   delay is seen only when the queue empties. If none of the last
+//!   `BASE_REFRESH` showed a delay near the base, the sender paces at
+//!   `max_down` of the delivery rate for one base round trip plus 2 D,
+//!   which drains the queue and shows the base again (cheaper than BBR's
+//!   ProbeRTT: the rate halves, it does not fall to four packets).
+
+mod estimate;
+
+use std::time::Duration;
+
+use self::estimate::PathEstimate;
+use super::{pacing_base, transmit_time, AckEvent, RateController};
+use crate::recovery::SentPacket;
+
+/// A drain to refresh the base delay is due when no packet found the
+/// queue near empty for this long.
+const BASE_REFRESH: Duration = Duration::from_secs(8);
+/// A queue below this many packets is taken as none: the link is not full.
+const EMPTY_PACKETS: u64 = 2;
+/// Round trips over which a queue error is corrected.
+const CORRECTION_RTTS: f64 = 2.0;
+/// Weight of one packet in the loss-rate average (about the last 200).
+const LOSS_EWMA: f64 = 1.0 / 200.0;
+/// The loss rate the link's rate is corrected for is at most this.
+const MAX_LOSS: f64 = 0.5;
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct TideConfig {
+    /// Bytes per full packet.
+    pub mss: u64,
+    /// Packets in the first flight, paced over the handshake's round trip.
+    pub initial_window_packets: u64,
+    /// Round trip assumed until the handshake measured one.
+    pub initial_rtt: Duration,
+    /// D: the queue held at the bottleneck, as time at the delivery rate...
+    pub target_delay: Duration,
+    /// ...but at least this many packets (a slow, bursty link needs a few
+    /// packets waiting for each burst of transmission opportunities).
+    pub min_queue_packets: u64,
+    /// How hard the law pulls the queue toward its target (1: over
+    /// `CORRECTION_RTTS` round trips).
+    pub gain: f64,
+    /// The gain's bounds: at most ×`max_up` of the delivery rate when the
+    /// queue is empty, at least ×`max_down` when it is long.
+    pub max_up: f64,
+    pub max_down: f64,
+    /// The receive rate is measured over this much arrival time for the
+    /// probe (`rate_window`) and for the law (`average_window`: long enough
+    /// to span the link's bursts, which the queue absorbs).
+    pub rate_window: Duration,
+    pub average_window: Duration,
+    /// The receiver acknowledges every `ack_every` packets or after
+    /// `max_ack_delay`: the window keeps room for that.
+    pub ack_every: u32,
+    pub max_ack_delay: Duration,
+}
+
+fn dev_env(name: &str) -> Option<f64> {
+    std::env::var(name).ok().and_then(|v| v.parse().ok())
+}
+
+impl Default for TideConfig {
+    fn default() -> Self {
+        let c = TideConfig {
+            mss: 1472,
+            initial_window_packets: 32,
+            initial_rtt: Duration::from_millis(100),
+            target_delay: Duration::from_millis(30),
+            min_queue_packets: 16,
+            gain: 1.0,
+            max_up: 2.0,
+            max_down: 0.5,
+            rate_window: Duration::from_millis(40),
+            average_window: Duration::from_millis(250),
+            ack_every: 16,
+            max_ack_delay: Duration::from_millis(5),
+        };
+        TideConfig {
+            target_delay: dev_env("TIDE_D")
+                .map_or(c.target_delay, |v| Duration::from_secs_f64(v / 1e3)),
+            min_queue_packets: dev_env("TIDE_N").map_or(c.min_queue_packets, |v| v as u64),
+            gain: dev_env("TIDE_K").unwrap_or(c.gain),
+            average_window: dev_env("TIDE_AVG")
+                .map_or(c.average_window, |v| Duration::from_secs_f64(v / 1e3)),
+            max_up: dev_env("TIDE_UP").unwrap_or(c.max_up),
+            ..c
+        }
+    }
+}
+
+impl TideConfig {
+    pub fn validate(&self) -> Result<(), String> {
+        if self.target_delay.is_zero() {
+            return Err("tide: target delay must be positive".into());
+        }
+        if !(self.gain > 0.0 && self.max_up > 1.0 && self.max_down > 0.0 && self.max_down < 1.0) {
+            return Err("tide: gain > 0, max_up > 1 and 0 < max_down < 1".into());
+        }
+        if self.rate_window.is_zero() || self.average_window.is_zero() {
+            return Err("tide: rate windows must be positive".into());
+        }
+        Ok(())
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    /// Following the law.
+    Track,
+    /// Draining to see the base delay again, until the given time.
+    Drain(Duration),
+    /// The probe timeout fired: nothing heard since.
+    Silent,
+}
+
+pub struct Tide {
+    cfg: TideConfig,
+    phase: Phase,
+    est: PathEstimate,
+    min_rtt: Option<Duration>,
+    latest_rtt: Duration,
+    /// Last time a packet found the queue near empty.
+    near_empty_at: Duration,
+    /// Rate and window before the probe timeout, restored after it.
+    saved: Option<(u64, u64)>,
+    app_limited: bool,
+    /// The link's rate: measured while it was busy, raised by whatever
+    /// arrives faster, kept through silences.
+    capacity: Option<u64>,
+    /// Share of packets lost while the queue was short (random loss on
+    /// the air, after the bottleneck: it used the link's capacity).
+    loss: f64,
+    pacing_rate: u64,
+    cwnd: u64,
+    next_send: Option<Duration>,
+}
+
+impl Tide {
+    pub fn new(cfg: TideConfig) -> Tide {
+        let cwnd = cfg.mss * cfg.initial_window_packets;
+        let pacing_rate = (2.0 * cwnd as f64 / cfg.initial_rtt.as_secs_f64()) as u64;
+        Tide {
+            cfg,
+            phase: Phase::Track,
+            est: PathEstimate::default(),
+            min_rtt: None,
+            latest_rtt: Duration::ZERO,
+            near_empty_at: Duration::ZERO,
+            saved: None,
+            app_limited: false,
+            capacity: None,
+            loss: 0.0,
+            pacing_rate,
+            cwnd,
+            next_send: None,
+        }
+    }
+
+    /// The link's rate the law works from, bytes/s.
+    pub fn capacity(&self) -> Option<u64> {
+        self.capacity
+    }
+
+    /// The latest packet's queueing delay.
+    pub fn queue_delay(&self) -> Duration {
+        self.est.queue_delay
+    }
+
+    fn base_rtt(&self) -> Duration {
+        self.min_rtt.unwrap_or(self.cfg.initial_rtt)
+    }
+
+    /// The queue to hold, bytes: D at the delivery rate, at least
+    /// `min_queue_packets`.
+    fn target_queue(&self, rate: u64) -> u64 {
+        let by_time = rate as f64 * self.cfg.target_delay.as_secs_f64();
+        (by_time as u64).max(self.cfg.min_queue_packets * self.cfg.mss)
+    }
+
+    fn update_rate(&mut self, now: Duration) {
+        let Some(short) = self.est.rate_short else {
+            return;
+        };
+        // The link's rate: what it delivered while busy, but never less
+        // than what arrived over the same window, busy or not.
+        let arrived = self.est.rate_arrived.unwrap_or(short);
+        // Receive rates count what arrived; packets lost on the air after
+        // the bottleneck used its capacity too.
+        let on_air = 1.0 / (1.0 - self.loss.min(MAX_LOSS));
+        let measured = |r: u64| (r as f64 * on_air) as u64;
+        let avg = match (self.est.rate_busy, self.capacity) {
+            (Some(busy), _) => measured(busy.max(arrived)),
+            (None, Some(c)) => c.max(measured(arrived)),
+            (None, None) => measured(arrived),
+        };
+        self.capacity = Some(avg);
+        let base_rtt = self.base_rtt();
+        self.est
+            .trim_queue(now, (base_rtt / 2).max(Duration::from_millis(10)));
+        let (queue, queue_top) = self.est.queue_mean_max();
+        let target = self.target_queue(avg);
+        let empty = EMPTY_PACKETS * self.cfg.mss;
+        if queue <= empty {
+            self.near_empty_at = now;
+        }
+        let pacing = match self.phase {
+            Phase::Drain(_) => self.cfg.max_down * avg as f64,
+            // No queue anywhere in the last samples: the link is not full,
+            // and what arrives is our own rate; grow by `max_up` per round
+            // trip, as slow start does.
+            _ if queue_top <= empty => self.cfg.max_up * avg as f64,
+            // A queue: the link's rate, plus what moves the queue to its
+            // target over a few round trips.
+            _ => {
+                let correction = CORRECTION_RTTS
+                    * (base_rtt.as_secs_f64() + self.cfg.target_delay.as_secs_f64())
+                    / self.cfg.gain;
+                let r = avg as f64 + (target as f64 - queue as f64) / correction;
+                r.clamp(self.cfg.max_down * avg as f64, self.cfg.max_up * avg as f64)
+            }
+        };
+        let mut pacing = pacing as u64;
+        if self.app_limited {
+            // What an application that does not fill the path shows is its
+            // own rate: never slow down for it.
+            pacing = pacing.max(self.pacing_rate);
+        }
+        self.pacing_rate = pacing.max(self.cfg.mss);
+        if std::env::var_os("CONVOY_TIDE_DEBUG").is_some() {
+            eprintln!(
+                "{:.3} tide {:?} short {:.2} busy {:?} cap {:.2} q {}/{} tgt {} pace {:.2} cwnd {}",
+                now.as_secs_f64(),
+                self.phase,
+                short as f64 * 8e-6,
+                self.est
+                    .rate_busy
+                    .map(|b| (b as f64 * 8e-6 * 100.0).round() / 100.0),
+                avg as f64 * 8e-6,
+                queue,
+                queue_top,
+                target,
+                self.pacing_rate as f64 * 8e-6,
+                self.cwnd
+            );
+        }
+        // The window: the path's rate over the base round trip, the queue
+        // target twice over, the return path's share of the round trip and
+        // the receiver's acknowledgment batching.
+        let top = self.est.rate_top().unwrap_or(avg).max(avg) as f64;
+        let return_path = self
+            .latest_rtt
+            .saturating_sub(base_rtt + self.est.queue_delay)
+            .as_secs_f64();
+        let batch = self.cfg.max_ack_delay.as_secs_f64();
+        let bytes = top * (2.0 * base_rtt.as_secs_f64() + return_path + 2.0 * batch)
+            + 2.0 * self.target_queue(top as u64) as f64;
+        self.cwnd = (bytes as u64).max(4 * self.cfg.mss);
+        if self.phase == Phase::Track
+            && now.saturating_sub(self.near_empty_at) > BASE_REFRESH
+            && !self.app_limited
+        {
+            // Drain what the target holds at half rate, plus a round trip.
+            let drain = base_rtt + Duration::from_secs_f64(2.0 * target as f64 / avg.max(1) as f64);
+            self.phase = Phase::Drain(now + drain);
+            self.near_empty_at = now;
+        }
+    }
+}
+
+impl RateController for Tide {
+    fn name(&self) -> &'static str {
+        "tide"
+    }
+
+    fn next_send_time(&self) -> Option<Duration> {
+        self.next_send
+    }
+
+    fn window(&self) -> Option<u64> {
+        Some(match self.phase {
+            Phase::Silent => 2 * self.cfg.mss,
+            _ => self.cwnd,
+        })
+    }
+
+    fn on_sent(&mut self, now: Duration, _pn: u64, bytes: usize, _bytes_in_flight: u64) {
+        self.est.on_sent(now, bytes);
+        let gap = transmit_time(bytes as u64, self.pacing_rate);
+        self.next_send = Some(pacing_base(self.next_send, now, gap, 1) + gap);
+    }
+
+    fn on_handshake_rtt(&mut self, _now: Duration, rtt: Duration) {
+        if self.min_rtt.is_some() || rtt.is_zero() {
+            return;
+        }
+        self.min_rtt = Some(rtt);
+        self.latest_rtt = rtt;
+        let first_flight = 2.0 * self.cwnd as f64 / rtt.as_secs_f64();
+        self.pacing_rate = self.pacing_rate.max(first_flight as u64);
+    }
+
+    fn on_app_limited(&mut self, _now: Duration) {
+        self.app_limited = true;
+    }
+
+    fn on_ack(&mut self, e: &AckEvent<'_>) {
+        let now = e.now;
+        for _ in e.acked {
+            self.loss *= 1.0 - LOSS_EWMA;
+        }
+        self.est
+            .on_acked(e.acked.iter().map(|p| u64::from(p.bytes)).sum::<u64>());
+        if e.rtt.has_samples() {
+            let rtt = e.rtt.latest();
+            self.latest_rtt = rtt;
+            self.min_rtt = Some(self.min_rtt.map_or(rtt, |m| m.min(rtt)));
+        }
+        if self.phase == Phase::Silent {
+            // Heard again: the link (or the return path) is back.
+            self.phase = Phase::Track;
+            if let Some((rate, cwnd)) = self.saved.take() {
+                self.pacing_rate = rate;
+                self.cwnd = cwnd;
+            }
+        }
+        if let Phase::Drain(until) = self.phase {
+            if now >= until {
+                self.phase = Phase::Track;
+            }
+        }
+        if let Some(r) = e.peer_receive {
+            self.est
+                .on_peer_receive(now, r, self.cfg.rate_window, self.cfg.average_window);
+        }
+        self.update_rate(now);
+        self.app_limited = false;
+    }
+
+    fn on_loss(&mut self, _now: Duration, lost: &[SentPacket]) {
+        // Losses with a long queue may be drops at a full queue, and
+        // losses declared by the probe timeout may be packets waiting out
+        // an outage: neither is loss on the air.
+        let (queue, _) = self.est.queue_mean_max();
+        let short_queue = queue <= 2 * self.target_queue(self.capacity.unwrap_or(0));
+        if self.phase != Phase::Silent && short_queue {
+            for _ in lost {
+                self.loss = self.loss * (1.0 - LOSS_EWMA) + LOSS_EWMA;
+            }
+        }
+    }
+
+    fn on_probe_timeout(&mut self, _now: Duration) {
+        if self.phase != Phase::Silent {
+            self.saved = Some((self.pacing_rate, self.cwnd));
+            self.phase = Phase::Silent;
+        }
+    }
+
+    fn rate(&self) -> u64 {
+        self.pacing_rate
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cc::bottleneck::{drive, Bottleneck};
+
+    fn ms(v: u64) -> Duration {
+        Duration::from_millis(v)
+    }
+
+    #[test]
+    fn fills_the_link_with_a_queue_near_the_target() {
+        let mut tide = Tide::new(TideConfig::default());
+        let rate = 2_500_000; // 20 Mbit/s
+        let log = drive(
+            &mut tide,
+            &Bottleneck::new(rate, ms(40)),
+            Duration::from_secs(5),
+        );
+        let carried = log.rate_between(Duration::from_secs(2), Duration::from_secs(5));
+        assert!(carried > 0.97 * rate as f64, "carried {carried}");
+        let mut q: Vec<_> = log.queue_delay[log.queue_delay.len() / 2..].to_vec();
+        q.sort();
+        let p95 = q[q.len() * 95 / 100];
+        assert!(p95 < ms(60), "p95 queueing {p95:?}");
+    }
+
+    #[test]
+    fn random_loss_does_not_slow_it_down() {
+        let mut tide = Tide::new(TideConfig::default());
+        let rate = 2_500_000;
+        let mut link = Bottleneck::new(rate, ms(40));
+        link.lose_every = Some(5); // 20 %
+        let log = drive(&mut tide, &link, Duration::from_secs(5));
+        let carried = log.rate_between(Duration::from_secs(2), Duration::from_secs(5));
+        assert!(carried > 0.97 * 0.8 * rate as f64, "carried {carried}");
+    }
+}
