@@ -16,6 +16,8 @@ pub struct Neighbor {
     pub is_rsu: bool,
     /// The neighbour's own one-hop neighbours (heard or symmetric).
     pub their: Vec<NodeId>,
+    /// Those of them it has a symmetric link with.
+    pub their_symmetric: Vec<NodeId>,
     /// It listed us: the link is symmetric.
     pub lists_us: bool,
 }
@@ -45,6 +47,12 @@ impl Neighbors {
             .map(|(id, _)| *id)
             .collect();
         let lists_us = their.contains(&me);
+        let their_symmetric = h
+            .neighbors
+            .iter()
+            .filter(|(_, s)| *s == LinkStatus::Symmetric)
+            .map(|(id, _)| *id)
+            .collect();
         let n = Neighbor {
             pos: h.position,
             vel: h.velocity,
@@ -52,6 +60,7 @@ impl Neighbors {
             heard: now,
             is_rsu: h.is_rsu,
             their,
+            their_symmetric,
             lists_us,
         };
         self.map.insert(h.origin, n).is_none()
@@ -86,11 +95,22 @@ impl Neighbors {
         self.iter().find(|(_, n)| n.is_rsu).map(|(id, _)| id)
     }
 
-    /// A vehicle neighbour that lists an RSU: (via, rsu).
-    pub fn rsu_two_hops(&self, is_rsu: impl Fn(NodeId) -> bool) -> Option<(NodeId, NodeId)> {
+    /// A vehicle neighbour, other than `except`, with a symmetric link to us
+    /// and to an RSU: (via, rsu). A link heard only one way is a fluke of
+    /// fading, not a path.
+    pub fn rsu_two_hops(
+        &self,
+        is_rsu: impl Fn(NodeId) -> bool,
+        except: Option<NodeId>,
+    ) -> Option<(NodeId, NodeId)> {
         self.iter()
-            .filter(|(_, n)| !n.is_rsu)
-            .find_map(|(id, n)| n.their.iter().find(|r| is_rsu(**r)).map(|r| (id, *r)))
+            .filter(|(id, n)| !n.is_rsu && n.lists_us && Some(*id) != except)
+            .find_map(|(id, n)| {
+                n.their_symmetric
+                    .iter()
+                    .find(|r| is_rsu(**r))
+                    .map(|r| (id, *r))
+            })
     }
 
     /// What our beacon lists: every neighbour, symmetric if it listed us.

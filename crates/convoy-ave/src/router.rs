@@ -130,6 +130,8 @@ pub enum RouterEvent {
 #[derive(Clone, Debug)]
 struct Held {
     h: DataHeader,
+    /// The node it came from (never sent straight back: split horizon).
+    from: Option<NodeId>,
     /// A reactive discovery for it failed: skip to geographic.
     reactive_failed: bool,
     /// Waiting for a route reply.
@@ -177,6 +179,9 @@ pub struct Router {
 }
 
 const CHECK_EVERY: Duration = Duration::from_secs(1);
+/// A bundle that has hopped this often is only delivered directly to an
+/// RSU or carried: a guard against any loop the rules above miss.
+const MAX_HOPS: u8 = 32;
 
 impl Router {
     /// A router at node `id`; `rsus` are the RSUs' addresses and positions
@@ -331,7 +336,7 @@ impl Router {
         Ok(())
     }
 
-    fn on_data(&mut self, now: Duration, _from: NodeId, mut h: DataHeader) {
+    fn on_data(&mut self, now: Duration, from: NodeId, mut h: DataHeader) {
         h.hops = h.hops.saturating_add(1);
         if self.role == Role::Rsu {
             let key = (h.origin, h.bundle);
@@ -356,7 +361,9 @@ impl Router {
             self.seen_bundles
                 .insert(key, now + self.cfg.bundle_lifetime);
         }
-        self.take(now, Held::new(h));
+        let mut x = Held::new(h);
+        x.from = Some(from);
+        self.take(now, x);
     }
 
     fn on_rreq(
@@ -672,12 +679,19 @@ impl Router {
         }
     }
 
-    fn local(&self) -> Option<NodeId> {
-        self.neighbors.rsu().or_else(|| {
-            self.neighbors
-                .rsu_two_hops(|id| self.is_rsu(id))
-                .map(|(via, _)| via)
-        })
+    /// An RSU in reach: directly, or (unless the bundle was itself sent
+    /// for local delivery, or has hopped too often) through a neighbour
+    /// other than the one it came from.
+    fn local(&self, x: &Held) -> Option<NodeId> {
+        if let Some(r) = self.neighbors.rsu() {
+            return Some(r);
+        }
+        if x.h.strategy == Strategy::Local as u8 || x.h.hops >= MAX_HOPS {
+            return None;
+        }
+        self.neighbors
+            .rsu_two_hops(|id| self.is_rsu(id), x.from)
+            .map(|(via, _)| via)
     }
 
     fn reactive_route(&self, now: Duration) -> Option<(NodeId, NodeId)> {
@@ -689,12 +703,13 @@ impl Router {
             .map(|(rsu, r)| (rsu, r.next_hop))
     }
 
-    /// The neighbour predicted nearest an RSU, if nearer than we are.
-    fn greedy_next(&self, now: Duration) -> Option<NodeId> {
+    /// The neighbour predicted nearest an RSU, if nearer than we are, and
+    /// not the one the bundle came from.
+    fn greedy_next(&self, now: Duration, except: Option<NodeId>) -> Option<NodeId> {
         let mine = self.rsu_distance(self.position(now));
         self.neighbors
             .iter()
-            .filter(|(_, n)| !n.is_rsu)
+            .filter(|(id, n)| !n.is_rsu && Some(*id) != except)
             .map(|(id, n)| (id, self.rsu_distance(n.predicted(now))))
             .filter(|(_, d)| *d < mine)
             .min_by(|a, b| a.1.total_cmp(&b.1))
@@ -712,7 +727,7 @@ impl Router {
         // fails (a neighbour no longer where its beacon said) goes back
         // through the decision without that neighbour.
         if allowed(1) {
-            if let Some(to) = self.local() {
+            if let Some(to) = self.local(&x) {
                 x.pending = Some(self.send_data(&x.h, to, Strategy::Local, true, 0));
                 return Some(x);
             }
@@ -720,7 +735,7 @@ impl Router {
         let recent_rsu = self
             .last_rsu_heard
             .is_some_and(|t| now.saturating_sub(t) <= self.cfg.t_max);
-        if allowed(2) && escalate_ok && recent_rsu && !x.reactive_failed {
+        if allowed(2) && escalate_ok && recent_rsu && !x.reactive_failed && x.h.hops < MAX_HOPS {
             if let Some((rsu, next)) = self.reactive_route(now) {
                 x.h.rsu = rsu;
                 self.routes.touch(now, rsu, self.cfg.route_timeout);
@@ -734,7 +749,10 @@ impl Router {
             return Some(x);
         }
         if allowed(3) && escalate_ok {
-            if let Some(to) = self.greedy_next(now) {
+            if let Some(to) = self
+                .greedy_next(now, x.from)
+                .filter(|_| x.h.hops < MAX_HOPS)
+            {
                 x.pending = Some(self.send_data(&x.h, to, Strategy::Geographic, true, 0));
                 return Some(x);
             }
@@ -764,10 +782,13 @@ impl Router {
     fn carry(&mut self, now: Duration, mut x: Held) -> Option<Held> {
         let h = self.cfg.carry_horizon.as_secs_f64();
         let mine = self.rsu_distance(self.position(now).add_scaled(self.vel, h));
+        if x.h.hops >= MAX_HOPS {
+            return Some(x); // carried to the end: no more custody moves
+        }
         let best = self
             .neighbors
             .iter()
-            .filter(|(_, n)| !n.is_rsu && n.lists_us)
+            .filter(|(id, n)| !n.is_rsu && n.lists_us && Some(*id) != x.from)
             .map(|(id, n)| (id, self.rsu_distance(n.predicted(now).add_scaled(n.vel, h))))
             .filter(|(_, d)| *d + self.cfg.carry_min_gain_m <= mine)
             .min_by(|a, b| a.1.total_cmp(&b.1));
@@ -803,7 +824,10 @@ impl Router {
     }
 
     fn route_greedy(&mut self, now: Duration, x: Held) -> Option<Held> {
-        let to = self.neighbors.rsu().or_else(|| self.greedy_next(now));
+        let to = self
+            .neighbors
+            .rsu()
+            .or_else(|| self.greedy_next(now, x.from));
         match to {
             Some(to) => {
                 let s = if self.neighbors.rsu() == Some(to) {
@@ -847,6 +871,7 @@ impl Held {
     fn new(h: DataHeader) -> Held {
         Held {
             h,
+            from: None,
             reactive_failed: false,
             waiting: false,
             pending: None,

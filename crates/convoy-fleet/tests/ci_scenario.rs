@@ -19,6 +19,8 @@ fn ci_scenario_runs_every_application() {
     let sensing = s.sensing.as_ref().unwrap();
     assert!(sensing.bundles > 100, "{sensing:?}");
     assert!(sensing.delivery_ratio > 0.2, "{sensing:?}");
+    // No routing loops: bundles reach an RSU in a few hops.
+    assert!(sensing.mean_hops < 8.0, "{sensing:?}");
     let up = s.uploads.as_ref().unwrap();
     assert!(up.completed >= 5, "{up:?}");
     assert_eq!(up.corrupt, 0);
@@ -45,6 +47,12 @@ fn ci_scenario_runs_every_application() {
     let bundles = std::fs::read_to_string(dir.join("bundles.csv")).unwrap();
     let width = bundles.lines().next().unwrap().split(',').count();
     assert!(bundles.lines().all(|l| l.split(',').count() == width));
+    let max_hops = bundles
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').nth(5).unwrap().parse::<u32>().unwrap())
+        .max();
+    assert!(max_hops.unwrap() < 32, "a bundle looped: {max_hops:?} hops");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
