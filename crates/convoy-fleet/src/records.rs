@@ -144,7 +144,7 @@ fn server_name(s: Server) -> String {
 pub fn tables(w: &World) -> Vec<(&'static str, String)> {
     let mut out = Vec::new();
     let mut nodes = String::from(
-        "node,kind,key,wave_tx_bytes,wave_rx_bytes,lte_ul_bytes,lte_dl_bytes,handovers\n",
+        "node,kind,key,wave,lte,wave_tx_bytes,wave_rx_bytes,lte_ul_bytes,lte_dl_bytes,handovers\n",
     );
     for (i, n) in w.nodes.iter().enumerate() {
         let key = if n.kind == Kind::Vehicle {
@@ -163,8 +163,11 @@ pub fn tables(w: &World) -> Vec<(&'static str, String)> {
         };
         let _ = writeln!(
             nodes,
-            "{i},{kind},{key},{},{},{ul},{dl},{ho}",
-            n.wave_tx, n.wave_rx
+            "{i},{kind},{key},{},{},{},{},{ul},{dl},{ho}",
+            u8::from(n.wave),
+            u8::from(n.lte),
+            n.wave_tx,
+            n.wave_rx
         );
     }
     out.push(("nodes.csv", nodes));

@@ -29,6 +29,8 @@ pub struct Scenario {
     pub upload: Option<UploadSpec>,
     pub edge: Option<EdgeSpec>,
     pub clusters: Option<ClusterSpec>,
+    #[serde(default)]
+    pub vehicles: VehicleSpec,
     /// Where relative paths in the file are resolved (set by `load`).
     #[serde(skip)]
     pub base_dir: PathBuf,
@@ -36,6 +38,26 @@ pub struct Scenario {
 
 fn default_name() -> String {
     "fleet".into()
+}
+
+/// Which interfaces vehicles have: each vehicle draws its own from these
+/// shares (keyed by its id, so the draw does not depend on the others).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct VehicleSpec {
+    /// Share of vehicles with an 802.11p radio (AVE, clusters).
+    pub wave_share: f64,
+    /// Share of vehicles with an LTE modem (uploads, edge, clusters).
+    pub lte_share: f64,
+}
+
+impl Default for VehicleSpec {
+    fn default() -> Self {
+        VehicleSpec {
+            wave_share: 1.0,
+            lte_share: 1.0,
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, Deserialize, PartialEq)]
@@ -427,6 +449,11 @@ impl Scenario {
             return bad(
                 "uploads, edge requests and LTE clusters need at least one [[enodeb]]".into(),
             );
+        }
+        if !(0.0..=1.0).contains(&self.vehicles.wave_share)
+            || !(0.0..=1.0).contains(&self.vehicles.lte_share)
+        {
+            return bad("vehicles.wave_share and vehicles.lte_share must be in [0, 1]".into());
         }
         if self.radio.retry_limit == 0 {
             return bad("radio.retry_limit must be at least 1".into());

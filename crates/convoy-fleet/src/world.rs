@@ -31,6 +31,9 @@ pub enum Kind {
 pub struct Node {
     pub kind: Kind,
     pub present: bool,
+    /// Interfaces: 802.11p and LTE.
+    pub wave: bool,
+    pub lte: bool,
     pub pos: Vec2,
     pub vel: Vec2,
     pub at: Nanos,
@@ -112,7 +115,11 @@ impl World {
         let rsus: Vec<Vec2> = sc.rsu.iter().map(|s| Vec2::new(s.x, s.y)).collect();
         let mut nodes: Vec<Node> = Vec::with_capacity(vehicles + rsus.len());
         for v in mob.vehicles() {
-            nodes.push(Node::new(Kind::Vehicle, Vec2::default(), v.destination));
+            let mut n = Node::new(Kind::Vehicle, Vec2::default(), v.destination);
+            let mut rng = convoy_models::Rng::fork(seed, &format!("interfaces/{}", v.key));
+            n.wave = rng.uniform() < sc.vehicles.wave_share;
+            n.lte = rng.uniform() < sc.vehicles.lte_share;
+            nodes.push(n);
         }
         for p in &rsus {
             let mut n = Node::new(Kind::Rsu, *p, None);
@@ -268,6 +275,9 @@ impl World {
         // Once a second: LTE signal, capacity and handover for every UE.
         if let Some(lte) = self.lte.as_mut() {
             for &(i, p, _) in &step.moves {
+                if !self.nodes[i as usize].lte {
+                    continue;
+                }
                 let (handover, replans) = lte.update(now, i, p);
                 if let Some((node, _, _, done)) = handover {
                     self.q.push(done, Ev::HandoverDone(node));
@@ -395,7 +405,7 @@ impl World {
     pub fn wave_send(&mut self, i: u32, f: OutFrame) {
         let now = self.now;
         let n = &mut self.nodes[i as usize];
-        if !n.present {
+        if !n.present || !n.wave {
             return;
         }
         if let Some(t) = self.medium.enqueue(&mut n.mac, now, f) {
@@ -433,10 +443,14 @@ impl World {
             .near(pos, self.medium.max_range_m + 60.0, &mut near);
         let mut cands = std::mem::take(&mut self.cands);
         cands.clear();
-        cands.extend(near.iter().map(|&j| {
-            let m = &self.nodes[j as usize];
-            (j, m.position(now), m.chan)
-        }));
+        cands.extend(
+            near.iter()
+                .filter(|&&j| self.nodes[j as usize].wave)
+                .map(|&j| {
+                    let m = &self.nodes[j as usize];
+                    (j, m.position(now), m.chan)
+                }),
+        );
         self.near = near;
         let n = &mut self.nodes[i as usize];
         let done = self
@@ -594,6 +608,8 @@ impl Node {
         Node {
             kind,
             present: false,
+            wave: true,
+            lte: kind == Kind::Vehicle,
             pos,
             vel: Vec2::default(),
             at: 0,

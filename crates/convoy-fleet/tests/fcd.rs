@@ -78,3 +78,33 @@ fn bad_inputs_are_clear_errors() {
     assert!(e.contains("bad.toml"), "{e}");
     std::fs::remove_dir_all(&d).unwrap();
 }
+
+#[test]
+fn vehicles_without_a_radio_neither_send_nor_receive() {
+    let d = dir("radio");
+    std::fs::write(d.join("fcd.xml"), fcd()).unwrap();
+    std::fs::write(
+        d.join("polys.xml"),
+        "<additional><poly id=\"b\" type=\"building\" shape=\"100,-60 200,-60 200,-20 100,-20 100,-60\"/></additional>",
+    )
+    .unwrap();
+    std::fs::write(
+        d.join("s.toml"),
+        format!("{SCENARIO}[vehicles]\nwave_share = 0\n"),
+    )
+    .unwrap();
+    let sc = Scenario::load(&d.join("s.toml")).unwrap();
+    let out = run(sc, 3, Some(&d.join("out")), |_, _| {}).unwrap();
+    let s = out.summary.sensing.unwrap();
+    assert_eq!(s.bundles, 0, "{s:?}");
+    let nodes = std::fs::read_to_string(d.join("out/nodes.csv")).unwrap();
+    // Vehicles: no radio, nothing sent or received.
+    assert!(
+        nodes
+            .lines()
+            .filter(|l| l.contains(",vehicle,"))
+            .all(|l| l.contains(",0,1,0,0,")),
+        "{nodes}"
+    );
+    std::fs::remove_dir_all(&d).unwrap();
+}

@@ -138,6 +138,9 @@ impl World {
         let now = self.now;
         let s = self.sensing.as_mut().expect("sensing");
         let n = &self.nodes[i as usize];
+        if !n.wave {
+            return; // no 802.11p radio: no router, no sensing
+        }
         let Ok(mut r) = Router::new(
             i + 1,
             Role::Vehicle,
