@@ -71,6 +71,7 @@ pub enum Ev {
     ProtoTimer(u32),
     EdgeThink(u32),
     EdgeDone(u32, u64, u16),
+    EdgeTimeout(u32, u64),
     Cam(u32),
     ClusterTick,
     End,
@@ -230,6 +231,7 @@ impl World {
             Ev::ProtoTimer(u) => self.on_proto_timer(u),
             Ev::EdgeThink(c) => self.on_edge_think(c),
             Ev::EdgeDone(c, id, site) => self.on_edge_done(c, id, site),
+            Ev::EdgeTimeout(c, id) => self.on_edge_timeout(c, id),
             Ev::Cam(n) => self.on_cam(n),
             Ev::ClusterTick => self.on_cluster_tick(),
             Ev::End => {}

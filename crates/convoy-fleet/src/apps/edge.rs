@@ -56,6 +56,9 @@ pub struct EdgeApp {
 }
 
 pub const CLOUD_SITE: u16 = u16::MAX;
+/// A request unanswered this long counts as lost; the client thinks and
+/// sends the next one.
+const REQUEST_TIMEOUT: Nanos = 5 * SEC;
 
 impl EdgeApp {
     pub fn new(w: &World) -> EdgeApp {
@@ -145,6 +148,9 @@ impl World {
             queued: 0,
             latency: None,
         });
+        // A request lost on the way (a full queue, a client leaving
+        // coverage) must not stall its client: give up after a while.
+        self.q.push(now + REQUEST_TIMEOUT, Ev::EdgeTimeout(c, id));
         self.lte_up(
             c,
             Packet::up(
@@ -230,6 +236,18 @@ impl World {
             return;
         };
         e.recs[r].latency = Some(now - e.recs[r].sent);
+        if let Some(rng) = e.rngs[client as usize].as_mut() {
+            let at = now + ms(rng, e.think);
+            self.q.push(at, Ev::EdgeThink(client));
+        }
+    }
+
+    pub(crate) fn on_edge_timeout(&mut self, client: u32, id: u64) {
+        let now = self.now;
+        let e = self.edge.as_mut().expect("edge");
+        if e.open.remove(&(client, id)).is_none() {
+            return; // answered in time
+        }
         if let Some(rng) = e.rngs[client as usize].as_mut() {
             let at = now + ms(rng, e.think);
             self.q.push(at, Ev::EdgeThink(client));
