@@ -67,7 +67,7 @@ if [ ! -x .venv/bin/python ]; then
         python3 -m venv .venv
     fi
 fi
-if ! .venv/bin/python -c 'import convoy_lab, pytest, pandas, sumo, libsumo, sumolib, matplotlib' >/dev/null 2>&1; then
-    say "installing the convoy_lab Python package (editable) and its test tools into .venv"
-    .venv/bin/python -m pip install --quiet --disable-pip-version-check -e 'python[test]'
+if ! .venv/bin/python -c 'import convoy_lab, pytest, pandas, sumo, libsumo, sumolib, matplotlib, distributed' >/dev/null 2>&1; then
+    say "installing the convoy_lab Python package (editable), its test tools and Dask into .venv"
+    .venv/bin/python -m pip install --quiet --disable-pip-version-check -e 'python[test,cluster]'
 fi

@@ -24,7 +24,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from . import catalog, cellular, cellular_analysis, report
+from . import catalog, cellular, cellular_analysis, fleet_experiments, report
 from .catalog import DEMO, EXPERIMENTS, ExperimentError, get_experiment
 from .emurun import EmulatorUnavailable, check_emulator
 from .runner import ConvoyNotFound, convoy_binary
@@ -174,6 +174,9 @@ def parser() -> argparse.ArgumentParser:
     grid.add_argument("--offsets", type=_numbers, metavar="S,S",
                       help="seconds into the traces where runs start (default: 0, 1/3 and 2/3 of each trace)")
     run.add_argument("--uploads", type=_seeds, default=100, help="faults: how many uploads (default 100)")
+    run.add_argument("--engine", choices=["local", "dask", "ray"], default="local",
+                     help="fleet experiments: where their sweep runs (default: this machine's cores)")
+    run.add_argument("--workers", type=int, help="fleet experiments: sweep workers")
     common(run)
     common(sub.add_parser("demo", help=f"the short default subset ({', '.join(DEMO)}), then the report"))
     common(sub.add_parser("reproduce", help="every experiment at full length, then the report"))
@@ -201,6 +204,11 @@ def main(argv: list[str] | None = None) -> int:
             given = [f"--{k}" for k, v in overrides.items() if v is not None]
             if given and cellular.NAME not in names:
                 raise ExperimentError(f"{', '.join(given)}: only for the {cellular.NAME} experiment")
+            # Fleet experiments (convoy sim, no emulator) run on their own.
+            fleet = [n for n in names if n in fleet_experiments.FLEET]
+            names = [n for n in names if n not in fleet_experiments.FLEET]
+            if fleet:
+                return _run_fleet(fleet, quick, args.seeds, args.out, args.json, args.engine, args.workers, names)
         elif args.command == "demo":
             names, quick, schemes = DEMO, True, None
         else:
@@ -263,6 +271,41 @@ def _faults(args) -> int:
     return 0 if s["bytes_lost"] == 0 and s["bytes_corrupted"] == 0 and s["stored"] == s["uploads"] else 1
 
 
+def _run_fleet(fleet: list[str], quick: bool, seeds: int, out: Path, as_json_doc: bool, engine: str,
+               workers: int | None, rest: list[str]) -> int:
+    """Fleet experiments: each a `convoy sim sweep`, then the thesis's figures beside ours."""
+    from .fleet_sweep import SweepError
+    from .mobility import SumoError
+
+    if rest:
+        print(f"error: run fleet experiments ({', '.join(fleet)}) apart from emulator ones ({', '.join(rest)})",
+              file=sys.stderr)
+        return 2
+    try:
+        convoy_binary()
+        out.mkdir(parents=True, exist_ok=True)
+        results = []
+        for n in fleet:
+            print(f"{n}: running (progress of the sweep on stderr)", file=sys.stderr)
+            results.append(fleet_experiments.run(n, quick, seeds, out, engine, workers))
+    except (SweepError, SumoError, ConvoyNotFound) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("interrupted: finished runs are under their experiment's runs/", file=sys.stderr)
+        return 130
+    if as_json_doc:
+        doc = {"experiments": [{"name": r["experiment"].name, "meta": r["meta"],
+                                "claims": [c.__dict__ for c in r["claims"]],
+                                "rows": [{k: _clean(v) for k, v in row.items()} for row in r["df"].to_dict("records")]}
+                               for r in results]}
+        print(json.dumps(doc, indent=1, default=str))
+    else:
+        for r in results:
+            fleet_experiments.print_result(r)
+    return 0
+
+
 def _list(as_json_doc: bool) -> int:
     if as_json_doc:
         doc = {
@@ -278,6 +321,7 @@ def _list(as_json_doc: bool) -> int:
                     "demo": cellular.NAME in DEMO,
                 }
             },
+            "fleet_experiments": {n: {"title": e.title, "conditions": e.conditions} for n, e in fleet_experiments.FLEET.items()},
             "schemes": {n: s.description for n, s in SCHEMES.items()},
         }
         print(json.dumps(doc, indent=1))
@@ -288,6 +332,9 @@ def _list(as_json_doc: bool) -> int:
     print(f"  {cellular.NAME:<15}{'*' if cellular.NAME in DEMO else ' '} {cellular.TITLE}")
     print(f"  {'faults':<15}  uploads under seeded random faults (kill -9, outages, loss, reordering,")
     print(f"  {'':<15}  duplication, corruption, a full disk), re-run until complete, checked byte for byte")
+    print("fleet experiments (convoy sim; run NAME [--quick] [--seeds N] [--engine local|dask|ray]):")
+    for n, e in fleet_experiments.FLEET.items():
+        print(f"  {n:<15}  {e.title}")
     print("schemes:")
     for n, s in SCHEMES.items():
         reason = s.unavailable()

@@ -11,6 +11,7 @@ mod net_cmd;
 mod net_common;
 mod perf_cmd;
 mod progress;
+mod sim_cmd;
 mod simulate_cmd;
 mod table;
 mod trace_cmd;
@@ -56,6 +57,13 @@ enum Command {
     /// 25ms --loss 10% --size 10MB [--trace FILE] [--both-ways] [--json]`.
     /// Prints goodput against capacity x (1 - loss).
     Simulate(simulate_cmd::SimulateArgs),
+    /// The fleet simulator: thousands of vehicles running convoy's own
+    /// protocol code (AVE, convoy-proto) in virtual time over 802.11p and
+    /// LTE models: `convoy sim fleet SCENARIO.toml [--seed N] [--out DIR]`,
+    /// `convoy sim fleet --bench`, `convoy sim sweep SCENARIO.toml --seeds
+    /// 1-10 --param KEY=A,B --out DIR` (docs/SIM.md).
+    #[command(subcommand)]
+    Sim(sim_cmd::SimCommand),
     /// Make a key pair for a server: `convoy keygen --out server.key`
     /// writes server.key (private, mode 0600) and server.key.pub, and
     /// prints the public key that clients pass as --server-key.
@@ -150,6 +158,7 @@ fn main() -> ExitCode {
         Command::Emu(args) => emu_cmd::run(args),
         Command::Trace(cmd) => trace_cmd::run(cmd),
         Command::Simulate(args) => simulate_cmd::run_simulate(args),
+        Command::Sim(cmd) => sim_cmd::run(cmd),
         Command::Keygen(args) => net_cmd::keygen(args),
         Command::Serve(args) => net_cmd::serve(args),
         Command::Send(args) => net_cmd::send(args),
