@@ -70,8 +70,8 @@
 //!
 //! # Not modelled
 //!
-//! One FIFO per direction (no per-flow or per-UE queues; a policy can
-//! emulate them by dropping), no MAC-level retransmission or link-layer ARQ
+//! One queue per direction, a FIFO or FQ-CoDel's per-flow queues
+//! ([`QueueDiscipline`]; no per-UE queues), no MAC-level retransmission or link-layer ARQ
 //! (model its effect as delay and loss), no corruption or duplication, no
 //! capacity shared between the two directions, and of mm-link's queue
 //! disciplines only drop-tail and CoDel (no drop-head, no PIE).
@@ -86,6 +86,7 @@ mod codel;
 mod config;
 mod delay;
 mod error;
+mod fq_codel;
 mod link;
 mod loss;
 mod queue;
@@ -100,10 +101,13 @@ pub use capacity::Capacity;
 pub use codel::CoDel;
 pub use config::LinkConfig;
 pub use delay::{DelayConfig, DelaySource};
+pub use fq_codel::{FqCodel, FqCodelConfig};
 pub use error::{ConfigError, ParseErrorKind, TraceError};
 pub use link::{Delivery, Enqueued, Link, LinkDirection, Stats};
 pub use loss::{GeParams, LossModel, LossParams, LossPosition, LossProcess, LossSource};
-pub use queue::{NoAqm, PacketMeta, QueueLimit, QueuePolicy, QueueState, Verdict};
+pub use queue::{
+    NoAqm, PacketMeta, QueueDiscipline, QueueLimit, QueuePolicy, QueueState, Verdict,
+};
 pub use record::{
     parse_records, records_to_csv, DropReason, Record, RecordKind, RecordWriter, CSV_HEADER,
 };
