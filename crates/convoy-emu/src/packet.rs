@@ -214,7 +214,11 @@ pub fn transport_checksum(p: &[u8]) -> Option<u16> {
     let parsed = parse(p)?;
     let ihl = usize::from(p[0] & 0x0f) * 4;
     let seg = &p[ihl..parsed.len as usize];
-    let at = if parsed.tuple.proto == PROTO_TCP { 16 } else { 6 };
+    let at = if parsed.tuple.proto == PROTO_TCP {
+        16
+    } else {
+        6
+    };
     let mut sum: u32 = 0;
     let mut add = |hi: u8, lo: u8| sum += u32::from(u16::from_be_bytes([hi, lo]));
     for pair in p[12..20].chunks(2) {
@@ -280,7 +284,13 @@ pub(crate) mod tests {
         p
     }
 
-    pub fn udp_packet(src: [u8; 4], dst: [u8; 4], sport: u16, dport: u16, payload: usize) -> Vec<u8> {
+    pub fn udp_packet(
+        src: [u8; 4],
+        dst: [u8; 4],
+        sport: u16,
+        dport: u16,
+        payload: usize,
+    ) -> Vec<u8> {
         let total = 28 + payload;
         let mut p = vec![0u8; total];
         p[0] = 0x45;
@@ -301,7 +311,18 @@ pub(crate) mod tests {
 
     #[test]
     fn parses_a_linux_syn() {
-        let p = tcp_packet([10, 7, 0, 1], [10, 7, 0, 2], 40000, 5201, 1000, 0, SYN, 64240, &SYN_OPTS, 0);
+        let p = tcp_packet(
+            [10, 7, 0, 1],
+            [10, 7, 0, 2],
+            40000,
+            5201,
+            1000,
+            0,
+            SYN,
+            64240,
+            &SYN_OPTS,
+            0,
+        );
         let parsed = parse(&p).unwrap();
         assert_eq!(parsed.tuple.sport, 40000);
         let tcp = parsed.tcp.unwrap();
@@ -314,7 +335,18 @@ pub(crate) mod tests {
     #[test]
     fn window_rewrite_keeps_the_checksum_valid() {
         for (window, payload) in [(65535u16, 0usize), (1, 1448), (0x1234, 7), (0, 3)] {
-            let mut p = tcp_packet([10, 7, 0, 1], [10, 7, 0, 2], 40000, 5201, 9, 77, ACK, 0xfedc, &[], payload);
+            let mut p = tcp_packet(
+                [10, 7, 0, 1],
+                [10, 7, 0, 2],
+                40000,
+                5201,
+                9,
+                77,
+                ACK,
+                0xfedc,
+                &[],
+                payload,
+            );
             let tcp = parse(&p).unwrap().tcp.unwrap();
             set_window(&mut p, tcp.offset, window);
             let after = parse(&p).unwrap().tcp.unwrap();
@@ -326,7 +358,18 @@ pub(crate) mod tests {
 
     #[test]
     fn garbage_and_truncation_are_not_tcp() {
-        let p = tcp_packet([1, 2, 3, 4], [5, 6, 7, 8], 1, 2, 0, 0, ACK, 100, &SYN_OPTS, 10);
+        let p = tcp_packet(
+            [1, 2, 3, 4],
+            [5, 6, 7, 8],
+            1,
+            2,
+            0,
+            0,
+            ACK,
+            100,
+            &SYN_OPTS,
+            10,
+        );
         for cut in 0..p.len() {
             // Anything shorter than the IP total length is rejected.
             assert!(parse(&p[..cut]).is_none(), "cut at {cut}");

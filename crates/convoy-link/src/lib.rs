@@ -101,13 +101,11 @@ pub use capacity::Capacity;
 pub use codel::CoDel;
 pub use config::LinkConfig;
 pub use delay::{DelayConfig, DelaySource};
-pub use fq_codel::{FqCodel, FqCodelConfig};
 pub use error::{ConfigError, ParseErrorKind, TraceError};
+pub use fq_codel::{FqCodel, FqCodelConfig};
 pub use link::{Delivery, Enqueued, Link, LinkDirection, Stats};
 pub use loss::{GeParams, LossModel, LossParams, LossPosition, LossProcess, LossSource};
-pub use queue::{
-    NoAqm, PacketMeta, QueueDiscipline, QueueLimit, QueuePolicy, QueueState, Verdict,
-};
+pub use queue::{NoAqm, PacketMeta, QueueDiscipline, QueueLimit, QueuePolicy, QueueState, Verdict};
 pub use record::{
     parse_records, records_to_csv, DropReason, Record, RecordKind, RecordWriter, CSV_HEADER,
 };

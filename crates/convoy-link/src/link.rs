@@ -9,8 +9,8 @@ use crate::capacity::{Capacity, Fluid, Opportunities};
 use crate::config::LinkConfig;
 use crate::delay::{Delayer, InFlight, MetaOrd, Pipe};
 use crate::error::ConfigError;
-use crate::loss::{LossPosition, LossProcess, LossSource};
 use crate::fq_codel::FqCodel;
+use crate::loss::{LossPosition, LossProcess, LossSource};
 use crate::queue::{
     NoAqm, PacketMeta, QueueDiscipline, QueueLimit, QueuePolicy, QueueState, Verdict,
 };

@@ -118,8 +118,7 @@ impl Conn {
 
     /// Whether data is flowing in direction `d`.
     pub fn active(&self, d: Dir, now: Time) -> bool {
-        !self.finished[d]
-            && self.last_data[d].is_some_and(|t| now.saturating_since(t) < ACTIVE)
+        !self.finished[d] && self.last_data[d].is_some_and(|t| now.saturating_since(t) < ACTIVE)
     }
 
     /// The shift to apply to window fields written by the end that sends

@@ -46,11 +46,28 @@ impl Flow {
         feed(ap, UP, ms(at), syn);
         let mut synack_opts = SYN_OPTS;
         synack_opts[16..20].copy_from_slice(&[1, 3, 3, 9]);
-        let synack = tcp_packet(SERVER, CLIENT, 5201, port, 0, 1, SYN | ACK, 65160, &synack_opts, 0);
+        let synack = tcp_packet(
+            SERVER,
+            CLIENT,
+            5201,
+            port,
+            0,
+            1,
+            SYN | ACK,
+            65160,
+            &synack_opts,
+            0,
+        );
         feed(ap, DOWN, ms(at), synack);
         let ack = tcp_packet(CLIENT, SERVER, port, 5201, 1, 1, ACK, 24576, &ts(4, 1), 0);
         feed(ap, UP, ms(at + rtt), ack);
-        Flow { port, rtt, tsval: 1000, client_ts: 4, window: 14480 }
+        Flow {
+            port,
+            rtt,
+            tsval: 1000,
+            client_ts: 4,
+            window: 14480,
+        }
     }
 
     /// One round: a data segment down at `t`, the client's ACK `rtt` later,
@@ -60,18 +77,54 @@ impl Flow {
         self.tsval += 1;
         // The sender fills the window it was last given.
         for _ in 0..self.window.div_ceil(1448).max(1) {
-            let data = tcp_packet(SERVER, CLIENT, 5201, self.port, 1, 1, ACK, 500, &ts(self.tsval, self.client_ts), 1448);
+            let data = tcp_packet(
+                SERVER,
+                CLIENT,
+                5201,
+                self.port,
+                1,
+                1,
+                ACK,
+                500,
+                &ts(self.tsval, self.client_ts),
+                1448,
+            );
             feed(ap, DOWN, ms(t), data);
         }
         self.client_ts += 1;
         // The client offers 3 MB (scale 7: 24576 × 128).
-        let ack = tcp_packet(CLIENT, SERVER, self.port, 5201, 1, 1449, ACK, 24576, &ts(self.client_ts, self.tsval), 0);
+        let ack = tcp_packet(
+            CLIENT,
+            SERVER,
+            self.port,
+            5201,
+            1,
+            1449,
+            ACK,
+            24576,
+            &ts(self.client_ts, self.tsval),
+            0,
+        );
         let out = feed(ap, UP, ms(t + self.rtt), ack);
         self.tsval += 1;
-        let next = tcp_packet(SERVER, CLIENT, 5201, self.port, 1449, 1, ACK, 500, &ts(self.tsval, self.client_ts), 1448);
+        let next = tcp_packet(
+            SERVER,
+            CLIENT,
+            5201,
+            self.port,
+            1449,
+            1,
+            ACK,
+            500,
+            &ts(self.tsval, self.client_ts),
+            1448,
+        );
         feed(ap, DOWN, ms(t + self.rtt), next);
         let after = parse(&out).unwrap().tcp.unwrap();
-        assert_eq!(Some(u16::from_be_bytes([out[36], out[37]])), transport_checksum(&out));
+        assert_eq!(
+            Some(u16::from_be_bytes([out[36], out[37]])),
+            transport_checksum(&out)
+        );
         self.window = u64::from(after.window) << 7;
         self.window
     }
@@ -92,11 +145,19 @@ fn sap_law_window_is_free_capacity_times_rtt() {
 
     // 4 Mbit/s of UDP down (a movie stream): the TCP flow gets the rest.
     for i in 0..600u64 {
-        feed(&mut ap, DOWN, ms(1300 + i), udp_packet(SERVER, CLIENT, 7000, 7000, 472));
+        feed(
+            &mut ap,
+            DOWN,
+            ms(1300 + i),
+            udp_packet(SERVER, CLIENT, 7000, 7000, 472),
+        );
     }
     let w = f.round(&mut ap, 1840);
     let expected = 6e6 / 8.0 * PAYLOAD_SHARE * 0.060 + HEADROOM_MSS * MSS;
-    assert!((w as f64 - expected).abs() < 0.03 * expected, "{w} vs {expected}");
+    assert!(
+        (w as f64 - expected).abs() < 0.03 * expected,
+        "{w} vs {expected}"
+    );
 }
 
 #[test]
@@ -146,7 +207,13 @@ fn never_raises_a_window_and_leaves_unknown_flows_alone() {
     assert_eq!(ap.stats().windows_rewritten, 0);
     // A flow whose SYNs the AP never saw: its scale is unknown.
     let mut ap = SmartAp::new(ApPolicy::SapLaw, [Some(1_000_000), Some(1_000_000)]);
-    let mut g = Flow { port: 40100, rtt: 60, tsval: 1, client_ts: 1, window: 1448 };
+    let mut g = Flow {
+        port: 40100,
+        rtt: 60,
+        tsval: 1,
+        client_ts: 1,
+        window: 1448,
+    };
     for i in 0..5 {
         assert_eq!(g.round(&mut ap, 100 + i * 60), 24576 << 7);
     }
@@ -166,16 +233,25 @@ fn voap_holds_the_queue_between_alpha_and_beta() {
     let w1 = round(&mut ap, 0, &mut t);
     let w2 = round(&mut ap, 0, &mut t);
     let w3 = round(&mut ap, 0, &mut t);
-    assert!(w2 > w1 && w3 as f64 > 1.5 * (w2 as f64 - HEADROOM_MSS * MSS), "{w1} {w2} {w3}");
+    assert!(
+        w2 > w1 && w3 as f64 > 1.5 * (w2 as f64 - HEADROOM_MSS * MSS),
+        "{w1} {w2} {w3}"
+    );
     // Between α and β: held.
     let held = round(&mut ap, 7, &mut t);
     assert_eq!(round(&mut ap, 7, &mut t), held);
     // Above β: one segment less per round trip.
     let lower = round(&mut ap, 20, &mut t);
-    assert!((held as i64 - lower as i64 - MSS as i64).abs() <= 128, "{held} {lower}");
+    assert!(
+        (held as i64 - lower as i64 - MSS as i64).abs() <= 128,
+        "{held} {lower}"
+    );
     // Below α again, after slow start: one segment more.
     let higher = round(&mut ap, 1, &mut t);
-    assert!((higher as i64 - lower as i64 - MSS as i64).abs() <= 128, "{lower} {higher}");
+    assert!(
+        (higher as i64 - lower as i64 - MSS as i64).abs() <= 128,
+        "{lower} {higher}"
+    );
 }
 
 #[test]
