@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use convoy_codec::CodeKind;
 
-use crate::cc::{Bbr, BbrConfig, RateController, Rcdp, RcdpConfig};
+use crate::cc::{Background, BackgroundConfig, Bbr, BbrConfig, RateController, Rcdp, RcdpConfig};
 use crate::coding::CodingConfig;
 use crate::crypto::Keypair;
 use crate::stream::StreamLimits;
@@ -71,6 +71,9 @@ pub enum RateControl {
     Rcdp(RcdpConfig),
     /// BBR (v1): bottleneck bandwidth and min-RTT model, pacing, cwnd = 2 BDP.
     Bbr(BbrConfig),
+    /// The scavenger of `--priority background`: yields on queueing delay,
+    /// never on loss (cc/background.rs).
+    Background(BackgroundConfig),
     /// Any other controller on the trait (BBR, the simulator's references).
     Custom {
         name: &'static str,
@@ -83,6 +86,7 @@ impl std::fmt::Debug for RateControl {
         match self {
             RateControl::Rcdp(c) => f.debug_tuple("Rcdp").field(c).finish(),
             RateControl::Bbr(c) => f.debug_tuple("Bbr").field(c).finish(),
+            RateControl::Background(c) => f.debug_tuple("Background").field(c).finish(),
             RateControl::Custom { name, .. } => f.debug_tuple("Custom").field(name).finish(),
         }
     }
@@ -93,6 +97,7 @@ impl RateControl {
         match self {
             RateControl::Rcdp(c) => Box::new(Rcdp::new(c.clone())),
             RateControl::Bbr(c) => Box::new(Bbr::new(c.clone())),
+            RateControl::Background(c) => Box::new(Background::new(c.clone())),
             RateControl::Custom { factory, .. } => factory(),
         }
     }
