@@ -19,16 +19,24 @@
 //!   acknowledgment of the latest packet an ACK covers (the one the
 //!   receiver acknowledged without delay); the round's minimum filters out
 //!   ACK batching and host scheduling noise.
-//! * **Window**, once per round trip:
-//!   - slow start: doubles until q reaches ¾ of the target (LEDBAT++'s exit
-//!     point);
-//!   - q below the target: grows by [`GAIN_UP`] × (1 − q/target) of itself,
-//!     at least one packet; only when the window was used (a sender with
-//!     nothing to send learns nothing about the path);
-//!   - q above the target: shrinks by min([`GAIN_DOWN`] × (q/target − 1),
-//!     ½) of itself (LEDBAT++'s multiplicative decrease), down to
-//!     [`MIN_WINDOW_PACKETS`]. A competing flow that fills the queue halves
-//!     it every round trip: from 50 packets to 2 in about five.
+//! * **Window**, once per round trip. While the bottleneck is busy, a
+//!   window w over a round trip base + q drains at r = w/(base + q), and
+//!   the queue holds q·r of it; the target holds target·r. So the window
+//!   moves by the gap in packets, (target − q)·r, times a gain:
+//!   - slow start: doubles until q passes ¾ of the target (LEDBAT++'s exit
+//!     point), then takes off the excess at once;
+//!   - q above the target: shrinks by [`GAIN_DOWN`] × (q − target)·r, at
+//!     most by half (LEDBAT++'s bound), down to [`MIN_WINDOW_PACKETS`]. A
+//!     competing flow that fills a deep queue halves it every round trip:
+//!     from 50 packets to 2 in about five;
+//!   - q between [`PROBE_BELOW`] × target and the target: grows by
+//!     [`GAIN_NEAR`] × (target − q)·r, so it settles on the target without
+//!     overshooting it;
+//!   - q under that (no queue: the link may have room the rate cannot
+//!     show): grows by [`GAIN_UP`] of itself, at least one packet.
+//!
+//!   It grows only in rounds where the window was full (a sender with
+//!   nothing to send learns nothing about the path).
 //! * **Pacing** at [`PACING_GAIN`] × window / base RTT: the window, not the
 //!   pacer, sets the rate; pacing only spreads each window over the round
 //!   trip so no burst lands in the shared queue.
@@ -41,11 +49,16 @@ use super::{pacing_base, transmit_time, AckEvent, RateController};
 use crate::recovery::SentPacket;
 
 /// Queueing delay the controller aims at (see docs/PROTOCOL.md).
-pub const TARGET: Duration = Duration::from_millis(4);
-/// Share of the window added per round trip with an empty queue.
+pub const TARGET: Duration = Duration::from_millis(3);
+/// Share of the window added per round trip when the queue is empty
+/// (below [`PROBE_BELOW`] × target).
 pub const GAIN_UP: f64 = 0.125;
-/// Multiplier of the relative excess delay taken off per round trip.
-pub const GAIN_DOWN: f64 = 0.5;
+pub const PROBE_BELOW: f64 = 0.25;
+/// Share of the gap to the target closed per round trip when the queue is
+/// below it...
+pub const GAIN_NEAR: f64 = 0.5;
+/// ...and above it.
+pub const GAIN_DOWN: f64 = 1.0;
 pub const MIN_WINDOW_PACKETS: u64 = 2;
 pub const INITIAL_WINDOW_PACKETS: u64 = 10;
 pub const PACING_GAIN: f64 = 1.25;
@@ -180,29 +193,36 @@ impl Background {
         MIN_WINDOW_PACKETS * self.cfg.mss
     }
 
-    /// One round trip's verdict on the window.
-    fn end_round(&mut self, q: Duration) {
+    /// One round trip's verdict on the window, from the round's queueing
+    /// delay `q` over the base round trip `base`.
+    fn end_round(&mut self, q: Duration, base: Duration) {
         self.qdelay = q;
         let target = self.cfg.target.as_secs_f64().max(1e-6);
-        let ratio = q.as_secs_f64() / target;
+        let q_s = q.as_secs_f64();
         let w = self.cwnd as f64;
+        let mss = self.cfg.mss as f64;
+        // Packets per second through the bottleneck while it is busy: the
+        // window over the round trip it took.
+        let per_s = w / (base.as_secs_f64() + q_s).max(1e-4);
         let next = if self.slow_start {
-            if ratio > 0.75 {
+            if q_s > 0.75 * target {
                 self.slow_start = false;
-                w
+                w - (w / 2.0).min((q_s - target).max(0.0) * per_s)
             } else if self.round_limited {
                 2.0 * w
             } else {
                 w
             }
-        } else if ratio <= 1.0 {
-            if self.round_limited {
-                w + (w * GAIN_UP * (1.0 - ratio)).max(self.cfg.mss as f64)
-            } else {
-                w
-            }
+        } else if q_s > target {
+            // The queue holds (q − target) × rate more than we aim at.
+            w - (w / 2.0).min(GAIN_DOWN * (q_s - target) * per_s)
+        } else if !self.round_limited {
+            w
+        } else if q_s < PROBE_BELOW * target {
+            // No queue at all: the link may have room we cannot see.
+            w + (w * GAIN_UP).max(mss)
         } else {
-            w - w * (GAIN_DOWN * (ratio - 1.0)).min(0.5)
+            w + GAIN_NEAR * (target - q_s) * per_s
         };
         self.cwnd = (next as u64).max(self.min_window());
     }
@@ -256,7 +276,7 @@ impl RateController for Background {
         // A packet sent in this round came back: the round is over.
         let min = self.round_min.take().unwrap_or(sample);
         let base = self.base_rtt().unwrap_or(min);
-        self.end_round(min.saturating_sub(base));
+        self.end_round(min.saturating_sub(base), base);
         self.round_start = e.now;
         self.round_limited = false;
     }

@@ -59,12 +59,12 @@ fn slow_start_doubles_then_stops_at_three_quarters_of_the_target() {
     assert_eq!(w[1], 2 * w[0]);
     assert_eq!(w[2], 2 * w[1]);
     assert!(b.in_slow_start());
-    // 3 ms of queue is ¾ of the 4 ms target: still doubling. 4 ms is
-    // past it: slow start ends and the window is held.
-    drive(&mut b, 60, 1, |_| 3);
+    // 2 ms of queue is under ¾ of the 3 ms target: still doubling. 3 ms
+    // is past it: slow start ends, and with no excess the window is held.
+    drive(&mut b, 60, 1, |_| 2);
     assert!(b.in_slow_start());
     let before = b.cwnd();
-    drive(&mut b, 60, 1, |_| 4);
+    drive(&mut b, 60, 1, |_| 3);
     assert!(!b.in_slow_start());
     assert_eq!(b.cwnd(), before);
 }
@@ -73,15 +73,21 @@ fn slow_start_doubles_then_stops_at_three_quarters_of_the_target() {
 fn grows_below_target_and_shrinks_above_it() {
     let mut b = Background::new(BackgroundConfig::default());
     b.on_handshake_rtt(ms(0), ms(60));
-    drive(&mut b, 60, 3, |_| 4); // leave slow start
+    drive(&mut b, 60, 3, |_| 3); // leave slow start
     let w0 = b.cwnd();
     let w = drive(&mut b, 60, 1, |_| 0);
     // Empty queue: + 1/8 of the window.
     assert_eq!(w[0], w0 + w0 / 8);
-    // Twice the target: − half of (2 − 1) = − 50 %.
-    let w1 = b.cwnd();
-    let w = drive(&mut b, 60, 1, |_| 8);
-    assert!((w[0] as i64 - (w1 / 2) as i64).abs() <= 1, "{w1} → {}", w[0]);
+    // 2 ms, under the 3 ms target: half the 1 ms gap's packets are added.
+    let w1 = b.cwnd() as f64;
+    let w = drive(&mut b, 60, 1, |_| 2);
+    let gap = 0.001 * w1 / 0.062;
+    assert!((w[0] as f64 - (w1 + 0.5 * gap)).abs() <= 2.0, "{w1} → {}", w[0]);
+    // 13 ms: 10 ms too much, taken off in one round trip.
+    let w2 = b.cwnd() as f64;
+    let w = drive(&mut b, 60, 1, |_| 13);
+    let excess = 0.010 * w2 / 0.073;
+    assert!((w[0] as f64 - (w2 - excess)).abs() <= 2.0, "{w2} → {}", w[0]);
     // A competitor filling a 250-packet queue (300 ms): halves each round
     // trip, to the minimum within a few.
     let w = drive(&mut b, 60, 8, |_| 300);
