@@ -117,7 +117,12 @@ struct Outcome {
 
 /// Runs the flows (each from its start) and a VoIP source (172-byte
 /// payloads every 20 ms, from `voip_from`) over one uplink for `until`.
-fn run(kinds: &[(Kind, Duration)], voip_from: Option<Duration>, loss: f64, until: Duration) -> Outcome {
+fn run(
+    kinds: &[(Kind, Duration)],
+    voip_from: Option<Duration>,
+    loss: f64,
+    until: Duration,
+) -> Outcome {
     let mut net: Link = Link::new(link(loss, 7), link(0.0, 8)).unwrap();
     let mut flows: Vec<Flow> = kinds
         .iter()
@@ -173,7 +178,11 @@ fn run(kinds: &[(Kind, Duration)], voip_from: Option<Duration>, loss: f64, until
                 while let Some(t) = ep.poll_transmit(now, &mut buf) {
                     let id = next_id;
                     next_id += 1;
-                    let dir = if side == 0 { &mut net.uplink } else { &mut net.downlink };
+                    let dir = if side == 0 {
+                        &mut net.uplink
+                    } else {
+                        &mut net.downlink
+                    };
                     let len = t.len as u32 + HEADERS;
                     if dir.enqueue(to_time(now), len, id) == Enqueued::Accepted {
                         held.insert(id, (i * 2 + side, buf[..t.len].to_vec()));
@@ -190,7 +199,10 @@ fn run(kinds: &[(Kind, Duration)], voip_from: Option<Duration>, loss: f64, until
         let mut next = until;
         for f in &flows {
             next = next.min(f.start.max(now));
-            for t in [f.client.poll_timeout(), f.server.poll_timeout()].into_iter().flatten() {
+            for t in [f.client.poll_timeout(), f.server.poll_timeout()]
+                .into_iter()
+                .flatten()
+            {
                 next = next.min(t);
             }
         }
@@ -257,7 +269,12 @@ const C: f64 = C_BPS as f64;
 /// Alone, the background flow fills the link.
 #[test]
 fn alone_it_fills_the_link() {
-    let out = run(&[(Kind::Background, Duration::ZERO)], None, 0.0, Duration::from_secs(20));
+    let out = run(
+        &[(Kind::Background, Duration::ZERO)],
+        None,
+        0.0,
+        Duration::from_secs(20),
+    );
     let g = out.flows[0].goodput_bps(Duration::from_secs(5), Duration::from_secs(20));
     let util = out.uplink[50..200].iter().sum::<u64>() as f64 * 8.0 / 15.0 / C;
     eprintln!(
@@ -287,7 +304,12 @@ fn beside_voip_the_queue_stays_short() {
         .filter(|(t, _)| *t > Duration::from_secs(10))
         .map(|&(_, d)| d)
         .collect();
-    let alone: Vec<f64> = out.voip.iter().filter(|(t, _)| *t < Duration::from_secs(5)).map(|&(_, d)| d).collect();
+    let alone: Vec<f64> = out
+        .voip
+        .iter()
+        .filter(|(t, _)| *t < Duration::from_secs(5))
+        .map(|&(_, d)| d)
+        .collect();
     let base = percentile(alone, 0.5);
     let (p50, p95, p99) = (
         percentile(during.clone(), 0.5) - base,
@@ -314,7 +336,12 @@ fn beside_voip_the_queue_stays_short() {
 fn it_yields_to_cubic() {
     let start = Duration::from_secs(5);
     let end = Duration::from_secs(20);
-    let out = run(&[(Kind::Background, Duration::ZERO), (Kind::Cubic, start)], None, 0.0, end);
+    let out = run(
+        &[(Kind::Background, Duration::ZERO), (Kind::Cubic, start)],
+        None,
+        0.0,
+        end,
+    );
     let (bg, cubic) = (&out.flows[0], &out.flows[1]);
     let from = Duration::from_secs(9);
     let (g_bg, g_cubic) = (bg.goodput_bps(from, end), cubic.goodput_bps(from, end));
@@ -340,8 +367,17 @@ fn it_yields_to_cubic() {
 /// 2 % random loss is repaired by coding, not taken as congestion.
 #[test]
 fn random_loss_does_not_slow_it_down() {
-    let out = run(&[(Kind::Background, Duration::ZERO)], None, 0.02, Duration::from_secs(20));
+    let out = run(
+        &[(Kind::Background, Duration::ZERO)],
+        None,
+        0.02,
+        Duration::from_secs(20),
+    );
     let g = out.flows[0].goodput_bps(Duration::from_secs(5), Duration::from_secs(20));
-    eprintln!("background at 2 % loss: {:.2} Mbit/s = {:.1} % of C·(1 − p)", g / 1e6, g / (C * 0.98) * 100.0);
+    eprintln!(
+        "background at 2 % loss: {:.2} Mbit/s = {:.1} % of C·(1 − p)",
+        g / 1e6,
+        g / (C * 0.98) * 100.0
+    );
     assert!(g > 0.85 * C * 0.98, "{g}");
 }

@@ -89,9 +89,19 @@ fn ap_policies_keep_the_queue_empty_under_kernel_cubic() {
         return;
     }
     let mut table = Vec::new();
-    for extra in ["", ",ap=sap-law", ",ap=sap-law-rtt", ",ap=voap", ",queue=fq_codel"] {
+    for extra in [
+        "",
+        ",ap=sap-law",
+        ",ap=sap-law-rtt",
+        ",ap=voap",
+        ",queue=fq_codel",
+    ] {
         let dir = scratch(&format!("policy{}", extra.replace([',', '='], "_")));
-        let queue = if extra.contains("fq_codel") { "" } else { ",queue=250" };
+        let queue = if extra.contains("fq_codel") {
+            ""
+        } else {
+            ",queue=250"
+        };
         let link = format!("wifi:rate=10mbit,delay=30ms{queue}{extra}");
         emu(
             &dir,
@@ -105,12 +115,18 @@ fn ap_policies_keep_the_queue_empty_under_kernel_cubic() {
         let _ = std::fs::remove_dir_all(&dir);
     }
     let (_, none_p50, _, none_mbit) = table[0];
-    assert!(none_p50 > 100.0, "plain FIFO: cubic should fill it, p50 {none_p50} ms");
+    assert!(
+        none_p50 > 100.0,
+        "plain FIFO: cubic should fill it, p50 {none_p50} ms"
+    );
     assert!(none_mbit > 9.0);
     for &(policy, p50, p95, mbit) in &table[1..] {
         // VoAP may hold up to β = 10 ms; FQ-CoDel's target is 5 ms.
         assert!(p50 < 12.0 && p95 < 25.0, "{policy}: p50 {p50} p95 {p95} ms");
-        assert!(mbit > 0.85 * none_mbit, "{policy}: {mbit} Mbit/s vs {none_mbit}");
+        assert!(
+            mbit > 0.85 * none_mbit,
+            "{policy}: {mbit} Mbit/s vs {none_mbit}"
+        );
     }
 }
 

@@ -82,17 +82,30 @@ fn grows_below_target_and_shrinks_above_it() {
     let w1 = b.cwnd() as f64;
     let w = drive(&mut b, 60, 1, |_| 2);
     let gap = 0.001 * w1 / 0.062;
-    assert!((w[0] as f64 - (w1 + 0.5 * gap)).abs() <= 2.0, "{w1} → {}", w[0]);
+    assert!(
+        (w[0] as f64 - (w1 + 0.5 * gap)).abs() <= 2.0,
+        "{w1} → {}",
+        w[0]
+    );
     // 13 ms: 10 ms too much, taken off in one round trip.
     let w2 = b.cwnd() as f64;
     let w = drive(&mut b, 60, 1, |_| 13);
     let excess = 0.010 * w2 / 0.073;
-    assert!((w[0] as f64 - (w2 - excess)).abs() <= 2.0, "{w2} → {}", w[0]);
+    assert!(
+        (w[0] as f64 - (w2 - excess)).abs() <= 2.0,
+        "{w2} → {}",
+        w[0]
+    );
     // A competitor filling a 250-packet queue (300 ms): halves each round
     // trip, to the minimum within a few.
     let w = drive(&mut b, 60, 8, |_| 300);
     assert_eq!(*w.last().unwrap(), MIN_WINDOW_PACKETS * MSS);
-    assert!(w.iter().position(|&x| x == MIN_WINDOW_PACKETS * MSS).unwrap() <= 6);
+    assert!(
+        w.iter()
+            .position(|&x| x == MIN_WINDOW_PACKETS * MSS)
+            .unwrap()
+            <= 6
+    );
 }
 
 #[test]
@@ -150,7 +163,10 @@ fn base_rtt_is_forgotten_after_its_history() {
 #[test]
 fn priority_names() {
     assert_eq!("background".parse::<Priority>(), Ok(Priority::Background));
-    assert!("low".parse::<Priority>().unwrap_err().contains("normal, background"));
+    assert!("low"
+        .parse::<Priority>()
+        .unwrap_err()
+        .contains("normal, background"));
     let mut cfg = crate::Config::new(crate::Keypair::generate());
     Priority::Background.apply(&mut cfg);
     assert_eq!(cfg.rate_control.build().name(), "background");
