@@ -5,6 +5,7 @@
     python -m convoy_lab.experiments demo        # the short default subset, then the report
     python -m convoy_lab.experiments reproduce   # every experiment at full length
     python -m convoy_lab.experiments report      # rebuild results/report.html from the CSVs
+    python -m convoy_lab.experiments run smart-ap|background [--quick] [--scale F] [--only KIND]
 
 Each run prints progress on stderr, then the paper's figures beside ours and
 a goodput table on stdout (`--json`: one JSON document instead), and writes
@@ -21,7 +22,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from . import catalog, report
+from . import catalog, report, scheduled
 from .catalog import DEMO, EXPERIMENTS, ExperimentError, get_experiment
 from .emurun import EmulatorUnavailable, check_emulator
 from .runner import ConvoyNotFound, convoy_binary
@@ -116,6 +117,8 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("names", nargs="+", metavar="NAME")
     run.add_argument("--quick", action="store_true", help="the demo's shorter settings")
     run.add_argument("--schemes", help=f"comma-separated subset of: {', '.join(SCHEMES)}")
+    run.add_argument("--scale", type=float, help="smart-ap, background: multiply the schedule's times (0.5: half length)")
+    run.add_argument("--only", help="smart-ap, background: only the cells of this kind, policy or bulk scheme")
     common(run)
     common(sub.add_parser("demo", help=f"the short default subset ({', '.join(DEMO)}), then the report"))
     common(sub.add_parser("reproduce", help="every experiment at full length, then the report"))
@@ -140,6 +143,10 @@ def main(argv: list[str] | None = None) -> int:
             names, quick, schemes = DEMO, True, None
         else:
             names, quick, schemes = list(EXPERIMENTS), False, None
+        sched = [n for n in names if n in scheduled.names()] if args.command == "run" else []
+        names = [n for n in names if n not in sched]
+        if args.command == "run" and getattr(args, "scale", None) is not None and not 0 < args.scale <= 10:
+            raise ExperimentError("--scale must be in (0, 10]")
         # Every name is checked before the first run starts.
         for name in names:
             catalog.check_inputs(get_experiment(name), quick)
@@ -149,6 +156,7 @@ def main(argv: list[str] | None = None) -> int:
         check_emulator()
         args.out.mkdir(parents=True, exist_ok=True)
         results = [run_experiment(n, quick, args.seeds, args.out, schemes, args.keep_records) for n in names]
+        done = {n: scheduled.run(n, quick, args.out, args.scale, args.only) for n in sched}
         path = report.write_report(args.out)
     except (ExperimentError, SchemeError) as err:
         print(f"error: {err}", file=sys.stderr)
@@ -160,10 +168,15 @@ def main(argv: list[str] | None = None) -> int:
         print("interrupted: runs finished so far are in their runs.csv", file=sys.stderr)
         return 130
     if args.json:
-        print(json.dumps(as_json(results, path.resolve()), indent=1))
+        doc = as_json(results, path.resolve())
+        doc["experiments"] += [{"name": n, "rows": [{k: _clean(v) for k, v in r.items()} for r in df.to_dict("records")]}
+                               for n, df in done.items()]
+        print(json.dumps(doc, indent=1))
     else:
         for res in results:
             print_result(res)
+        for n, df in done.items():
+            scheduled.print_result(n, df)
         print(f"\nreport: {path.resolve()}")
     return 0
 
@@ -174,7 +187,8 @@ def _list(as_json_doc: bool) -> int:
             "experiments": {
                 n: {"title": e.title, "conditions": e.conditions, "schemes": e.schemes, "demo": n in DEMO}
                 for n, e in EXPERIMENTS.items()
-            },
+            }
+            | {n: {"title": t, "demo": False} for n, t in scheduled.TITLES.items()},
             "schemes": {n: s.description for n, s in SCHEMES.items()},
         }
         print(json.dumps(doc, indent=1))
@@ -182,6 +196,8 @@ def _list(as_json_doc: bool) -> int:
     print("experiments (run NAME; * = part of the demo):")
     for n, e in EXPERIMENTS.items():
         print(f"  {n:<15}{'*' if n in DEMO else ' '} {e.title}")
+    for n, title in scheduled.TITLES.items():
+        print(f"  {n:<15}  {title}")
     print("schemes:")
     for n, s in SCHEMES.items():
         reason = s.unavailable()
