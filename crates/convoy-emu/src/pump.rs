@@ -164,8 +164,11 @@ pub struct Pump {
     inspect: Inspect,
     /// Packets serving their port's extra delay: one FIFO per distinct
     /// delay, so each stays in delivery order.
-    held: Vec<(Dur, VecDeque<(Time, Vec<u8>)>)>,
+    held: Vec<(Dur, HeldLine)>,
 }
+
+/// Packets due at a time, in the order they are due.
+type HeldLine = VecDeque<(Time, Vec<u8>)>;
 
 impl Pump {
     #[allow(clippy::too_many_arguments)]
