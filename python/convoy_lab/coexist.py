@@ -168,6 +168,10 @@ def scripts(s: Schedule, t0: int, work: Path) -> tuple[str, str]:
         rx, tx, rx_side = _bulk_commands(b, t0, work, i)
         side[rx_side].append(rx)
         side["client" if rx_side == "server" else "server"].append(tx)
+    # `convoy emu` starts the client once something listens on the server
+    # side; with only downloads nothing would, so a placeholder does.
+    hold = f"import socket, time; s = socket.socket(2, 2); s.bind(('{SERVER_IP}', 9)); time.sleep({s.length + 10:g})"
+    side["server"].append(shlex.join([PY, "-c", hold]))
     # The client side also waits for the schedule's end, so the run lasts it.
     side["client"].append(_at(t0, s.length + 2.5, ["true"]))
     join = lambda cmds: " & ".join(f"( {c} )" for c in cmds) + " & wait"  # noqa: E731

@@ -142,10 +142,10 @@ def tables(name: str, df: pd.DataFrame) -> list[tuple[str, list[str], list[list[
             rows.append([r.get("policy", math.nan), _f(r.get("game_jitter_max_all_ms", math.nan), 2), _f(p["max_all"][paper], 2) if paper else "–",
                          _f(r.get("game_jitter_mean_all_ms", math.nan), 3), _f(r.get("game_jitter_max_tcp_ms", math.nan), 2),
                          _f(r.get("game_jitter_mean_tcp_ms", math.nan), 3), _f(p["mean_tcp"][paper], 3) if paper else "–",
-                         _f(r.get("queue_p95_ms", math.nan)), _f(r.get("tcp_mbit_s", math.nan), 2), _f(r.get("tcp_rate_cv"), 2)])
+                         _f(r.get("queue_p95_ms", math.nan)), _f(r.get("tcp_mbit_s", math.nan), 2)])
         out.append(("Game jitter (downstream game flow, IPDV) beside Palazzi's; TCP download 135–180 s",
                     ["AP", "max 0–180 ms", "paper", "mean 0–180", "max TCP on", "mean TCP on", "paper",
-                     "queue p95 ms", "TCP Mbit/s", "rate CV"], rows))
+                     "queue p95 ms", "TCP Mbit/s"], rows))
         fair = ok[ok["kind"] == "rtt-fair"]
         rows = [[r.get("policy", math.nan), _f(r.get("tcp0_mbit_s", math.nan), 2), _f(r.get("tcp1_mbit_s", math.nan), 2), _f(r.get("tcp2_mbit_s", math.nan), 2),
                  f"{_f(100 * r.get('rtt_spread', math.nan), 0)} %", _f(r.get("game_jitter_max_tcp_ms", math.nan), 2)] for _, r in fair.iterrows()]

@@ -100,9 +100,6 @@ def measure(cell: Cell, sched: Schedule, res: dict) -> dict:
             got = len(coexist.rt_packets(work, name, t0))
             sent = coexist.sent_count(work, name)
             row[f"{name}_loss_pct"] = 100 * (1 - got / sent) if sent else math.nan
-        # Smoothness: coefficient of variation of the TCP flow's rate in
-        # 1 s bins, from the link (the AP's downlink minus the UDP flows).
-        row["tcp_rate_cv"] = tcp_cv(q, tcp_start + 5, sched.length)
     else:
         rates = []
         for i in range(3):
@@ -111,14 +108,6 @@ def measure(cell: Cell, sched: Schedule, res: dict) -> dict:
         ok = [r for r in rates if not math.isnan(r)]
         row["rtt_spread"] = (max(ok) - min(ok)) / (sum(ok) / len(ok)) if len(ok) == 3 else math.nan
     return row
-
-
-def tcp_cv(q, start: float, end: float) -> float:
-    part = q[(q["t"] >= start) & (q["t"] < end)]
-    if part.empty:
-        return math.nan
-    per_s = part.groupby((part["t"] // 1).astype(int))["mbit_s"].mean()
-    return float(per_s.std() / per_s.mean()) if per_s.mean() > 0 else math.nan
 
 
 def paper_json() -> str:
