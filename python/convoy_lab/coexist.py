@@ -96,7 +96,10 @@ def tcp_available(cc: str) -> str | None:
         return "no /proc/sys/net/ipv4/tcp_available_congestion_control"
     if cc in names:
         return None
-    subprocess.run(["modprobe", f"tcp_{cc}"], capture_output=True, check=False)
+    try:  # setting it on a socket would load it too; modprobe says so sooner
+        subprocess.run(["modprobe", f"tcp_{cc}"], capture_output=True, check=False)
+    except OSError:
+        pass
     if cc in path.read_text().split():
         return None
     return f"this kernel has no tcp_{cc} (available: {' '.join(names)})"
