@@ -138,7 +138,7 @@ def measure(cell: Cell, sched: Schedule, res: dict) -> dict:
         row["game_over_10ms_pct"] = 100 * float(((during["owd_ms"] - base) > 10).mean()) if len(during) else math.nan
         row["game_over_15ms_pct"] = 100 * float(((during["owd_ms"] - base) > 15).mean()) if len(during) else math.nan
     if cell.kind == "compete":
-        row.update(compete_share(work))
+        row.update(compete_share(work, sched.bulk[0].start, sched.bulk[1]))
     return row
 
 
@@ -155,19 +155,22 @@ def yield_time(voip: pd.DataFrame, start: float, floor_ms: float, window: float 
     return math.inf
 
 
-def compete_share(work: Path) -> dict:
-    """Background's share of the link while kernel Cubic runs (30–90 s):
-    both from their own per-second reports."""
+def compete_share(work: Path, bg_start: float, cubic: Bulk) -> dict:
+    """Background's share of the link while kernel Cubic runs, leaving out
+    the first sixth of Cubic's time (its slow start): background's rate
+    from its per-second report, Cubic's from its own total."""
     import json
 
     try:
         perf = json.loads((work / "bulk0.json").read_text().strip().splitlines()[-1])
-        cubic = json.loads((work / "bulk1.json").read_text().strip().splitlines()[-1])
+        tcp = json.loads((work / "bulk1.json").read_text().strip().splitlines()[-1])
     except (OSError, ValueError, IndexError):
         return {"share_vs_cubic": math.nan}
-    ivs = [i for i in perf.get("intervals", []) if 40 <= i["start_s"] and i["end_s"] <= 90]
+    lo = cubic.start + (cubic.end - cubic.start) / 6 - bg_start
+    hi = cubic.end - bg_start
+    ivs = [i for i in perf.get("intervals", []) if lo <= i["start_s"] and i["end_s"] <= hi + 0.5]
     if not ivs:
         return {"share_vs_cubic": math.nan}
     bg = sum(i["bytes"] for i in ivs) * 8 / sum(i["end_s"] - i["start_s"] for i in ivs) / 1e6
-    cu = cubic["bytes"] * 8 / cubic["seconds"] / 1e6
+    cu = tcp["bytes"] * 8 / tcp["seconds"] / 1e6
     return {"share_vs_cubic": bg / (bg + cu), "bg_mbit_s": bg, "cubic_mbit_s": cu}

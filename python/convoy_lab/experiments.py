@@ -118,7 +118,9 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--quick", action="store_true", help="the demo's shorter settings")
     run.add_argument("--schemes", help=f"comma-separated subset of: {', '.join(SCHEMES)}")
     run.add_argument("--scale", type=float, help="smart-ap, background: multiply the schedule's times (0.5: half length)")
-    run.add_argument("--only", help="smart-ap, background: only the cells of this kind, policy or bulk scheme")
+    run.add_argument("--only", help="smart-ap, background: only the cells matching these comma-separated tokens")
+    run.add_argument("--remeasure", action="store_true",
+                     help="smart-ap, background: recompute the figures from the kept run directories, run nothing")
     common(run)
     common(sub.add_parser("demo", help=f"the short default subset ({', '.join(DEMO)}), then the report"))
     common(sub.add_parser("reproduce", help="every experiment at full length, then the report"))
@@ -156,7 +158,10 @@ def main(argv: list[str] | None = None) -> int:
         check_emulator()
         args.out.mkdir(parents=True, exist_ok=True)
         results = [run_experiment(n, quick, args.seeds, args.out, schemes, args.keep_records) for n in names]
-        done = {n: scheduled.run(n, quick, args.out, args.scale, args.only) for n in sched}
+        if getattr(args, "remeasure", False):
+            done = {n: scheduled.remeasure(n, args.out) for n in sched}
+        else:
+            done = {n: scheduled.run(n, quick, args.out, args.scale, args.only) for n in sched}
         path = report.write_report(args.out)
     except (ExperimentError, SchemeError) as err:
         print(f"error: {err}", file=sys.stderr)
