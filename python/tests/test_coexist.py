@@ -95,7 +95,7 @@ def test_yield_time_from_voip_delays():
     t = [60 + i * 0.02 for i in range(200)]
     owd = [60.0 if x < 61 else 32.0 for x in t]
     df = pd.DataFrame({"t": t, "owd_ms": owd})
-    assert background_exp.yield_time(df, 60, 30.0) == pytest.approx(1.5, abs=0.11)
+    assert background_exp.yield_time(df, 60, 30.0) == pytest.approx(1.0, abs=0.021)
     assert background_exp.yield_time(df.assign(owd_ms=90.0), 60, 30.0) == math.inf
 
 
