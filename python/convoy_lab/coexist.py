@@ -295,6 +295,19 @@ def queue_series(work: Path, direction: str, bin_s: float = 0.1, offset: float =
                          "mbit_s": g["len"].sum().values * 8 / bin_s / 1e6})
 
 
+def bulk_link_mbit_s(work: Path, t0: int, direction: str, start: float, end: float) -> float:
+    """IP bit rate of full-sized packets (the bulk flow's: every real-time
+    packet here is under 1000 bytes) that the link delivered in [start, end)
+    of schedule time."""
+    path = work / "records" / f"{LINK}.{direction}.csv"
+    if not path.is_file() or end <= start:
+        return math.nan
+    df = pd.read_csv(path, usecols=["t_ns", "event", "len"])
+    t = df["t_ns"] / 1e9 + link_offset(work, t0)
+    d = df[(df["event"] == "dlv") & (df["len"] >= 1000) & (t >= start) & (t < end)]
+    return float(d["len"].sum()) * 8 / (end - start) / 1e6
+
+
 def ipdv(owd: pd.Series) -> pd.Series:
     """|D_i − D_{i−1}| of consecutive received packets (RFC 3393, ms)."""
     return owd.dropna().diff().abs().dropna()
