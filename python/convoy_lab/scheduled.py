@@ -94,7 +94,7 @@ def run(name: str, quick: bool, out: Path, scale: float | None, only: str | None
         work = d / "runs" / label.replace(" ", "_").replace("/", "-")
         res = coexist.run(sched, work, seed)
         try:
-            row = mod.measure(cell, sched, res) if res["status"] == "ok" else {**cell.__dict__, "status": res["status"]}
+            row = _measure(mod, cell, sched, res)
             plot_run(name, cell, sched, res, d / f"{work.name}.png")
         except (ValueError, KeyError, TypeError, OSError) as err:
             # One unreadable run must not lose the others.
@@ -116,6 +116,18 @@ def run(name: str, quick: bool, out: Path, scale: float | None, only: str | None
     return df
 
 
+def _measure(mod, cell, sched, res: dict) -> dict:
+    """The run's row. A run stopped at its time limit is measured all the
+    same (its per-packet data is complete up to the schedule's end; what
+    overran is a bulk sender still draining its buffer) and says so."""
+    if res["status"] not in ("ok", "timeout"):
+        return {**cell.__dict__, "status": res["status"]}
+    row = mod.measure(cell, sched, {**res, "status": "ok"})
+    if res["status"] == "timeout":
+        row["note"] = "stopped at the time limit: the bulk sender was still draining its buffer"
+    return row
+
+
 def remeasure(name: str, out: Path) -> pd.DataFrame:
     """Recomputes every row from the run directories a run kept (after a
     change to the figures), without running anything."""
@@ -126,20 +138,21 @@ def remeasure(name: str, out: Path) -> pd.DataFrame:
     rows = []
     for r in old.to_dict("records"):
         work = Path(str(r.get("work", "")))
-        if r.get("status") != "ok" or not (work / "t0").is_file():
+        if r.get("status") not in ("ok", "timeout") or not (work / "t0").is_file():
             rows.append(r)
             continue
         alias = {"rate": "rate_mbit", "queue": "queue_pkts"}
         values = {}
         for f in fields:
-            v = r.get(f, r.get(alias.get(f, f)))
-            values[f] = None if v is None or (isinstance(v, float) and math.isnan(v)) else v
+            options = [r.get(f), r.get(alias.get(f, f))]
+            known = [v for v in options if v is not None and not (isinstance(v, float) and math.isnan(v))]
+            values[f] = known[0] if known else None
         if values.get("queue") is not None:
             values["queue"] = int(values["queue"])
         cell = mod.Cell(**values)
         sched = _schedule(name, cell).scaled(float(r["scale"]))
-        res = {"status": "ok", "t0": int((work / "t0").read_text()), "work": work}
-        fresh = mod.measure(cell, sched, res)
+        res = {"status": r.get("status"), "t0": int((work / "t0").read_text()), "work": work}
+        fresh = _measure(mod, cell, sched, res)
         fresh.update(scale=r["scale"], load=r.get("load"), work=str(work))
         rows.append(fresh)
     df = pd.DataFrame(rows)

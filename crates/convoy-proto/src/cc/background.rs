@@ -25,13 +25,16 @@
 //!   moves by the gap in packets, (target − q)·r, times a gain:
 //!   - slow start: doubles until q passes ¾ of the target (LEDBAT++'s exit
 //!     point), then takes off the excess at once;
-//!   - q above the target: shrinks by [`GAIN_DOWN`] × (q − target)·r, at
-//!     most by half (LEDBAT++'s bound), down to [`MIN_WINDOW_PACKETS`]. A
-//!     competing flow that fills a deep queue halves it every round trip:
-//!     from 50 packets to 2 in about five;
+//!   - q above the target in two rounds in a row (one alone may be a stall
+//!     of the host or the radio): shrinks by [`GAIN_DOWN`] × (q − target)·r,
+//!     at most by half (LEDBAT++'s bound), down to [`MIN_WINDOW_PACKETS`].
+//!     A competing flow that fills a deep queue halves it every round trip
+//!     from the second: from 50 packets to 2 in about six;
 //!   - q between [`PROBE_BELOW`] × target and the target: grows by
 //!     [`GAIN_NEAR`] × (target − q)·r, so it settles on the target without
-//!     overshooting it;
+//!     overshooting it, and by at least (1 − q/target) of a packet, so that
+//!     noise in real RTT samples cannot hold an unsaturated link in this
+//!     band with vanishing steps;
 //!   - q under that (no queue: the link may have room the rate cannot
 //!     show): grows by [`GAIN_UP`] of itself, at least one packet.
 //!
@@ -140,6 +143,8 @@ pub struct Background {
     round_limited: bool,
     /// The last queueing delay measured (for reports).
     qdelay: Duration,
+    /// Whether the last round's queueing delay was above the target.
+    above_target: bool,
     srtt: Duration,
     next_send: Option<Duration>,
 }
@@ -155,6 +160,7 @@ impl Background {
             round_min: None,
             round_limited: false,
             qdelay: Duration::ZERO,
+            above_target: false,
             srtt: Duration::from_millis(100),
             next_send: None,
         }
@@ -214,16 +220,26 @@ impl Background {
                 w
             }
         } else if q_s > target {
-            // The queue holds (q − target) × rate more than we aim at.
-            w - (w / 2.0).min(GAIN_DOWN * (q_s - target) * per_s)
+            // The queue holds (q − target) × rate more than we aim at; one
+            // round above the target alone may be a stall of the host or
+            // the radio rather than a queue, so the cut waits for a second.
+            if self.above_target {
+                w - (w / 2.0).min(GAIN_DOWN * (q_s - target) * per_s)
+            } else {
+                w
+            }
         } else if !self.round_limited {
             w
         } else if q_s < PROBE_BELOW * target {
             // No queue at all: the link may have room we cannot see.
             w + (w * GAIN_UP).max(mss)
         } else {
-            w + GAIN_NEAR * (target - q_s) * per_s
+            // At least (1 − q/target) of a packet per round: real RTT
+            // samples carry a millisecond of noise, which would otherwise
+            // keep an unsaturated link in this band with tiny steps.
+            w + (GAIN_NEAR * (target - q_s) * per_s).max(mss * (1.0 - q_s / target))
         };
+        self.above_target = !self.slow_start && q_s > target;
         self.cwnd = (next as u64).max(self.min_window());
     }
 
