@@ -56,7 +56,13 @@ def _cells(name: str, quick: bool, only: str | None):
 
 
 def _key(row: dict) -> tuple:
-    return tuple(str(row.get(k)) for k in ("kind", "policy", "bulk", "impairment", "rate_mbit", "queue_pkts"))
+    """A cell's identity in runs.csv (numbers as written or read back)."""
+    def norm(v):
+        if isinstance(v, (int, float)):
+            return "nan" if isinstance(v, float) and math.isnan(v) else f"{float(v):g}"
+        return str(v)
+
+    return tuple(norm(row.get(k)) for k in ("kind", "policy", "bulk", "impairment", "rate_mbit", "queue_pkts"))
 
 
 def _schedule(name: str, cell):
