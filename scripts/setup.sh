@@ -18,6 +18,8 @@ command -v ping >/dev/null 2>&1 || need_apt+=(iputils-ping)
 command -v iperf3 >/dev/null 2>&1 || need_apt+=(iperf3)
 command -v tshark >/dev/null 2>&1 || need_apt+=(tshark)
 command -v mptcpize >/dev/null 2>&1 || need_apt+=(mptcpd)
+# The coexistence experiments' VoIP flow (smart-ap, background).
+command -v irtt >/dev/null 2>&1 || need_apt+=(irtt)
 if ((${#need_apt[@]})); then
     say "installing Debian packages: ${need_apt[*]}"
     if [ "$(id -u)" -ne 0 ]; then sudo=sudo; else sudo=; fi

@@ -8,6 +8,7 @@
     python -m convoy_lab.experiments reproduce   # every experiment at full length
     python -m convoy_lab.experiments report      # rebuild results/report.html from the CSVs
     python -m convoy_lab.experiments run faults [--uploads 100] [--quick]   # the fault campaign (convoy_lab.faults)
+    python -m convoy_lab.experiments run smart-ap|background [--quick] [--scale F] [--only KIND]
 
 Each run prints progress on stderr, then the paper's figures beside ours and
 a goodput table on stdout (`--json`: one JSON document instead), and writes
@@ -24,7 +25,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from . import catalog, cellular, cellular_analysis, fleet_experiments, report
+from . import catalog, cellular, cellular_analysis, fleet_experiments, report, scheduled
 from .catalog import DEMO, EXPERIMENTS, ExperimentError, get_experiment
 from .emurun import EmulatorUnavailable, check_emulator
 from .runner import ConvoyNotFound, convoy_binary
@@ -177,6 +178,10 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--engine", choices=["local", "dask", "ray"], default="local",
                      help="fleet experiments: where their sweep runs (default: this machine's cores)")
     run.add_argument("--workers", type=int, help="fleet experiments: sweep workers")
+    run.add_argument("--scale", type=float, help="smart-ap, background: multiply the schedule's times (0.5: half length)")
+    run.add_argument("--only", help="smart-ap, background: only the cells matching these comma-separated tokens")
+    run.add_argument("--remeasure", action="store_true",
+                     help="smart-ap, background: recompute the figures from the kept run directories, run nothing")
     common(run)
     common(sub.add_parser("demo", help=f"the short default subset ({', '.join(DEMO)}), then the report"))
     common(sub.add_parser("reproduce", help="every experiment at full length, then the report"))
@@ -213,6 +218,10 @@ def main(argv: list[str] | None = None) -> int:
             names, quick, schemes = DEMO, True, None
         else:
             names, quick, schemes = all_names(), False, None
+        sched = [n for n in names if n in scheduled.names()] if args.command == "run" else []
+        names = [n for n in names if n not in sched]
+        if args.command == "run" and getattr(args, "scale", None) is not None and not 0 < args.scale <= 10:
+            raise ExperimentError("--scale must be in (0, 10]")
         # Every name, scheme and trace is checked before the first run starts.
         for name in names:
             check_name(name)
@@ -236,6 +245,10 @@ def main(argv: list[str] | None = None) -> int:
             else run_experiment(n, quick, args.seeds, args.out, schemes, args.keep_records)
             for n in names
         ]
+        if getattr(args, "remeasure", False):
+            done = {n: scheduled.remeasure(n, args.out) for n in sched}
+        else:
+            done = {n: scheduled.run(n, quick, args.out, args.scale, args.only) for n in sched}
         path = report.write_report(args.out)
     except (ExperimentError, SchemeError) as err:
         print(f"error: {err}", file=sys.stderr)
@@ -247,10 +260,15 @@ def main(argv: list[str] | None = None) -> int:
         print("interrupted: runs finished so far are in their runs.csv", file=sys.stderr)
         return 130
     if args.json:
-        print(json.dumps(as_json(results, path.resolve()), indent=1))
+        doc = as_json(results, path.resolve())
+        doc["experiments"] += [{"name": n, "rows": [{k: _clean(v) for k, v in r.items()} for r in df.to_dict("records")]}
+                               for n, df in done.items()]
+        print(json.dumps(doc, indent=1))
     else:
         for res in results:
             print_result(res)
+        for n, df in done.items():
+            scheduled.print_result(n, df)
         print(f"\nreport: {path.resolve()}")
     return 0
 
@@ -320,7 +338,8 @@ def _list(as_json_doc: bool) -> int:
                     "schemes": cellular.SCHEMES_DEFAULT,
                     "demo": cellular.NAME in DEMO,
                 }
-            },
+            }
+            | {n: {"title": t, "demo": False} for n, t in scheduled.TITLES.items()},
             "fleet_experiments": {n: {"title": e.title, "conditions": e.conditions} for n, e in fleet_experiments.FLEET.items()},
             "schemes": {n: s.description for n, s in SCHEMES.items()},
         }
@@ -330,6 +349,8 @@ def _list(as_json_doc: bool) -> int:
     for n, e in EXPERIMENTS.items():
         print(f"  {n:<15}{'*' if n in DEMO else ' '} {e.title}")
     print(f"  {cellular.NAME:<15}{'*' if cellular.NAME in DEMO else ' '} {cellular.TITLE}")
+    for n, title in scheduled.TITLES.items():
+        print(f"  {n:<15}  {title}")
     print(f"  {'faults':<15}  uploads under seeded random faults (kill -9, outages, loss, reordering,")
     print(f"  {'':<15}  duplication, corruption, a full disk), re-run until complete, checked byte for byte")
     print("fleet experiments (convoy sim; run NAME [--quick] [--seeds N] [--engine local|dask|ray]):")

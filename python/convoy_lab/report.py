@@ -261,6 +261,13 @@ def write_report(out: Path) -> Path:
     if loaded is not None:
         sections.append(cellular_section(*loaded, out))
         index.append(f'<li><a href="#{CELLULAR}">Cellular drive traces (Pantheon-style)</a></li>')
+    from . import scheduled
+
+    for name, title in scheduled.TITLES.items():
+        section = scheduled.report_section(name, out)
+        if section:
+            sections.append(section)
+            index.append(f'<li><a href="#{name}">{html.escape(title)}</a></li>')
     now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     body = "\n".join(sections) if sections else "<p>No results yet: run <code>make demo</code>.</p>"
     page = f"""<!doctype html>

@@ -27,10 +27,11 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use convoy_link::{LinkDirection, RecordWriter};
 
+use crate::ap::SmartAp;
 use crate::error::EmuError;
 use crate::netns::{reap_children, Netns};
 use crate::pcap::PcapWriter;
-use crate::pump::{DirectionReport, LiveCounters, Pump, PumpOutputs, Stopper, Timing};
+use crate::pump::{DirectionReport, Inspect, LiveCounters, Pump, PumpOutputs, Stopper, Timing};
 use crate::spec::LinkSpec;
 use crate::tun::Tun;
 
@@ -210,7 +211,11 @@ impl Emulator {
                 .collect(),
         };
         for (i, ((up, down), (c, s))) in models.into_iter().zip(tun_pairs).enumerate() {
-            let name = &config.links[i].name;
+            let spec = &config.links[i];
+            let name = &spec.name;
+            let ap = spec
+                .ap
+                .map(|policy| Arc::new(Mutex::new(SmartAp::new(policy, spec.capacities()))));
             for (dir, model, ingress, egress) in [
                 ("up", up, c.clone(), s.clone()),
                 ("down", down, s.clone(), c.clone()),
@@ -250,7 +255,16 @@ impl Emulator {
                     live,
                     out,
                 )
-                .with_faults(faults);
+                .with_faults(faults)
+                .with_inspect(Inspect {
+                    ap: ap.clone().map(|a| (a, usize::from(dir == "down"))),
+                    flows: if dir == "up" {
+                        spec.up.fq_codel
+                    } else {
+                        spec.down.fq_codel
+                    },
+                    port_delay: spec.port_delay.clone(),
+                });
                 emu.pumps.push(pump.spawn()?);
             }
         }

@@ -10,6 +10,9 @@
 //! * [`spec`]: the `--link NAME:KEY=VALUE,...` syntax and what it builds.
 //! * [`netns`], [`tun`]: anonymous namespaces and TUN devices; nothing
 //!   outlives the process that holds them.
+//! * [`ap`]: the smart access point (SAP-LAW, RTT-fair SAP-LAW, VoAP),
+//!   which rewrites TCP receive windows in the packets it forwards; it
+//!   reads them with [`packet`].
 //! * [`pump`]: one thread per link direction, the timing-critical part.
 //! * [`emulator`]: setup, addressing, commands in the namespaces, teardown.
 //! * [`pcap`]: the optional pcapng capture.
@@ -17,9 +20,11 @@
 //!
 //! docs/EMU.md is the user's reference.
 
+pub mod ap;
 pub mod emulator;
 pub mod error;
 pub mod netns;
+pub mod packet;
 pub mod pcap;
 pub mod pump;
 pub mod selftest;

@@ -11,7 +11,7 @@
 //! (reading any packet that arrives meanwhile), because a sleeping thread
 //! on a loaded VM wakes tens of microseconds late.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::os::fd::FromRawFd;
@@ -22,10 +22,12 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use convoy_link::{
-    Enqueued, FaultStage, Faulted, LinkDirection, RecordKind, RecordWriter, Stats, Time,
+    Dur, Enqueued, FaultStage, Faulted, LinkDirection, RecordKind, RecordWriter, Stats, Time,
 };
 
+use crate::ap::SmartAp;
 use crate::error::EmuError;
+use crate::packet;
 use crate::pcap::PcapWriter;
 use crate::tun::Tun;
 
@@ -121,6 +123,24 @@ pub struct DirectionReport {
     pub write_errors: u64,
 }
 
+/// What a pump does with the contents of packets, beyond carrying them.
+#[derive(Default)]
+pub struct Inspect {
+    /// The link's smart access point, shared with the other direction, and
+    /// this direction's index in it (0 up, 1 down).
+    pub ap: Option<(Arc<Mutex<SmartAp>>, usize)>,
+    /// Tell flows apart (per-flow queueing needs the 5-tuple's hash).
+    pub flows: bool,
+    /// Extra delay after the link for packets from or to a port.
+    pub port_delay: Vec<(u16, Dur)>,
+}
+
+impl Inspect {
+    fn any(&self) -> bool {
+        self.ap.is_some() || self.flows || !self.port_delay.is_empty()
+    }
+}
+
 pub struct Pump {
     label: String,
     link: LinkDirection,
@@ -145,7 +165,14 @@ pub struct Pump {
     write_errors: u64,
     /// Duplication, corruption and reordering after the link.
     faults: Option<FaultStage>,
+    inspect: Inspect,
+    /// Packets serving their port's extra delay: one FIFO per distinct
+    /// delay, so each stays in delivery order.
+    held: Vec<(Dur, HeldLine)>,
 }
+
+/// Packets due at a time, in the order they are due.
+type HeldLine = VecDeque<(Time, Vec<u8>)>;
 
 impl Pump {
     #[allow(clippy::too_many_arguments)]
@@ -179,7 +206,19 @@ impl Pump {
             late_max_ns: 0,
             write_errors: 0,
             faults: None,
+            inspect: Inspect::default(),
+            held: Vec::new(),
         }
+    }
+
+    /// Turns on the access point, flow hashing or port delays.
+    pub fn with_inspect(mut self, inspect: Inspect) -> Pump {
+        let mut delays: Vec<Dur> = inspect.port_delay.iter().map(|&(_, d)| d).collect();
+        delays.sort();
+        delays.dedup();
+        self.held = delays.into_iter().map(|d| (d, VecDeque::new())).collect();
+        self.inspect = inspect;
+        self
     }
 
     /// Puts a fault stage after the link (none if it has no faults).
@@ -227,7 +266,13 @@ impl Pump {
                 Ok(len) => {
                     let id = self.next_id;
                     self.next_id += 1;
-                    if let Enqueued::Accepted = self.link.enqueue(self.now(), len as u32, id) {
+                    let now = self.now();
+                    let flow = if self.inspect.any() {
+                        self.look_at(now, len)
+                    } else {
+                        0
+                    };
+                    if let Enqueued::Accepted = self.link.enqueue_flow(now, len as u32, id, flow) {
                         let mut buf = self.pool.pop().unwrap_or_default();
                         buf.clear();
                         buf.extend_from_slice(&self.scratch[..len]);
@@ -247,6 +292,44 @@ impl Pump {
             }
         }
         Ok(READ_BATCH)
+    }
+
+    /// The access point sees the packet just read (and may rewrite it);
+    /// returns its flow hash for per-flow queues.
+    fn look_at(&mut self, now: Time, len: usize) -> u64 {
+        let pkt = &mut self.scratch[..len];
+        let parsed = packet::parse(pkt);
+        if let Some((ap, dir)) = &self.inspect.ap {
+            let mut ap = ap.lock().unwrap_or_else(|p| p.into_inner());
+            ap.note_queue(*dir, self.link.sojourn());
+            ap.on_packet(*dir, now, pkt, parsed.as_ref());
+        }
+        match parsed {
+            Some(p) if self.inspect.flows => p.tuple.hash(),
+            _ => 0,
+        }
+    }
+
+    /// The extra delay of a delivered packet, by its ports.
+    fn extra_delay(&self, buf: &[u8]) -> Option<usize> {
+        if self.held.is_empty() {
+            return None;
+        }
+        let p = packet::parse(buf)?;
+        let (_, d) = self
+            .inspect
+            .port_delay
+            .iter()
+            .find(|(port, _)| *port == p.tuple.sport || *port == p.tuple.dport)?;
+        self.held.iter().position(|(h, _)| h == d)
+    }
+
+    /// When the next held packet is due.
+    fn next_held(&self) -> Option<Time> {
+        self.held
+            .iter()
+            .filter_map(|(_, q)| q.front().map(|f| f.0))
+            .min()
     }
 
     fn deliver_due(&mut self) {
@@ -269,9 +352,17 @@ impl Pump {
             }
         }
         self.faults = faults;
+        for i in 0..self.held.len() {
+            while self.held[i].1.front().is_some_and(|f| f.0 <= now) {
+                if let Some((at, buf)) = self.held[i].1.pop_front() {
+                    self.write_out(buf, at);
+                }
+            }
+        }
     }
 
-    /// Writes one delivery to the egress device.
+    /// One delivery after the fault stage: its payload, corrupted if the
+    /// stage says so, goes out now or after its port's extra delay.
     fn write(&mut self, f: Faulted) {
         let d = f.delivery;
         let buf = if f.more {
@@ -290,31 +381,39 @@ impl Pump {
         if let Some(bit) = f.corrupt_bit {
             corrupt(&mut buf, bit);
         }
-        {
-            let len = buf.len();
-            // Lateness is taken as the write starts: the write itself runs
-            // the receiving side's network stack and would count that too.
-            let late = self.now().saturating_since(d.at).as_nanos();
-            if self.egress.send(&buf[..len]).is_err() {
-                // The kernel refused it (e.g. its backlog is full): a loss
-                // the receiver sees, counted but not fatal.
-                self.write_errors += 1;
-            }
-            self.late[((late / 1000) as usize).min(LATE_BUCKETS - 1)] += 1;
-            self.late_max_ns = self.late_max_ns.max(late);
-            self.live.delivered_packets.fetch_add(1, Ordering::Relaxed);
-            self.live
-                .delivered_bytes
-                .fetch_add(len as u64, Ordering::Relaxed);
-            if let Some((pcap, iface, base)) = &self.out.pcap {
-                let ts = base + d.at.as_nanos();
-                let mut w = pcap.lock().unwrap_or_else(|p| p.into_inner());
-                // A failing capture must not stop the traffic; the error
-                // shows when the capture is flushed at the end.
-                let _ = w.packet(*iface, ts, &buf[..len]);
-            }
-            self.pool.push(buf);
+        if let Some(i) = self.extra_delay(&buf) {
+            let at = d.at + self.held[i].0;
+            self.held[i].1.push_back((at, buf));
+            return;
         }
+        self.write_out(buf, d.at);
+    }
+
+    /// Writes a delivered packet due at `at` to the receiving side.
+    fn write_out(&mut self, buf: Vec<u8>, at: Time) {
+        let len = buf.len();
+        // Lateness is taken as the write starts: the write itself runs
+        // the receiving side's network stack and would count that too.
+        let late = self.now().saturating_since(at).as_nanos();
+        if self.egress.send(&buf[..len]).is_err() {
+            // The kernel refused it (e.g. its backlog is full): a loss
+            // the receiver sees, counted but not fatal.
+            self.write_errors += 1;
+        }
+        self.late[((late / 1000) as usize).min(LATE_BUCKETS - 1)] += 1;
+        self.late_max_ns = self.late_max_ns.max(late);
+        self.live.delivered_packets.fetch_add(1, Ordering::Relaxed);
+        self.live
+            .delivered_bytes
+            .fetch_add(len as u64, Ordering::Relaxed);
+        if let Some((pcap, iface, base)) = &self.out.pcap {
+            let ts = base + at.as_nanos();
+            let mut w = pcap.lock().unwrap_or_else(|p| p.into_inner());
+            // A failing capture must not stop the traffic; the error
+            // shows when the capture is flushed at the end.
+            let _ = w.packet(*iface, ts, &buf[..len]);
+        }
+        self.pool.push(buf);
     }
 
     /// Frees the payloads the model dropped after queueing them, and writes
@@ -337,7 +436,11 @@ impl Pump {
 
     /// Sleeps until the next model event or an arriving packet.
     fn wait(&mut self) -> Result<(), EmuError> {
-        let held = self.faults.as_ref().and_then(FaultStage::next_event_time);
+        let faulted = self.faults.as_ref().and_then(FaultStage::next_event_time);
+        let held = match (faulted, self.next_held()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         let next = match (self.link.next_event_time(), held) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),

@@ -10,10 +10,11 @@ use std::path::Path;
 use std::sync::Arc;
 
 use convoy_link::{
-    splitmix64, Dur, FaultConfig, LinkConfig, LossModel, LossPosition, MahimahiTrace, OutagePolicy,
-    QueueLimit, SeriesTrace, Time,
+    splitmix64, Dur, FaultConfig, FqCodelConfig, LinkConfig, LossModel, LossPosition,
+    MahimahiTrace, OutagePolicy, QueueDiscipline, QueueLimit, SeriesTrace, Time,
 };
 
+use crate::ap::ApPolicy;
 use crate::error::SpecError;
 
 /// A constant rate standing in for "no bottleneck": 1 Pbit/s serialises a
@@ -25,8 +26,9 @@ pub const UNLIMITED_BPS: u64 = 1_000_000_000_000_000;
 pub const MAX_MTU: u32 = 65_535;
 
 const KEYS: &str = "rate, up, down, uplink, downlink, offset, delay, jitter, loss, loss-at, \
-                    queue, outage, outage-policy, seed, duplicate, corrupt, reorder, reorder-delay, \
-                    mtu (all but mtu also as up-KEY / down-KEY)";
+                    queue, outage, outage-policy, seed, duplicate, corrupt, reorder, reorder-delay \
+                    (these also as up-KEY / down-KEY), mtu, ap, alpha, beta (after ap=voap), \
+                    port-delay";
 
 /// Where a direction's capacity comes from.
 #[derive(Clone, Debug, PartialEq)]
@@ -49,6 +51,8 @@ pub struct DirectionSpec {
     pub loss: Option<LossModel>,
     pub loss_at: Option<LossPosition>,
     pub queue: Option<QueueLimit>,
+    /// `queue=fq_codel`: per-flow queues instead of the FIFO.
+    pub fq_codel: bool,
     pub outages: Option<Vec<(Time, Time)>>,
     pub outage_policy: Option<OutagePolicy>,
     pub seed: Option<u64>,
@@ -67,6 +71,12 @@ pub struct LinkSpec {
     pub mtu: u32,
     pub up: DirectionSpec,
     pub down: DirectionSpec,
+    /// `ap=...`: a smart access point on this link (both directions).
+    pub ap: Option<ApPolicy>,
+    /// `port-delay=PORT:DELAY/...`: extra one-way delay, each way, for the
+    /// packets of flows using that TCP or UDP port (flows behind the AP at
+    /// different distances, for RTT fairness).
+    pub port_delay: Vec<(u16, Dur)>,
 }
 
 impl LinkSpec {
@@ -85,6 +95,8 @@ impl LinkSpec {
             mtu: 1500,
             up: DirectionSpec::default(),
             down: DirectionSpec::default(),
+            ap: None,
+            port_delay: Vec::new(),
         })
     }
 
@@ -100,10 +112,95 @@ impl LinkSpec {
                 .ok_or_else(|| SpecError::MissingValue(item.to_owned()))?;
             spec.set(key, value, &mut seen)?;
         }
+        spec.check_ap()?;
         Ok(spec)
     }
 
+    /// SAP-LAW needs the capacity it divides: a constant rate each way.
+    fn check_ap(&self) -> Result<(), SpecError> {
+        let Some(policy) = self.ap else {
+            return Ok(());
+        };
+        if let ApPolicy::Voap { alpha, beta } = policy {
+            if alpha >= beta {
+                return Err(bad(
+                    "alpha",
+                    "alpha below beta",
+                    &format!("{alpha} ≥ {beta}"),
+                ));
+            }
+        }
+        if policy.needs_capacity() && self.capacities().iter().any(Option::is_none) {
+            return Err(bad(
+                "ap",
+                "a link with a constant rate each way for sap-law and sap-law-rtt \
+                 (they divide the capacity; voap needs none)",
+                policy.name(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Each direction's constant rate (bit/s), `None` for traces and
+    /// unlimited links.
+    pub fn capacities(&self) -> [Option<u64>; 2] {
+        [&self.up, &self.down].map(|d| match d.rate {
+            Some(RateSpec::Constant(bps)) => Some(bps),
+            _ => None,
+        })
+    }
+
+    /// Extra one-way delay of a packet from or to `port`, if any.
+    pub fn port_delay_of(&self, sport: u16, dport: u16) -> Option<Dur> {
+        self.port_delay
+            .iter()
+            .find(|(p, _)| *p == sport || *p == dport)
+            .map(|(_, d)| *d)
+    }
+
     fn set(&mut self, key: &str, value: &str, seen: &mut Vec<String>) -> Result<(), SpecError> {
+        match key {
+            "ap" => {
+                mark(seen, "ap")?;
+                let (name, opt) = value.split_once(':').unwrap_or((value, ""));
+                self.ap = Some(match name {
+                    "sap-law" => ApPolicy::SapLaw,
+                    "sap-law-rtt" => ApPolicy::SapLawRtt,
+                    "voap" => ApPolicy::voap_default(),
+                    _ => return Err(bad(key, ApPolicy::NAMES, value)),
+                });
+                if !opt.is_empty() {
+                    let (k, v) = opt
+                        .split_once('=')
+                        .ok_or_else(|| SpecError::MissingValue(opt.to_owned()))?;
+                    return self.set(k, v, seen);
+                }
+                return Ok(());
+            }
+            "alpha" | "beta" => {
+                mark(seen, key)?;
+                let d = parse_duration(key, value)?;
+                let Some(ApPolicy::Voap { alpha, beta }) = &mut self.ap else {
+                    return Err(bad(
+                        key,
+                        "to follow ap=voap (it is a VoAP threshold)",
+                        value,
+                    ));
+                };
+                if key == "alpha" {
+                    *alpha = d;
+                } else {
+                    *beta = d;
+                }
+                return Ok(());
+            }
+            "port-delay" => {
+                mark(seen, key)?;
+                self.port_delay = parse_port_delays(key, value)?;
+                return Ok(());
+            }
+            _ => {}
+        }
         if key == "mtu" {
             mark(seen, "mtu")?;
             self.mtu = parse_int(key, value)
@@ -162,6 +259,9 @@ impl LinkSpec {
                     _ => return Err(bad(key, "before or after (the queue)", value)),
                 };
                 apply(self, &|d| d.loss_at = Some(v));
+            }
+            "queue" if value == "fq_codel" || value == "fq-codel" => {
+                apply(self, &|d| d.fq_codel = true);
             }
             "queue" => {
                 let v = parse_queue(key, value)?;
@@ -277,6 +377,9 @@ impl DirectionSpec {
         }
         if let Some(q) = self.queue {
             c = c.with_queue(q);
+        }
+        if self.fq_codel {
+            c = c.with_discipline(QueueDiscipline::FqCodel(FqCodelConfig::default()));
         }
         if let Some(o) = &self.outages {
             c = c.with_outages(o.clone(), self.outage_policy.unwrap_or_default());
@@ -475,6 +578,25 @@ fn parse_queue(key: &str, value: &str) -> Result<QueueLimit, SpecError> {
     })
 }
 
+/// `5202:20ms` or several joined by `/`: `5202:20ms/5203:70ms`.
+fn parse_port_delays(key: &str, value: &str) -> Result<Vec<(u16, Dur)>, SpecError> {
+    const EXPECTED: &str = "PORT:DELAY pairs such as 5202:20ms/5203:70ms";
+    value
+        .split('/')
+        .map(|item| {
+            let (port, delay) = item
+                .split_once(':')
+                .ok_or_else(|| bad(key, EXPECTED, value))?;
+            let port: u16 = port
+                .parse()
+                .ok()
+                .filter(|&p| p > 0)
+                .ok_or_else(|| bad(key, EXPECTED, value))?;
+            Ok((port, parse_duration(key, delay)?))
+        })
+        .collect()
+}
+
 /// `10s-12s` or several joined by `/`: `10s-12s/30s-31.5s`.
 fn parse_outages(key: &str, value: &str) -> Result<Vec<(Time, Time)>, SpecError> {
     value
@@ -593,6 +715,49 @@ mod tests {
             .configs(0)
             .unwrap_err();
         assert!(matches!(e, SpecError::OffsetWithoutTrace), "{e}");
+    }
+
+    #[test]
+    fn access_point_and_fq_codel() {
+        let s =
+            LinkSpec::parse("wifi:rate=20mbit,queue=fq_codel,ap=voap:alpha=2ms,beta=8ms").unwrap();
+        assert_eq!(
+            s.ap,
+            Some(ApPolicy::Voap {
+                alpha: Dur::from_millis(2),
+                beta: Dur::from_millis(8)
+            })
+        );
+        assert!(s.up.fq_codel && s.down.fq_codel);
+        let (up, _) = s.configs(0).unwrap();
+        assert!(matches!(up.discipline, QueueDiscipline::FqCodel(_)));
+        let s = LinkSpec::parse("wifi:rate=10mbit,ap=sap-law-rtt,port-delay=5202:10ms/5203:35ms")
+            .unwrap();
+        assert_eq!(s.ap, Some(ApPolicy::SapLawRtt));
+        assert_eq!(s.port_delay_of(40000, 5203), Some(Dur::from_millis(35)));
+        assert_eq!(s.port_delay_of(40000, 5201), None);
+        assert_eq!(s.capacities(), [Some(10_000_000); 2]);
+        assert_eq!(
+            LinkSpec::parse("w:ap=voap").unwrap().ap,
+            Some(ApPolicy::voap_default())
+        );
+    }
+
+    #[test]
+    fn access_point_errors() {
+        let e = |t: &str| LinkSpec::parse(t).unwrap_err().to_string();
+        assert!(
+            e("w:ap=sap-law").contains("constant rate"),
+            "{}",
+            e("w:ap=sap-law")
+        );
+        assert!(e("w:rate=1mbit,ap=magic").contains("sap-law, sap-law-rtt or voap"));
+        assert!(e("w:rate=1mbit,beta=5ms").contains("ap=voap"));
+        assert!(e("w:ap=voap,alpha=10ms,beta=5ms").contains("alpha below beta"));
+        assert!(e("w:ap=voap:alpha=10ms").contains("alpha below beta"));
+        assert!(e("w:port-delay=80").contains("PORT:DELAY"));
+        assert!(e("w:port-delay=0:5ms").contains("PORT:DELAY"));
+        assert!(e("w:ap=voap,ap=voap").contains("twice"));
     }
 
     #[test]

@@ -271,6 +271,7 @@ mod tests {
             len: 0,
             enqueued_at: Time::ZERO,
             tag: 0,
+            flow: 0,
         }
     }
 

@@ -170,6 +170,7 @@ mod tests {
             len: 1500,
             enqueued_at: Time::from_millis(at_ms),
             tag: 0,
+            flow: 0,
         }
     }
 

@@ -6,7 +6,7 @@ use crate::availability::{Availability, OutagePolicy};
 use crate::capacity::Capacity;
 use crate::delay::{DelayConfig, DelaySource};
 use crate::loss::{LossModel, LossPosition, LossSource};
-use crate::queue::QueueLimit;
+use crate::queue::{QueueDiscipline, QueueLimit};
 use crate::time::{Dur, Time};
 use crate::trace::mahimahi::MahimahiTrace;
 use crate::trace::series::SeriesTrace;
@@ -21,6 +21,8 @@ pub struct LinkConfig {
     pub loss: LossSource,
     pub loss_position: LossPosition,
     pub queue: QueueLimit,
+    /// FIFO (default) or per-flow queues.
+    pub discipline: QueueDiscipline,
     pub availability: Availability,
     pub outage: OutagePolicy,
     /// The time-series trace that `Capacity::Series`, `DelaySource::Series`,
@@ -40,6 +42,7 @@ impl LinkConfig {
             loss: LossSource::default(),
             loss_position: LossPosition::default(),
             queue: QueueLimit::default(),
+            discipline: QueueDiscipline::default(),
             availability: Availability::default(),
             outage: OutagePolicy::default(),
             series: None,
@@ -98,6 +101,11 @@ impl LinkConfig {
 
     pub fn with_queue(mut self, limit: QueueLimit) -> LinkConfig {
         self.queue = limit;
+        self
+    }
+
+    pub fn with_discipline(mut self, discipline: QueueDiscipline) -> LinkConfig {
+        self.discipline = discipline;
         self
     }
 

@@ -70,8 +70,8 @@
 //!
 //! # Not modelled
 //!
-//! One FIFO per direction (no per-flow or per-UE queues; a policy can
-//! emulate them by dropping), no MAC-level retransmission or link-layer ARQ
+//! One queue per direction, a FIFO or FQ-CoDel's per-flow queues
+//! ([`QueueDiscipline`]; no per-UE queues), no MAC-level retransmission or link-layer ARQ
 //! (model its effect as delay and loss), no corruption or duplication, no
 //! capacity shared between the two directions, and of mm-link's queue
 //! disciplines only drop-tail and CoDel (no drop-head, no PIE).
@@ -87,6 +87,7 @@ mod config;
 mod delay;
 mod error;
 mod faults;
+mod fq_codel;
 mod link;
 mod loss;
 mod queue;
@@ -103,9 +104,10 @@ pub use config::LinkConfig;
 pub use delay::{DelayConfig, DelaySource};
 pub use error::{ConfigError, ParseErrorKind, TraceError};
 pub use faults::{FaultConfig, FaultStage, FaultStats, Faulted};
+pub use fq_codel::{FqCodel, FqCodelConfig};
 pub use link::{Delivery, Enqueued, Link, LinkDirection, Stats};
 pub use loss::{GeParams, LossModel, LossParams, LossPosition, LossProcess, LossSource};
-pub use queue::{NoAqm, PacketMeta, QueueLimit, QueuePolicy, QueueState, Verdict};
+pub use queue::{NoAqm, PacketMeta, QueueDiscipline, QueueLimit, QueuePolicy, QueueState, Verdict};
 pub use record::{
     parse_records, records_to_csv, DropReason, Record, RecordKind, RecordWriter, CSV_HEADER,
 };

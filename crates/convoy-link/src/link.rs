@@ -9,8 +9,11 @@ use crate::capacity::{Capacity, Fluid, Opportunities};
 use crate::config::LinkConfig;
 use crate::delay::{Delayer, InFlight, MetaOrd, Pipe};
 use crate::error::ConfigError;
+use crate::fq_codel::FqCodel;
 use crate::loss::{LossPosition, LossProcess, LossSource};
-use crate::queue::{NoAqm, PacketMeta, QueueLimit, QueuePolicy, QueueState, Verdict};
+use crate::queue::{
+    NoAqm, PacketMeta, QueueDiscipline, QueueLimit, QueuePolicy, QueueState, Verdict,
+};
 use crate::record::{DropReason, Record, RecordKind};
 use crate::rng::splitmix64;
 use crate::time::{Dur, Time};
@@ -67,10 +70,25 @@ enum Server {
     Opportunities(Opportunities),
 }
 
+/// Where waiting packets are kept.
+enum Store {
+    Fifo(VecDeque<PacketMeta>),
+    Fq(Box<FqCodel>),
+}
+
+impl Store {
+    fn is_empty(&self) -> bool {
+        match self {
+            Store::Fifo(q) => q.is_empty(),
+            Store::Fq(f) => f.is_empty(),
+        }
+    }
+}
+
 /// One direction of a link: queue, capacity, loss, propagation,
 /// availability. Sans-IO: time is handed in, nothing is read or written.
 pub struct LinkDirection<P: QueuePolicy = NoAqm> {
-    queue: VecDeque<PacketMeta>,
+    queue: Store,
     queued_bytes: u64,
     limit: QueueLimit,
     policy: P,
@@ -91,6 +109,11 @@ pub struct LinkDirection<P: QueuePolicy = NoAqm> {
     records: Option<Vec<Record>>,
     stats: Stats,
     now: Time,
+    /// How long the packet last taken for transmission waited; zero once
+    /// the transmitter finds the queue empty.
+    sojourn: Dur,
+    /// Packets FQ-CoDel dropped while choosing the next one.
+    fq_dropped: Vec<PacketMeta>,
 }
 
 impl<P: QueuePolicy + Default> LinkDirection<P> {
@@ -126,8 +149,12 @@ impl<P: QueuePolicy> LinkDirection<P> {
         };
         let delayer = Delayer::new(&config.delay, series, config.seed)?;
         let pipe = Pipe::new(delayer.reorders());
+        let queue = match config.discipline {
+            QueueDiscipline::Fifo => Store::Fifo(VecDeque::new()),
+            QueueDiscipline::FqCodel(c) => Store::Fq(Box::new(FqCodel::new(c))),
+        };
         Ok(LinkDirection {
-            queue: VecDeque::new(),
+            queue,
             queued_bytes: 0,
             limit: config.queue,
             policy,
@@ -147,6 +174,8 @@ impl<P: QueuePolicy> LinkDirection<P> {
             records: config.record.then(Vec::new),
             stats: Stats::default(),
             now: Time::ZERO,
+            sojourn: Dur::ZERO,
+            fq_dropped: Vec::new(),
         })
     }
 
@@ -155,6 +184,13 @@ impl<P: QueuePolicy> LinkDirection<P> {
     /// opportunity misses it (as in mm-link).
     #[inline]
     pub fn enqueue(&mut self, now: Time, len: u32, id: u64) -> Enqueued {
+        self.enqueue_flow(now, len, id, 0)
+    }
+
+    /// [`Self::enqueue`] for a packet of flow `flow` (see
+    /// [`PacketMeta::flow`]); only per-flow queueing looks at it.
+    #[inline]
+    pub fn enqueue_flow(&mut self, now: Time, len: u32, id: u64, flow: u64) -> Enqueued {
         let now = self.clock(now);
         self.advance(now);
         self.stats.offered += 1;
@@ -165,6 +201,7 @@ impl<P: QueuePolicy> LinkDirection<P> {
             len,
             enqueued_at: now,
             tag: 0,
+            flow,
         };
         if self.drop_when_down && !self.schedule.is_up(now, &mut self.arrival_hint) {
             return self.reject(now, &meta, DropReason::LinkDown);
@@ -173,7 +210,8 @@ impl<P: QueuePolicy> LinkDirection<P> {
             return self.reject(now, &meta, DropReason::Loss);
         }
         let state = self.queue_state();
-        if !self.limit.admits(state, len) {
+        let fq = matches!(self.queue, Store::Fq(_));
+        if !fq && !self.limit.admits(state, len) {
             return self.reject(now, &meta, DropReason::QueueFull);
         }
         if self.policy.on_enqueue(now, &mut meta, state) == Verdict::Drop {
@@ -181,7 +219,21 @@ impl<P: QueuePolicy> LinkDirection<P> {
         }
         let was_idle = self.is_idle();
         self.queued_bytes += u64::from(meta.len);
-        self.queue.push_back(meta);
+        let victim = match &mut self.queue {
+            Store::Fifo(q) => {
+                q.push_back(meta);
+                None
+            }
+            Store::Fq(f) => f.push(meta),
+        };
+        if let Some(v) = victim {
+            // FQ-CoDel over its limit dropped the head of its fattest queue.
+            self.queued_bytes -= u64::from(v.len);
+            self.drop_packet(now, &v, DropReason::QueueFull);
+            if v.id == id {
+                return Enqueued::Dropped(DropReason::QueueFull);
+            }
+        }
         if was_idle {
             self.start_busy(now);
         }
@@ -256,10 +308,21 @@ impl<P: QueuePolicy> LinkDirection<P> {
 
     /// Packets and bytes waiting (not counting the one being transmitted).
     pub fn queue_state(&self) -> QueueState {
+        let packets = match &self.queue {
+            Store::Fifo(q) => q.len(),
+            Store::Fq(f) => f.state().packets,
+        };
         QueueState {
-            packets: self.queue.len(),
+            packets,
             bytes: self.queued_bytes,
         }
+    }
+
+    /// How long the packet most recently taken for transmission waited in
+    /// the queue (CoDel's sojourn time); zero once the queue ran empty.
+    /// This is the queueing delay an access point would measure.
+    pub fn sojourn(&self) -> Dur {
+        self.sojourn
     }
 
     /// Packets between the bottleneck and the far end.
@@ -360,14 +423,31 @@ impl<P: QueuePolicy> LinkDirection<P> {
     #[inline]
     fn dequeue(&mut self, t: Time) -> Option<PacketMeta> {
         loop {
-            let Some(mut meta) = self.queue.pop_front() else {
+            let next = match &mut self.queue {
+                Store::Fifo(q) => q.pop_front(),
+                Store::Fq(f) => {
+                    let mut dropped = std::mem::take(&mut self.fq_dropped);
+                    let next = f.pop(t, &mut dropped);
+                    for meta in dropped.drain(..) {
+                        self.queued_bytes -= u64::from(meta.len);
+                        self.drop_packet(t, &meta, DropReason::Aqm);
+                    }
+                    self.fq_dropped = dropped;
+                    next
+                }
+            };
+            let Some(mut meta) = next else {
+                self.sojourn = Dur::ZERO;
                 self.policy.on_empty(t);
                 return None;
             };
             self.queued_bytes -= u64::from(meta.len);
             let after = self.queue_state();
             match self.policy.on_dequeue(t, &mut meta, after) {
-                Verdict::Pass => return Some(meta),
+                Verdict::Pass => {
+                    self.sojourn = t.saturating_since(meta.enqueued_at);
+                    return Some(meta);
+                }
                 Verdict::Drop => self.drop_packet(t, &meta, DropReason::Aqm),
             }
         }
@@ -467,10 +547,15 @@ impl<P: QueuePolicy> LinkDirection<P> {
         if let Some(meta) = current {
             self.drop_packet(t, &meta, DropReason::LinkDown);
         }
-        while let Some(meta) = self.queue.pop_front() {
-            self.drop_packet(t, &meta, DropReason::LinkDown);
+        let waiting = match &mut self.queue {
+            Store::Fifo(q) => q.drain(..).collect::<Vec<_>>(),
+            Store::Fq(f) => f.drain(t),
+        };
+        for meta in &waiting {
+            self.drop_packet(t, meta, DropReason::LinkDown);
         }
         self.queued_bytes = 0;
+        self.sojourn = Dur::ZERO;
         self.policy.on_empty(t);
     }
 

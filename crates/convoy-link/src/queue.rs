@@ -46,6 +46,20 @@ pub struct PacketMeta {
     /// policy can tell the driver what to do to the payload (e.g. the TCP
     /// receive window a smart access point wants written into it).
     pub tag: u64,
+    /// Which flow it belongs to, for per-flow queueing (a hash of the
+    /// 5-tuple, say); 0 when the driver does not tell flows apart.
+    pub flow: u64,
+}
+
+/// How waiting packets are held and ordered.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum QueueDiscipline {
+    /// One FIFO under the drop-tail limit and the [`QueuePolicy`].
+    #[default]
+    Fifo,
+    /// Per-flow queues with CoDel each (RFC 8290); the drop-tail limit is
+    /// FQ-CoDel's own.
+    FqCodel(crate::fq_codel::FqCodelConfig),
 }
 
 /// Queue occupancy, excluding the packet being transmitted.

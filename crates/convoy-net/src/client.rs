@@ -6,6 +6,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
+use convoy_proto::cc::Priority;
 use convoy_proto::{
     Config, Connection, ConnectionHandle, ConnectionStats, Endpoint, Event, Keypair, Mode, StreamId,
 };
@@ -30,6 +31,9 @@ pub struct ClientOptions {
     pub server_key: [u8; 32],
     /// Code and rate control of what this client sends.
     pub mode: Mode,
+    /// `Background` replaces the mode's rate control with the scavenger
+    /// that yields to every other flow (docs/PROTOCOL.md).
+    pub priority: Priority,
     /// Our identity; a fresh one per run if `None`.
     pub keypair: Option<Keypair>,
     /// Give up after this long without hearing from the server (30 s).
@@ -49,6 +53,7 @@ impl ClientOptions {
             server,
             server_key,
             mode: Mode::Tide,
+            priority: Priority::Normal,
             keypair: None,
             idle_timeout: Duration::from_secs(30),
             handshake_timeout: Duration::from_secs(10),
@@ -199,6 +204,7 @@ impl Client {
     ) -> Result<Client, NetError> {
         let keypair = opts.keypair.clone().unwrap_or_else(Keypair::generate);
         let mut cfg = Config::for_mode(keypair, opts.mode);
+        opts.priority.apply(&mut cfg);
         cfg.idle_timeout = opts.idle_timeout;
         cfg.handshake_timeout = opts.handshake_timeout;
         let endpoint = Endpoint::new(cfg, false).map_err(|e| NetError::Config(e.to_string()))?;

@@ -48,6 +48,7 @@ pub mod upload;
 pub mod wake;
 
 pub use client::{Client, ClientOptions, Progress};
+pub use convoy_proto::cc::Priority;
 pub use download::DownloadReport;
 pub use driver::{Application, Driver, DriverConfig, Step};
 pub use error::NetError;

@@ -5,7 +5,10 @@ use std::time::Duration;
 
 use convoy_codec::CodeKind;
 
-use crate::cc::{Bbr, BbrConfig, RateController, Rcdp, RcdpConfig, Tide, TideConfig};
+use crate::cc::{
+    Background, BackgroundConfig, Bbr, BbrConfig, RateController, Rcdp, RcdpConfig, Tide,
+    TideConfig,
+};
 use crate::coding::CodingConfig;
 use crate::crypto::Keypair;
 use crate::stream::StreamLimits;
@@ -81,6 +84,9 @@ pub enum RateControl {
     Bbr(BbrConfig),
     /// Tide: receiver-measured delivery rate and a queueing-delay target.
     Tide(TideConfig),
+    /// The scavenger of `--priority background`: yields on queueing delay,
+    /// never on loss (cc/background.rs).
+    Background(BackgroundConfig),
     /// Any other controller on the trait (BBR, the simulator's references).
     Custom {
         name: &'static str,
@@ -94,6 +100,7 @@ impl std::fmt::Debug for RateControl {
             RateControl::Rcdp(c) => f.debug_tuple("Rcdp").field(c).finish(),
             RateControl::Bbr(c) => f.debug_tuple("Bbr").field(c).finish(),
             RateControl::Tide(c) => f.debug_tuple("Tide").field(c).finish(),
+            RateControl::Background(c) => f.debug_tuple("Background").field(c).finish(),
             RateControl::Custom { name, .. } => f.debug_tuple("Custom").field(name).finish(),
         }
     }
@@ -112,6 +119,7 @@ impl RateControl {
             RateControl::Rcdp(c) => Box::new(Rcdp::new(c.clone())),
             RateControl::Bbr(c) => Box::new(Bbr::new(c.clone())),
             RateControl::Tide(c) => Box::new(Tide::new(c.clone())),
+            RateControl::Background(c) => Box::new(Background::new(c.clone())),
             RateControl::Custom { factory, .. } => factory(),
         }
     }

@@ -33,11 +33,16 @@ LINKS
   loss=L          1% or 0.01 (Bernoulli), ge:P_GB/P_BG[/LOSS_GOOD/LOSS_BAD]
                   (Gilbert-Elliott), every:N
   loss-at=W       after (default: lost on the air, after the queue) | before
-  queue=Q         drop-tail: unlimited (default), 100 or 100pkt, 150kB, 64KiB
+  queue=Q         drop-tail: unlimited (default), 100 or 100pkt, 150kB, 64KiB;
+                  or fq_codel (per-flow queues with CoDel, RFC 8290)
   outage=I        down intervals from the start: 10s-12s/30s-31.5s
   outage-policy=P hold (default: packets wait) | drop
   seed=N          seed of the loss and jitter processes
   mtu=N           interface MTU, both sides (default 1500)
+  ap=P            smart access point rewriting TCP receive windows in the ACKs
+                  it forwards (both directions): sap-law, sap-law-rtt (need a
+                  constant rate) or voap[:alpha=5ms,beta=10ms]
+  port-delay=P:D  extra one-way delay each way for a port: 5202:10ms/5203:35ms
 
 EXAMPLES
   convoy emu --link lte:rate=50mbit,delay=20ms -- ping -c 5 10.7.0.2
@@ -45,6 +50,8 @@ EXAMPLES
              --server 'iperf3 -s' -- iperf3 -c 10.7.0.2 -C bbr
   convoy emu --link lte:rate=20mbit,delay=30ms --link wifi:rate=50mbit,delay=5ms \\
              --server 'python3 -m http.server 8000' -- curl -o /dev/null http://10.7.0.2:8000/
+  convoy emu --link wifi:rate=10mbit,delay=30ms,queue=250,ap=sap-law \\
+             --server 'iperf3 -s' -- iperf3 -c 10.7.0.2 -R -C cubic
 
 Commands see CONVOY_EMU_SERVER, CONVOY_EMU_CLIENT (first link) and
 CONVOY_EMU_<NAME>_SERVER / _CLIENT. docs/EMU.md has the MPTCP recipe.

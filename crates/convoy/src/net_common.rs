@@ -11,6 +11,7 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use convoy_net::{ClientOptions, DriverConfig, Progress};
+use convoy_proto::cc::Priority;
 use convoy_proto::Mode;
 
 pub const DEFAULT_PORT: u16 = 4433;
@@ -23,6 +24,12 @@ pub struct TransferOpts {
     /// packet trains, SPEC S1) or `rlnc-bbr` (RLNC + BBR, SPEC S2).
     #[arg(long, default_value = "tide", value_parser = parse_mode)]
     pub mode: Mode,
+    /// `background`: what this side sends yields to every other flow on
+    /// the path (a scavenger that keeps the queue within a few ms and
+    /// ignores random loss; docs/PROTOCOL.md); `normal`: the mode's own
+    /// rate control.
+    #[arg(long, default_value = "normal", value_parser = parse_priority)]
+    pub priority: Priority,
     /// Seconds without hearing from the peer before giving up. A re-run
     /// of the same command resumes where this one stopped.
     #[arg(long, value_name = "SECS", default_value_t = 30.0)]
@@ -65,6 +72,10 @@ fn parse_mode(s: &str) -> Result<Mode, String> {
     s.parse()
 }
 
+fn parse_priority(s: &str) -> Result<Priority, String> {
+    s.parse()
+}
+
 impl TransferOpts {
     pub fn driver(&self) -> DriverConfig {
         DriverConfig {
@@ -87,6 +98,7 @@ impl TransferOpts {
     pub fn client(&self, server: SocketAddr, key: [u8; 32]) -> Result<ClientOptions> {
         let mut o = ClientOptions::new(server, key);
         o.mode = self.mode;
+        o.priority = self.priority;
         o.idle_timeout = self.idle()?;
         o.driver = self.driver();
         Ok(o)

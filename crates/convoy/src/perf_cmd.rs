@@ -98,7 +98,12 @@ fn client(
         );
         let _ = json;
     };
-    let report = c.perf(amount, args.transfer.mode.name(), &mut line)?;
+    // The report names the rate control too when the priority replaced it.
+    let mode = match args.transfer.priority {
+        convoy_proto::cc::Priority::Normal => args.transfer.mode.name().to_owned(),
+        p => format!("{}+{}", args.transfer.mode.name(), p.name()),
+    };
+    let report = c.perf(amount, &mode, &mut line)?;
     c.close();
     Ok(report)
 }

@@ -491,3 +491,45 @@ fn bad_input_disk_full() {
         "the partial file is removed to free the disk"
     );
 }
+
+#[test]
+fn send_with_background_priority_round_trips() {
+    let Site {
+        dir,
+        key,
+        pubkey,
+        store,
+    } = site("background");
+    let port = free_port();
+    let _server = serve(port, &store, &key, &[]);
+    let addr = format!("127.0.0.1:{port}");
+    for mode in ["rcdp", "rlnc-bbr"] {
+        let name = format!("bg-{mode}.bin");
+        let src = dir.path().join(&name);
+        make_file(&src, 3_000_000, 11);
+        let out = send_cmd(
+            &src,
+            &addr,
+            &pubkey,
+            &["--json", "--mode", mode, "--priority", "background"],
+        )
+        .output()
+        .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_identical(&src, &store.join(&name));
+    }
+    let src = dir.path().join("x.bin");
+    make_file(&src, 10, 1);
+    let out = send_cmd(&src, &addr, &pubkey, &["--priority", "low"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("normal, background"),
+        "{err}"
+    );
+}

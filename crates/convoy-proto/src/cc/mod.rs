@@ -1,8 +1,10 @@
 //! Rate controllers. Each path owns one; the connection asks it when the next
 //! packet may leave (pacing) and how much may be in flight, and tells it
 //! what was sent, acknowledged, lost and reported. RCDP's receiver-driven
-//! packet trains are here; BBR, NewReno and Cubic plug into the same trait.
+//! packet trains are here; BBR, the background scavenger, NewReno and
+//! Cubic plug into the same trait.
 
+pub mod background;
 pub mod bbr;
 pub mod bottleneck;
 pub mod rcdp;
@@ -15,6 +17,7 @@ use crate::recovery::SentPacket;
 use crate::rtt::RttEstimator;
 use crate::wire::TrainTag;
 
+pub use background::{Background, BackgroundConfig, Priority};
 pub use bbr::{Bbr, BbrConfig};
 pub use rcdp::{Rcdp, RcdpConfig};
 pub use tide::{Tide, TideConfig};

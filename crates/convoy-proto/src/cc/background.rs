@@ -1,0 +1,310 @@
+//! The background (scavenger) controller: `--priority background`.
+//!
+//! A bulk upload from a vehicle shares queues it does not control (an AP,
+//! the UE's own queue at the eNodeB) with its passengers' calls and games.
+//! This controller keeps that queue nearly empty: it aims at a small
+//! queueing delay above the path's base round trip and gives way at once
+//! when anything else makes the queue grow. It reacts to delay alone:
+//! convoy's coding repairs random loss, so a lost packet says nothing about
+//! congestion (delay-based scavengers that also back off on loss, LEDBAT
+//! and TCP-LP, collapse on lossy radio paths; research notes part B).
+//!
+//! The model (docs/PROTOCOL.md has the measurements behind each constant):
+//!
+//! * **Base RTT**: the minimum RTT sample over the last [`BASE_BUCKETS`]
+//!   buckets of [`BASE_BUCKET`] (LEDBAT's base history, shortened so a
+//!   route change is forgotten in minutes rather than never).
+//! * **Queueing delay** q, once per round trip: the smallest RTT sample of
+//!   the round minus the base. A sample is the time from sending to the
+//!   acknowledgment of the latest packet an ACK covers (the one the
+//!   receiver acknowledged without delay); the round's minimum filters out
+//!   ACK batching and host scheduling noise.
+//! * **Window**, once per round trip. While the bottleneck is busy, a
+//!   window w over a round trip base + q drains at r = w/(base + q), and
+//!   the queue holds q·r of it; the target holds target·r. So the window
+//!   moves by the gap in packets, (target − q)·r, times a gain:
+//!   - slow start: doubles until q passes ¾ of the target (LEDBAT++'s exit
+//!     point), then takes off the excess at once;
+//!   - q above the target in two rounds in a row (one alone may be a stall
+//!     of the host or the radio): shrinks by [`GAIN_DOWN`] × (q − target)·r,
+//!     at most by half (LEDBAT++'s bound), down to [`MIN_WINDOW_PACKETS`].
+//!     A competing flow that fills a deep queue halves it every round trip
+//!     from the second: from 50 packets to 2 in about six;
+//!   - q between [`PROBE_BELOW`] × target and the target: grows by
+//!     [`GAIN_NEAR`] × (target − q)·r, so it settles on the target without
+//!     overshooting it, and by at least (1 − q/target) of a packet, so that
+//!     noise in real RTT samples cannot hold an unsaturated link in this
+//!     band with vanishing steps;
+//!   - q under that (no queue: the link may have room the rate cannot
+//!     show): grows by [`GAIN_UP`] of itself, at least one packet.
+//!
+//!   It grows only in rounds where the window was full (a sender with
+//!   nothing to send learns nothing about the path).
+//! * **Pacing** at [`PACING_GAIN`] × window / base RTT: the window, not the
+//!   pacer, sets the rate; pacing only spreads each window over the round
+//!   trip so no burst lands in the shared queue.
+//! * **Loss** is ignored.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use super::{pacing_base, transmit_time, AckEvent, RateController};
+use crate::recovery::SentPacket;
+
+/// Queueing delay the controller aims at (see docs/PROTOCOL.md).
+pub const TARGET: Duration = Duration::from_millis(3);
+/// Share of the window added per round trip when the queue is empty
+/// (below [`PROBE_BELOW`] × target).
+pub const GAIN_UP: f64 = 0.125;
+pub const PROBE_BELOW: f64 = 0.25;
+/// Share of the gap to the target closed per round trip when the queue is
+/// below it...
+pub const GAIN_NEAR: f64 = 0.5;
+/// ...and above it.
+pub const GAIN_DOWN: f64 = 1.0;
+pub const MIN_WINDOW_PACKETS: u64 = 2;
+pub const INITIAL_WINDOW_PACKETS: u64 = 10;
+pub const PACING_GAIN: f64 = 1.25;
+/// Base RTT history: this many buckets of this length.
+pub const BASE_BUCKETS: usize = 4;
+pub const BASE_BUCKET: Duration = Duration::from_secs(30);
+
+/// Whether a transfer competes normally or yields to everything else.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Priority {
+    /// The mode's own controller (RCDP or BBR).
+    #[default]
+    Normal,
+    /// This scavenger controller.
+    Background,
+}
+
+impl Priority {
+    pub const NAMES: &'static [&'static str] = &["normal", "background"];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Priority::Normal => "normal",
+            Priority::Background => "background",
+        }
+    }
+
+    /// Sets the configuration's rate control for this priority (a normal
+    /// priority leaves the mode's choice alone).
+    pub fn apply(self, cfg: &mut crate::Config) {
+        if self == Priority::Background {
+            cfg.rate_control = crate::RateControl::Background(BackgroundConfig::default());
+        }
+    }
+}
+
+impl std::str::FromStr for Priority {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Priority, String> {
+        match s {
+            "normal" => Ok(Priority::Normal),
+            "background" => Ok(Priority::Background),
+            _ => Err(format!(
+                "unknown priority {s:?}: valid priorities are {}",
+                Priority::NAMES.join(", ")
+            )),
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct BackgroundConfig {
+    /// Bytes per full packet.
+    pub mss: u64,
+    /// Queueing delay aimed at.
+    pub target: Duration,
+}
+
+impl Default for BackgroundConfig {
+    fn default() -> Self {
+        BackgroundConfig {
+            mss: 1472,
+            target: TARGET,
+        }
+    }
+}
+
+pub struct Background {
+    cfg: BackgroundConfig,
+    cwnd: u64,
+    slow_start: bool,
+    /// (bucket start, minimum RTT in it), newest last.
+    base: VecDeque<(Duration, Duration)>,
+    /// The current round began at this time; it ends when a packet sent
+    /// at or after it is acknowledged.
+    round_start: Duration,
+    round_min: Option<Duration>,
+    /// Whether the window was full at some point this round.
+    round_limited: bool,
+    /// The last queueing delay measured (for reports).
+    qdelay: Duration,
+    /// Whether the last round's queueing delay was above the target.
+    above_target: bool,
+    srtt: Duration,
+    next_send: Option<Duration>,
+}
+
+impl Background {
+    pub fn new(cfg: BackgroundConfig) -> Background {
+        Background {
+            cwnd: INITIAL_WINDOW_PACKETS * cfg.mss,
+            cfg,
+            slow_start: true,
+            base: VecDeque::new(),
+            round_start: Duration::ZERO,
+            round_min: None,
+            round_limited: false,
+            qdelay: Duration::ZERO,
+            above_target: false,
+            srtt: Duration::from_millis(100),
+            next_send: None,
+        }
+    }
+
+    pub fn cwnd(&self) -> u64 {
+        self.cwnd
+    }
+
+    pub fn queueing_delay(&self) -> Duration {
+        self.qdelay
+    }
+
+    pub fn in_slow_start(&self) -> bool {
+        self.slow_start
+    }
+
+    /// The base RTT: the smallest sample in the history.
+    pub fn base_rtt(&self) -> Option<Duration> {
+        self.base.iter().map(|&(_, m)| m).min()
+    }
+
+    fn note_base(&mut self, now: Duration, sample: Duration) {
+        match self.base.back_mut() {
+            Some((start, min)) if now < *start + BASE_BUCKET => *min = (*min).min(sample),
+            _ => {
+                self.base.push_back((now, sample));
+                while self.base.len() > BASE_BUCKETS {
+                    self.base.pop_front();
+                }
+            }
+        }
+    }
+
+    fn min_window(&self) -> u64 {
+        MIN_WINDOW_PACKETS * self.cfg.mss
+    }
+
+    /// One round trip's verdict on the window, from the round's queueing
+    /// delay `q` over the base round trip `base`.
+    fn end_round(&mut self, q: Duration, base: Duration) {
+        self.qdelay = q;
+        let target = self.cfg.target.as_secs_f64().max(1e-6);
+        let q_s = q.as_secs_f64();
+        let w = self.cwnd as f64;
+        let mss = self.cfg.mss as f64;
+        // Packets per second through the bottleneck while it is busy: the
+        // window over the round trip it took.
+        let per_s = w / (base.as_secs_f64() + q_s).max(1e-4);
+        let next = if self.slow_start {
+            if q_s > 0.75 * target {
+                self.slow_start = false;
+                w - (w / 2.0).min((q_s - target).max(0.0) * per_s)
+            } else if self.round_limited {
+                2.0 * w
+            } else {
+                w
+            }
+        } else if q_s > target {
+            // The queue holds (q − target) × rate more than we aim at; one
+            // round above the target alone may be a stall of the host or
+            // the radio rather than a queue, so the cut waits for a second.
+            if self.above_target {
+                w - (w / 2.0).min(GAIN_DOWN * (q_s - target) * per_s)
+            } else {
+                w
+            }
+        } else if !self.round_limited {
+            w
+        } else if q_s < PROBE_BELOW * target {
+            // No queue at all: the link may have room we cannot see.
+            w + (w * GAIN_UP).max(mss)
+        } else {
+            // At least (1 − q/target) of a packet per round: real RTT
+            // samples carry a millisecond of noise, which would otherwise
+            // keep an unsaturated link in this band with tiny steps.
+            w + (GAIN_NEAR * (target - q_s) * per_s).max(mss * (1.0 - q_s / target))
+        };
+        self.above_target = !self.slow_start && q_s > target;
+        self.cwnd = (next as u64).max(self.min_window());
+    }
+
+    fn pacing_rate(&self) -> u64 {
+        let rtt = self.base_rtt().unwrap_or(self.srtt).as_secs_f64().max(1e-4);
+        (PACING_GAIN * self.cwnd as f64 / rtt) as u64
+    }
+}
+
+impl RateController for Background {
+    fn name(&self) -> &'static str {
+        "background"
+    }
+
+    fn next_send_time(&self) -> Option<Duration> {
+        self.next_send
+    }
+
+    fn window(&self) -> Option<u64> {
+        Some(self.cwnd)
+    }
+
+    fn on_sent(&mut self, now: Duration, _pn: u64, bytes: usize, bytes_in_flight: u64) {
+        if bytes_in_flight + self.cfg.mss >= self.cwnd {
+            self.round_limited = true;
+        }
+        let gap = transmit_time(bytes as u64, self.pacing_rate());
+        self.next_send = Some(pacing_base(self.next_send, now, gap, 1) + gap);
+    }
+
+    fn on_handshake_rtt(&mut self, now: Duration, rtt: Duration) {
+        self.note_base(now, rtt);
+        self.srtt = rtt;
+    }
+
+    fn on_ack(&mut self, e: &AckEvent<'_>) {
+        if e.rtt.has_samples() {
+            self.srtt = e.rtt.smoothed();
+        }
+        // The latest packet acknowledged waited least for the ACK.
+        let Some(latest) = e.acked.iter().map(|p| p.time).max() else {
+            return;
+        };
+        let sample = e.now.saturating_sub(latest);
+        self.note_base(e.now, sample);
+        self.round_min = Some(self.round_min.map_or(sample, |m| m.min(sample)));
+        if latest < self.round_start {
+            return;
+        }
+        // A packet sent in this round came back: the round is over.
+        let min = self.round_min.take().unwrap_or(sample);
+        let base = self.base_rtt().unwrap_or(min);
+        self.end_round(min.saturating_sub(base), base);
+        self.round_start = e.now;
+        self.round_limited = false;
+    }
+
+    fn on_loss(&mut self, _now: Duration, _lost: &[SentPacket]) {
+        // Deliberately nothing: coding repairs loss; only delay is congestion.
+    }
+
+    fn rate(&self) -> u64 {
+        (self.cwnd as f64 / self.srtt.as_secs_f64().max(1e-6)) as u64
+    }
+}
+
+#[cfg(test)]
+mod tests;

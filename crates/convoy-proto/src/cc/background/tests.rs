@@ -1,0 +1,175 @@
+use super::*;
+use crate::rtt::RttEstimator;
+
+const MSS: u64 = 1472;
+
+fn ms(v: u64) -> Duration {
+    Duration::from_millis(v)
+}
+
+fn sent(pn: u64, at: Duration) -> SentPacket {
+    SentPacket {
+        pn,
+        time: at,
+        bytes: MSS as u32,
+        path: 0,
+        block: None,
+        ack_eliciting: true,
+    }
+}
+
+/// Drives `rounds` round trips of a window-limited sender over a path of
+/// base RTT `base` whose queue adds `q(round)`; returns the windows. The
+/// sender's clock and packet numbers live in the controller's test state.
+fn drive(b: &mut Background, base: u64, rounds: u64, q: impl Fn(u64) -> u64) -> Vec<u64> {
+    let rtt = RttEstimator::default();
+    let (mut now, mut pn) = CLOCK.with(|c| c.get());
+    let mut out = Vec::new();
+    for r in 0..rounds {
+        let packets = (b.cwnd() / MSS).max(1);
+        let start = now;
+        for _ in 0..packets {
+            b.on_sent(now, pn, MSS as usize, b.cwnd());
+            pn += 1;
+        }
+        let ack_at = start + ms(base + q(r));
+        let acked: Vec<SentPacket> = (pn - packets..pn).map(|p| sent(p, start)).collect();
+        b.on_ack(&AckEvent {
+            now: ack_at,
+            acked: &acked,
+            rtt: &rtt,
+            bytes_in_flight: 0,
+            peer_receive: None,
+        });
+        now = ack_at;
+        out.push(b.cwnd());
+    }
+    CLOCK.with(|c| c.set((now, pn)));
+    out
+}
+
+thread_local! {
+    static CLOCK: std::cell::Cell<(Duration, u64)> = const { std::cell::Cell::new((Duration::from_secs(1), 0)) };
+}
+
+#[test]
+fn slow_start_doubles_then_stops_at_three_quarters_of_the_target() {
+    let mut b = Background::new(BackgroundConfig::default());
+    b.on_handshake_rtt(ms(0), ms(60));
+    let w = drive(&mut b, 60, 4, |_| 0);
+    assert_eq!(w[1], 2 * w[0]);
+    assert_eq!(w[2], 2 * w[1]);
+    assert!(b.in_slow_start());
+    // 2 ms of queue is under ¾ of the 3 ms target: still doubling. 3 ms
+    // is past it: slow start ends, and with no excess the window is held.
+    drive(&mut b, 60, 1, |_| 2);
+    assert!(b.in_slow_start());
+    let before = b.cwnd();
+    drive(&mut b, 60, 1, |_| 3);
+    assert!(!b.in_slow_start());
+    assert_eq!(b.cwnd(), before);
+}
+
+#[test]
+fn grows_below_target_and_shrinks_above_it() {
+    let mut b = Background::new(BackgroundConfig::default());
+    b.on_handshake_rtt(ms(0), ms(60));
+    drive(&mut b, 60, 3, |_| 3); // leave slow start
+    let w0 = b.cwnd();
+    let w = drive(&mut b, 60, 1, |_| 0);
+    // Empty queue: + 1/8 of the window.
+    assert_eq!(w[0], w0 + w0 / 8);
+    // 2 ms, under the 3 ms target: half the 1 ms gap's packets, or a third
+    // of a packet if that is more (a small window: it is here).
+    let w1 = b.cwnd() as f64;
+    let w = drive(&mut b, 60, 1, |_| 2);
+    let step = (0.5 * 0.001 * w1 / 0.062).max(MSS as f64 / 3.0);
+    assert!((w[0] as f64 - (w1 + step)).abs() <= 2.0, "{w1} → {}", w[0]);
+    // 13 ms: 10 ms too much, taken off once a second round confirms it
+    // (one round alone may be a stall).
+    let w2 = b.cwnd() as f64;
+    assert_eq!(drive(&mut b, 60, 1, |_| 13)[0] as f64, w2);
+    let w = drive(&mut b, 60, 1, |_| 13);
+    let excess = 0.010 * w2 / 0.073;
+    assert!(
+        (w[0] as f64 - (w2 - excess)).abs() <= 2.0,
+        "{w2} → {}",
+        w[0]
+    );
+    // A competitor filling a 250-packet queue (300 ms): halves each round
+    // trip, to the minimum within a few.
+    let w = drive(&mut b, 60, 8, |_| 300);
+    assert_eq!(*w.last().unwrap(), MIN_WINDOW_PACKETS * MSS);
+    assert!(
+        w.iter()
+            .position(|&x| x == MIN_WINDOW_PACKETS * MSS)
+            .unwrap()
+            <= 6
+    );
+}
+
+#[test]
+fn loss_changes_nothing() {
+    let mut b = Background::new(BackgroundConfig::default());
+    b.on_handshake_rtt(ms(0), ms(60));
+    drive(&mut b, 60, 3, |_| 0);
+    let w = b.cwnd();
+    let lost: Vec<SentPacket> = (0..20).map(|p| sent(p, ms(1000))).collect();
+    b.on_loss(ms(2000), &lost);
+    assert_eq!(b.cwnd(), w);
+}
+
+#[test]
+fn an_unused_window_does_not_grow() {
+    let mut b = Background::new(BackgroundConfig::default());
+    b.on_handshake_rtt(ms(0), ms(60));
+    let rtt = RttEstimator::default();
+    let w = b.cwnd();
+    // One packet per round, far below the window: app-limited.
+    for r in 0..10u64 {
+        let t = ms(1000 + r * 60);
+        b.on_sent(t, r, MSS as usize, MSS);
+        b.on_ack(&AckEvent {
+            now: t + ms(60),
+            acked: &[sent(r, t)],
+            rtt: &rtt,
+            bytes_in_flight: 0,
+            peer_receive: None,
+        });
+    }
+    assert_eq!(b.cwnd(), w);
+}
+
+#[test]
+fn base_rtt_is_forgotten_after_its_history() {
+    let mut b = Background::new(BackgroundConfig::default());
+    b.on_handshake_rtt(ms(0), ms(20));
+    assert_eq!(b.base_rtt(), Some(ms(20)));
+    // The route changes: 80 ms from now on.
+    let rtt = RttEstimator::default();
+    let mut t = ms(1000);
+    let horizon = BASE_BUCKET * (BASE_BUCKETS as u32 + 1);
+    while t < horizon {
+        b.on_ack(&AckEvent {
+            now: t + ms(80),
+            acked: &[sent(0, t)],
+            rtt: &rtt,
+            bytes_in_flight: 0,
+            peer_receive: None,
+        });
+        t += ms(500);
+    }
+    assert_eq!(b.base_rtt(), Some(ms(80)));
+}
+
+#[test]
+fn priority_names() {
+    assert_eq!("background".parse::<Priority>(), Ok(Priority::Background));
+    assert!("low"
+        .parse::<Priority>()
+        .unwrap_err()
+        .contains("normal, background"));
+    let mut cfg = crate::Config::new(crate::Keypair::generate());
+    Priority::Background.apply(&mut cfg);
+    assert_eq!(cfg.rate_control.build().name(), "background");
+}
