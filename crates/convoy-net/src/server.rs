@@ -8,17 +8,20 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use convoy_proto::{Config, ConnectionHandle, Endpoint, Event, Keypair, Mode, StreamId};
+use convoy_proto::{
+    Config, Connection, ConnectionHandle, Endpoint, Event, Keypair, Mode, StreamId,
+};
 
+use crate::auth::{Authorizer, CommitHook, Identity, REAUTH_EVERY, REFUSED_CODE};
 use crate::driver::{Application, Driver, DriverConfig, Step};
 use crate::error::NetError;
-use crate::session::{ServerEvent, Session, PROGRESS_EVERY};
+use crate::session::{ServerEvent, Session, SessionCtx, PROGRESS_EVERY};
 use crate::socket::NetSocket;
 use crate::store::Store;
 use crate::wake::Waker;
 
 /// Where to listen, with which key, and where to store uploads.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct ServerOptions {
     /// The UDP address to listen on (port 0: the system picks one).
     pub listen: SocketAddr,
@@ -35,6 +38,25 @@ pub struct ServerOptions {
     pub idle_timeout: Duration,
     /// Pacing, batching and timestamp settings of the driver.
     pub driver: DriverConfig,
+    /// Who may connect, and their namespaces (`None`: anyone holding the
+    /// server's public key, one flat store; see [`crate::auth`]).
+    pub authorizer: Option<Arc<dyn Authorizer>>,
+    /// Runs after each upload is durable, before it is acknowledged.
+    pub commit_hook: Option<Arc<dyn CommitHook>>,
+}
+
+impl std::fmt::Debug for ServerOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerOptions")
+            .field("listen", &self.listen)
+            .field("dir", &self.dir)
+            .field("mode", &self.mode)
+            .field("once", &self.once)
+            .field("idle_timeout", &self.idle_timeout)
+            .field("authorizer", &self.authorizer.is_some())
+            .field("commit_hook", &self.commit_hook.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 impl ServerOptions {
@@ -49,6 +71,8 @@ impl ServerOptions {
             once: false,
             idle_timeout: Duration::from_secs(30),
             driver: DriverConfig::default(),
+            authorizer: None,
+            commit_hook: None,
         }
     }
 }
@@ -64,6 +88,12 @@ struct ServerApp {
     store: Option<Store>,
     sessions: HashMap<(ConnectionHandle, StreamId), Session>,
     peers: HashMap<ConnectionHandle, SocketAddr>,
+    auth: Option<Arc<dyn Authorizer>>,
+    hook: Option<Arc<dyn CommitHook>>,
+    /// Identified connections (all of them without an authorizer, as
+    /// `None`); streams are accepted only from these.
+    who: HashMap<ConnectionHandle, Option<Identity>>,
+    next_reauth: Duration,
     once: bool,
     served: bool,
     stop: Arc<AtomicBool>,
@@ -91,6 +121,10 @@ impl Server {
                 store,
                 sessions: HashMap::new(),
                 peers: HashMap::new(),
+                auth: opts.authorizer,
+                hook: opts.commit_hook,
+                who: HashMap::new(),
+                next_reauth: Duration::ZERO,
                 once: opts.once,
                 served: false,
                 stop: Arc::new(AtomicBool::new(false)),
@@ -147,6 +181,44 @@ impl ServerApp {
     }
 }
 
+impl ServerApp {
+    fn vehicle(&self, h: ConnectionHandle) -> Option<String> {
+        self.who.get(&h).cloned().flatten().map(|w| w.name)
+    }
+
+    /// Identifies a connection once its peer's key is known (right after
+    /// the handshake), and again on every `reauth` turn; a refused key's
+    /// connection is closed with the authorizer's reason.
+    fn authorize(&mut self, h: ConnectionHandle, c: &mut Connection, reauth: bool) {
+        let Some(auth) = self.auth.clone() else {
+            self.who.entry(h).or_insert(None);
+            return;
+        };
+        if c.is_closed() || (self.who.contains_key(&h) && !reauth) {
+            return;
+        }
+        let Some(key) = c.peer_static() else { return };
+        match auth.identify(&key) {
+            Ok(id) => {
+                self.who.insert(h, Some(id));
+            }
+            Err(reason) => {
+                let was = self.who.remove(&h).flatten();
+                c.close(REFUSED_CODE, &format!("refused: {reason}"));
+                self.sessions.retain(|(ch, _), _| *ch != h);
+                self.events.push(ServerEvent::Refused {
+                    peer: c.remote_address(),
+                    key: convoy_proto::crypto::hex(&key),
+                    reason: match was {
+                        Some(w) => format!("{} ({reason}) while connected", w.name),
+                        None => reason,
+                    },
+                });
+            }
+        }
+    }
+}
+
 impl Application for ServerApp {
     fn step(&mut self, ep: &mut Endpoint, now: Duration) -> Result<Step, NetError> {
         if self.stop.load(Ordering::Relaxed) {
@@ -162,57 +234,76 @@ impl Application for ServerApp {
                 self.peers.insert(h, c.remote_address());
             }
         }
+        let reauth = now >= self.next_reauth;
+        if reauth {
+            self.next_reauth = now + REAUTH_EVERY;
+        }
         for h in ep.handles() {
             let Some(c) = ep.connection(h) else { continue };
             let peer = c.remote_address();
+            self.authorize(h, c, reauth);
+            let vehicle = self.vehicle(h);
             while let Some(ev) = c.poll_event() {
                 match ev {
-                    Event::Connected => self.events.push(ServerEvent::Connected { peer }),
+                    Event::Connected => self.events.push(ServerEvent::Connected {
+                        peer,
+                        vehicle: vehicle.clone(),
+                    }),
                     Event::Closed(reason) => self.events.push(ServerEvent::Closed {
                         peer,
+                        vehicle: vehicle.clone(),
                         reason: reason.to_string(),
                     }),
                     Event::StreamOpened(_) | Event::StreamReadable(_) => {}
                 }
-            }
-            while let Some(id) = c.accept_stream() {
-                self.sessions.insert((h, id), Session::new(peer));
             }
             if c.is_closed() {
                 // Sessions of a dead connection keep their partial files
                 // on disk for the client's next run.
                 self.sessions.retain(|(ch, _), _| *ch != h);
                 self.peers.remove(&h);
+                self.who.remove(&h);
                 ep.remove(h);
                 self.served = true;
                 continue;
             }
+            let Some(who) = self.who.get(&h).cloned() else {
+                // Not identified yet: its streams wait unaccepted.
+                continue;
+            };
+            while let Some(id) = c.accept_stream() {
+                self.sessions.insert((h, id), Session::new(peer));
+            }
+            let ctx = SessionCtx {
+                store: self.store.as_ref(),
+                who: who.as_ref(),
+                auth: self.auth.as_deref(),
+                key: c.peer_static(),
+                hook: self.hook.as_deref(),
+            };
             let keys: Vec<_> = self
                 .sessions
                 .keys()
                 .filter(|(ch, _)| *ch == h)
                 .copied()
                 .collect();
+            let mut taken = Vec::new();
             for key in keys {
                 let Some(mut s) = self.sessions.remove(&key) else {
                     continue;
                 };
                 let had_partial = s.partial.is_some();
-                s.step(
-                    c,
-                    key.1,
-                    self.store.as_ref(),
-                    now,
-                    &mut self.scratch,
-                    &mut self.events,
-                );
+                s.step(c, key.1, &ctx, now, &mut self.scratch, &mut self.events);
                 let partial = s.partial.clone();
                 if !s.is_done() {
                     self.sessions.insert(key, s);
                 }
                 if let (false, Some(p)) = (had_partial, partial) {
-                    self.take_over(&p, key);
+                    taken.push((p, key));
                 }
+            }
+            for (p, key) in taken {
+                self.take_over(&p, key);
             }
         }
         for e in self.events.drain(..) {

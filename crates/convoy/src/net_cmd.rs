@@ -104,20 +104,33 @@ pub fn run_server(opts: ServerOptions, json: bool) -> Result<()> {
     Ok(())
 }
 
-fn describe(e: &convoy_net::ServerEvent) -> String {
+/// "truck-7 (10.0.0.5:40000)" when the registry named the peer, else the address.
+fn who(peer: &std::net::SocketAddr, vehicle: &Option<String>) -> String {
+    match vehicle {
+        Some(v) => format!("{v} ({peer})"),
+        None => peer.to_string(),
+    }
+}
+
+pub fn describe(e: &convoy_net::ServerEvent) -> String {
     use convoy_net::ServerEvent::*;
     match e {
-        Connected { peer } => format!("{peer} connected"),
-        Stored { peer, name, bytes, resumed_from, blake3 } => format!(
-            "{peer}: stored {name} ({bytes} bytes, resumed from {resumed_from}, BLAKE3 {blake3})"
+        Connected { peer, vehicle } => format!("{} connected", who(peer, vehicle)),
+        Refused { peer, key, reason } => format!("{peer}: key {key} refused: {reason}"),
+        Stored { peer, vehicle, name, bytes, resumed_from, blake3 } => format!(
+            "{}: stored {name} ({bytes} bytes, resumed from {resumed_from}, BLAKE3 {blake3})",
+            who(peer, vehicle)
         ),
-        Sent { peer, name, bytes } => format!("{peer}: sent {name} ({bytes} bytes)"),
-        PerfDone { peer, bytes, seconds, cpu_seconds } => format!(
-            "{peer}: perf {bytes} bytes in {seconds:.2} s ({:.0} Mbit/s), server CPU {cpu_seconds:.2} s",
+        Sent { peer, vehicle, name, bytes } => {
+            format!("{}: sent {name} ({bytes} bytes)", who(peer, vehicle))
+        }
+        PerfDone { peer, vehicle, bytes, seconds, cpu_seconds } => format!(
+            "{}: perf {bytes} bytes in {seconds:.2} s ({:.0} Mbit/s), server CPU {cpu_seconds:.2} s",
+            who(peer, vehicle),
             *bytes as f64 * 8.0 / seconds.max(1e-9) / 1e6
         ),
-        Failed { peer, error } => format!("{peer}: {error}"),
-        Closed { peer, reason } => format!("{peer} gone: {reason}"),
+        Failed { peer, vehicle, error } => format!("{}: {error}", who(peer, vehicle)),
+        Closed { peer, vehicle, reason } => format!("{} gone: {reason}", who(peer, vehicle)),
     }
 }
 
