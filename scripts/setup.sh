@@ -18,6 +18,10 @@ command -v ping >/dev/null 2>&1 || need_apt+=(iputils-ping)
 command -v iperf3 >/dev/null 2>&1 || need_apt+=(iperf3)
 command -v tshark >/dev/null 2>&1 || need_apt+=(tshark)
 command -v mptcpize >/dev/null 2>&1 || need_apt+=(mptcpd)
+# The data service's tests: a throwaway PostgreSQL cluster (initdb and
+# pg_ctl from Debian's package) and headless Chromium for the web view.
+ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need_apt+=(postgresql)
+command -v chromium >/dev/null 2>&1 || need_apt+=(chromium fonts-dejavu-core)
 if ((${#need_apt[@]})); then
     say "installing Debian packages: ${need_apt[*]}"
     if [ "$(id -u)" -ne 0 ]; then sudo=sudo; else sudo=; fi
@@ -54,6 +58,18 @@ if command -v rustup >/dev/null 2>&1; then
     done
 fi
 
+# The S3-compatible server the data service's tests run against:
+# versitygw (Apache-2.0), built from the Go module proxy into .tools/bin.
+VERSITYGW_VERSION=v1.8.0
+if [ ! -x .tools/bin/versitygw ]; then
+    if ! command -v go >/dev/null 2>&1; then
+        say "Go is needed to build versitygw (the S3 server of the tests): install Go >= 1.24, then re-run"
+        exit 1
+    fi
+    say "building versitygw $VERSITYGW_VERSION (S3-compatible server for the tests) into .tools/bin"
+    GOBIN="$PWD/.tools/bin" GOFLAGS=-mod=mod go install "github.com/versity/versitygw/cmd/versitygw@$VERSITYGW_VERSION"
+fi
+
 # Python: a virtual environment in .venv, so nothing touches the system's
 # packages.
 if [ ! -x .venv/bin/python ]; then
@@ -67,7 +83,7 @@ if [ ! -x .venv/bin/python ]; then
         python3 -m venv .venv
     fi
 fi
-if ! .venv/bin/python -c 'import convoy_lab, pytest, pandas, sumo, libsumo, sumolib, matplotlib' >/dev/null 2>&1; then
+if ! .venv/bin/python -c 'import convoy_lab, pytest, pandas, sumo, libsumo, sumolib, matplotlib, playwright' >/dev/null 2>&1; then
     say "installing the convoy_lab Python package (editable) and its test tools into .venv"
     .venv/bin/python -m pip install --quiet --disable-pip-version-check -e 'python[test]'
 fi

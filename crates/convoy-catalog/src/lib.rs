@@ -147,6 +147,10 @@ pub trait Catalog: Send {
     /// Claims up to `limit` queued segments (and ones whose claim timed
     /// out), oldest first, marking them `indexing`.
     fn claim_pending(&mut self, limit: usize, now_ns: i64) -> Result<Vec<SegmentRow>>;
+    /// Puts every claimed segment back in the queue: a single server's
+    /// indexer calls this at start-up, since any claim left is its own
+    /// from before a crash (shared catalogs wait for the claim timeout).
+    fn release_claims(&mut self) -> Result<u64>;
     /// Marks a segment indexed and applies what it held to the last state
     /// and the track, in one transaction.
     fn finish_indexed(&mut self, id: i64, out: &IndexOutcome, now_ns: i64) -> Result<()>;

@@ -195,6 +195,13 @@ impl Catalog for PgCatalog {
         Ok(out)
     }
 
+    fn release_claims(&mut self) -> Result<u64> {
+        Ok(self.db.execute(
+            "UPDATE segments SET state = 'pending', claimed_ns = NULL WHERE state = 'indexing'",
+            &[],
+        )?)
+    }
+
     fn finish_indexed(&mut self, id: i64, out: &IndexOutcome, now_ns: i64) -> Result<()> {
         let mut tx = self.db.transaction()?;
         let vehicle: String = tx

@@ -209,6 +209,13 @@ impl Catalog for SqliteCatalog {
             .collect())
     }
 
+    fn release_claims(&mut self) -> Result<u64> {
+        Ok(self.db.execute(
+            "UPDATE segments SET state = 'pending', claimed_ns = NULL WHERE state = 'indexing'",
+            [],
+        )? as u64)
+    }
+
     fn finish_indexed(&mut self, id: i64, out: &IndexOutcome, now_ns: i64) -> Result<()> {
         let tx = self.db.transaction()?;
         let vehicle: String =

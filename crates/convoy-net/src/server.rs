@@ -245,10 +245,14 @@ impl Application for ServerApp {
             let vehicle = self.vehicle(h);
             while let Some(ev) = c.poll_event() {
                 match ev {
-                    Event::Connected => self.events.push(ServerEvent::Connected {
-                        peer,
-                        vehicle: vehicle.clone(),
-                    }),
+                    // A refused peer is logged as refused, not connected.
+                    Event::Connected if self.who.contains_key(&h) => {
+                        self.events.push(ServerEvent::Connected {
+                            peer,
+                            vehicle: vehicle.clone(),
+                        })
+                    }
+                    Event::Connected => {}
                     Event::Closed(reason) => self.events.push(ServerEvent::Closed {
                         peer,
                         vehicle: vehicle.clone(),

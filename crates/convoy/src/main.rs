@@ -4,10 +4,12 @@
 mod bench_codec;
 mod bench_link;
 mod emu_cmd;
+mod fleet_cmd;
 mod net_cmd;
 mod net_common;
 mod perf_cmd;
 mod progress;
+mod service_cmd;
 mod simulate_cmd;
 mod table;
 mod trace_cmd;
@@ -74,6 +76,11 @@ enum Command {
     /// --server-key KEY --time 10` on the other; `convoy perf
     /// --loopback-bench` compares with iperf3 TCP on this machine.
     Perf(perf_cmd::PerfArgs),
+    /// The fleet registry of a data-service server: `convoy fleet add
+    /// truck-7 truck-7.key.pub --dir DIR`, `fleet list`, `fleet revoke
+    /// NAME`, `fleet token NAME --key server.key` (for the web view).
+    #[command(subcommand)]
+    Fleet(fleet_cmd::FleetCommand),
 }
 
 #[derive(Subcommand)]
@@ -140,6 +147,7 @@ fn main() -> ExitCode {
         Command::Send(args) => net_cmd::send(args),
         Command::Get(args) => net_cmd::get(args),
         Command::Perf(args) => perf_cmd::run(args),
+        Command::Fleet(cmd) => fleet_cmd::run(cmd),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

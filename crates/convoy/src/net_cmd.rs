@@ -57,6 +57,8 @@ pub struct ServeArgs {
     pub json: bool,
     #[command(flatten)]
     pub transfer: TransferOpts,
+    #[command(flatten)]
+    pub fleet: crate::service_cmd::FleetServeOpts,
 }
 
 pub fn serve(args: ServeArgs) -> Result<()> {
@@ -67,6 +69,34 @@ pub fn serve(args: ServeArgs) -> Result<()> {
     opts.once = args.once;
     opts.idle_timeout = args.transfer.idle()?;
     opts.driver = args.transfer.driver();
+    let _service = if args.fleet.enabled(&args.dir) {
+        if !args.dir.is_dir() {
+            bail!("{}: not a directory", args.dir.display());
+        }
+        let json = args.json;
+        let log: std::sync::Arc<dyn Fn(serde_json::Value, String) + Send + Sync> =
+            std::sync::Arc::new(move |v, text| {
+                if json {
+                    println!("{v}");
+                } else {
+                    eprintln!("convoy: {text}");
+                }
+            });
+        Some(crate::service_cmd::start(
+            &args.fleet,
+            &args.dir,
+            &mut opts,
+            log,
+        )?)
+    } else {
+        if !args.json {
+            eprintln!(
+                "convoy: open mode: any client holding the server key may upload and read \
+                 (register vehicles with `convoy fleet add` to close it)"
+            );
+        }
+        None
+    };
     run_server(opts, args.json)
 }
 
@@ -146,6 +176,10 @@ pub struct SendArgs {
     /// One JSON document on stdout: {"files": [...]}.
     #[arg(long)]
     pub json: bool,
+    /// Store each file as PREFIX/FILENAME (nested names such as
+    /// 2026-11-24/cam0; inside the vehicle's namespace on a fleet server).
+    #[arg(long, value_name = "PREFIX")]
+    pub prefix: Option<String>,
     #[command(flatten)]
     pub transfer: TransferOpts,
 }
@@ -166,7 +200,17 @@ pub fn send(args: SendArgs) -> Result<()> {
     for f in files {
         let mut bar = Bar::new(f, args.json);
         let mut draw = |p| bar.draw(p);
-        let r = client.upload(std::path::Path::new(f), None, Some(&mut draw));
+        let name = match &args.prefix {
+            Some(p) => {
+                let base = std::path::Path::new(f)
+                    .file_name()
+                    .and_then(|n| n.to_str())
+                    .with_context(|| format!("{f}: no file name"))?;
+                Some(format!("{}/{base}", p.trim_end_matches('/')))
+            }
+            None => None,
+        };
+        let r = client.upload(std::path::Path::new(f), name.as_deref(), Some(&mut draw));
         bar.clear();
         let r = r?;
         if !args.json {
@@ -217,10 +261,11 @@ pub struct GetArgs {
 pub fn get(args: GetArgs) -> Result<()> {
     let key = parse_server_key(&args.server_key)?;
     let server = resolve(&args.addr)?;
+    // A nested name lands under its last component.
     let dest = args
         .out
         .clone()
-        .unwrap_or_else(|| PathBuf::from(&args.name));
+        .unwrap_or_else(|| PathBuf::from(args.name.rsplit('/').next().unwrap_or(&args.name)));
     let mut client = Client::connect(args.transfer.client(server, key)?)?;
     let mut bar = Bar::new(&args.name, args.json);
     let mut draw = |p| bar.draw(p);
