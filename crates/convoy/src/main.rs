@@ -1,6 +1,7 @@
 //! The `convoy` command. Subcommands grow with the project: today it measures
 //! the codec; later issues add send, serve, perf, emulate and simulate.
 
+mod agent_cmd;
 mod bench_codec;
 mod bench_link;
 mod emu_cmd;
@@ -81,6 +82,11 @@ enum Command {
     /// NAME`, `fleet token NAME --key server.key` (for the web view).
     #[command(subcommand)]
     Fleet(fleet_cmd::FleetCommand),
+    /// The vehicle side of the data service: `convoy agent --config
+    /// agent.toml` collects telemetry and files into a spool and uploads
+    /// them by priority and link rules; `convoy agent status --config
+    /// agent.toml` shows the spool, the lanes and the last upload.
+    Agent(agent_cmd::AgentArgs),
 }
 
 #[derive(Subcommand)]
@@ -148,6 +154,7 @@ fn main() -> ExitCode {
         Command::Get(args) => net_cmd::get(args),
         Command::Perf(args) => perf_cmd::run(args),
         Command::Fleet(cmd) => fleet_cmd::run(cmd),
+        Command::Agent(args) => agent_cmd::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
