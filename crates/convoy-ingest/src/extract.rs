@@ -12,11 +12,13 @@ use convoy_catalog::{LastState, TrackPoint, TRACK_BUCKET_NS};
 use convoy_telemetry::segment::{SegmentError, SegmentReader, ValueRef};
 use convoy_telemetry::{LATITUDE, LONGITUDE, SPEED};
 
-/// Columns of the samples, in segment order.
+/// Columns of the samples, in segment order; paths are interned (a
+/// segment repeats a handful of names), `path[i]` indexes `paths`.
 #[derive(Default)]
 pub struct Columns {
     pub t_ns: Vec<i64>,
-    pub path: Vec<String>,
+    pub path: Vec<u32>,
+    pub paths: Vec<String>,
     pub value: Vec<Option<f64>>,
     pub text: Vec<Option<String>>,
 }
@@ -43,26 +45,30 @@ pub fn extract(vehicle: &str, seg: &SegmentReader) -> Result<Extracted, SegmentE
     let mut out = Extracted::default();
     let mut fix = Fix::default();
     let mut speed: Option<f64> = None;
-    let mut newest: HashMap<String, (i64, serde_json::Value)> = HashMap::new();
+    // Per interned path: the time and row of its newest sample.
+    let mut newest: Vec<(i64, usize)> = Vec::new();
+    let mut index: HashMap<String, u32> = HashMap::new();
     let mut last_bucket = i64::MIN;
     let mut best: Option<TrackPoint> = None;
-    // Interned paths: segments repeat a handful of names.
-    let mut paths: HashMap<String, String> = HashMap::new();
     seg.for_each(|l| {
         let c = &mut out.columns;
-        c.t_ns.push(l.t_ns);
-        let p = match paths.get(l.path) {
-            Some(p) => p.clone(),
+        let row = c.t_ns.len();
+        let p = match index.get(l.path) {
+            Some(&p) => p,
             None => {
-                paths.insert(l.path.to_owned(), l.path.to_owned());
-                l.path.to_owned()
+                let p = c.paths.len() as u32;
+                c.paths.push(l.path.to_owned());
+                index.insert(l.path.to_owned(), p);
+                newest.push((i64::MIN, 0));
+                p
             }
         };
+        c.t_ns.push(l.t_ns);
         c.path.push(p);
-        let (num, json) = match &l.value {
-            ValueRef::Number(x) => (Some(*x), serde_json::json!(x)),
-            ValueRef::Bool(b) => (Some(f64::from(u8::from(*b))), serde_json::json!(b)),
-            ValueRef::Text(s) => (None, serde_json::json!(s)),
+        let num = match &l.value {
+            ValueRef::Number(x) => Some(*x),
+            ValueRef::Bool(b) => Some(f64::from(u8::from(*b))),
+            ValueRef::Text(_) => None,
         };
         c.value.push(num);
         c.text.push(match &l.value {
@@ -71,12 +77,9 @@ pub fn extract(vehicle: &str, seg: &SegmentReader) -> Result<Extracted, SegmentE
         });
         out.t_first = Some(out.t_first.map_or(l.t_ns, |t| t.min(l.t_ns)));
         out.t_last = Some(out.t_last.map_or(l.t_ns, |t| t.max(l.t_ns)));
-        match newest.get_mut(l.path) {
-            Some(slot) if slot.0 <= l.t_ns => *slot = (l.t_ns, json),
-            Some(_) => {}
-            None => {
-                newest.insert(l.path.to_owned(), (l.t_ns, json));
-            }
+        let slot = &mut newest[p as usize];
+        if slot.0 <= l.t_ns {
+            *slot = (l.t_ns, row);
         }
         if l.path == SPEED {
             speed = num;
@@ -114,8 +117,19 @@ pub fn extract(vehicle: &str, seg: &SegmentReader) -> Result<Extracted, SegmentE
         }
     })?;
     if let Some(p) = best {
-        let values: serde_json::Map<String, serde_json::Value> =
-            newest.into_iter().map(|(k, (_, v))| (k, v)).collect();
+        let c = &out.columns;
+        let values: serde_json::Map<String, serde_json::Value> = newest
+            .iter()
+            .enumerate()
+            .map(|(i, &(_, row))| {
+                let v = match (&c.text[row], c.value[row]) {
+                    (Some(t), _) => serde_json::json!(t),
+                    (None, Some(x)) => serde_json::json!(x),
+                    (None, None) => serde_json::Value::Null,
+                };
+                (c.paths[i].clone(), v)
+            })
+            .collect();
         out.last = Some(LastState {
             vehicle: vehicle.to_owned(),
             t_ns: p.t_ns,

@@ -5,7 +5,11 @@
 
 use std::sync::Arc;
 
-use arrow_array::{ArrayRef, Float64Array, RecordBatch, StringArray, TimestampNanosecondArray};
+use arrow_array::types::UInt32Type;
+use arrow_array::{
+    ArrayRef, DictionaryArray, Float64Array, RecordBatch, StringArray, TimestampNanosecondArray,
+    UInt32Array,
+};
 use arrow_schema::{DataType, Field, Schema, TimeUnit};
 use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
@@ -20,7 +24,11 @@ pub fn schema() -> Schema {
             DataType::Timestamp(TimeUnit::Nanosecond, Some("UTC".into())),
             false,
         ),
-        Field::new("path", DataType::Utf8, false),
+        Field::new(
+            "path",
+            DataType::Dictionary(Box::new(DataType::UInt32), Box::new(DataType::Utf8)),
+            false,
+        ),
         Field::new("value", DataType::Float64, true),
         Field::new("text", DataType::Utf8, true),
     ])
@@ -31,7 +39,10 @@ pub fn to_parquet(c: Columns) -> Result<Vec<u8>, parquet::errors::ParquetError> 
     let schema = Arc::new(schema());
     let cols: Vec<ArrayRef> = vec![
         Arc::new(TimestampNanosecondArray::from(c.t_ns).with_timezone("UTC")),
-        Arc::new(StringArray::from(c.path)),
+        Arc::new(DictionaryArray::<UInt32Type>::try_new(
+            UInt32Array::from(c.path),
+            Arc::new(StringArray::from(c.paths)),
+        )?),
         Arc::new(Float64Array::from(c.value)),
         Arc::new(StringArray::from(c.text)),
     ];
@@ -53,7 +64,8 @@ mod tests {
     fn parquet_reads_back() {
         let c = Columns {
             t_ns: vec![1, 2],
-            path: vec!["Vehicle.Speed".into(), "Vehicle.Private.Note".into()],
+            path: vec![0, 1],
+            paths: vec!["Vehicle.Speed".into(), "Vehicle.Private.Note".into()],
             value: vec![Some(3.5), None],
             text: vec![None, Some("hi".into())],
         };

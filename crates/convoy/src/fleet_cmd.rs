@@ -56,6 +56,9 @@ pub enum FleetCommand {
     /// Print the HTTP token of a registered name, for the web view and
     /// its JSON API (`Authorization: Bearer TOKEN` or `?token=TOKEN`).
     Token(TokenArgs),
+    /// Measure the server side: telemetry indexed per second on one core,
+    /// and the map's fleet and track queries over HTTP on 1,000 vehicles.
+    Bench(crate::fleet_bench::BenchArgs),
 }
 
 #[derive(Args)]
@@ -100,6 +103,7 @@ pub struct TokenArgs {
 pub fn run(cmd: FleetCommand) -> Result<()> {
     let now = convoy_telemetry::now_ns();
     match cmd {
+        FleetCommand::Bench(a) => return crate::fleet_bench::run(a),
         FleetCommand::Add(a) => {
             validate_identity_name(&a.name).map_err(anyhow::Error::msg)?;
             let key = parse_server_key(&a.key).with_context(|| format!("reading key {}", a.key))?;

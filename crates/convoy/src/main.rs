@@ -5,6 +5,7 @@ mod agent_cmd;
 mod bench_codec;
 mod bench_link;
 mod emu_cmd;
+mod fleet_bench;
 mod fleet_cmd;
 mod net_cmd;
 mod net_common;
