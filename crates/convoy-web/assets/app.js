@@ -183,5 +183,7 @@ function listen() {
   }
   loadBasemap().catch((e) => showError("basemap: " + e));
   await refresh();
-  listen();
+  // After the load event: an open event stream must not hold it back.
+  if (document.readyState === "complete") listen();
+  else window.addEventListener("load", listen);
 })();

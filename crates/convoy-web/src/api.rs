@@ -1,14 +1,14 @@
 //! The JSON API and file downloads, as functions of the caller and the
 //! catalog.
 
-use std::io::Read;
+use std::io::{Read, Write};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::http1::Request;
 use convoy_ingest::Store;
 use serde_json::{json, Value};
-use tiny_http::{Header, Request, Response, StatusCode};
 
 use crate::http::Shared;
 use crate::range::{self, RangeAsk};
@@ -150,53 +150,36 @@ fn uploads(shared: &Shared, who: &Caller, params: &[(String, String)]) -> Result
 
 /// Server-Sent Events: `change` whenever the catalog's version moves
 /// (checked every 250 ms), a comment every 15 s to keep proxies open.
-pub fn events(shared: Arc<Shared>, req: Request, mut headers: Vec<Header>) {
-    headers.push(Header::from_bytes("Content-Type", "text/event-stream").expect("header"));
-    headers.push(Header::from_bytes("Cache-Control", "no-store").expect("header"));
-    let body = Events {
-        shared,
-        last: None,
-        buf: Vec::new(),
-        next_ping: Instant::now() + Duration::from_secs(15),
+/// Written straight to the socket (no chunked encoding, which buffers),
+/// until the page goes away or the server stops.
+pub fn events(shared: Arc<Shared>, req: Request, mut headers: Vec<(String, String)>) {
+    headers.push(("Content-Type".into(), "text/event-stream".into()));
+    headers.push(("Cache-Control".into(), "no-store".into()));
+    let Ok(mut w) = req.start(200, &headers, None) else {
+        return;
     };
-    let resp = Response::new(StatusCode(200), headers, body, None, None).with_chunked_threshold(0);
-    let _ = req.respond(resp);
-}
-
-struct Events {
-    shared: Arc<Shared>,
-    last: Option<i64>,
-    buf: Vec<u8>,
-    next_ping: Instant,
-}
-
-impl Read for Events {
-    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
-        loop {
-            if !self.buf.is_empty() {
-                let n = out.len().min(self.buf.len());
-                out[..n].copy_from_slice(&self.buf[..n]);
-                self.buf.drain(..n);
-                return Ok(n);
+    let mut last = None;
+    let mut next_ping = Instant::now() + Duration::from_secs(15);
+    while !shared.stop.load(Ordering::Relaxed) {
+        let mut out = Vec::new();
+        if let Ok(v) = shared.pool.with(|c| c.version()) {
+            if last != Some(v) {
+                last = Some(v);
+                out = format!("event: change\ndata: {{\"version\":{v}}}\n\n").into_bytes();
             }
-            if self.shared.stop.load(Ordering::Relaxed) {
-                return Ok(0);
-            }
-            if let Ok(v) = self.shared.pool.with(|c| c.version()) {
-                if self.last != Some(v) {
-                    self.last = Some(v);
-                    self.buf = format!("event: change\ndata: {{\"version\":{v}}}\n\n").into_bytes();
-                    continue;
-                }
-            }
-            if Instant::now() >= self.next_ping {
-                self.next_ping = Instant::now() + Duration::from_secs(15);
-                self.buf = b": ping\n\n".to_vec();
-                continue;
-            }
-            std::thread::sleep(Duration::from_millis(250));
         }
+        if out.is_empty() && Instant::now() >= next_ping {
+            out = b": ping\n\n".to_vec();
+        }
+        if !out.is_empty() {
+            next_ping = Instant::now() + Duration::from_secs(15);
+            if w.write_all(&out).and_then(|_| w.flush()).is_err() {
+                return;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(250));
     }
+    crate::http::end(w);
 }
 
 /// A stored file's answer: status, headers, body.

@@ -1,16 +1,15 @@
 //! The HTTP server: one thread accepts, one thread per request answers
 //! (Server-Sent Events hold theirs for as long as the page is open).
 
-use std::io::Read;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::http1::{finish, Request};
 use convoy_catalog::Catalog;
 use convoy_ingest::Store;
-use tiny_http::{Header, Method, Request, Response, StatusCode};
 
 use crate::api::{self, Caller, Reply};
 use crate::{assets, token};
@@ -32,7 +31,6 @@ pub struct WebConfig {
 pub struct Web {
     addr: SocketAddr,
     stop: Arc<AtomicBool>,
-    server: Arc<tiny_http::Server>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -77,14 +75,10 @@ impl Web {
             Some(p) => Some(std::fs::read(p).map_err(|e| format!("{}: {e}", p.display()))?),
             None => None,
         };
-        let server = Arc::new(
-            tiny_http::Server::http(cfg.listen)
-                .map_err(|e| format!("cannot listen on {} (HTTP): {e}", cfg.listen))?,
-        );
-        let addr = server
-            .server_addr()
-            .to_ip()
-            .ok_or("HTTP server has no IP address")?;
+        let listener = std::net::TcpListener::bind(cfg.listen)
+            .map_err(|e| format!("cannot listen on {} (HTTP): {e}", cfg.listen))?;
+        let addr = listener.local_addr().map_err(|e| e.to_string())?;
+        listener.set_nonblocking(true).map_err(|e| e.to_string())?;
         let stop = Arc::new(AtomicBool::new(false));
         let shared = Arc::new(Shared {
             pool: Pool {
@@ -98,21 +92,28 @@ impl Web {
         });
         // Check the catalog now, so a bad URL fails at start, not per request.
         shared.pool.with(|c| c.version())?;
-        let srv = server.clone();
         let stop2 = stop.clone();
         let thread = std::thread::Builder::new()
             .name("convoy-web".into())
             .spawn(move || {
                 while !stop2.load(Ordering::Relaxed) {
-                    match srv.recv_timeout(Duration::from_millis(200)) {
-                        Ok(Some(req)) => {
+                    match listener.accept() {
+                        Ok((stream, _)) => {
+                            let _ = stream.set_nonblocking(false);
                             let shared = shared.clone();
                             let _ = std::thread::Builder::new()
                                 .name("convoy-web-req".into())
-                                .spawn(move || handle(shared, req));
+                                .spawn(move || {
+                                    if let Some(req) = Request::read(stream) {
+                                        handle(shared, req);
+                                    }
+                                });
                         }
-                        Ok(None) => {}
-                        Err(_) => break,
+                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                            std::thread::sleep(Duration::from_millis(20))
+                        }
+                        // A client's failed connection is no reason to stop.
+                        Err(_) => std::thread::sleep(Duration::from_millis(20)),
                     }
                 }
             })
@@ -120,7 +121,6 @@ impl Web {
         Ok(Web {
             addr,
             stop,
-            server,
             thread: Some(thread),
         })
     }
@@ -133,27 +133,25 @@ impl Web {
 impl Drop for Web {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
-        self.server.unblock();
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
     }
 }
 
-fn header(name: &str, value: &str) -> Header {
-    Header::from_bytes(name.as_bytes(), value.as_bytes()).expect("valid header")
-}
+type Headers = Vec<(String, String)>;
 
-fn cors(headers: &mut Vec<Header>) {
-    headers.push(header("Access-Control-Allow-Origin", "*"));
-    headers.push(header(
-        "Access-Control-Allow-Headers",
-        "Authorization, Range",
-    ));
-    headers.push(header(
-        "Access-Control-Expose-Headers",
-        "Content-Range, Content-Length, Accept-Ranges",
-    ));
+fn cors(headers: &mut Headers) {
+    for (k, v) in [
+        ("Access-Control-Allow-Origin", "*"),
+        ("Access-Control-Allow-Headers", "Authorization, Range"),
+        (
+            "Access-Control-Expose-Headers",
+            "Content-Range, Content-Length, Accept-Ranges",
+        ),
+    ] {
+        headers.push((k.into(), v.into()));
+    }
 }
 
 /// Splits `/path?a=b&c=d` and percent-decodes the query values.
@@ -191,10 +189,9 @@ pub(crate) fn percent_decode(s: &str) -> String {
 
 fn caller(shared: &Shared, req: &Request, params: &[(String, String)]) -> Result<Caller, Reply> {
     let from_header = req
-        .headers()
-        .iter()
-        .find(|h| h.field.equiv("Authorization"))
-        .and_then(|h| h.value.as_str().strip_prefix("Bearer ").map(str::to_owned));
+        .header("Authorization")
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::to_owned);
     let from_query = params
         .iter()
         .find(|(k, _)| k == "token")
@@ -225,21 +222,22 @@ fn caller(shared: &Shared, req: &Request, params: &[(String, String)]) -> Result
 }
 
 fn handle(shared: Arc<Shared>, req: Request) {
-    let (path, params) = split_url(req.url());
+    let (path, params) = split_url(&req.url);
     let mut headers = Vec::new();
     cors(&mut headers);
-    if *req.method() == Method::Options {
-        let _ = req.respond(Response::empty(StatusCode(204)).with_headers_vec(headers));
+    let head_only = req.method == "HEAD";
+    if req.method == "OPTIONS" {
+        let _ = req.respond(204, &headers, std::io::empty(), 0, true);
         return;
     }
-    if *req.method() != Method::Get && *req.method() != Method::Head {
+    if req.method != "GET" && !head_only {
         let _ = respond(req, Reply::error(405, "only GET"), headers);
         return;
     }
     if let Some(a) = assets::find(&path) {
-        headers.push(header("Content-Type", a.content_type));
-        headers.push(header("Cache-Control", "no-cache"));
-        let _ = req.respond(Response::from_data(a.body).with_headers_vec(headers));
+        headers.push(("Content-Type".into(), a.content_type.into()));
+        headers.push(("Cache-Control".into(), "no-cache".into()));
+        let _ = req.respond(200, &headers, a.body, a.body.len() as u64, head_only);
         return;
     }
     if path == "/static/overlay.json" {
@@ -250,6 +248,10 @@ fn handle(shared: Arc<Shared>, req: Request) {
         let _ = respond(req, reply, headers);
         return;
     }
+    if !path.starts_with("/api/") && !path.starts_with("/files/") {
+        let _ = respond(req, Reply::error(404, "not found"), headers);
+        return;
+    }
     let who = match caller(&shared, &req, &params) {
         Ok(c) => c,
         Err(r) => {
@@ -258,33 +260,15 @@ fn handle(shared: Arc<Shared>, req: Request) {
         }
     };
     if path == "/api/events" {
-        let _ = who;
         api::events(shared, req, headers);
         return;
     }
     if let Some(rest) = path.strip_prefix("/files/") {
-        let range = req
-            .headers()
-            .iter()
-            .find(|h| h.field.equiv("Range"))
-            .map(|h| h.value.as_str().to_owned());
+        let range = req.header("Range").map(str::to_owned);
         match api::file(&shared, &who, rest, range.as_deref()) {
             Ok(f) => {
-                let status = f.status;
-                headers.extend(f.headers.iter().map(|(k, v)| header(k, v)));
-                let len = f.len as usize;
-                let body: Box<dyn Read + Send> = if *req.method() == Method::Head {
-                    Box::new(std::io::empty())
-                } else {
-                    f.body
-                };
-                let _ = req.respond(Response::new(
-                    StatusCode(status),
-                    headers,
-                    body,
-                    Some(len),
-                    None,
-                ));
+                headers.extend(f.headers.iter().cloned());
+                let _ = req.respond(f.status, &headers, f.body, f.len, head_only);
             }
             Err(r) => {
                 let _ = respond(req, r, headers);
@@ -296,7 +280,7 @@ fn handle(shared: Arc<Shared>, req: Request) {
     let _ = respond(req, reply, headers);
 }
 
-fn respond(req: Request, reply: Reply, mut headers: Vec<Header>) -> std::io::Result<()> {
+fn respond(req: Request, reply: Reply, mut headers: Headers) -> std::io::Result<()> {
     let (status, body) = match reply {
         Reply::Json(b) => (200, b),
         Reply::Error(code, msg) => (
@@ -304,26 +288,14 @@ fn respond(req: Request, reply: Reply, mut headers: Vec<Header>) -> std::io::Res
             serde_json::json!({ "error": msg }).to_string().into_bytes(),
         ),
     };
-    headers.push(header("Content-Type", "application/json"));
-    headers.push(header("Cache-Control", "no-store"));
-    req.respond(
-        Response::from_data(body)
-            .with_status_code(StatusCode(status))
-            .with_headers_vec(headers),
-    )
+    headers.push(("Content-Type".into(), "application/json".into()));
+    headers.push(("Cache-Control".into(), "no-store".into()));
+    let len = body.len() as u64;
+    req.respond(status, &headers, &body[..], len, false)
 }
 
-trait WithHeaders {
-    fn with_headers_vec(self, h: Vec<Header>) -> Self;
-}
-
-impl<R: Read> WithHeaders for Response<R> {
-    fn with_headers_vec(mut self, h: Vec<Header>) -> Self {
-        for x in h {
-            self.add_header(x);
-        }
-        self
-    }
+pub(crate) fn end(s: std::net::TcpStream) {
+    finish(s)
 }
 
 #[cfg(test)]
@@ -341,5 +313,6 @@ mod tests {
         assert_eq!(percent_decode("%"), "%");
         assert_eq!(percent_decode("%4"), "%4");
         assert_eq!(percent_decode("%zz"), "%zz");
+        assert_eq!(percent_decode("%C3%A9"), "é");
     }
 }

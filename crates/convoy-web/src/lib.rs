@@ -19,6 +19,7 @@
 mod api;
 mod assets;
 mod http;
+mod http1;
 pub mod range;
 pub mod token;
 
