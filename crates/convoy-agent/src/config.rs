@@ -192,7 +192,7 @@ impl Config {
         c.link_rules()?;
         parse_size(&c.quota)?;
         parse_size(&c.segments.max_bytes)?;
-        if !(c.segments.max_seconds > 0.0) {
+        if c.segments.max_seconds.is_nan() || c.segments.max_seconds <= 0.0 {
             return Err("segments.max_seconds must be positive".into());
         }
         Ok(c)

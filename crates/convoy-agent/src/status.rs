@@ -67,7 +67,7 @@ impl Shared {
     /// every thousandth, so a broken producer cannot flood the log.
     pub fn reject(&self, what: &str) {
         let n = self.rejected.fetch_add(1, Ordering::Relaxed) + 1;
-        if n <= 10 || n % 1000 == 0 {
+        if n <= 10 || n.is_multiple_of(1000) {
             crate::log(&format!("rejected input ({n} so far): {what}"));
         }
         if let Ok(mut s) = self.inner.lock() {

@@ -32,10 +32,13 @@ pub use store::{Store, StoreError};
 /// connections within this plus the server's re-check period (1 s).
 pub const REGISTRY_TTL: Duration = Duration::from_millis(500);
 
+/// A registry answer and when it was fetched.
+type Cached = (Instant, Result<Identity, String>);
+
 /// The fleet registry as an [`Authorizer`].
 pub struct RegistryAuthorizer {
     catalog: Mutex<Box<dyn Catalog>>,
-    cache: Mutex<HashMap<[u8; 32], (Instant, Result<Identity, String>)>>,
+    cache: Mutex<HashMap<[u8; 32], Cached>>,
 }
 
 impl RegistryAuthorizer {

@@ -310,7 +310,7 @@ mod tests {
         }
         assert!(validate_name("vehicle-7.log").is_ok());
         assert!(validate_name("2026-11-24/cam0/000123.mcap").is_ok());
-        assert!(validate_name(&"a/".repeat(16).trim_end_matches('/').to_owned()).is_ok());
-        assert!(validate_name(&"a/".repeat(17).trim_end_matches('/').to_owned()).is_err());
+        assert!(validate_name("a/".repeat(16).trim_end_matches('/')).is_ok());
+        assert!(validate_name("a/".repeat(17).trim_end_matches('/')).is_err());
     }
 }

@@ -31,16 +31,20 @@ async function api(path) {
 
 const map = L.map("map", { zoomControl: true, worldCopyJump: true, preferCanvas: false })
   .setView([45, 8], 4);
+// The basemap has a pane of its own below the vehicles, since it arrives
+// after them and would otherwise be drawn over them.
+map.createPane("basemap");
+map.getPane("basemap").style.zIndex = 250;
 const basemap = L.layerGroup().addTo(map);
 const vehiclesLayer = L.layerGroup().addTo(map);
 
 async function loadBasemap() {
   const topo = await (await fetch("/static/countries-50m.json")).json();
   const land = topojson.feature(topo, topo.objects.countries);
-  L.geoJSON(land, { style: { color: "#8c969f", weight: 0.6, fillColor: "#eef0e6", fillOpacity: 1 }, interactive: false }).addTo(basemap);
+  L.geoJSON(land, { pane: "basemap", style: { color: "#8c969f", weight: 0.6, fillColor: "#eef0e6", fillOpacity: 1 }, interactive: false }).addTo(basemap);
   const overlay = await (await fetch("/static/overlay.json")).json();
   if (overlay.features && overlay.features.length) {
-    L.geoJSON(overlay, { style: { color: "#9aa3ad", weight: 1.5 }, interactive: false }).addTo(basemap);
+    L.geoJSON(overlay, { pane: "basemap", style: { color: "#9aa3ad", weight: 1.5 }, interactive: false }).addTo(basemap);
   }
 }
 
