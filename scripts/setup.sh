@@ -20,6 +20,10 @@ command -v tshark >/dev/null 2>&1 || need_apt+=(tshark)
 command -v mptcpize >/dev/null 2>&1 || need_apt+=(mptcpd)
 # The coexistence experiments' VoIP flow (smart-ap, background).
 command -v irtt >/dev/null 2>&1 || need_apt+=(irtt)
+# The data service's tests: a throwaway PostgreSQL cluster (initdb and
+# pg_ctl from Debian's package) and headless Chromium for the web view.
+ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need_apt+=(postgresql)
+command -v chromium >/dev/null 2>&1 || need_apt+=(chromium fonts-dejavu-core)
 if ((${#need_apt[@]})); then
     say "installing Debian packages: ${need_apt[*]}"
     if [ "$(id -u)" -ne 0 ]; then sudo=sudo; else sudo=; fi
@@ -56,6 +60,18 @@ if command -v rustup >/dev/null 2>&1; then
     done
 fi
 
+# The S3-compatible server the data service's tests run against:
+# versitygw (Apache-2.0), built from the Go module proxy into .tools/bin.
+VERSITYGW_VERSION=v1.8.0
+if [ ! -x .tools/bin/versitygw ]; then
+    if ! command -v go >/dev/null 2>&1; then
+        say "Go is needed to build versitygw (the S3 server of the tests): install Go >= 1.24, then re-run"
+        exit 1
+    fi
+    say "building versitygw $VERSITYGW_VERSION (S3-compatible server for the tests) into .tools/bin"
+    GOBIN="$PWD/.tools/bin" GOFLAGS=-mod=mod go install "github.com/versity/versitygw/cmd/versitygw@$VERSITYGW_VERSION"
+fi
+
 # Python: a virtual environment in .venv, so nothing touches the system's
 # packages.
 if [ ! -x .venv/bin/python ]; then
@@ -69,7 +85,7 @@ if [ ! -x .venv/bin/python ]; then
         python3 -m venv .venv
     fi
 fi
-if ! .venv/bin/python -c 'import convoy_lab, pytest, pandas, sumo, libsumo, sumolib, matplotlib, distributed' >/dev/null 2>&1; then
+if ! .venv/bin/python -c 'import convoy_lab, pytest, pandas, sumo, libsumo, sumolib, matplotlib, distributed, playwright' >/dev/null 2>&1; then
     say "installing the convoy_lab Python package (editable), its test tools and Dask into .venv"
     .venv/bin/python -m pip install --quiet --disable-pip-version-check -e 'python[test,cluster]'
 fi

@@ -23,6 +23,7 @@
 //! client.close();
 //! ```
 
+pub mod auth;
 pub mod client;
 pub mod clock;
 pub mod download;
@@ -47,6 +48,7 @@ pub mod tokio;
 pub mod upload;
 pub mod wake;
 
+pub use auth::{Authorizer, CommitHook, Committed, Identity, Role};
 pub use client::{Client, ClientOptions, Progress};
 pub use convoy_proto::cc::Priority;
 pub use download::DownloadReport;

@@ -7,7 +7,9 @@ use crate::error::NetError;
 use crate::perf_stamps::LatencySummary;
 
 const MAGIC: &[u8; 4] = b"CVY1";
-pub const MAX_NAME: usize = 255;
+pub const MAX_NAME: usize = 1024;
+/// Most `/`-separated components in a name.
+pub const MAX_DEPTH: usize = 16;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Request {
@@ -56,15 +58,31 @@ pub enum Reply {
     },
 }
 
-/// Checks a stored-file name: one path component, no hidden files, so a
-/// client can never write outside the server's directory.
+/// Checks a stored-file name: one or more `/`-separated components, none
+/// empty, none starting with '.', no NUL or backslash, at most
+/// [`MAX_NAME`] bytes and [`MAX_DEPTH`] components, so a name is always a
+/// path inside the server's directory (`2026-11-24/cam0/000123.mcap`).
 pub fn validate_name(name: &str) -> Result<(), String> {
     if name.is_empty() || name.len() > MAX_NAME {
         return Err(format!("name must be 1..={MAX_NAME} bytes"));
     }
-    if name.starts_with('.') || name.contains('/') || name.contains('\0') {
+    if name.contains('\0') || name.contains('\\') {
         return Err(format!(
-            "invalid name {name:?}: no '/', NUL or leading '.' allowed"
+            "invalid name {name:?}: no NUL or backslash allowed"
+        ));
+    }
+    let mut depth = 0;
+    for part in name.split('/') {
+        depth += 1;
+        if part.is_empty() || part.starts_with('.') {
+            return Err(format!(
+                "invalid name {name:?}: components must be non-empty and not start with '.'"
+            ));
+        }
+    }
+    if depth > MAX_DEPTH {
+        return Err(format!(
+            "invalid name {name:?}: more than {MAX_DEPTH} components"
         ));
     }
     Ok(())
@@ -325,9 +343,14 @@ mod tests {
 
     #[test]
     fn names_cannot_escape_the_directory() {
-        for bad in ["", "../x", "a/b", ".hidden", "."] {
+        for bad in [
+            "", "../x", ".hidden", ".", "a/../b", "/abs", "a//b", "a/", "a\\b", "a\0b",
+        ] {
             assert!(validate_name(bad).is_err(), "{bad}");
         }
         assert!(validate_name("vehicle-7.log").is_ok());
+        assert!(validate_name("2026-11-24/cam0/000123.mcap").is_ok());
+        assert!(validate_name("a/".repeat(16).trim_end_matches('/')).is_ok());
+        assert!(validate_name("a/".repeat(17).trim_end_matches('/')).is_err());
     }
 }

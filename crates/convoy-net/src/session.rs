@@ -9,9 +9,10 @@ use std::time::Duration;
 
 use convoy_proto::{Connection, StreamError, StreamId};
 
+use crate::auth::{read_name, write_name, Authorizer, CommitHook, Committed, Identity};
 use crate::error::NetError;
 use crate::perf_stamps::{wall_ns, LatencyMeter};
-use crate::request::{validate_name, Reply, Request};
+use crate::request::{Reply, Request};
 use crate::store::{PartialUpload, PutStart, Store};
 
 /// How often a perf server reports what it has received.
@@ -56,15 +57,28 @@ impl Outbox {
     }
 }
 
-/// What the server log shows.
+/// What the server log shows. `vehicle` is the registered name of the
+/// peer's key on a server with an authorizer (absent otherwise), so logs
+/// name the vehicle, not only its address.
 #[derive(Clone, Debug, serde::Serialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum ServerEvent {
     Connected {
         peer: SocketAddr,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        vehicle: Option<String>,
+    },
+    /// A key the authorizer refused (unknown or revoked); the connection
+    /// is closed with `reason`.
+    Refused {
+        peer: SocketAddr,
+        key: String,
+        reason: String,
     },
     Stored {
         peer: SocketAddr,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        vehicle: Option<String>,
         name: String,
         bytes: u64,
         resumed_from: u64,
@@ -72,30 +86,84 @@ pub enum ServerEvent {
     },
     Sent {
         peer: SocketAddr,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        vehicle: Option<String>,
         name: String,
         bytes: u64,
     },
     PerfDone {
         peer: SocketAddr,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        vehicle: Option<String>,
         bytes: u64,
         seconds: f64,
         cpu_seconds: f64,
     },
     Failed {
         peer: SocketAddr,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        vehicle: Option<String>,
         error: String,
     },
     Closed {
         peer: SocketAddr,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        vehicle: Option<String>,
         reason: String,
     },
+}
+
+/// What a session needs from the server around it.
+pub struct SessionCtx<'a> {
+    pub store: Option<&'a Store>,
+    /// Who the peer is (`None` on a server without an authorizer).
+    pub who: Option<&'a Identity>,
+    /// Asked again before an upload is acknowledged.
+    pub auth: Option<&'a dyn Authorizer>,
+    /// The peer's static key.
+    pub key: Option<[u8; 32]>,
+    pub hook: Option<&'a dyn CommitHook>,
+}
+
+impl SessionCtx<'_> {
+    fn vehicle(&self) -> Option<String> {
+        self.who.map(|w| w.name.clone())
+    }
+
+    /// The upload's key is still registered (a revocation since the
+    /// connection began stops the upload before it is acknowledged).
+    fn still_allowed(&self) -> Result<(), NetError> {
+        if let (Some(auth), Some(key)) = (self.auth, self.key.as_ref()) {
+            auth.identify(key)
+                .map_err(|why| NetError::Remote(format!("refused: {why}")))?;
+        }
+        Ok(())
+    }
+
+    /// Runs the commit hook for a stored file.
+    fn committed(&self, stored_name: &str, bytes: u64, blake3: [u8; 32]) -> Result<(), NetError> {
+        let (Some(hook), Some(store)) = (self.hook, self.store) else {
+            return Ok(());
+        };
+        let path = store.final_path(stored_name);
+        hook.committed(&Committed {
+            who: self.who,
+            stored_name,
+            path: &path,
+            bytes,
+            blake3,
+        })
+        .map_err(|e| NetError::Remote(format!("stored but not queued for indexing: {e}")))
+    }
 }
 
 enum Phase {
     Header,
     Put {
         upload: Box<PartialUpload>,
+        /// As the client named it, and as stored (namespace included).
         name: String,
+        stored: String,
         from: u64,
     },
     Get {
@@ -164,12 +232,12 @@ impl Session {
         &mut self,
         c: &mut Connection,
         id: StreamId,
-        store: Option<&Store>,
+        ctx: &SessionCtx<'_>,
         now: Duration,
         scratch: &mut [u8],
         events: &mut Vec<ServerEvent>,
     ) {
-        if let Err(e) = self.advance(c, id, store, now, scratch, events) {
+        if let Err(e) = self.advance(c, id, ctx, now, scratch, events) {
             if let Phase::Put { upload, .. } = std::mem::replace(&mut self.phase, Phase::Done) {
                 // A disk that is full or failing will not take the rest.
                 if matches!(e, NetError::File { .. }) {
@@ -180,6 +248,7 @@ impl Session {
             self.partial = None;
             events.push(ServerEvent::Failed {
                 peer: self.peer,
+                vehicle: ctx.vehicle(),
                 error: e.to_string(),
             });
             self.out.push(
@@ -197,26 +266,26 @@ impl Session {
         &mut self,
         c: &mut Connection,
         id: StreamId,
-        store: Option<&Store>,
+        ctx: &SessionCtx<'_>,
         now: Duration,
         scratch: &mut [u8],
         events: &mut Vec<ServerEvent>,
     ) -> Result<(), NetError> {
         if let Phase::Get { .. } = self.phase {
-            return self.send_file(c, id, scratch, events);
+            return self.send_file(c, id, ctx, scratch, events);
         }
         loop {
             let fin = match c.read(id, scratch) {
                 Ok(0) => true,
                 Ok(n) => {
-                    self.on_data(&scratch[..n], store, now)?;
+                    self.on_data(&scratch[..n], ctx, now)?;
                     false
                 }
                 Err(StreamError::Blocked) => break,
                 Err(e) => return Err(e.into()),
             };
             if fin {
-                self.on_fin(now, events)?;
+                self.on_fin(now, ctx, events)?;
                 break;
             }
         }
@@ -226,7 +295,7 @@ impl Session {
         } = self.phase
         {
             if now >= deadline {
-                self.end_timed_perf(now, events);
+                self.end_timed_perf(now, ctx, events);
                 return Ok(());
             }
         }
@@ -247,7 +316,7 @@ impl Session {
             }
         }
         if let Phase::Get { .. } = self.phase {
-            return self.send_file(c, id, scratch, events);
+            return self.send_file(c, id, ctx, scratch, events);
         }
         Ok(())
     }
@@ -255,7 +324,7 @@ impl Session {
     fn on_data(
         &mut self,
         data: &[u8],
-        store: Option<&Store>,
+        ctx: &SessionCtx<'_>,
         now: Duration,
     ) -> Result<(), NetError> {
         match &mut self.phase {
@@ -264,9 +333,9 @@ impl Session {
                 if let Some((req, used)) = Request::decode(&self.inbox)? {
                     let rest = self.inbox.split_off(used);
                     self.inbox = Vec::new();
-                    self.start(req, store, now)?;
+                    self.start(req, ctx, now)?;
                     if !rest.is_empty() {
-                        self.on_data(&rest, store, now)?;
+                        self.on_data(&rest, ctx, now)?;
                     }
                 }
                 Ok(())
@@ -284,19 +353,19 @@ impl Session {
         }
     }
 
-    fn start(
-        &mut self,
-        req: Request,
-        store: Option<&Store>,
-        now: Duration,
-    ) -> Result<(), NetError> {
-        let need_store =
-            || store.ok_or_else(|| NetError::Remote("this server only runs perf".into()));
+    fn start(&mut self, req: Request, ctx: &SessionCtx<'_>, now: Duration) -> Result<(), NetError> {
+        let need_store = || {
+            ctx.store
+                .ok_or_else(|| NetError::Remote("this server only runs perf".into()))
+        };
         match req {
             Request::Put { name, size, hash } => {
-                validate_name(&name).map_err(NetError::Remote)?;
-                match need_store()?.begin_put(&name, size, hash)? {
+                let stored = write_name(ctx.who, &name).map_err(NetError::Remote)?;
+                match need_store()?.begin_put(&stored, size, hash)? {
                     PutStart::AlreadyStored => {
+                        // An earlier run stored it but its client never
+                        // heard: queue it again (idempotent), then confirm.
+                        ctx.committed(&stored, size, hash)?;
                         self.out.push(&Reply::PutFrom { offset: size }.encode());
                         self.out.push(&Reply::Stored { hash }.encode());
                         self.out.finish_when_empty();
@@ -311,16 +380,24 @@ impl Session {
                         );
                         self.partial = Some(upload.path.clone());
                         let from = upload.written;
-                        self.phase = Phase::Put { upload, name, from };
+                        self.phase = Phase::Put {
+                            upload,
+                            name,
+                            stored,
+                            from,
+                        };
                     }
                 }
             }
             Request::Get { name, offset } => {
-                validate_name(&name).map_err(NetError::Remote)?;
+                let stored = read_name(ctx.who, &name).map_err(NetError::Remote)?;
                 let (mut file, size, hash) =
-                    need_store()?.open_get(&name).map_err(|e| match e {
+                    need_store()?.open_get(&stored).map_err(|e| match e {
                         NetError::File { err, .. }
-                            if err.kind() == std::io::ErrorKind::NotFound =>
+                            if matches!(
+                                err.kind(),
+                                std::io::ErrorKind::NotFound | std::io::ErrorKind::IsADirectory
+                            ) =>
                         {
                             NetError::Remote(format!("no file named {name:?} on the server"))
                         }
@@ -353,21 +430,36 @@ impl Session {
         Ok(())
     }
 
-    fn on_fin(&mut self, now: Duration, events: &mut Vec<ServerEvent>) -> Result<(), NetError> {
+    fn on_fin(
+        &mut self,
+        now: Duration,
+        ctx: &SessionCtx<'_>,
+        events: &mut Vec<ServerEvent>,
+    ) -> Result<(), NetError> {
         match std::mem::replace(&mut self.phase, Phase::Done) {
-            Phase::Put { upload, name, from } => {
+            Phase::Put {
+                upload,
+                name,
+                stored,
+                from,
+            } => {
                 if !upload.is_complete() {
                     let (got, size) = (upload.written, upload.size);
                     return Err(NetError::Protocol(format!(
                         "upload ended at {got} of {size} bytes"
                     )));
                 }
+                // A key revoked during the upload gets no acknowledgement;
+                // its bytes stay in the partial file, never committed.
+                ctx.still_allowed()?;
                 let bytes = upload.size;
                 let hash = upload.commit()?;
                 self.partial = None;
+                ctx.committed(&stored, bytes, hash)?;
                 self.out.push(&Reply::Stored { hash }.encode());
                 events.push(ServerEvent::Stored {
                     peer: self.peer,
+                    vehicle: ctx.vehicle(),
                     name,
                     bytes,
                     resumed_from: from,
@@ -387,7 +479,7 @@ impl Session {
                         "perf got {received} of {expected} bytes"
                     )));
                 }
-                self.perf_done(now, received, started, cpu_start, &mut latency, events);
+                self.perf_done(now, received, started, cpu_start, &mut latency, ctx, events);
             }
             Phase::PerfOver => {}
             Phase::Header => {
@@ -406,7 +498,12 @@ impl Session {
 
     /// A timed perf's window closed: answer with what arrived in it, and
     /// drop what still comes (the client stops on the answer).
-    fn end_timed_perf(&mut self, now: Duration, events: &mut Vec<ServerEvent>) {
+    fn end_timed_perf(
+        &mut self,
+        now: Duration,
+        ctx: &SessionCtx<'_>,
+        events: &mut Vec<ServerEvent>,
+    ) {
         if let Phase::Perf {
             received,
             started,
@@ -415,7 +512,7 @@ impl Session {
             ..
         } = std::mem::replace(&mut self.phase, Phase::PerfOver)
         {
-            self.perf_done(now, received, started, cpu_start, &mut latency, events);
+            self.perf_done(now, received, started, cpu_start, &mut latency, ctx, events);
         }
     }
 
@@ -426,6 +523,7 @@ impl Session {
         started: Duration,
         cpu_start: Duration,
         latency: &mut LatencyMeter,
+        ctx: &SessionCtx<'_>,
         events: &mut Vec<ServerEvent>,
     ) {
         let cpu = cpu_time().saturating_sub(cpu_start);
@@ -439,6 +537,7 @@ impl Session {
         );
         events.push(ServerEvent::PerfDone {
             peer: self.peer,
+            vehicle: ctx.vehicle(),
             bytes: received,
             seconds: now.saturating_sub(started).as_secs_f64(),
             cpu_seconds: cpu.as_secs_f64(),
@@ -449,6 +548,7 @@ impl Session {
         &mut self,
         c: &mut Connection,
         id: StreamId,
+        ctx: &SessionCtx<'_>,
         scratch: &mut [u8],
         events: &mut Vec<ServerEvent>,
     ) -> Result<(), NetError> {
@@ -485,6 +585,7 @@ impl Session {
         if *left == 0 {
             events.push(ServerEvent::Sent {
                 peer: self.peer,
+                vehicle: ctx.vehicle(),
                 name: name.clone(),
                 bytes: *sent,
             });

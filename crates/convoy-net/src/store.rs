@@ -61,6 +61,26 @@ pub fn hash_file(path: &Path) -> Result<([u8; 32], u64), NetError> {
     Ok((*h.finalize().as_bytes(), len))
 }
 
+/// Creates `dir` and its missing parents, fsyncing each parent whose
+/// entry was added, so a nested upload's directories survive a crash.
+pub fn create_dirs_durably(dir: &Path) -> Result<(), NetError> {
+    if dir.is_dir() {
+        return Ok(());
+    }
+    if let Some(parent) = dir.parent() {
+        create_dirs_durably(parent)?;
+    }
+    match fs::create_dir(dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists && dir.is_dir() => return Ok(()),
+        Err(e) => return Err(NetError::file(dir, e)),
+    }
+    match dir.parent() {
+        Some(parent) => sync_dir(parent),
+        None => Ok(()),
+    }
+}
+
 /// Makes a rename durable: fsync the directory that holds the entry.
 pub fn sync_dir(dir: &Path) -> Result<(), NetError> {
     File::open(dir)
@@ -94,9 +114,19 @@ impl Store {
         self.dir.join(name)
     }
 
+    /// The partial file of an upload: flat, named after a hash of the
+    /// (possibly nested) name and the content's hash, so nested names need
+    /// no directories until the commit.
     pub fn partial_path(&self, name: &str, hash: &[u8; 32]) -> PathBuf {
-        let tag: String = hash[..8].iter().map(|b| format!("{b:02x}")).collect();
-        self.partial_dir.join(format!("{name}.{tag}.part"))
+        let hex = |b: &[u8]| b.iter().map(|b| format!("{b:02x}")).collect::<String>();
+        let name_tag = hex(&blake3::hash(name.as_bytes()).as_bytes()[..12]);
+        self.partial_dir
+            .join(format!("{name_tag}.{}.part", hex(&hash[..8])))
+    }
+
+    /// The directory uploads land in.
+    pub fn dir(&self) -> &Path {
+        &self.dir
     }
 
     /// Starts or resumes storing `name` (`size` bytes, BLAKE3 `hash`).
@@ -178,6 +208,9 @@ impl PartialUpload {
             return Err(NetError::Integrity(
                 "stored bytes do not match the announced BLAKE3 hash".into(),
             ));
+        }
+        if let Some(parent) = self.final_path.parent() {
+            create_dirs_durably(parent)?;
         }
         fs::rename(&self.path, &self.final_path)
             .map_err(|e| NetError::file(&self.final_path, e))?;

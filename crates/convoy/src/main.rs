@@ -1,16 +1,20 @@
 //! The `convoy` command. Subcommands grow with the project: today it measures
 //! the codec; later issues add send, serve, perf, emulate and simulate.
 
+mod agent_cmd;
 mod bench_codec;
 mod bench_flood;
 mod bench_link;
 mod bench_load;
 mod bench_server;
 mod emu_cmd;
+mod fleet_bench;
+mod fleet_cmd;
 mod net_cmd;
 mod net_common;
 mod perf_cmd;
 mod progress;
+mod service_cmd;
 mod sim_cmd;
 mod simulate_cmd;
 mod table;
@@ -85,6 +89,16 @@ enum Command {
     /// --server-key KEY --time 10` on the other; `convoy perf
     /// --loopback-bench` compares with iperf3 TCP on this machine.
     Perf(perf_cmd::PerfArgs),
+    /// The fleet registry of a data-service server: `convoy fleet add
+    /// truck-7 truck-7.key.pub --dir DIR`, `fleet list`, `fleet revoke
+    /// NAME`, `fleet token NAME --key server.key` (for the web view).
+    #[command(subcommand)]
+    Fleet(fleet_cmd::FleetCommand),
+    /// The vehicle side of the data service: `convoy agent --config
+    /// agent.toml` collects telemetry and files into a spool and uploads
+    /// them by priority and link rules; `convoy agent status --config
+    /// agent.toml` shows the spool, the lanes and the last upload.
+    Agent(agent_cmd::AgentArgs),
 }
 
 #[derive(Subcommand)]
@@ -164,6 +178,8 @@ fn main() -> ExitCode {
         Command::Send(args) => net_cmd::send(args),
         Command::Get(args) => net_cmd::get(args),
         Command::Perf(args) => perf_cmd::run(args),
+        Command::Fleet(cmd) => fleet_cmd::run(cmd),
+        Command::Agent(args) => agent_cmd::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -56,9 +56,11 @@ pub struct ServeArgs {
     #[arg(long)]
     pub json: bool,
     #[command(flatten)]
-    pub fleet: FleetOpts,
+    pub cluster: FleetOpts,
     #[command(flatten)]
     pub transfer: TransferOpts,
+    #[command(flatten)]
+    pub fleet: crate::service_cmd::FleetServeOpts,
 }
 
 /// How a server spreads over cores and sits in a fleet (docs/NET.md,
@@ -94,7 +96,35 @@ pub fn serve(args: ServeArgs) -> Result<()> {
     opts.once = args.once;
     opts.idle_timeout = args.transfer.idle()?;
     opts.driver = args.transfer.driver();
-    args.fleet.apply(&mut opts);
+    args.cluster.apply(&mut opts);
+    let _service = if args.fleet.enabled(&args.dir) {
+        if !args.dir.is_dir() {
+            bail!("{}: not a directory", args.dir.display());
+        }
+        let json = args.json;
+        let log: std::sync::Arc<dyn Fn(serde_json::Value, String) + Send + Sync> =
+            std::sync::Arc::new(move |v, text| {
+                if json {
+                    println!("{v}");
+                } else {
+                    eprintln!("convoy: {text}");
+                }
+            });
+        Some(crate::service_cmd::start(
+            &args.fleet,
+            &args.dir,
+            &mut opts,
+            log,
+        )?)
+    } else {
+        if !args.json {
+            eprintln!(
+                "convoy: open mode: any client holding the server key may upload and read \
+                 (register vehicles with `convoy fleet add` to close it)"
+            );
+        }
+        None
+    };
     run_server(opts, args.json)
 }
 
@@ -149,20 +179,33 @@ pub fn run_server(opts: ServerOptions, json: bool) -> Result<()> {
     Ok(())
 }
 
-fn describe(e: &convoy_net::ServerEvent) -> String {
+/// "truck-7 (10.0.0.5:40000)" when the registry named the peer, else the address.
+fn who(peer: &std::net::SocketAddr, vehicle: &Option<String>) -> String {
+    match vehicle {
+        Some(v) => format!("{v} ({peer})"),
+        None => peer.to_string(),
+    }
+}
+
+pub fn describe(e: &convoy_net::ServerEvent) -> String {
     use convoy_net::ServerEvent::*;
     match e {
-        Connected { peer } => format!("{peer} connected"),
-        Stored { peer, name, bytes, resumed_from, blake3 } => format!(
-            "{peer}: stored {name} ({bytes} bytes, resumed from {resumed_from}, BLAKE3 {blake3})"
+        Connected { peer, vehicle } => format!("{} connected", who(peer, vehicle)),
+        Refused { peer, key, reason } => format!("{peer}: key {key} refused: {reason}"),
+        Stored { peer, vehicle, name, bytes, resumed_from, blake3 } => format!(
+            "{}: stored {name} ({bytes} bytes, resumed from {resumed_from}, BLAKE3 {blake3})",
+            who(peer, vehicle)
         ),
-        Sent { peer, name, bytes } => format!("{peer}: sent {name} ({bytes} bytes)"),
-        PerfDone { peer, bytes, seconds, cpu_seconds } => format!(
-            "{peer}: perf {bytes} bytes in {seconds:.2} s ({:.0} Mbit/s), server CPU {cpu_seconds:.2} s",
+        Sent { peer, vehicle, name, bytes } => {
+            format!("{}: sent {name} ({bytes} bytes)", who(peer, vehicle))
+        }
+        PerfDone { peer, vehicle, bytes, seconds, cpu_seconds } => format!(
+            "{}: perf {bytes} bytes in {seconds:.2} s ({:.0} Mbit/s), server CPU {cpu_seconds:.2} s",
+            who(peer, vehicle),
             *bytes as f64 * 8.0 / seconds.max(1e-9) / 1e6
         ),
-        Failed { peer, error } => format!("{peer}: {error}"),
-        Closed { peer, reason } => format!("{peer} gone: {reason}"),
+        Failed { peer, vehicle, error } => format!("{}: {error}", who(peer, vehicle)),
+        Closed { peer, vehicle, reason } => format!("{} gone: {reason}", who(peer, vehicle)),
     }
 }
 
@@ -178,6 +221,10 @@ pub struct SendArgs {
     /// One JSON document on stdout: {"files": [...]}.
     #[arg(long)]
     pub json: bool,
+    /// Store each file as PREFIX/FILENAME (nested names such as
+    /// 2026-11-24/cam0; inside the vehicle's namespace on a fleet server).
+    #[arg(long, value_name = "PREFIX")]
+    pub prefix: Option<String>,
     #[command(flatten)]
     pub transfer: TransferOpts,
 }
@@ -198,7 +245,17 @@ pub fn send(args: SendArgs) -> Result<()> {
     for f in files {
         let mut bar = Bar::new(f, args.json);
         let mut draw = |p| bar.draw(p);
-        let r = client.upload(std::path::Path::new(f), None, Some(&mut draw));
+        let name = match &args.prefix {
+            Some(p) => {
+                let base = std::path::Path::new(f)
+                    .file_name()
+                    .and_then(|n| n.to_str())
+                    .with_context(|| format!("{f}: no file name"))?;
+                Some(format!("{}/{base}", p.trim_end_matches('/')))
+            }
+            None => None,
+        };
+        let r = client.upload(std::path::Path::new(f), name.as_deref(), Some(&mut draw));
         bar.clear();
         let r = r?;
         if !args.json {
@@ -249,10 +306,11 @@ pub struct GetArgs {
 pub fn get(args: GetArgs) -> Result<()> {
     let key = parse_server_key(&args.server_key)?;
     let server = resolve(&args.addr)?;
+    // A nested name lands under its last component.
     let dest = args
         .out
         .clone()
-        .unwrap_or_else(|| PathBuf::from(&args.name));
+        .unwrap_or_else(|| PathBuf::from(args.name.rsplit('/').next().unwrap_or(&args.name)));
     let mut client = Client::connect(args.transfer.client(server, key)?)?;
     let mut bar = Bar::new(&args.name, args.json);
     let mut draw = |p| bar.draw(p);

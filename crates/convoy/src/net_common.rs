@@ -58,6 +58,11 @@ pub struct TransferOpts {
     /// (on or off).
     #[arg(long, value_name = "on|off", default_value = "on", value_parser = parse_on_off, action = clap::ArgAction::Set)]
     pub gro: bool,
+    /// Clients: this vehicle's (or operator's) private key file, from
+    /// `convoy keygen`, registered on the server with `convoy fleet add`.
+    /// Without it each run uses a fresh key, which a fleet server refuses.
+    #[arg(long, value_name = "FILE")]
+    pub identity: Option<std::path::PathBuf>,
 }
 
 fn parse_on_off(s: &str) -> Result<bool, String> {
@@ -101,8 +106,19 @@ impl TransferOpts {
         o.priority = self.priority;
         o.idle_timeout = self.idle()?;
         o.driver = self.driver();
+        if let Some(path) = &self.identity {
+            o.keypair = Some(convoy_net::load_keypair(path)?);
+        }
         Ok(o)
     }
+}
+
+/// A TCP address for `--http`: `HOST:PORT` or `IP:PORT`.
+pub fn resolve_tcp(addr: &str) -> Result<SocketAddr> {
+    addr.to_socket_addrs()
+        .with_context(|| format!("cannot resolve {addr:?}"))?
+        .next()
+        .with_context(|| format!("{addr:?} has no address"))
 }
 
 /// `HOST[:PORT]` or `IP:PORT`, port 4433 when left out.

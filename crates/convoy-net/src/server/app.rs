@@ -10,11 +10,12 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
-use convoy_proto::{ConnectionHandle, Endpoint, Event, StreamId};
+use convoy_proto::{Connection, ConnectionHandle, Endpoint, Event, StreamId};
 
+use crate::auth::{Authorizer, CommitHook, Identity, REAUTH_EVERY, REFUSED_CODE};
 use crate::driver::{Application, Step};
 use crate::error::NetError;
-use crate::session::{ServerEvent, Session, PROGRESS_EVERY};
+use crate::session::{ServerEvent, Session, SessionCtx, PROGRESS_EVERY};
 use crate::store::Store;
 use crate::wake::Waker;
 
@@ -50,6 +51,13 @@ impl Claims {
     }
 }
 
+/// Who may connect and what runs after each upload, shared by the workers.
+#[derive(Clone, Default)]
+pub struct Access {
+    pub auth: Option<Arc<dyn Authorizer>>,
+    pub hook: Option<Arc<dyn CommitHook>>,
+}
+
 /// Where a worker's events go: the callback (worker 0), or a channel to
 /// worker 0 and a wake-up for its driver.
 pub enum Sink {
@@ -73,6 +81,11 @@ pub struct ServerApp {
     /// Worker 0: events forwarded by the other workers.
     pub inbox: Option<mpsc::Receiver<ServerEvent>>,
     claims: Claims,
+    access: Access,
+    /// Identified connections (all of them without an authorizer, as
+    /// `None`); streams are accepted only from these.
+    who: HashMap<ConnectionHandle, Option<Identity>>,
+    next_reauth: Duration,
     scratch: Vec<u8>,
     events: Vec<ServerEvent>,
     touched: Vec<ConnectionHandle>,
@@ -85,6 +98,7 @@ impl ServerApp {
         once: bool,
         stop: Arc<AtomicBool>,
         claims: Claims,
+        access: Access,
     ) -> ServerApp {
         ServerApp {
             store,
@@ -96,6 +110,9 @@ impl ServerApp {
             sink: Sink::Local(Box::new(|_| {})),
             inbox: None,
             claims,
+            access,
+            who: HashMap::new(),
+            next_reauth: Duration::ZERO,
             scratch: vec![0; 256 * 1024],
             events: Vec::new(),
             touched: Vec::new(),
@@ -103,32 +120,95 @@ impl ServerApp {
         }
     }
 
-    /// Steps one connection: its events, new streams, its sessions; removes
-    /// it once closed.
-    fn step_connection(&mut self, ep: &mut Endpoint, h: ConnectionHandle, now: Duration) {
+    fn vehicle(&self, h: ConnectionHandle) -> Option<String> {
+        self.who.get(&h).cloned().flatten().map(|w| w.name)
+    }
+
+    /// Identifies a connection once its peer's key is known (right after
+    /// the handshake), and again on every `reauth` turn; a refused key's
+    /// connection is closed with the authorizer's reason.
+    fn authorize(&mut self, h: ConnectionHandle, c: &mut Connection, reauth: bool) {
+        let Some(auth) = self.access.auth.clone() else {
+            self.who.entry(h).or_insert(None);
+            return;
+        };
+        if c.is_closed() || (self.who.contains_key(&h) && !reauth) {
+            return;
+        }
+        let Some(key) = c.peer_static() else { return };
+        match auth.identify(&key) {
+            Ok(id) => {
+                self.who.insert(h, Some(id));
+            }
+            Err(reason) => {
+                let was = self.who.remove(&h).flatten();
+                c.close(REFUSED_CODE, &format!("refused: {reason}"));
+                if let Some(list) = self.sessions.remove(&h) {
+                    for (_, r) in list {
+                        if let Some((p, id)) = r.claim {
+                            self.claims.release(&p, id);
+                        }
+                    }
+                }
+                self.events.push(ServerEvent::Refused {
+                    peer: c.remote_address(),
+                    key: convoy_proto::crypto::hex(&key),
+                    reason: match was {
+                        Some(w) => format!("{} ({reason}) while connected", w.name),
+                        None => reason,
+                    },
+                });
+            }
+        }
+    }
+
+    /// Steps one connection: who it is, its events, new streams, its
+    /// sessions; removes it once closed.
+    fn step_connection(
+        &mut self,
+        ep: &mut Endpoint,
+        h: ConnectionHandle,
+        now: Duration,
+        reauth: bool,
+    ) {
         let Some(c) = ep.connection(h) else {
             self.sessions.remove(&h);
+            self.who.remove(&h);
             return;
         };
         let peer = c.remote_address();
+        self.authorize(h, c, reauth);
+        let vehicle = self.vehicle(h);
         while let Some(ev) = c.poll_event() {
             match ev {
-                Event::Connected => self.events.push(ServerEvent::Connected { peer }),
+                // A refused peer is logged as refused, not connected.
+                Event::Connected if self.who.contains_key(&h) => {
+                    self.events.push(ServerEvent::Connected {
+                        peer,
+                        vehicle: vehicle.clone(),
+                    })
+                }
+                Event::Connected => {}
                 Event::Closed(reason) => self.events.push(ServerEvent::Closed {
                     peer,
+                    vehicle: vehicle.clone(),
                     reason: reason.to_string(),
                 }),
                 Event::StreamOpened(_) | Event::StreamReadable(_) => {}
             }
         }
-        while let Some(id) = c.accept_stream() {
-            self.sessions.entry(h).or_default().push((
-                id,
-                Running {
-                    session: Session::new(peer),
-                    claim: None,
-                },
-            ));
+        // Not identified yet: its streams wait unaccepted.
+        let who = self.who.get(&h).cloned();
+        if who.is_some() {
+            while let Some(id) = c.accept_stream() {
+                self.sessions.entry(h).or_default().push((
+                    id,
+                    Running {
+                        session: Session::new(peer),
+                        claim: None,
+                    },
+                ));
+            }
         }
         if c.is_closed() {
             // Sessions of a dead connection keep their partial files on
@@ -141,12 +221,21 @@ impl ServerApp {
                 }
             }
             self.peers.remove(&h);
+            self.who.remove(&h);
             ep.remove(h);
             self.served = true;
             return;
         }
+        let Some(who) = who else { return };
         let Some(mut list) = self.sessions.remove(&h) else {
             return;
+        };
+        let ctx = SessionCtx {
+            store: self.store.as_ref(),
+            who: who.as_ref(),
+            auth: self.access.auth.as_deref(),
+            key: c.peer_static(),
+            hook: self.access.hook.as_deref(),
         };
         list.retain_mut(|(id, r)| {
             if let Some((p, claim)) = &r.claim {
@@ -155,14 +244,7 @@ impl ServerApp {
                     r.claim = None;
                 }
             }
-            r.session.step(
-                c,
-                *id,
-                self.store.as_ref(),
-                now,
-                &mut self.scratch,
-                &mut self.events,
-            );
+            r.session.step(c, *id, &ctx, now, &mut self.scratch, &mut self.events);
             match (&r.claim, &r.session.partial) {
                 (None, Some(p)) => r.claim = Some((p.clone(), self.claims.claim(p))),
                 (Some((p, claim)), None) => {
@@ -228,8 +310,17 @@ impl Application for ServerApp {
             touched.sort();
             touched.dedup();
         }
+        // Keys are asked about again now and then: a revoked vehicle's
+        // connection is closed within `REAUTH_EVERY`.
+        let reauth = self.access.auth.is_some() && now >= self.next_reauth;
+        if reauth {
+            self.next_reauth = now + REAUTH_EVERY;
+            touched.extend(self.who.keys().copied());
+            touched.sort();
+            touched.dedup();
+        }
         for &h in &touched {
-            self.step_connection(ep, h, now);
+            self.step_connection(ep, h, now, reauth);
         }
         self.touched = touched;
         self.emit();

@@ -19,6 +19,7 @@ use convoy_proto::cid::Routing;
 use convoy_proto::endpoint::EndpointStats;
 use convoy_proto::{Config, Endpoint, Keypair, Mode};
 
+use crate::auth::{Authorizer, CommitHook};
 use crate::driver::{Driver, DriverConfig};
 use crate::error::NetError;
 use crate::session::ServerEvent;
@@ -26,10 +27,10 @@ use crate::socket::NetSocket;
 use crate::stats::DriverStats;
 use crate::store::Store;
 use crate::wake::Waker;
-use app::{Claims, ServerApp, Sink};
+use app::{Access, Claims, ServerApp, Sink};
 
 /// Where to listen, with which key, and where to store uploads.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct ServerOptions {
     /// The UDP address to listen on (port 0: the system picks one).
     pub listen: SocketAddr,
@@ -51,6 +52,27 @@ pub struct ServerOptions {
     /// This server's id in its fleet, carried in every connection id so a
     /// load balancer routes by it (QUIC-LB, `convoy_proto::cid`).
     pub server_id: u16,
+    /// Who may connect, and their namespaces (`None`: anyone holding the
+    /// server's public key, one flat store; see [`crate::auth`]).
+    pub authorizer: Option<Arc<dyn Authorizer>>,
+    /// Runs after each upload is durable, before it is acknowledged.
+    pub commit_hook: Option<Arc<dyn CommitHook>>,
+}
+
+impl std::fmt::Debug for ServerOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerOptions")
+            .field("listen", &self.listen)
+            .field("dir", &self.dir)
+            .field("mode", &self.mode)
+            .field("once", &self.once)
+            .field("idle_timeout", &self.idle_timeout)
+            .field("workers", &self.workers)
+            .field("server_id", &self.server_id)
+            .field("authorizer", &self.authorizer.is_some())
+            .field("commit_hook", &self.commit_hook.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 impl ServerOptions {
@@ -67,6 +89,8 @@ impl ServerOptions {
             driver: DriverConfig::default(),
             workers: 1,
             server_id: 0,
+            authorizer: None,
+            commit_hook: None,
         }
     }
 }
@@ -100,6 +124,7 @@ pub struct Server {
     driver_cfg: DriverConfig,
     cookie_key: [u8; 32],
     claims: Claims,
+    access: Access,
     stats: Option<ServerStats>,
 }
 
@@ -159,11 +184,16 @@ impl Server {
             });
         }
         let claims = Claims::default();
+        let access = Access {
+            auth: opts.authorizer.clone(),
+            hook: opts.commit_hook.clone(),
+        };
         let app = ServerApp::new(
             store,
             opts.once,
             Arc::new(AtomicBool::new(false)),
             claims.clone(),
+            access.clone(),
         );
         Ok(Server {
             driver,
@@ -172,6 +202,7 @@ impl Server {
             driver_cfg: opts.driver,
             cookie_key,
             claims,
+            access,
             stats: None,
         })
     }
@@ -209,6 +240,7 @@ impl Server {
         for (i, p) in self.others.drain(..).enumerate() {
             let (tx, waker, stop) = (tx.clone(), waker.clone(), stop.clone());
             let (driver_cfg, key, claims) = (self.driver_cfg, self.cookie_key, self.claims.clone());
+            let access = self.access.clone();
             let t = std::thread::Builder::new()
                 .name(format!("convoy-worker-{}", i + 1))
                 .spawn(move || -> Result<(DriverStats, EndpointStats), NetError> {
@@ -216,7 +248,7 @@ impl Server {
                         Endpoint::new(p.cfg, true).map_err(|e| NetError::Config(e.to_string()))?;
                     endpoint.set_cookie_key(key);
                     let mut driver = Driver::new(endpoint, p.socket, driver_cfg);
-                    let mut app = ServerApp::new(p.store, false, stop.clone(), claims);
+                    let mut app = ServerApp::new(p.store, false, stop.clone(), claims, access);
                     app.sink = Sink::Forward(tx, waker.clone());
                     let r = driver.run(&mut app);
                     // One worker failing stops the server.

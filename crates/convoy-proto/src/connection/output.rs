@@ -21,6 +21,14 @@ impl Connection {
         if self.closed.is_some() {
             return None;
         }
+        if self.handshake_out && self.close.is_some() {
+            // A server closing right after the handshake (an unknown or
+            // revoked client key) sends its handshake reply first: without
+            // it the client cannot read the close, and would only time out.
+            if let Some(t) = self.handshake_packet(now, buf) {
+                return Some(t);
+            }
+        }
         if let Some((code, reason)) = self.close.take() {
             let t = self.close_packet(now, buf, code, &reason);
             if !matches!(self.closed, Some(CloseReason::ProtocolViolation(_))) {

@@ -1,0 +1,340 @@
+//! `agent.toml`: who the vehicle is, where the server is, the spool, the
+//! sources and the links (docs/SERVICE.md has a complete example).
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use crate::policy::{Class, LinkRule, Timetable};
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// The vehicle's private key file (`convoy keygen`).
+    pub key: PathBuf,
+    /// The server, HOST:PORT.
+    pub server: String,
+    /// The server's public key: 64 hex digits or a .pub file.
+    pub server_key: String,
+    /// The spool directory (segments waiting, the agent's catalog).
+    pub spool: PathBuf,
+    /// Most bytes the spool may hold (e.g. "2GB").
+    #[serde(default = "default_quota")]
+    pub quota: String,
+    /// Transport mode: rcdp or rlnc-bbr.
+    #[serde(default = "default_mode")]
+    pub mode: String,
+    /// Seconds without hearing from the server before reconnecting.
+    #[serde(default = "default_idle")]
+    pub idle_timeout: f64,
+    #[serde(default)]
+    pub segments: SegmentConfig,
+    /// Signal names accepted beyond VSS and Vehicle.Private.*.
+    #[serde(default)]
+    pub extra_signals: Vec<String>,
+    #[serde(default, rename = "source")]
+    pub sources: Vec<SourceConfig>,
+    /// The links the vehicle may use; with none, one unmetered link.
+    #[serde(default, rename = "link")]
+    pub links: Vec<LinkConfig>,
+    /// A file holding the name of the link in use now (written by the
+    /// connection manager); without it, the first link.
+    #[serde(default)]
+    pub link_file: Option<PathBuf>,
+}
+
+fn default_quota() -> String {
+    "1GB".into()
+}
+fn default_mode() -> String {
+    "rcdp".into()
+}
+fn default_idle() -> f64 {
+    15.0
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SegmentConfig {
+    /// A telemetry segment closes after this many seconds...
+    #[serde(default = "default_seconds")]
+    pub max_seconds: f64,
+    /// ...or this many uncompressed bytes, whichever comes first.
+    #[serde(default = "default_seg_bytes")]
+    pub max_bytes: String,
+}
+
+fn default_seconds() -> f64 {
+    1.0
+}
+fn default_seg_bytes() -> String {
+    "4MB".into()
+}
+
+impl Default for SegmentConfig {
+    fn default() -> Self {
+        SegmentConfig {
+            max_seconds: default_seconds(),
+            max_bytes: default_seg_bytes(),
+        }
+    }
+}
+
+#[derive(Debug, Deserialize, Clone)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum SourceConfig {
+    /// JSON lines on standard input.
+    Stdin {
+        #[serde(default = "telemetry")]
+        class: Class,
+    },
+    /// JSON lines from any number of programs on a Unix socket.
+    Socket {
+        path: PathBuf,
+        #[serde(default = "telemetry")]
+        class: Class,
+    },
+    /// Files dropped into a directory (an inbox: settled files are moved
+    /// into the spool).
+    Directory {
+        path: PathBuf,
+        #[serde(default = "bulk")]
+        class: Class,
+        /// A file is taken once its size and time have not changed for
+        /// this long.
+        #[serde(default = "default_settle")]
+        settle_seconds: f64,
+    },
+    /// A replay of one vehicle of a SUMO FCD file, in real time (or
+    /// `speedup` times faster), as position, speed and heading samples.
+    Fcd {
+        path: PathBuf,
+        vehicle: String,
+        /// Where the network's (0, 0) is on Earth: [latitude, longitude].
+        #[serde(default = "default_origin")]
+        origin: [f64; 2],
+        #[serde(default = "one")]
+        speedup: f64,
+        /// Start over at the end.
+        #[serde(default)]
+        looped: bool,
+    },
+}
+
+fn telemetry() -> Class {
+    Class::Telemetry
+}
+fn bulk() -> Class {
+    Class::Bulk
+}
+fn default_settle() -> f64 {
+    2.0
+}
+fn default_origin() -> [f64; 2] {
+    [45.0703, 7.6869]
+}
+fn one() -> f64 {
+    1.0
+}
+
+#[derive(Debug, Deserialize, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct LinkConfig {
+    pub name: String,
+    /// Metered (cellular): only `classes` may use it, within the budget.
+    #[serde(default)]
+    pub metered: bool,
+    /// Classes allowed on this link (default: all on an unmetered link;
+    /// events and telemetry on a metered one).
+    #[serde(default)]
+    pub classes: Option<Vec<Class>>,
+    /// Bytes per UTC day on this link (e.g. "50MB").
+    #[serde(default)]
+    pub daily_budget: Option<String>,
+    /// Average upload rate cap (e.g. "2mbit").
+    #[serde(default)]
+    pub rate: Option<String>,
+    /// When uploads may run: "06:00-22:00" (UTC), several separated by commas.
+    #[serde(default)]
+    pub hours: Option<String>,
+}
+
+impl Config {
+    pub fn load(path: &Path) -> Result<Config, String> {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let mut c: Config =
+            toml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+        // Relative paths are relative to the config file.
+        let base = path.parent().unwrap_or(Path::new("."));
+        let fix = |p: &mut PathBuf| {
+            if p.is_relative() {
+                *p = base.join(&*p);
+            }
+        };
+        fix(&mut c.key);
+        fix(&mut c.spool);
+        if let Some(p) = c.link_file.as_mut() {
+            fix(p);
+        }
+        if !c.server_key.chars().all(|ch| ch.is_ascii_hexdigit()) {
+            let mut p = PathBuf::from(&c.server_key);
+            fix(&mut p);
+            c.server_key = p.to_string_lossy().into_owned();
+        }
+        for s in &mut c.sources {
+            match s {
+                SourceConfig::Socket { path, .. }
+                | SourceConfig::Directory { path, .. }
+                | SourceConfig::Fcd { path, .. } => fix(path),
+                SourceConfig::Stdin { .. } => {}
+            }
+        }
+        c.link_rules()?;
+        parse_size(&c.quota)?;
+        parse_size(&c.segments.max_bytes)?;
+        if c.segments.max_seconds.is_nan() || c.segments.max_seconds <= 0.0 {
+            return Err("segments.max_seconds must be positive".into());
+        }
+        Ok(c)
+    }
+
+    pub fn quota_bytes(&self) -> u64 {
+        parse_size(&self.quota).unwrap_or(1 << 30)
+    }
+
+    pub fn segment_bytes(&self) -> u64 {
+        parse_size(&self.segments.max_bytes).unwrap_or(4 << 20)
+    }
+
+    /// The link rules, checked.
+    pub fn link_rules(&self) -> Result<Vec<LinkRule>, String> {
+        if self.links.is_empty() {
+            return Ok(vec![LinkRule::unmetered("default")]);
+        }
+        self.links
+            .iter()
+            .map(|l| {
+                Ok(LinkRule {
+                    name: l.name.clone(),
+                    metered: l.metered,
+                    classes: l.classes.clone().unwrap_or_else(|| {
+                        if l.metered {
+                            vec![Class::Events, Class::Telemetry]
+                        } else {
+                            Class::ALL.to_vec()
+                        }
+                    }),
+                    daily_budget: l.daily_budget.as_deref().map(parse_size).transpose()?,
+                    rate_bps: l.rate.as_deref().map(parse_rate).transpose()?,
+                    hours: l.hours.as_deref().map(Timetable::parse).transpose()?,
+                })
+            })
+            .collect()
+    }
+}
+
+/// "4MB", "512KiB", "2GB", "1000" → bytes.
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let x: f64 = num.parse().map_err(|_| format!("{s:?}: not a size"))?;
+    let mult = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1.0,
+        "kb" | "k" => 1e3,
+        "mb" | "m" => 1e6,
+        "gb" | "g" => 1e9,
+        "kib" => 1024.0,
+        "mib" => 1024.0 * 1024.0,
+        "gib" => 1024.0 * 1024.0 * 1024.0,
+        u => return Err(format!("{s:?}: unknown unit {u:?}")),
+    };
+    Ok((x * mult) as u64)
+}
+
+/// "2mbit", "500kbit", "1gbit" → bits per second.
+pub fn parse_rate(s: &str) -> Result<u64, String> {
+    let t = s.trim().to_ascii_lowercase();
+    let (num, mult) = if let Some(n) = t.strip_suffix("gbit") {
+        (n, 1e9)
+    } else if let Some(n) = t.strip_suffix("mbit") {
+        (n, 1e6)
+    } else if let Some(n) = t.strip_suffix("kbit") {
+        (n, 1e3)
+    } else if let Some(n) = t.strip_suffix("bit") {
+        (n, 1.0)
+    } else {
+        return Err(format!("{s:?}: a rate is like 2mbit or 500kbit"));
+    };
+    let x: f64 = num
+        .trim()
+        .parse()
+        .map_err(|_| format!("{s:?}: not a rate"))?;
+    if x <= 0.0 {
+        return Err(format!("{s:?}: must be positive"));
+    }
+    Ok((x * mult) as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_and_rates() {
+        assert_eq!(parse_size("4MB").unwrap(), 4_000_000);
+        assert_eq!(parse_size("1.5 KiB").unwrap(), 1536);
+        assert!(parse_size("lots").is_err());
+        assert_eq!(parse_rate("2mbit").unwrap(), 2_000_000);
+        assert!(parse_rate("2 mb").is_err());
+    }
+
+    #[test]
+    fn a_full_config_parses_and_bad_ones_say_why() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("agent.toml");
+        std::fs::write(
+            &p,
+            r#"
+key = "v.key"
+server = "127.0.0.1:4433"
+server_key = "server.key.pub"
+spool = "spool"
+quota = "100MB"
+[segments]
+max_seconds = 2
+[[source]]
+kind = "stdin"
+[[source]]
+kind = "directory"
+path = "inbox"
+class = "previews"
+[[link]]
+name = "lte"
+metered = true
+daily_budget = "50MB"
+rate = "2mbit"
+hours = "06:00-22:00"
+[[link]]
+name = "wifi"
+"#,
+        )
+        .unwrap();
+        let c = Config::load(&p).unwrap();
+        assert_eq!(c.spool, dir.path().join("spool"));
+        let rules = c.link_rules().unwrap();
+        assert_eq!(rules[0].classes, vec![Class::Events, Class::Telemetry]);
+        assert_eq!(rules[1].classes.len(), 4);
+        std::fs::write(&p, "key = 1").unwrap();
+        assert!(Config::load(&p).is_err());
+        std::fs::write(
+            &p,
+            "key='k'\nserver='s'\nserver_key='k'\nspool='s'\nbogus=1\n",
+        )
+        .unwrap();
+        let err = Config::load(&p).unwrap_err();
+        assert!(err.contains("bogus"), "{err}");
+    }
+}

@@ -1,0 +1,258 @@
+//! convoy-agent: the vehicle side of convoy's data service
+//! (`convoy agent --config agent.toml`), built to run for days.
+//!
+//! ```text
+//! sources ──samples──▶ segmenter (per class) ──segments──▶ spool ──▶ live lane ──┐
+//!  stdin, socket, FCD                 zstd, 1 s / 4 MB     quota,     backlog lane ┴▶ convoy
+//!  directory inbox ──────────files────────────────────────▶ SQLite                    server
+//! ```
+//!
+//! Nothing is deleted before the server acknowledges it as durable,
+//! except by the spool's stated overflow rule ([`spool`]); a restart
+//! resumes every queued and half-sent segment ([`spool::Spool::open`]).
+
+pub mod config;
+pub mod policy;
+pub mod segmenter;
+pub mod sources;
+pub mod spool;
+pub mod status;
+pub mod uploader;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::RecvTimeoutError;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use convoy_telemetry::SignalCatalog;
+
+use crate::config::{Config, SourceConfig};
+use crate::policy::Class;
+use crate::segmenter::Segmenter;
+use crate::spool::{Lane, Spool};
+use crate::status::Shared;
+
+/// One line on stderr, prefixed.
+pub fn log(msg: &str) {
+    eprintln!("convoy-agent: {msg}");
+}
+
+pub use convoy_telemetry::now_ns;
+
+/// The UTC date of a time (segment names start with it).
+pub fn utc_date(t_ns: i64) -> String {
+    // Days to civil date (proleptic Gregorian).
+    let z = t_ns.div_euclid(86_400_000_000_000) + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    format!("{:04}-{m:02}-{d:02}", yoe + era * 400 + i64::from(m <= 2))
+}
+
+/// Runs the agent until `stop` is set (a signal) and, with `until_idle`,
+/// until stdin has ended and the spool is empty.
+pub fn run(cfg: Config, stop: Arc<AtomicBool>, until_idle: bool) -> Result<(), String> {
+    let keypair = convoy_net::load_keypair(&cfg.key).map_err(|e| e.to_string())?;
+    let server_key = convoy_net::parse_server_key(&cfg.server_key).map_err(|e| e.to_string())?;
+    let server = std::net::ToSocketAddrs::to_socket_addrs(&cfg.server)
+        .map_err(|e| format!("server {:?}: {e}", cfg.server))?
+        .next()
+        .ok_or_else(|| format!("server {:?} has no address", cfg.server))?;
+    let mode = cfg.mode.parse().map_err(|e: String| e)?;
+    let rules = cfg.link_rules()?;
+    let spool = Arc::new(Mutex::new(Spool::open(&cfg.spool, cfg.quota_bytes())?));
+    let status = Arc::new(Shared::default());
+    let signals = Arc::new(SignalCatalog::new(cfg.extra_signals.iter()));
+    let (tx, rx) = std::sync::mpsc::sync_channel::<sources::Tagged>(65_536);
+
+    let stdin_done = Arc::new(AtomicBool::new(true));
+    for src in &cfg.sources {
+        match src.clone() {
+            SourceConfig::Stdin { class } => {
+                stdin_done.store(false, Ordering::Relaxed);
+                let (tx, status, stop, signals, done) = (
+                    tx.clone(),
+                    status.clone(),
+                    stop.clone(),
+                    signals.clone(),
+                    stdin_done.clone(),
+                );
+                std::thread::spawn(move || {
+                    let stdin = std::io::stdin();
+                    sources::read_lines(
+                        stdin.lock(),
+                        "stdin",
+                        class,
+                        &signals,
+                        &tx,
+                        &status,
+                        &stop,
+                    );
+                    done.store(true, Ordering::Relaxed);
+                });
+            }
+            SourceConfig::Socket { path, class } => sources::serve_socket(
+                &path,
+                class,
+                signals.clone(),
+                tx.clone(),
+                status.clone(),
+                stop.clone(),
+            )?,
+            SourceConfig::Directory {
+                path,
+                class,
+                settle_seconds,
+            } => {
+                std::fs::create_dir_all(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+                sources::watch_directory(
+                    path,
+                    class,
+                    Duration::from_secs_f64(settle_seconds.max(0.0)),
+                    spool.clone(),
+                    status.clone(),
+                    stop.clone(),
+                )
+            }
+            SourceConfig::Fcd {
+                path,
+                vehicle,
+                origin,
+                speedup,
+                looped,
+            } => sources::FcdReplay {
+                path,
+                vehicle,
+                origin,
+                speedup: speedup.max(1e-3),
+                looped,
+            }
+            .run(tx.clone(), status.clone(), stop.clone()),
+        }
+    }
+    drop(tx);
+
+    let mut client = convoy_net::ClientOptions::new(server, server_key);
+    client.keypair = Some(keypair);
+    client.mode = mode;
+    client.idle_timeout = Duration::from_secs_f64(cfg.idle_timeout.clamp(1.0, 3600.0));
+    client.handshake_timeout = Duration::from_secs(5);
+    let mut lanes = Vec::new();
+    let mut interrupts = Vec::new();
+    for lane in [Lane::Live, Lane::Backlog] {
+        let slot = Arc::new(Mutex::new(None));
+        interrupts.push(slot.clone());
+        let up = uploader::Uploader {
+            lane,
+            client: client.clone(),
+            spool: spool.clone(),
+            status: status.clone(),
+            rules: rules.clone(),
+            link_file: cfg.link_file.clone(),
+            stop: stop.clone(),
+            interrupt: slot,
+        };
+        lanes.push(std::thread::spawn(move || up.run()));
+    }
+    log(&format!(
+        "running: {} sources, spool {} (quota {} bytes), server {server}",
+        cfg.sources.len(),
+        cfg.spool.display(),
+        cfg.quota_bytes()
+    ));
+
+    // The segmenters run here, on the main thread.
+    let max_age = Duration::from_secs_f64(cfg.segments.max_seconds);
+    let mut segs: HashMap<Class, Segmenter> = HashMap::new();
+    for class in [Class::Events, Class::Telemetry] {
+        let age = if class == Class::Events {
+            Duration::ZERO
+        } else {
+            max_age
+        };
+        segs.insert(
+            class,
+            Segmenter::new(
+                class,
+                spool.clone(),
+                status.clone(),
+                age,
+                cfg.segment_bytes(),
+            ),
+        );
+    }
+    let mut next_status = Instant::now();
+    let mut inputs_open = true;
+    while !stop.load(Ordering::Relaxed) {
+        let deadline = segs.values().filter_map(|s| s.deadline()).min();
+        let wait = deadline
+            .map(|d| d.saturating_duration_since(Instant::now()))
+            .unwrap_or(Duration::from_millis(250))
+            .min(Duration::from_millis(250));
+        if inputs_open {
+            match rx.recv_timeout(wait) {
+                Ok((class, s)) => {
+                    let class = if class == Class::Events {
+                        class
+                    } else {
+                        Class::Telemetry
+                    };
+                    segs.get_mut(&class).expect("segmenter").push(&s);
+                    // Take what else is waiting before looking at the clock.
+                    while let Ok((class, s)) = rx.try_recv() {
+                        let class = if class == Class::Events {
+                            class
+                        } else {
+                            Class::Telemetry
+                        };
+                        segs.get_mut(&class).expect("segmenter").push(&s);
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => inputs_open = false,
+            }
+        } else {
+            std::thread::sleep(wait);
+        }
+        for s in segs.values_mut() {
+            s.tick();
+        }
+        if Instant::now() >= next_status {
+            next_status = Instant::now() + Duration::from_secs(1);
+            status.write(&cfg.spool);
+        }
+        if until_idle && stdin_done.load(Ordering::Relaxed) && !inputs_open {
+            for s in segs.values_mut() {
+                s.close_segment();
+            }
+            let empty = spool
+                .lock()
+                .map(|sp| sp.used().unwrap_or(1) == 0)
+                .unwrap_or(false);
+            if empty {
+                break;
+            }
+        }
+    }
+    for s in segs.values_mut() {
+        s.close_segment();
+    }
+    stop.store(true, Ordering::Relaxed);
+    for slot in &interrupts {
+        if let Some(flag) = slot.lock().ok().and_then(|s| s.clone()) {
+            flag.store(true, Ordering::Relaxed);
+        }
+    }
+    status.wake_uploaders();
+    for l in lanes {
+        let _ = l.join();
+    }
+    status.write(&cfg.spool);
+    log("stopped; everything not acknowledged stays in the spool for the next run");
+    Ok(())
+}

@@ -1,0 +1,534 @@
+//! The spool: segment files waiting for the server, and a SQLite catalog
+//! of what waits, what is being sent, what was acknowledged and what the
+//! quota made the agent drop.
+//!
+//! Layout: `SPOOL/segments/CLASS/NAME` (NAME is the upload's nested name),
+//! `SPOOL/tmp/` for files being written (renamed in when complete, so the
+//! spool only ever holds whole segments), `SPOOL/agent.db`.
+//!
+//! **Overflow rule.** The spool holds at most `quota` bytes. To admit a
+//! new segment, the agent drops waiting segments, lowest priority class
+//! first and oldest first within a class, but never an event: events are
+//! kept until acknowledged even past the quota. If no droppable segment
+//! is left, a new segment that is not an event is refused (and counted).
+//! Acknowledged segments are deleted at once; their rows stay.
+
+use std::path::{Path, PathBuf};
+
+use rusqlite::{params, Connection, OptionalExtension};
+
+use crate::policy::Class;
+
+/// Segments created within this long count as live: a lane of their own
+/// sends them before the backlog, so live telemetry stays fresh while an
+/// old backlog drains.
+pub const LIVE_WINDOW_NS: i64 = 30_000_000_000;
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Item {
+    pub id: i64,
+    pub name: String,
+    pub class: Class,
+    pub bytes: u64,
+    pub created_ns: i64,
+    pub path: PathBuf,
+}
+
+/// Which uploads a lane takes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lane {
+    /// Events and telemetry younger than [`LIVE_WINDOW_NS`], oldest first.
+    Live,
+    /// Everything, by class then age.
+    Backlog,
+}
+
+/// Why a segment was not admitted.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Refused {
+    pub needed: u64,
+    pub used: u64,
+    pub quota: u64,
+}
+
+#[derive(Debug, Default, Clone, serde::Serialize)]
+pub struct ClassStatus {
+    pub class: &'static str,
+    pub queued: u64,
+    pub queued_bytes: u64,
+    pub acked: u64,
+    pub acked_bytes: u64,
+    pub dropped: u64,
+    pub dropped_bytes: u64,
+    pub refused: u64,
+}
+
+pub struct Spool {
+    dir: PathBuf,
+    db: Connection,
+    quota: u64,
+}
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS items (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    name TEXT NOT NULL UNIQUE,
+    class INTEGER NOT NULL,
+    bytes INTEGER NOT NULL,
+    created_ns INTEGER NOT NULL,
+    state TEXT NOT NULL,
+    done_ns INTEGER,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    last_error TEXT
+);
+CREATE INDEX IF NOT EXISTS items_state ON items (state, class, id);
+CREATE TABLE IF NOT EXISTS link_bytes (
+    link TEXT NOT NULL, day INTEGER NOT NULL, bytes INTEGER NOT NULL,
+    PRIMARY KEY (link, day)
+);
+CREATE TABLE IF NOT EXISTS refused (class INTEGER PRIMARY KEY, n INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS seq (k TEXT PRIMARY KEY, v INTEGER NOT NULL);
+";
+
+impl Spool {
+    /// Opens the spool, putting back what a crash left half-done: uploads
+    /// in flight are queued again (the server resumes them), temporary
+    /// files are deleted, and segment files without a row are queued.
+    pub fn open(dir: &Path, quota: u64) -> Result<Spool, String> {
+        let err = |e: &dyn std::fmt::Display| format!("spool {}: {e}", dir.display());
+        for sub in ["segments", "tmp"] {
+            std::fs::create_dir_all(dir.join(sub)).map_err(|e| err(&e))?;
+        }
+        if let Ok(rd) = std::fs::read_dir(dir.join("tmp")) {
+            for e in rd.flatten() {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+        let db = Connection::open(dir.join("agent.db")).map_err(|e| err(&e))?;
+        db.busy_timeout(std::time::Duration::from_secs(10))
+            .map_err(|e| err(&e))?;
+        db.pragma_update(None, "journal_mode", "WAL")
+            .map_err(|e| err(&e))?;
+        db.pragma_update(None, "synchronous", "FULL")
+            .map_err(|e| err(&e))?;
+        db.execute_batch(SCHEMA).map_err(|e| err(&e))?;
+        db.execute(
+            "UPDATE items SET state = 'queued' WHERE state = 'uploading'",
+            [],
+        )
+        .map_err(|e| err(&e))?;
+        let mut s = Spool {
+            dir: dir.to_owned(),
+            db,
+            quota,
+        };
+        s.adopt_orphans().map_err(|e| err(&e))?;
+        Ok(s)
+    }
+
+    /// Opens the catalog read-only, for `convoy agent status`.
+    pub fn open_readonly(dir: &Path) -> Result<Spool, String> {
+        let db = Connection::open_with_flags(
+            dir.join("agent.db"),
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+        )
+        .map_err(|e| format!("spool {}: {e}", dir.display()))?;
+        Ok(Spool {
+            dir: dir.to_owned(),
+            db,
+            quota: 0,
+        })
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn tmp_path(&self, file: &str) -> PathBuf {
+        self.dir.join("tmp").join(file)
+    }
+
+    fn final_path(&self, class: Class, name: &str) -> PathBuf {
+        self.dir.join("segments").join(class.as_str()).join(name)
+    }
+
+    /// A number that grows across restarts (segment names).
+    pub fn next_seq(&mut self) -> rusqlite::Result<i64> {
+        self.db.execute(
+            "INSERT INTO seq (k, v) VALUES ('segment', 1)
+             ON CONFLICT (k) DO UPDATE SET v = v + 1",
+            [],
+        )?;
+        self.db
+            .query_row("SELECT v FROM seq WHERE k = 'segment'", [], |r| r.get(0))
+    }
+
+    fn adopt_orphans(&mut self) -> rusqlite::Result<()> {
+        for class in Class::ALL {
+            let root = self.dir.join("segments").join(class.as_str());
+            let mut stack = vec![root.clone()];
+            while let Some(d) = stack.pop() {
+                let Ok(rd) = std::fs::read_dir(&d) else {
+                    continue;
+                };
+                for e in rd.flatten() {
+                    let p = e.path();
+                    if p.is_dir() {
+                        stack.push(p);
+                        continue;
+                    }
+                    let Ok(rel) = p.strip_prefix(&root) else {
+                        continue;
+                    };
+                    let name = rel.to_string_lossy().into_owned();
+                    let bytes = e.metadata().map(|m| m.len()).unwrap_or(0);
+                    self.db.execute(
+                        "INSERT INTO items (name, class, bytes, created_ns, state)
+                         VALUES (?1, ?2, ?3, ?4, 'queued') ON CONFLICT (name) DO NOTHING",
+                        params![name, class as i64, bytes as i64, convoy_telemetry::now_ns()],
+                    )?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Bytes of segments not yet acknowledged.
+    pub fn used(&self) -> rusqlite::Result<u64> {
+        self.db
+            .query_row(
+                "SELECT COALESCE(SUM(bytes), 0) FROM items WHERE state IN ('queued', 'uploading')",
+                [],
+                |r| r.get::<_, i64>(0),
+            )
+            .map(|b| b as u64)
+    }
+
+    /// Makes room for `bytes` of `class` under the quota by the overflow
+    /// rule; returns what was dropped (name, class, bytes).
+    pub fn make_room(
+        &mut self,
+        class: Class,
+        bytes: u64,
+    ) -> Result<Vec<(String, Class, u64)>, Refused> {
+        let mut dropped = Vec::new();
+        loop {
+            let used = self.used().unwrap_or(u64::MAX);
+            if used.saturating_add(bytes) <= self.quota || class == Class::Events {
+                return Ok(dropped);
+            }
+            // Lowest priority first, oldest first; never events, never
+            // what is being sent right now.
+            let victim: Option<(i64, String, i64, i64)> = self
+                .db
+                .query_row(
+                    "SELECT id, name, class, bytes FROM items
+                     WHERE state = 'queued' AND class > 0 AND class >= ?1
+                     ORDER BY class DESC, id ASC LIMIT 1",
+                    [class as i64],
+                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+                )
+                .optional()
+                .unwrap_or(None);
+            let Some((id, name, c, b)) = victim else {
+                let _ = self.db.execute(
+                    "INSERT INTO refused (class, n) VALUES (?1, 1)
+                     ON CONFLICT (class) DO UPDATE SET n = n + 1",
+                    [class as i64],
+                );
+                return Err(Refused {
+                    needed: bytes,
+                    used,
+                    quota: self.quota,
+                });
+            };
+            let c = Class::from_index(c);
+            let _ = std::fs::remove_file(self.final_path(c, &name));
+            let _ = self.db.execute(
+                "UPDATE items SET state = 'dropped', done_ns = ?2 WHERE id = ?1",
+                params![id, convoy_telemetry::now_ns()],
+            );
+            dropped.push((name, c, b as u64));
+        }
+    }
+
+    /// Drops the one segment the overflow rule gives up first (for a full
+    /// disk, where the quota was not reached); false if none may go.
+    pub fn shed_one(&mut self, for_class: Class) -> bool {
+        let quota = self.quota;
+        self.quota = self.used().unwrap_or(0).saturating_sub(1);
+        let as_class = if for_class <= Class::Telemetry {
+            Class::Telemetry
+        } else {
+            for_class
+        };
+        let dropped = self.make_room(as_class, 1);
+        self.quota = quota;
+        match dropped {
+            Ok(d) => !d.is_empty(),
+            Err(_) => false,
+        }
+    }
+
+    /// Moves a complete file from `tmp/` into the spool and queues it.
+    pub fn add(&mut self, tmp: &Path, name: &str, class: Class, bytes: u64) -> Result<(), String> {
+        let dest = self.final_path(class, name);
+        if let Some(parent) = dest.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| format!("{}: {e}", parent.display()))?;
+        }
+        std::fs::rename(tmp, &dest).map_err(|e| format!("{}: {e}", dest.display()))?;
+        if let Some(parent) = dest.parent() {
+            let _ = std::fs::File::open(parent).and_then(|d| d.sync_all());
+        }
+        self.db
+            .execute(
+                "INSERT INTO items (name, class, bytes, created_ns, state)
+                 VALUES (?1, ?2, ?3, ?4, 'queued')",
+                params![name, class as i64, bytes as i64, convoy_telemetry::now_ns()],
+            )
+            .map_err(|e| e.to_string())?;
+        Ok(())
+    }
+
+    /// The next upload for `lane` among the classes `allowed`, marked as
+    /// being sent.
+    pub fn take(
+        &mut self,
+        lane: Lane,
+        allowed: &[Class],
+        now_ns: i64,
+    ) -> rusqlite::Result<Option<Item>> {
+        let classes: Vec<String> = allowed.iter().map(|c| (*c as i64).to_string()).collect();
+        if classes.is_empty() {
+            return Ok(None);
+        }
+        let list = classes.join(",");
+        let sql = match lane {
+            Lane::Live => format!(
+                "SELECT id, name, class, bytes, created_ns FROM items
+                 WHERE state = 'queued' AND class IN ({list}) AND class <= 1 AND created_ns >= ?1
+                 ORDER BY id ASC LIMIT 1"
+            ),
+            Lane::Backlog => format!(
+                "SELECT id, name, class, bytes, created_ns FROM items
+                 WHERE state = 'queued' AND class IN ({list}) AND ?1 = ?1
+                 ORDER BY class ASC, id ASC LIMIT 1"
+            ),
+        };
+        let row = self
+            .db
+            .query_row(&sql, [now_ns - LIVE_WINDOW_NS], |r| {
+                Ok((
+                    r.get::<_, i64>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get(2)?,
+                    r.get::<_, i64>(3)?,
+                    r.get(4)?,
+                ))
+            })
+            .optional()?;
+        let Some((id, name, class, bytes, created_ns)) = row else {
+            return Ok(None);
+        };
+        self.db.execute(
+            "UPDATE items SET state = 'uploading', attempts = attempts + 1 WHERE id = ?1",
+            [id],
+        )?;
+        let class = Class::from_index(class);
+        Ok(Some(Item {
+            path: self.final_path(class, &name),
+            id,
+            name,
+            class,
+            bytes: bytes as u64,
+            created_ns,
+        }))
+    }
+
+    /// The server has it durably: record, count it against the link, and
+    /// delete the file.
+    pub fn acked(&mut self, item: &Item, link: &str, day: i64) -> rusqlite::Result<()> {
+        let tx = self.db.transaction()?;
+        tx.execute(
+            "UPDATE items SET state = 'acked', done_ns = ?2, last_error = NULL WHERE id = ?1",
+            params![item.id, convoy_telemetry::now_ns()],
+        )?;
+        tx.execute(
+            "INSERT INTO link_bytes (link, day, bytes) VALUES (?1, ?2, ?3)
+             ON CONFLICT (link, day) DO UPDATE SET bytes = bytes + excluded.bytes",
+            params![link, day, item.bytes as i64],
+        )?;
+        tx.commit()?;
+        let _ = std::fs::remove_file(&item.path);
+        Ok(())
+    }
+
+    /// Sending failed; the segment waits for the next try.
+    pub fn failed(&mut self, item: &Item, error: &str) -> rusqlite::Result<()> {
+        self.db.execute(
+            "UPDATE items SET state = 'queued', last_error = ?2 WHERE id = ?1",
+            params![item.id, error],
+        )?;
+        Ok(())
+    }
+
+    /// Bytes sent on `link` on UTC day `day`.
+    pub fn spent(&self, link: &str, day: i64) -> u64 {
+        self.db
+            .query_row(
+                "SELECT bytes FROM link_bytes WHERE link = ?1 AND day = ?2",
+                params![link, day],
+                |r| r.get::<_, i64>(0),
+            )
+            .optional()
+            .ok()
+            .flatten()
+            .unwrap_or(0) as u64
+    }
+
+    /// Per-class counts for `convoy agent status`.
+    pub fn status(&self) -> rusqlite::Result<Vec<ClassStatus>> {
+        let mut out: Vec<ClassStatus> = Class::ALL
+            .iter()
+            .map(|c| ClassStatus {
+                class: c.as_str(),
+                ..ClassStatus::default()
+            })
+            .collect();
+        let mut st = self.db.prepare(
+            "SELECT class, state, COUNT(*), COALESCE(SUM(bytes), 0) FROM items GROUP BY class, state",
+        )?;
+        let rows = st.query_map([], |r| {
+            Ok((
+                r.get::<_, i64>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, i64>(2)?,
+                r.get::<_, i64>(3)?,
+            ))
+        })?;
+        for row in rows {
+            let (class, state, n, b) = row?;
+            let s = &mut out[Class::from_index(class) as usize];
+            let (n, b) = (n as u64, b as u64);
+            match state.as_str() {
+                "queued" | "uploading" => {
+                    s.queued += n;
+                    s.queued_bytes += b;
+                }
+                "acked" => {
+                    s.acked += n;
+                    s.acked_bytes += b;
+                }
+                _ => {
+                    s.dropped += n;
+                    s.dropped_bytes += b;
+                }
+            }
+        }
+        let mut st = self.db.prepare("SELECT class, n FROM refused")?;
+        for row in st.query_map([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?)))? {
+            let (c, n) = row?;
+            out[Class::from_index(c) as usize].refused = n as u64;
+        }
+        Ok(out)
+    }
+
+    /// Names of acknowledged segments (tests, benchmark).
+    pub fn acked_names(&self) -> rusqlite::Result<Vec<String>> {
+        let mut st = self
+            .db
+            .prepare("SELECT name FROM items WHERE state = 'acked' ORDER BY id")?;
+        let rows = st.query_map([], |r| r.get(0))?;
+        rows.collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn put(s: &mut Spool, name: &str, class: Class, bytes: usize) {
+        let tmp = s.tmp_path("x");
+        std::fs::write(&tmp, vec![0u8; bytes]).unwrap();
+        s.add(&tmp, name, class, bytes as u64).unwrap();
+    }
+
+    #[test]
+    fn the_overflow_rule_drops_oldest_lowest_priority_and_never_events() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Spool::open(dir.path(), 1000).unwrap();
+        put(&mut s, "e1", Class::Events, 300);
+        put(&mut s, "b1", Class::Bulk, 200);
+        put(&mut s, "t1", Class::Telemetry, 200);
+        put(&mut s, "b2", Class::Bulk, 200);
+        // 900 used; 300 more of telemetry: the oldest bulk goes.
+        let dropped = s.make_room(Class::Telemetry, 300).unwrap();
+        assert_eq!(dropped, vec![("b1".to_string(), Class::Bulk, 200)]);
+        put(&mut s, "t2", Class::Telemetry, 300);
+        // 1000 used. Bulk cannot displace telemetry: refused.
+        assert!(s.make_room(Class::Bulk, 100).is_err());
+        // Telemetry displaces the last bulk, then the oldest telemetry.
+        let dropped = s.make_room(Class::Telemetry, 350).unwrap();
+        let names: Vec<_> = dropped.iter().map(|d| d.0.as_str()).collect();
+        assert_eq!(names, ["b2", "t1"]);
+        // Events are always admitted and never dropped.
+        assert!(s.make_room(Class::Events, 10_000).unwrap().is_empty());
+        let st = s.status().unwrap();
+        assert_eq!(st[0].queued, 1);
+        assert_eq!(st[3].dropped, 2);
+        assert_eq!(st[3].refused, 1);
+        assert!(!dir.path().join("segments/bulk/b1").exists());
+    }
+
+    #[test]
+    fn a_restart_requeues_uploads_in_flight_and_adopts_orphan_files() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let mut s = Spool::open(dir.path(), 1 << 20).unwrap();
+            put(&mut s, "2026-11-24/t/1.jsonl.zst", Class::Telemetry, 10);
+            let it = s.take(Lane::Backlog, &Class::ALL, 0).unwrap().unwrap();
+            assert_eq!(it.name, "2026-11-24/t/1.jsonl.zst");
+            assert!(s.take(Lane::Backlog, &Class::ALL, 0).unwrap().is_none());
+            // A file renamed in but never recorded (killed in between).
+            std::fs::create_dir_all(dir.path().join("segments/bulk/d")).unwrap();
+            std::fs::write(dir.path().join("segments/bulk/d/cam.mcap"), b"x").unwrap();
+            std::fs::write(dir.path().join("tmp/half"), b"x").unwrap();
+        }
+        let mut s = Spool::open(dir.path(), 1 << 20).unwrap();
+        assert!(!dir.path().join("tmp/half").exists());
+        let a = s.take(Lane::Backlog, &Class::ALL, 0).unwrap().unwrap();
+        let b = s.take(Lane::Backlog, &Class::ALL, 0).unwrap().unwrap();
+        assert_eq!(
+            (a.name.as_str(), b.name.as_str()),
+            ("2026-11-24/t/1.jsonl.zst", "d/cam.mcap")
+        );
+        s.acked(&a, "wifi", 7).unwrap();
+        assert_eq!(s.spent("wifi", 7), 10);
+        assert!(!a.path.exists());
+    }
+
+    #[test]
+    fn the_live_lane_takes_only_recent_events_and_telemetry() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Spool::open(dir.path(), 1 << 20).unwrap();
+        put(&mut s, "bulk", Class::Bulk, 1);
+        put(&mut s, "tele", Class::Telemetry, 1);
+        let now = convoy_telemetry::now_ns();
+        assert_eq!(
+            s.take(Lane::Live, &Class::ALL, now).unwrap().unwrap().name,
+            "tele"
+        );
+        assert!(s.take(Lane::Live, &Class::ALL, now).unwrap().is_none());
+        assert!(s
+            .take(Lane::Live, &Class::ALL, now + 2 * LIVE_WINDOW_NS)
+            .unwrap()
+            .is_none());
+        assert_eq!(
+            s.take(Lane::Backlog, &[Class::Bulk], now)
+                .unwrap()
+                .unwrap()
+                .name,
+            "bulk"
+        );
+    }
+}

@@ -1,0 +1,192 @@
+//! The fleet catalog: what the data service knows, as rows.
+//!
+//! * the **registry** of vehicles and operators (name, public key, role,
+//!   revoked or not), which the server consults at every handshake;
+//! * **segments**: every stored upload, its state in the indexing queue
+//!   (`pending` → `indexing` → `indexed` or `failed`), what the indexer
+//!   found in it (samples, time range) and where its bytes are;
+//! * **last state** per vehicle (position, speed, latest signal values)
+//!   and a **downsampled track**: at most one point per vehicle per
+//!   [`TRACK_BUCKET_NS`], so a day's track is at most 8,640 points.
+//!
+//! Raw samples never go in here, only into Parquet (convoy-ingest): the
+//! catalog stays small enough to answer the map's queries in
+//! milliseconds. Two backends with the same behaviour: SQLite (one
+//! machine, [`SqliteCatalog`]) and PostgreSQL (shared by several servers,
+//! [`PgCatalog`]); [`open`] picks by URL.
+
+mod postgres;
+mod sqlite;
+
+pub use crate::postgres::PgCatalog;
+pub use crate::sqlite::SqliteCatalog;
+
+/// Track points are kept one per vehicle per this much time (10 s).
+pub const TRACK_BUCKET_NS: i64 = 10_000_000_000;
+
+/// A claimed segment not finished for this long is claimed again (its
+/// indexer died).
+pub const CLAIM_TIMEOUT_NS: i64 = 60_000_000_000;
+
+#[derive(Debug, thiserror::Error)]
+pub enum CatalogError {
+    #[error("catalog database: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    #[error("catalog database: {0}")]
+    Postgres(#[from] ::postgres::Error),
+    #[error("{0}")]
+    Conflict(String),
+    #[error("{0}")]
+    NotFound(String),
+    #[error("catalog: {0}")]
+    Invalid(String),
+}
+
+pub type Result<T> = std::result::Result<T, CatalogError>;
+
+/// A registered vehicle or operator.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct VehicleRow {
+    pub name: String,
+    /// The public key, 64 hex digits.
+    pub key: String,
+    /// `vehicle` or `operator`.
+    pub role: String,
+    pub added_ns: i64,
+    pub revoked_ns: Option<i64>,
+}
+
+/// A stored upload to record and queue.
+#[derive(Clone, Debug)]
+pub struct NewSegment<'a> {
+    pub vehicle: &'a str,
+    /// The name inside the vehicle's namespace.
+    pub name: &'a str,
+    /// `telemetry` (indexed into Parquet) or `file` (catalogued only).
+    pub kind: &'a str,
+    pub bytes: i64,
+    pub blake3: &'a str,
+    pub stored_ns: i64,
+    /// Where the bytes are: a path under the landing directory.
+    pub object: &'a str,
+}
+
+/// A segment as the catalog holds it.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct SegmentRow {
+    pub id: i64,
+    pub vehicle: String,
+    pub name: String,
+    pub kind: String,
+    pub bytes: i64,
+    pub blake3: String,
+    pub stored_ns: i64,
+    /// `pending`, `indexing`, `indexed` or `failed`.
+    pub state: String,
+    pub error: Option<String>,
+    pub samples: i64,
+    pub t_first: Option<i64>,
+    pub t_last: Option<i64>,
+    /// Where the bytes are now (landing path, or object key once moved).
+    pub object: String,
+    /// The Parquet object holding its samples, if any.
+    pub parquet: Option<String>,
+    pub indexed_ns: Option<i64>,
+}
+
+/// A vehicle's latest known state.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct LastState {
+    pub vehicle: String,
+    pub t_ns: i64,
+    pub lat: f64,
+    pub lon: f64,
+    pub speed: Option<f64>,
+    /// Latest value of every signal seen, as a JSON object.
+    pub values: String,
+}
+
+/// One point of a downsampled track.
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
+pub struct TrackPoint {
+    pub t_ns: i64,
+    pub lat: f64,
+    pub lon: f64,
+    pub speed: Option<f64>,
+}
+
+/// What indexing one segment found.
+#[derive(Clone, Debug, Default)]
+pub struct IndexOutcome {
+    pub samples: i64,
+    pub t_first: Option<i64>,
+    pub t_last: Option<i64>,
+    /// The newest position in the segment (with its other values).
+    pub last: Option<LastState>,
+    /// Points already one per bucket ([`TRACK_BUCKET_NS`]).
+    pub track: Vec<TrackPoint>,
+    /// Where the bytes are now.
+    pub object: String,
+    pub parquet: Option<String>,
+}
+
+/// The catalog's operations; both backends behave the same, and the
+/// shared tests (tests/contract.rs) run against both.
+pub trait Catalog: Send {
+    /// Registers `name` with `key` (hex) and `role`; a taken name or key
+    /// is a [`CatalogError::Conflict`].
+    fn add_vehicle(&mut self, name: &str, key: &str, role: &str, now_ns: i64) -> Result<()>;
+    /// Revokes `name`; its key is refused from now on.
+    fn revoke_vehicle(&mut self, name: &str, now_ns: i64) -> Result<()>;
+    fn vehicles(&mut self) -> Result<Vec<VehicleRow>>;
+    fn vehicle_by_key(&mut self, key: &str) -> Result<Option<VehicleRow>>;
+
+    /// Records a stored upload and queues it (idempotent: a re-upload of
+    /// the same name requeues it with its new hash and size).
+    fn queue_segment(&mut self, s: &NewSegment<'_>) -> Result<()>;
+    /// Claims up to `limit` queued segments (and ones whose claim timed
+    /// out), oldest first, marking them `indexing`.
+    fn claim_pending(&mut self, limit: usize, now_ns: i64) -> Result<Vec<SegmentRow>>;
+    /// Puts every claimed segment back in the queue: a single server's
+    /// indexer calls this at start-up, since any claim left is its own
+    /// from before a crash (shared catalogs wait for the claim timeout).
+    fn release_claims(&mut self) -> Result<u64>;
+    /// Marks a segment indexed and applies what it held to the last state
+    /// and the track, in one transaction.
+    fn finish_indexed(&mut self, id: i64, out: &IndexOutcome, now_ns: i64) -> Result<()>;
+    /// Marks a segment failed (kept, with the reason, for a re-index).
+    fn fail_segment(&mut self, id: i64, error: &str, now_ns: i64) -> Result<()>;
+    /// Newest first; `vehicle` filters.
+    fn segments(&mut self, vehicle: Option<&str>, limit: usize) -> Result<Vec<SegmentRow>>;
+    fn segment(&mut self, vehicle: &str, name: &str) -> Result<Option<SegmentRow>>;
+    fn pending_count(&mut self) -> Result<i64>;
+
+    fn last_states(&mut self) -> Result<Vec<LastState>>;
+    fn track(&mut self, vehicle: &str, from_ns: i64, to_ns: i64) -> Result<Vec<TrackPoint>>;
+    /// Changes whenever something is indexed (for live updates).
+    fn version(&mut self) -> Result<i64>;
+}
+
+/// Opens a catalog: `postgres://…` (or `postgresql://…`) for PostgreSQL,
+/// anything else is a SQLite file path.
+pub fn open(url: &str) -> Result<Box<dyn Catalog>> {
+    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        Ok(Box::new(PgCatalog::connect(url)?))
+    } else {
+        Ok(Box::new(SqliteCatalog::open(std::path::Path::new(url))?))
+    }
+}
+
+/// The columns of a segment row, in the order both backends select them.
+pub(crate) const SEGMENT_COLUMNS: &str = "id, vehicle, name, kind, bytes, blake3, stored_ns, \
+     state, error, samples, t_first, t_last, object, parquet, indexed_ns";
+
+/// Merges `new` values (a JSON object) into `old`, keeping the newer.
+pub(crate) fn merge_values(old: &str, new: &str) -> String {
+    let mut o: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_str(old).unwrap_or_default();
+    let n: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_str(new).unwrap_or_default();
+    o.extend(n);
+    serde_json::Value::Object(o).to_string()
+}

@@ -1,0 +1,349 @@
+//! The catalog in PostgreSQL, shared by several servers: the same tables
+//! as SQLite; segments are claimed with `FOR UPDATE SKIP LOCKED`, so two
+//! indexers never take the same one, and a claim whose indexer died is
+//! taken again after [`CLAIM_TIMEOUT_NS`].
+
+use ::postgres::{Client, NoTls, Row};
+
+use crate::{
+    merge_values, Catalog, CatalogError, IndexOutcome, LastState, NewSegment, Result, SegmentRow,
+    TrackPoint, VehicleRow, CLAIM_TIMEOUT_NS, SEGMENT_COLUMNS, TRACK_BUCKET_NS,
+};
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS vehicles (
+    name TEXT PRIMARY KEY,
+    key TEXT NOT NULL UNIQUE,
+    role TEXT NOT NULL,
+    added_ns BIGINT NOT NULL,
+    revoked_ns BIGINT
+);
+CREATE TABLE IF NOT EXISTS segments (
+    id BIGSERIAL PRIMARY KEY,
+    vehicle TEXT NOT NULL,
+    name TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    bytes BIGINT NOT NULL,
+    blake3 TEXT NOT NULL,
+    stored_ns BIGINT NOT NULL,
+    state TEXT NOT NULL,
+    error TEXT,
+    samples BIGINT NOT NULL DEFAULT 0,
+    t_first BIGINT,
+    t_last BIGINT,
+    object TEXT NOT NULL,
+    parquet TEXT,
+    claimed_ns BIGINT,
+    indexed_ns BIGINT,
+    UNIQUE (vehicle, name)
+);
+CREATE INDEX IF NOT EXISTS segments_state ON segments (state, id);
+CREATE INDEX IF NOT EXISTS segments_stored ON segments (stored_ns);
+CREATE TABLE IF NOT EXISTS last_state (
+    vehicle TEXT PRIMARY KEY,
+    t_ns BIGINT NOT NULL,
+    lat DOUBLE PRECISION NOT NULL,
+    lon DOUBLE PRECISION NOT NULL,
+    speed DOUBLE PRECISION,
+    vals TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS track (
+    vehicle TEXT NOT NULL,
+    bucket BIGINT NOT NULL,
+    t_ns BIGINT NOT NULL,
+    lat DOUBLE PRECISION NOT NULL,
+    lon DOUBLE PRECISION NOT NULL,
+    speed DOUBLE PRECISION,
+    PRIMARY KEY (vehicle, bucket)
+);
+";
+
+pub struct PgCatalog {
+    db: Client,
+}
+
+fn vehicle_row(r: &Row) -> VehicleRow {
+    VehicleRow {
+        name: r.get(0),
+        key: r.get(1),
+        role: r.get(2),
+        added_ns: r.get(3),
+        revoked_ns: r.get(4),
+    }
+}
+
+fn segment_row(r: &Row) -> SegmentRow {
+    SegmentRow {
+        id: r.get(0),
+        vehicle: r.get(1),
+        name: r.get(2),
+        kind: r.get(3),
+        bytes: r.get(4),
+        blake3: r.get(5),
+        stored_ns: r.get(6),
+        state: r.get(7),
+        error: r.get(8),
+        samples: r.get(9),
+        t_first: r.get(10),
+        t_last: r.get(11),
+        object: r.get(12),
+        parquet: r.get(13),
+        indexed_ns: r.get(14),
+    }
+}
+
+impl PgCatalog {
+    /// Connects (no TLS: run it on a private network or a local socket)
+    /// and creates the tables if they are missing.
+    pub fn connect(url: &str) -> Result<PgCatalog> {
+        let mut db = Client::connect(url, NoTls)?;
+        // Several servers may start at once: one creates the schema.
+        let mut tx = db.transaction()?;
+        tx.execute("SELECT pg_advisory_xact_lock(7315)", &[])?;
+        tx.batch_execute(SCHEMA)?;
+        tx.commit()?;
+        Ok(PgCatalog { db })
+    }
+}
+
+impl Catalog for PgCatalog {
+    fn add_vehicle(&mut self, name: &str, key: &str, role: &str, now_ns: i64) -> Result<()> {
+        let taken = self.db.query_opt(
+            "SELECT name FROM vehicles WHERE name = $1 OR key = $2",
+            &[&name, &key],
+        )?;
+        if let Some(row) = taken {
+            let other: String = row.get(0);
+            return Err(CatalogError::Conflict(if other == name {
+                format!("a vehicle named {name:?} is already registered")
+            } else {
+                format!("this key is already registered as {other:?}")
+            }));
+        }
+        self.db.execute(
+            "INSERT INTO vehicles (name, key, role, added_ns) VALUES ($1, $2, $3, $4)",
+            &[&name, &key, &role, &now_ns],
+        )?;
+        Ok(())
+    }
+
+    fn revoke_vehicle(&mut self, name: &str, now_ns: i64) -> Result<()> {
+        let n = self.db.execute(
+            "UPDATE vehicles SET revoked_ns = COALESCE(revoked_ns, $2) WHERE name = $1",
+            &[&name, &now_ns],
+        )?;
+        if n == 0 {
+            return Err(CatalogError::NotFound(format!(
+                "no vehicle named {name:?} in the registry"
+            )));
+        }
+        Ok(())
+    }
+
+    fn vehicles(&mut self) -> Result<Vec<VehicleRow>> {
+        let rows = self.db.query(
+            "SELECT name, key, role, added_ns, revoked_ns FROM vehicles ORDER BY name",
+            &[],
+        )?;
+        Ok(rows.iter().map(vehicle_row).collect())
+    }
+
+    fn vehicle_by_key(&mut self, key: &str) -> Result<Option<VehicleRow>> {
+        let row = self.db.query_opt(
+            "SELECT name, key, role, added_ns, revoked_ns FROM vehicles WHERE key = $1",
+            &[&key],
+        )?;
+        Ok(row.as_ref().map(vehicle_row))
+    }
+
+    fn queue_segment(&mut self, s: &NewSegment<'_>) -> Result<()> {
+        self.db.execute(
+            "INSERT INTO segments (vehicle, name, kind, bytes, blake3, stored_ns, state, object)
+             VALUES ($1, $2, $3, $4, $5, $6, 'pending', $7)
+             ON CONFLICT (vehicle, name) DO UPDATE SET
+               kind = excluded.kind, bytes = excluded.bytes, stored_ns = excluded.stored_ns,
+               object = excluded.object, state = 'pending', error = NULL, claimed_ns = NULL,
+               blake3 = excluded.blake3
+             WHERE segments.blake3 <> excluded.blake3 OR segments.state = 'failed'",
+            &[
+                &s.vehicle,
+                &s.name,
+                &s.kind,
+                &s.bytes,
+                &s.blake3,
+                &s.stored_ns,
+                &s.object,
+            ],
+        )?;
+        Ok(())
+    }
+
+    fn claim_pending(&mut self, limit: usize, now_ns: i64) -> Result<Vec<SegmentRow>> {
+        let stale = now_ns - CLAIM_TIMEOUT_NS;
+        let rows = self.db.query(
+            &format!(
+                "UPDATE segments SET state = 'indexing', claimed_ns = $1 WHERE id IN (
+                   SELECT id FROM segments
+                   WHERE state = 'pending' OR (state = 'indexing' AND claimed_ns < $2)
+                   ORDER BY id LIMIT $3 FOR UPDATE SKIP LOCKED)
+                 RETURNING {SEGMENT_COLUMNS}"
+            ),
+            &[&now_ns, &stale, &(limit as i64)],
+        )?;
+        let mut out: Vec<SegmentRow> = rows.iter().map(segment_row).collect();
+        out.sort_by_key(|r| r.id);
+        Ok(out)
+    }
+
+    fn release_claims(&mut self) -> Result<u64> {
+        Ok(self.db.execute(
+            "UPDATE segments SET state = 'pending', claimed_ns = NULL WHERE state = 'indexing'",
+            &[],
+        )?)
+    }
+
+    fn finish_indexed(&mut self, id: i64, out: &IndexOutcome, now_ns: i64) -> Result<()> {
+        let mut tx = self.db.transaction()?;
+        let vehicle: String = tx
+            .query_one("SELECT vehicle FROM segments WHERE id = $1", &[&id])?
+            .get(0);
+        tx.execute(
+            "UPDATE segments SET state = 'indexed', error = NULL, samples = $2, t_first = $3,
+               t_last = $4, object = $5, parquet = $6, indexed_ns = $7 WHERE id = $1",
+            &[
+                &id,
+                &out.samples,
+                &out.t_first,
+                &out.t_last,
+                &out.object,
+                &out.parquet,
+                &now_ns,
+            ],
+        )?;
+        if let Some(last) = &out.last {
+            let old = tx.query_opt(
+                "SELECT t_ns, vals FROM last_state WHERE vehicle = $1 FOR UPDATE",
+                &[&vehicle],
+            )?;
+            let old: Option<(i64, String)> = old.map(|r| (r.get(0), r.get(1)));
+            if old.as_ref().is_none_or(|(t, _)| last.t_ns >= *t) {
+                let vals = match &old {
+                    Some((_, v)) => merge_values(v, &last.values),
+                    None => last.values.clone(),
+                };
+                tx.execute(
+                    "INSERT INTO last_state (vehicle, t_ns, lat, lon, speed, vals)
+                     VALUES ($1, $2, $3, $4, $5, $6)
+                     ON CONFLICT (vehicle) DO UPDATE SET t_ns = excluded.t_ns, lat = excluded.lat,
+                       lon = excluded.lon, speed = excluded.speed, vals = excluded.vals",
+                    &[
+                        &vehicle,
+                        &last.t_ns,
+                        &last.lat,
+                        &last.lon,
+                        &last.speed,
+                        &vals,
+                    ],
+                )?;
+            }
+        }
+        if !out.track.is_empty() {
+            let st = tx.prepare(
+                "INSERT INTO track (vehicle, bucket, t_ns, lat, lon, speed)
+                 VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING",
+            )?;
+            for p in &out.track {
+                let bucket = p.t_ns.div_euclid(TRACK_BUCKET_NS);
+                tx.execute(&st, &[&vehicle, &bucket, &p.t_ns, &p.lat, &p.lon, &p.speed])?;
+            }
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    fn fail_segment(&mut self, id: i64, error: &str, now_ns: i64) -> Result<()> {
+        self.db.execute(
+            "UPDATE segments SET state = 'failed', error = $2, indexed_ns = $3 WHERE id = $1",
+            &[&id, &error, &now_ns],
+        )?;
+        Ok(())
+    }
+
+    fn segments(&mut self, vehicle: Option<&str>, limit: usize) -> Result<Vec<SegmentRow>> {
+        let rows = self.db.query(
+            &format!(
+                "SELECT {SEGMENT_COLUMNS} FROM segments WHERE $1::TEXT IS NULL OR vehicle = $1
+                 ORDER BY stored_ns DESC, id DESC LIMIT $2"
+            ),
+            &[&vehicle, &(limit as i64)],
+        )?;
+        Ok(rows.iter().map(segment_row).collect())
+    }
+
+    fn segment(&mut self, vehicle: &str, name: &str) -> Result<Option<SegmentRow>> {
+        let row = self.db.query_opt(
+            &format!("SELECT {SEGMENT_COLUMNS} FROM segments WHERE vehicle = $1 AND name = $2"),
+            &[&vehicle, &name],
+        )?;
+        Ok(row.as_ref().map(segment_row))
+    }
+
+    fn pending_count(&mut self) -> Result<i64> {
+        Ok(self
+            .db
+            .query_one(
+                "SELECT COUNT(*) FROM segments WHERE state IN ('pending', 'indexing')",
+                &[],
+            )?
+            .get(0))
+    }
+
+    fn last_states(&mut self) -> Result<Vec<LastState>> {
+        let rows = self.db.query(
+            "SELECT vehicle, t_ns, lat, lon, speed, vals FROM last_state ORDER BY vehicle",
+            &[],
+        )?;
+        Ok(rows
+            .iter()
+            .map(|r| LastState {
+                vehicle: r.get(0),
+                t_ns: r.get(1),
+                lat: r.get(2),
+                lon: r.get(3),
+                speed: r.get(4),
+                values: r.get(5),
+            })
+            .collect())
+    }
+
+    fn track(&mut self, vehicle: &str, from_ns: i64, to_ns: i64) -> Result<Vec<TrackPoint>> {
+        let (a, b) = (
+            from_ns.div_euclid(TRACK_BUCKET_NS),
+            to_ns.div_euclid(TRACK_BUCKET_NS),
+        );
+        let rows = self.db.query(
+            "SELECT t_ns, lat, lon, speed FROM track
+             WHERE vehicle = $1 AND bucket >= $2 AND bucket <= $3 ORDER BY bucket",
+            &[&vehicle, &a, &b],
+        )?;
+        Ok(rows
+            .iter()
+            .map(|r| TrackPoint {
+                t_ns: r.get(0),
+                lat: r.get(1),
+                lon: r.get(2),
+                speed: r.get(3),
+            })
+            .collect())
+    }
+
+    fn version(&mut self) -> Result<i64> {
+        Ok(self
+            .db
+            .query_one(
+                "SELECT (COALESCE(MAX(indexed_ns), 0) + COUNT(*))::BIGINT FROM segments",
+                &[],
+            )?
+            .get(0))
+    }
+}

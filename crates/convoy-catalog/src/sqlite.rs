@@ -1,0 +1,362 @@
+//! The catalog in one SQLite file (WAL, `synchronous=FULL`, so a
+//! committed row survives power loss as the uploads it describes do).
+
+use std::path::Path;
+
+use rusqlite::{params, Connection, OptionalExtension, Row};
+
+use crate::{
+    merge_values, Catalog, CatalogError, IndexOutcome, LastState, NewSegment, Result, SegmentRow,
+    TrackPoint, VehicleRow, CLAIM_TIMEOUT_NS, SEGMENT_COLUMNS, TRACK_BUCKET_NS,
+};
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS vehicles (
+    name TEXT PRIMARY KEY,
+    key TEXT NOT NULL UNIQUE,
+    role TEXT NOT NULL,
+    added_ns INTEGER NOT NULL,
+    revoked_ns INTEGER
+);
+CREATE TABLE IF NOT EXISTS segments (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    vehicle TEXT NOT NULL,
+    name TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    bytes INTEGER NOT NULL,
+    blake3 TEXT NOT NULL,
+    stored_ns INTEGER NOT NULL,
+    state TEXT NOT NULL,
+    error TEXT,
+    samples INTEGER NOT NULL DEFAULT 0,
+    t_first INTEGER,
+    t_last INTEGER,
+    object TEXT NOT NULL,
+    parquet TEXT,
+    claimed_ns INTEGER,
+    indexed_ns INTEGER,
+    UNIQUE (vehicle, name)
+);
+CREATE INDEX IF NOT EXISTS segments_state ON segments (state, id);
+CREATE INDEX IF NOT EXISTS segments_stored ON segments (stored_ns);
+CREATE TABLE IF NOT EXISTS last_state (
+    vehicle TEXT PRIMARY KEY,
+    t_ns INTEGER NOT NULL,
+    lat REAL NOT NULL,
+    lon REAL NOT NULL,
+    speed REAL,
+    vals TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS track (
+    vehicle TEXT NOT NULL,
+    bucket INTEGER NOT NULL,
+    t_ns INTEGER NOT NULL,
+    lat REAL NOT NULL,
+    lon REAL NOT NULL,
+    speed REAL,
+    PRIMARY KEY (vehicle, bucket)
+) WITHOUT ROWID;
+";
+
+pub struct SqliteCatalog {
+    db: Connection,
+}
+
+fn vehicle_row(r: &Row<'_>) -> rusqlite::Result<VehicleRow> {
+    Ok(VehicleRow {
+        name: r.get(0)?,
+        key: r.get(1)?,
+        role: r.get(2)?,
+        added_ns: r.get(3)?,
+        revoked_ns: r.get(4)?,
+    })
+}
+
+fn segment_row(r: &Row<'_>) -> rusqlite::Result<SegmentRow> {
+    Ok(SegmentRow {
+        id: r.get(0)?,
+        vehicle: r.get(1)?,
+        name: r.get(2)?,
+        kind: r.get(3)?,
+        bytes: r.get(4)?,
+        blake3: r.get(5)?,
+        stored_ns: r.get(6)?,
+        state: r.get(7)?,
+        error: r.get(8)?,
+        samples: r.get(9)?,
+        t_first: r.get(10)?,
+        t_last: r.get(11)?,
+        object: r.get(12)?,
+        parquet: r.get(13)?,
+        indexed_ns: r.get(14)?,
+    })
+}
+
+impl SqliteCatalog {
+    /// Opens (creating if needed) the catalog file.
+    pub fn open(path: &Path) -> Result<SqliteCatalog> {
+        let db = Connection::open(path)?;
+        db.busy_timeout(std::time::Duration::from_secs(10))?;
+        db.pragma_update(None, "journal_mode", "WAL")?;
+        db.pragma_update(None, "synchronous", "FULL")?;
+        db.execute_batch(SCHEMA)?;
+        Ok(SqliteCatalog { db })
+    }
+}
+
+impl Catalog for SqliteCatalog {
+    fn add_vehicle(&mut self, name: &str, key: &str, role: &str, now_ns: i64) -> Result<()> {
+        let taken: Option<String> = self
+            .db
+            .query_row(
+                "SELECT name FROM vehicles WHERE name = ?1 OR key = ?2",
+                params![name, key],
+                |r| r.get(0),
+            )
+            .optional()?;
+        if let Some(other) = taken {
+            return Err(CatalogError::Conflict(if other == name {
+                format!("a vehicle named {name:?} is already registered")
+            } else {
+                format!("this key is already registered as {other:?}")
+            }));
+        }
+        self.db.execute(
+            "INSERT INTO vehicles (name, key, role, added_ns) VALUES (?1, ?2, ?3, ?4)",
+            params![name, key, role, now_ns],
+        )?;
+        Ok(())
+    }
+
+    fn revoke_vehicle(&mut self, name: &str, now_ns: i64) -> Result<()> {
+        let n = self.db.execute(
+            "UPDATE vehicles SET revoked_ns = COALESCE(revoked_ns, ?2) WHERE name = ?1",
+            params![name, now_ns],
+        )?;
+        if n == 0 {
+            return Err(CatalogError::NotFound(format!(
+                "no vehicle named {name:?} in the registry"
+            )));
+        }
+        Ok(())
+    }
+
+    fn vehicles(&mut self) -> Result<Vec<VehicleRow>> {
+        let mut st = self.db.prepare_cached(
+            "SELECT name, key, role, added_ns, revoked_ns FROM vehicles ORDER BY name",
+        )?;
+        let rows = st.query_map([], vehicle_row)?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    fn vehicle_by_key(&mut self, key: &str) -> Result<Option<VehicleRow>> {
+        let mut st = self.db.prepare_cached(
+            "SELECT name, key, role, added_ns, revoked_ns FROM vehicles WHERE key = ?1",
+        )?;
+        Ok(st.query_row([key], vehicle_row).optional()?)
+    }
+
+    fn queue_segment(&mut self, s: &NewSegment<'_>) -> Result<()> {
+        self.db
+            .prepare_cached(
+                "INSERT INTO segments (vehicle, name, kind, bytes, blake3, stored_ns, state, object)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'pending', ?7)
+                 ON CONFLICT (vehicle, name) DO UPDATE SET
+                   kind = excluded.kind, bytes = excluded.bytes, stored_ns = excluded.stored_ns,
+                   object = excluded.object, state = 'pending', error = NULL, claimed_ns = NULL,
+                   blake3 = excluded.blake3
+                 WHERE segments.blake3 <> excluded.blake3 OR segments.state = 'failed'",
+            )?
+            .execute(params![
+                s.vehicle,
+                s.name,
+                s.kind,
+                s.bytes,
+                s.blake3,
+                s.stored_ns,
+                s.object
+            ])?;
+        Ok(())
+    }
+
+    fn claim_pending(&mut self, limit: usize, now_ns: i64) -> Result<Vec<SegmentRow>> {
+        let tx = self.db.transaction()?;
+        let rows = {
+            let mut st = tx.prepare_cached(&format!(
+                "SELECT {SEGMENT_COLUMNS} FROM segments
+                 WHERE state = 'pending' OR (state = 'indexing' AND claimed_ns < ?1)
+                 ORDER BY id LIMIT ?2"
+            ))?;
+            let rows = st.query_map(
+                params![now_ns - CLAIM_TIMEOUT_NS, limit as i64],
+                segment_row,
+            )?;
+            rows.collect::<rusqlite::Result<Vec<_>>>()?
+        };
+        for r in &rows {
+            tx.execute(
+                "UPDATE segments SET state = 'indexing', claimed_ns = ?2 WHERE id = ?1",
+                params![r.id, now_ns],
+            )?;
+        }
+        tx.commit()?;
+        Ok(rows
+            .into_iter()
+            .map(|mut r| {
+                r.state = "indexing".into();
+                r
+            })
+            .collect())
+    }
+
+    fn release_claims(&mut self) -> Result<u64> {
+        Ok(self.db.execute(
+            "UPDATE segments SET state = 'pending', claimed_ns = NULL WHERE state = 'indexing'",
+            [],
+        )? as u64)
+    }
+
+    fn finish_indexed(&mut self, id: i64, out: &IndexOutcome, now_ns: i64) -> Result<()> {
+        let tx = self.db.transaction()?;
+        let vehicle: String =
+            tx.query_row("SELECT vehicle FROM segments WHERE id = ?1", [id], |r| {
+                r.get(0)
+            })?;
+        tx.execute(
+            "UPDATE segments SET state = 'indexed', error = NULL, samples = ?2, t_first = ?3,
+               t_last = ?4, object = ?5, parquet = ?6, indexed_ns = ?7 WHERE id = ?1",
+            params![
+                id,
+                out.samples,
+                out.t_first,
+                out.t_last,
+                out.object,
+                out.parquet,
+                now_ns
+            ],
+        )?;
+        if let Some(last) = &out.last {
+            let old: Option<(i64, String)> = tx
+                .query_row(
+                    "SELECT t_ns, vals FROM last_state WHERE vehicle = ?1",
+                    [&vehicle],
+                    |r| Ok((r.get(0)?, r.get(1)?)),
+                )
+                .optional()?;
+            let newer = old.as_ref().is_none_or(|(t, _)| last.t_ns >= *t);
+            if newer {
+                let vals = match &old {
+                    Some((_, v)) => merge_values(v, &last.values),
+                    None => last.values.clone(),
+                };
+                tx.execute(
+                    "INSERT INTO last_state (vehicle, t_ns, lat, lon, speed, vals)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+                     ON CONFLICT (vehicle) DO UPDATE SET t_ns = excluded.t_ns, lat = excluded.lat,
+                       lon = excluded.lon, speed = excluded.speed, vals = excluded.vals",
+                    params![vehicle, last.t_ns, last.lat, last.lon, last.speed, vals],
+                )?;
+            }
+        }
+        {
+            let mut st = tx.prepare_cached(
+                "INSERT INTO track (vehicle, bucket, t_ns, lat, lon, speed)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT DO NOTHING",
+            )?;
+            for p in &out.track {
+                st.execute(params![
+                    vehicle,
+                    p.t_ns.div_euclid(TRACK_BUCKET_NS),
+                    p.t_ns,
+                    p.lat,
+                    p.lon,
+                    p.speed
+                ])?;
+            }
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    fn fail_segment(&mut self, id: i64, error: &str, now_ns: i64) -> Result<()> {
+        self.db.execute(
+            "UPDATE segments SET state = 'failed', error = ?2, indexed_ns = ?3 WHERE id = ?1",
+            params![id, error, now_ns],
+        )?;
+        Ok(())
+    }
+
+    fn segments(&mut self, vehicle: Option<&str>, limit: usize) -> Result<Vec<SegmentRow>> {
+        let mut st = self.db.prepare_cached(&format!(
+            "SELECT {SEGMENT_COLUMNS} FROM segments WHERE ?1 IS NULL OR vehicle = ?1
+             ORDER BY stored_ns DESC, id DESC LIMIT ?2"
+        ))?;
+        let rows = st.query_map(params![vehicle, limit as i64], segment_row)?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    fn segment(&mut self, vehicle: &str, name: &str) -> Result<Option<SegmentRow>> {
+        let mut st = self.db.prepare_cached(&format!(
+            "SELECT {SEGMENT_COLUMNS} FROM segments WHERE vehicle = ?1 AND name = ?2"
+        ))?;
+        Ok(st
+            .query_row(params![vehicle, name], segment_row)
+            .optional()?)
+    }
+
+    fn pending_count(&mut self) -> Result<i64> {
+        Ok(self.db.query_row(
+            "SELECT COUNT(*) FROM segments WHERE state IN ('pending', 'indexing')",
+            [],
+            |r| r.get(0),
+        )?)
+    }
+
+    fn last_states(&mut self) -> Result<Vec<LastState>> {
+        let mut st = self.db.prepare_cached(
+            "SELECT vehicle, t_ns, lat, lon, speed, vals FROM last_state ORDER BY vehicle",
+        )?;
+        let rows = st.query_map([], |r| {
+            Ok(LastState {
+                vehicle: r.get(0)?,
+                t_ns: r.get(1)?,
+                lat: r.get(2)?,
+                lon: r.get(3)?,
+                speed: r.get(4)?,
+                values: r.get(5)?,
+            })
+        })?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    fn track(&mut self, vehicle: &str, from_ns: i64, to_ns: i64) -> Result<Vec<TrackPoint>> {
+        let mut st = self.db.prepare_cached(
+            "SELECT t_ns, lat, lon, speed FROM track
+             WHERE vehicle = ?1 AND bucket >= ?2 AND bucket <= ?3 ORDER BY bucket",
+        )?;
+        let rows = st.query_map(
+            params![
+                vehicle,
+                from_ns.div_euclid(TRACK_BUCKET_NS),
+                to_ns.div_euclid(TRACK_BUCKET_NS)
+            ],
+            |r| {
+                Ok(TrackPoint {
+                    t_ns: r.get(0)?,
+                    lat: r.get(1)?,
+                    lon: r.get(2)?,
+                    speed: r.get(3)?,
+                })
+            },
+        )?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    fn version(&mut self) -> Result<i64> {
+        Ok(self.db.query_row(
+            "SELECT COALESCE(MAX(indexed_ns), 0) + COUNT(*) FROM segments",
+            [],
+            |r| r.get(0),
+        )?)
+    }
+}

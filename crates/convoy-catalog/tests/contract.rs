@@ -1,0 +1,153 @@
+//! One behaviour, two backends: every test runs against SQLite and
+//! against a real PostgreSQL cluster started for the test.
+
+use convoy_catalog::{
+    Catalog, CatalogError, IndexOutcome, LastState, NewSegment, PgCatalog, SqliteCatalog,
+    TrackPoint, CLAIM_TIMEOUT_NS, TRACK_BUCKET_NS,
+};
+use convoy_testkit::Postgres;
+
+const KEY_A: &str = "aa00000000000000000000000000000000000000000000000000000000000000";
+const KEY_B: &str = "bb00000000000000000000000000000000000000000000000000000000000000";
+
+fn segment<'a>(vehicle: &'a str, name: &'a str, blake3: &'a str) -> NewSegment<'a> {
+    NewSegment {
+        vehicle,
+        name,
+        kind: "telemetry",
+        bytes: 100,
+        blake3,
+        stored_ns: 5,
+        object: name,
+    }
+}
+
+fn registry(c: &mut dyn Catalog) {
+    c.add_vehicle("truck-1", KEY_A, "vehicle", 1).unwrap();
+    assert!(matches!(
+        c.add_vehicle("truck-1", KEY_B, "vehicle", 2),
+        Err(CatalogError::Conflict(_))
+    ));
+    assert!(matches!(
+        c.add_vehicle("truck-2", KEY_A, "vehicle", 2),
+        Err(CatalogError::Conflict(_))
+    ));
+    c.add_vehicle("ops", KEY_B, "operator", 3).unwrap();
+    let v = c.vehicle_by_key(KEY_A).unwrap().unwrap();
+    assert_eq!((v.name.as_str(), v.revoked_ns), ("truck-1", None));
+    c.revoke_vehicle("truck-1", 9).unwrap();
+    c.revoke_vehicle("truck-1", 10).unwrap();
+    assert_eq!(
+        c.vehicle_by_key(KEY_A).unwrap().unwrap().revoked_ns,
+        Some(9)
+    );
+    assert!(matches!(
+        c.revoke_vehicle("nobody", 9),
+        Err(CatalogError::NotFound(_))
+    ));
+    let names: Vec<_> = c.vehicles().unwrap().into_iter().map(|v| v.name).collect();
+    assert_eq!(names, ["ops", "truck-1"]);
+}
+
+fn queue_and_index(c: &mut dyn Catalog) {
+    c.queue_segment(&segment("v1", "a.jsonl.zst", "h1"))
+        .unwrap();
+    c.queue_segment(&segment("v1", "b.jsonl.zst", "h2"))
+        .unwrap();
+    // The same upload again (a client that never heard "stored"): no change.
+    c.queue_segment(&segment("v1", "a.jsonl.zst", "h1"))
+        .unwrap();
+    assert_eq!(c.pending_count().unwrap(), 2);
+    let claimed = c.claim_pending(10, 1_000).unwrap();
+    assert_eq!(claimed.len(), 2);
+    assert!(
+        c.claim_pending(10, 1_000).unwrap().is_empty(),
+        "claimed twice"
+    );
+    // An indexer that died: its claim times out and the segment comes back.
+    let again = c.claim_pending(10, 1_000 + CLAIM_TIMEOUT_NS + 1).unwrap();
+    assert_eq!(again.len(), 2);
+    let t0 = 1_764_000_000 * 1_000_000_000;
+    let out = IndexOutcome {
+        samples: 3,
+        t_first: Some(t0),
+        t_last: Some(t0 + 20_000_000_000),
+        last: Some(LastState {
+            vehicle: "v1".into(),
+            t_ns: t0 + 20_000_000_000,
+            lat: 45.0,
+            lon: 7.0,
+            speed: Some(12.0),
+            values: r#"{"Vehicle.Speed":12.0}"#.into(),
+        }),
+        track: vec![
+            TrackPoint {
+                t_ns: t0,
+                lat: 44.9,
+                lon: 7.0,
+                speed: None,
+            },
+            TrackPoint {
+                t_ns: t0 + TRACK_BUCKET_NS,
+                lat: 44.95,
+                lon: 7.0,
+                speed: None,
+            },
+        ],
+        object: "v1/a.jsonl.zst".into(),
+        parquet: Some("p".into()),
+    };
+    c.finish_indexed(again[0].id, &out, 2_000).unwrap();
+    // Indexing the same segment again (a crash after the commit) changes nothing.
+    c.finish_indexed(again[0].id, &out, 2_000).unwrap();
+    assert_eq!(
+        c.track("v1", t0, t0 + 3 * TRACK_BUCKET_NS).unwrap().len(),
+        2
+    );
+    // An older segment indexed later does not move the last state back.
+    let mut older = out.clone();
+    older.last.as_mut().unwrap().t_ns = t0;
+    older.last.as_mut().unwrap().lat = 1.0;
+    older.last.as_mut().unwrap().values = r#"{"Vehicle.Exterior.AirTemperature":3.0}"#.into();
+    c.finish_indexed(again[1].id, &older, 2_001).unwrap();
+    let last = c.last_states().unwrap();
+    assert_eq!(last.len(), 1);
+    assert_eq!(last[0].lat, 45.0);
+    c.fail_segment(again[1].id, "corrupt: line 2", 3_000)
+        .unwrap();
+    let seg = c.segment("v1", "b.jsonl.zst").unwrap().unwrap();
+    assert_eq!(
+        (seg.state.as_str(), seg.error.as_deref()),
+        ("failed", Some("corrupt: line 2"))
+    );
+    // Re-uploading a failed segment queues it again.
+    c.queue_segment(&segment("v1", "b.jsonl.zst", "h2"))
+        .unwrap();
+    assert_eq!(c.pending_count().unwrap(), 1);
+    let listed = c.segments(Some("v1"), 10).unwrap();
+    assert_eq!(listed.len(), 2);
+    assert!(c.segments(Some("v2"), 10).unwrap().is_empty());
+    let v1 = c.version().unwrap();
+    c.queue_segment(&segment("v1", "c.jsonl.zst", "h3"))
+        .unwrap();
+    assert_ne!(c.version().unwrap(), v1);
+}
+
+#[test]
+fn sqlite_registry_and_queue() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = SqliteCatalog::open(&dir.path().join("catalog.db")).unwrap();
+    registry(&mut c);
+    queue_and_index(&mut c);
+}
+
+#[test]
+fn postgres_registry_and_queue() {
+    let pg = Postgres::start();
+    let mut c = PgCatalog::connect(&pg.url()).unwrap();
+    registry(&mut c);
+    queue_and_index(&mut c);
+    // A second server on the same database sees the same registry.
+    let mut other = convoy_catalog::open(&pg.url()).unwrap();
+    assert_eq!(other.vehicles().unwrap().len(), 2);
+}

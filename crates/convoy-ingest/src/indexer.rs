@@ -1,0 +1,239 @@
+//! The indexer: takes stored uploads from the catalog's queue, writes
+//! each telemetry segment's samples as Parquet, applies its last state and
+//! track to the catalog, moves the bytes into the object store when that
+//! is not the landing directory, and marks the segment indexed, in that
+//! order. A crash anywhere leaves the segment claimed; it is indexed again
+//! (at start-up, or after the claim timeout on a shared catalog), and
+//! every step is idempotent: the Parquet key is the segment's hash, the
+//! track keeps one point per bucket, the last state moves only forward.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use convoy_catalog::{Catalog, IndexOutcome, SegmentRow};
+use convoy_telemetry::now_ns;
+use convoy_telemetry::segment::SegmentReader;
+
+use crate::extract::{extract, utc_date};
+use crate::parquet_out::to_parquet;
+use crate::store::Store;
+
+/// Largest telemetry segment indexed (uncompressed): 256 MiB.
+pub const MAX_SEGMENT_RAW: u64 = 256 << 20;
+
+/// How many queued segments one claim takes.
+const BATCH: usize = 32;
+
+/// What the indexer reports, for the server's log.
+#[derive(Clone, Debug, serde::Serialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum IndexEvent {
+    Indexed {
+        vehicle: String,
+        name: String,
+        samples: i64,
+        millis: f64,
+    },
+    /// The segment is kept (with this reason in the catalog) but was not
+    /// indexed: corrupt, or not telemetry after all.
+    IndexFailed {
+        vehicle: String,
+        name: String,
+        error: String,
+    },
+    /// The store or catalog failed; the segment stays queued.
+    IndexRetry { error: String },
+}
+
+pub struct Indexer {
+    catalog: Box<dyn Catalog>,
+    store: Arc<Store>,
+    landing: PathBuf,
+    on_event: Box<dyn FnMut(&IndexEvent) + Send>,
+}
+
+/// Whether a stored name is a telemetry segment.
+pub fn is_telemetry(name: &str) -> bool {
+    name.ends_with(".jsonl.zst")
+}
+
+/// The Parquet key of a segment.
+pub fn parquet_key(vehicle: &str, t_first: i64, blake3: &str) -> String {
+    format!(
+        ".telemetry/vehicle={vehicle}/date={}/{}.parquet",
+        utc_date(t_first),
+        &blake3[..blake3.len().min(32)]
+    )
+}
+
+enum Failure {
+    /// The segment itself is bad: record it, keep its bytes.
+    Segment(String),
+    /// Infrastructure: try again later.
+    Retry(String),
+}
+
+impl Indexer {
+    pub fn new(
+        catalog: Box<dyn Catalog>,
+        store: Arc<Store>,
+        landing: &Path,
+        on_event: impl FnMut(&IndexEvent) + Send + 'static,
+    ) -> Indexer {
+        Indexer {
+            catalog,
+            store,
+            landing: landing.to_owned(),
+            on_event: Box::new(on_event),
+        }
+    }
+
+    /// Indexes what is queued now; returns how many segments it handled.
+    pub fn run_once(&mut self) -> Result<usize, String> {
+        let rows = self
+            .catalog
+            .claim_pending(BATCH, now_ns())
+            .map_err(|e| e.to_string())?;
+        let n = rows.len();
+        for row in rows {
+            self.index(row);
+        }
+        Ok(n)
+    }
+
+    /// Indexes until `stop`, woken by `wake` (one message per upload) or
+    /// every 500 ms. With `single_server`, claims left by a crash of this
+    /// server are taken back at once.
+    pub fn run(mut self, stop: Arc<AtomicBool>, wake: Receiver<()>, single_server: bool) {
+        if single_server {
+            if let Err(e) = self.catalog.release_claims() {
+                (self.on_event)(&IndexEvent::IndexRetry {
+                    error: e.to_string(),
+                });
+            }
+        }
+        while !stop.load(Ordering::Relaxed) {
+            match self.run_once() {
+                Ok(n) if n > 0 => continue,
+                Ok(_) => {}
+                Err(e) => (self.on_event)(&IndexEvent::IndexRetry { error: e }),
+            }
+            match wake.recv_timeout(Duration::from_millis(500)) {
+                Ok(()) | Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => break,
+            }
+            while wake.try_recv().is_ok() {}
+        }
+    }
+
+    fn index(&mut self, row: SegmentRow) {
+        let started = Instant::now();
+        match self.try_index(&row) {
+            Ok(out) => match self.catalog.finish_indexed(row.id, &out, now_ns()) {
+                Ok(()) => {
+                    self.drop_landing_copy(&row);
+                    (self.on_event)(&IndexEvent::Indexed {
+                        vehicle: row.vehicle,
+                        name: row.name,
+                        samples: out.samples,
+                        millis: started.elapsed().as_secs_f64() * 1e3,
+                    });
+                }
+                Err(e) => (self.on_event)(&IndexEvent::IndexRetry {
+                    error: e.to_string(),
+                }),
+            },
+            Err(Failure::Segment(why)) => {
+                // Keep the bytes where a shared store holds everything.
+                let kept = self.move_to_store(&row).and_then(|_| {
+                    self.catalog
+                        .fail_segment(row.id, &why, now_ns())
+                        .map_err(|e| Failure::Retry(e.to_string()))
+                });
+                match kept {
+                    Ok(()) => {
+                        self.drop_landing_copy(&row);
+                        (self.on_event)(&IndexEvent::IndexFailed {
+                            vehicle: row.vehicle,
+                            name: row.name,
+                            error: why,
+                        })
+                    }
+                    Err(Failure::Retry(e)) | Err(Failure::Segment(e)) => {
+                        (self.on_event)(&IndexEvent::IndexRetry { error: e })
+                    }
+                }
+            }
+            Err(Failure::Retry(e)) => (self.on_event)(&IndexEvent::IndexRetry { error: e }),
+        }
+    }
+
+    fn landing_path(&self, row: &SegmentRow) -> PathBuf {
+        self.landing.join(&row.object)
+    }
+
+    fn read(&self, row: &SegmentRow) -> Result<Vec<u8>, Failure> {
+        let local = self.landing_path(row);
+        match std::fs::read(&local) {
+            Ok(b) => Ok(b),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !self.store.is_landing_dir() => {
+                self.store
+                    .get(&row.object)
+                    .map_err(|e| Failure::Retry(e.to_string()))
+            }
+            Err(e) => Err(Failure::Retry(format!("{}: {e}", local.display()))),
+        }
+    }
+
+    /// Copies the upload into a store that is not the landing directory.
+    fn move_to_store(&self, row: &SegmentRow) -> Result<(), Failure> {
+        if self.store.is_landing_dir() {
+            return Ok(());
+        }
+        let local = self.landing_path(row);
+        if local.exists() {
+            self.store
+                .put_file(&row.object, &local)
+                .map_err(|e| Failure::Retry(e.to_string()))?;
+        }
+        Ok(())
+    }
+
+    fn drop_landing_copy(&self, row: &SegmentRow) {
+        if !self.store.is_landing_dir() {
+            let _ = std::fs::remove_file(self.landing_path(row));
+        }
+    }
+
+    fn try_index(&mut self, row: &SegmentRow) -> Result<IndexOutcome, Failure> {
+        let mut out = IndexOutcome {
+            object: row.object.clone(),
+            ..IndexOutcome::default()
+        };
+        if row.kind == "telemetry" {
+            let bytes = self.read(row)?;
+            let seg = SegmentReader::new(&bytes[..], MAX_SEGMENT_RAW)
+                .map_err(|e| Failure::Segment(format!("corrupt segment: {e}")))?;
+            let ex = extract(&row.vehicle, &seg)
+                .map_err(|e| Failure::Segment(format!("corrupt segment: {e}")))?;
+            out.samples = ex.columns.t_ns.len() as i64;
+            out.t_first = ex.t_first;
+            out.t_last = ex.t_last;
+            out.last = ex.last;
+            out.track = ex.track;
+            if let Some(t0) = ex.t_first {
+                let key = parquet_key(&row.vehicle, t0, &row.blake3);
+                let pq = to_parquet(ex.columns).map_err(|e| Failure::Retry(e.to_string()))?;
+                self.store
+                    .put(&key, pq)
+                    .map_err(|e| Failure::Retry(e.to_string()))?;
+                out.parquet = Some(key);
+            }
+        }
+        self.move_to_store(row)?;
+        Ok(out)
+    }
+}

@@ -1,0 +1,135 @@
+//! convoy-ingest: the server side of convoy's data service, around the
+//! transport's durable store.
+//!
+//! * [`RegistryAuthorizer`]: the fleet registry (in the catalog) as the
+//!   server's [`convoy_net::Authorizer`]: unknown and revoked keys are
+//!   refused, vehicles and operators are named in every event.
+//! * [`QueueHook`]: the server's [`convoy_net::CommitHook`]: once an
+//!   upload is fsynced and renamed, and before the vehicle is told, it is
+//!   recorded in the catalog's indexing queue, so nothing acknowledged is
+//!   ever missed by the indexer.
+//! * [`Indexer`]: queue → Parquet + last state + track (+ object store).
+//! * [`Store`]: the landing directory (fsync) or an S3-compatible bucket.
+
+pub mod extract;
+pub mod indexer;
+pub mod parquet_out;
+pub mod store;
+
+use std::collections::HashMap;
+use std::sync::mpsc::SyncSender;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use convoy_catalog::{Catalog, NewSegment};
+use convoy_net::{Authorizer, CommitHook, Committed, Identity, Role};
+use convoy_proto::crypto::hex;
+
+pub use indexer::{is_telemetry, IndexEvent, Indexer};
+pub use store::{Store, StoreError};
+
+/// How long a registry answer is reused: a revocation reaches live
+/// connections within this plus the server's re-check period (1 s).
+pub const REGISTRY_TTL: Duration = Duration::from_millis(500);
+
+/// A registry answer and when it was fetched.
+type Cached = (Instant, Result<Identity, String>);
+
+/// The fleet registry as an [`Authorizer`].
+pub struct RegistryAuthorizer {
+    catalog: Mutex<Box<dyn Catalog>>,
+    cache: Mutex<HashMap<[u8; 32], Cached>>,
+}
+
+impl RegistryAuthorizer {
+    pub fn new(catalog: Box<dyn Catalog>) -> RegistryAuthorizer {
+        RegistryAuthorizer {
+            catalog: Mutex::new(catalog),
+            cache: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn lookup(&self, key: &[u8; 32]) -> Result<Identity, String> {
+        let row = self
+            .catalog
+            .lock()
+            .map_err(|_| "registry unavailable".to_string())?
+            .vehicle_by_key(&hex(key))
+            .map_err(|e| format!("registry unavailable: {e}"))?;
+        match row {
+            None => {
+                Err("this key is not in the fleet registry (convoy fleet add NAME KEY.pub)".into())
+            }
+            Some(v) if v.revoked_ns.is_some() => Err(format!("{} is revoked", v.name)),
+            Some(v) => Ok(Identity {
+                role: v.role.parse::<Role>()?,
+                name: v.name,
+            }),
+        }
+    }
+}
+
+impl Authorizer for RegistryAuthorizer {
+    fn identify(&self, key: &[u8; 32]) -> Result<Identity, String> {
+        if let Ok(cache) = self.cache.lock() {
+            if let Some((at, answer)) = cache.get(key) {
+                if at.elapsed() < REGISTRY_TTL {
+                    return answer.clone();
+                }
+            }
+        }
+        let answer = self.lookup(key);
+        if let Ok(mut cache) = self.cache.lock() {
+            cache.insert(*key, (Instant::now(), answer.clone()));
+        }
+        answer
+    }
+}
+
+/// Records each durable upload in the catalog's queue and wakes the
+/// indexer.
+pub struct QueueHook {
+    catalog: Mutex<Box<dyn Catalog>>,
+    wake: SyncSender<()>,
+}
+
+impl QueueHook {
+    pub fn new(catalog: Box<dyn Catalog>, wake: SyncSender<()>) -> QueueHook {
+        QueueHook {
+            catalog: Mutex::new(catalog),
+            wake,
+        }
+    }
+}
+
+impl CommitHook for QueueHook {
+    fn committed(&self, c: &Committed<'_>) -> Result<(), String> {
+        let Some(who) = c.who else {
+            return Ok(());
+        };
+        let name = c
+            .stored_name
+            .strip_prefix(&format!("{}/", who.name))
+            .unwrap_or(c.stored_name);
+        let seg = NewSegment {
+            vehicle: &who.name,
+            name,
+            kind: if is_telemetry(name) {
+                "telemetry"
+            } else {
+                "file"
+            },
+            bytes: c.bytes as i64,
+            blake3: &hex(&c.blake3),
+            stored_ns: convoy_telemetry::now_ns(),
+            object: c.stored_name,
+        };
+        self.catalog
+            .lock()
+            .map_err(|_| "catalog unavailable".to_string())?
+            .queue_segment(&seg)
+            .map_err(|e| e.to_string())?;
+        let _ = self.wake.try_send(());
+        Ok(())
+    }
+}

@@ -1,0 +1,193 @@
+// The fleet page: last positions on an offline basemap (Natural Earth
+// countries, plus an optional overlay such as a SUMO network's roads),
+// a vehicle's track on click, the vehicles and uploads tables, and live
+// updates from /api/events. The token comes from ?token= once, then
+// stays in sessionStorage.
+"use strict";
+
+const params = new URLSearchParams(location.search);
+if (params.get("token")) {
+  sessionStorage.setItem("convoy-token", params.get("token"));
+  params.delete("token");
+  const rest = params.toString();
+  history.replaceState(null, "", location.pathname + (rest ? "?" + rest : ""));
+}
+const token = sessionStorage.getItem("convoy-token") || "";
+const state = { vehicles: [], uploads: [], selected: null, markers: new Map(), track: null, fitted: false };
+window.convoyState = state;
+
+function showError(msg) {
+  const e = document.getElementById("error");
+  e.textContent = msg;
+  e.hidden = !msg;
+}
+
+async function api(path) {
+  const r = await fetch(path, { headers: { Authorization: "Bearer " + token } });
+  const body = await r.json();
+  if (!r.ok) throw new Error(body.error || r.statusText);
+  return body;
+}
+
+const map = L.map("map", { zoomControl: true, worldCopyJump: true, preferCanvas: false })
+  .setView([45, 8], 4);
+// The basemap has a pane of its own below the vehicles, since it arrives
+// after them and would otherwise be drawn over them.
+map.createPane("basemap");
+map.getPane("basemap").style.zIndex = 250;
+const basemap = L.layerGroup().addTo(map);
+const vehiclesLayer = L.layerGroup().addTo(map);
+
+async function loadBasemap() {
+  const topo = await (await fetch("/static/countries-50m.json")).json();
+  const land = topojson.feature(topo, topo.objects.countries);
+  L.geoJSON(land, { pane: "basemap", style: { color: "#8c969f", weight: 0.6, fillColor: "#eef0e6", fillOpacity: 1 }, interactive: false }).addTo(basemap);
+  const overlay = await (await fetch("/static/overlay.json")).json();
+  if (overlay.features && overlay.features.length) {
+    L.geoJSON(overlay, { pane: "basemap", style: { color: "#9aa3ad", weight: 1.5 }, interactive: false }).addTo(basemap);
+  }
+}
+
+function age(tNs, nowNs) {
+  const s = Math.max(0, (nowNs - tNs) / 1e9);
+  if (s < 60) return s.toFixed(1) + " s ago";
+  if (s < 3600) return (s / 60).toFixed(1) + " min ago";
+  if (s < 86400) return (s / 3600).toFixed(1) + " h ago";
+  return (s / 86400).toFixed(1) + " d ago";
+}
+
+function cell(row, text, cls) {
+  const td = row.insertCell();
+  td.textContent = text;
+  if (cls) td.className = cls;
+  return td;
+}
+
+function renderVehicles(doc) {
+  state.vehicles = doc.vehicles;
+  const tbody = document.querySelector("#vehicles tbody");
+  tbody.replaceChildren();
+  const seen = new Set();
+  for (const v of doc.vehicles) {
+    const tr = tbody.insertRow();
+    tr.dataset.vehicle = v.name;
+    if (v.name === state.selected) tr.className = "selected";
+    tr.onclick = () => selectVehicle(v.name);
+    cell(tr, v.name + (v.revoked ? " (revoked)" : "") + (v.role === "operator" ? " (operator)" : ""));
+    if (v.last) {
+      cell(tr, age(v.last.t_ns, doc.now_ns));
+      cell(tr, v.last.lat.toFixed(5), "num");
+      cell(tr, v.last.lon.toFixed(5), "num");
+      cell(tr, v.last.speed == null ? "" : v.last.speed.toFixed(1), "num");
+      seen.add(v.name);
+      let m = state.markers.get(v.name);
+      const pos = [v.last.lat, v.last.lon];
+      if (!m) {
+        m = L.circleMarker(pos, { radius: 7, color: "#123", weight: 1.5, fillColor: "#e4572e", fillOpacity: 0.95 })
+          .bindTooltip(v.name, { permanent: true, direction: "right", className: "vehicle-label" })
+          .on("click", () => selectVehicle(v.name))
+          .addTo(vehiclesLayer);
+        m.getElement && m.getElement() && m.getElement().setAttribute("data-vehicle", v.name);
+        state.markers.set(v.name, m);
+      } else {
+        m.setLatLng(pos);
+      }
+    } else {
+      cell(tr, "never"); cell(tr, ""); cell(tr, ""); cell(tr, "");
+    }
+  }
+  for (const [name, m] of state.markers) {
+    if (!seen.has(name)) { vehiclesLayer.removeLayer(m); state.markers.delete(name); }
+  }
+  document.getElementById("vehicle-count").textContent =
+    `${doc.vehicles.length} registered, ${seen.size} on the map`;
+  document.body.dataset.markers = String(seen.size);
+  if (!state.fitted && seen.size) {
+    const b = L.latLngBounds([...state.markers.values()].map((m) => m.getLatLng()));
+    map.fitBounds(b.pad(0.3), { maxZoom: 15 });
+    state.fitted = true;
+  }
+}
+
+function renderUploads(doc) {
+  state.uploads = doc.uploads;
+  const tbody = document.querySelector("#uploads tbody");
+  tbody.replaceChildren();
+  for (const u of doc.uploads) {
+    const tr = tbody.insertRow();
+    tr.dataset.vehicle = u.vehicle;
+    cell(tr, new Date(u.stored_ns / 1e6).toISOString().replace("T", " ").slice(0, 19));
+    cell(tr, u.vehicle);
+    const td = tr.insertCell();
+    const a = document.createElement("a");
+    a.href = `/files/${encodeURIComponent(u.vehicle)}/${u.name.split("/").map(encodeURIComponent).join("/")}?token=${encodeURIComponent(token)}`;
+    a.textContent = u.name;
+    td.appendChild(a);
+    cell(tr, u.bytes.toLocaleString("en"), "num");
+    cell(tr, u.state, "state-" + u.state).title = u.error || "";
+    cell(tr, u.samples ? u.samples.toLocaleString("en") : "", "num");
+  }
+  document.getElementById("upload-count").textContent = `${doc.uploads.length} newest`;
+}
+
+async function selectVehicle(name) {
+  state.selected = name;
+  for (const tr of document.querySelectorAll("#vehicles tbody tr")) {
+    tr.className = tr.dataset.vehicle === name ? "selected" : "";
+  }
+  await loadTrack();
+}
+
+async function loadTrack() {
+  if (!state.selected) return;
+  const t = await api("/api/track?vehicle=" + encodeURIComponent(state.selected));
+  if (state.track) map.removeLayer(state.track);
+  const pts = t.geometry.coordinates.map(([lon, lat]) => [lat, lon]);
+  state.track = L.polyline(pts, { color: "#2b6cb0", weight: 3 }).addTo(map);
+  document.body.dataset.trackPoints = String(pts.length);
+}
+
+async function refresh() {
+  try {
+    const [v, u] = await Promise.all([api("/api/vehicles"), api("/api/uploads?limit=200")]);
+    renderVehicles(v);
+    renderUploads(u);
+    await loadTrack();
+    document.getElementById("updated").textContent = "updated " + new Date().toLocaleTimeString("en-GB");
+    document.body.dataset.version = String(v.version);
+    showError("");
+  } catch (e) {
+    showError(String(e.message || e));
+  }
+}
+
+function listen() {
+  const live = document.getElementById("live");
+  const es = new EventSource("/api/events?token=" + encodeURIComponent(token));
+  let pending = null;
+  es.addEventListener("open", () => { live.dataset.live = "on"; live.textContent = "live"; });
+  es.addEventListener("error", () => { live.dataset.live = "off"; live.textContent = "reconnecting…"; });
+  es.addEventListener("change", () => {
+    // Coalesce bursts of changes into one refresh.
+    if (!pending) pending = setTimeout(() => { pending = null; refresh(); }, 100);
+  });
+}
+
+(async function main() {
+  if (!token) {
+    showError("No token: open this page as /?token=TOKEN (convoy fleet token NAME --key server.key --dir DIR)");
+    return;
+  }
+  try {
+    const me = await api("/api/me");
+    document.getElementById("who").textContent = (me.operator ? "operator " : "vehicle ") + me.name;
+  } catch (e) {
+    showError(String(e.message || e));
+    return;
+  }
+  loadBasemap().catch((e) => showError("basemap: " + e));
+  await refresh();
+  // After the load event: an open event stream must not hold it back.
+  if (document.readyState === "complete") listen();
+  else window.addEventListener("load", listen);
+})();

@@ -1,0 +1,291 @@
+//! The JSON API and file downloads, as functions of the caller and the
+//! catalog.
+
+use std::io::{Read, Write};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::http1::Request;
+use convoy_ingest::Store;
+use serde_json::{json, Value};
+
+use crate::http::Shared;
+use crate::range::{self, RangeAsk};
+
+/// Who is asking.
+pub struct Caller {
+    pub name: String,
+    pub operator: bool,
+}
+
+impl Caller {
+    fn may_see(&self, vehicle: &str) -> bool {
+        self.operator || self.name == vehicle
+    }
+}
+
+pub enum Reply {
+    Json(Vec<u8>),
+    Error(u16, String),
+}
+
+impl Reply {
+    pub fn error(code: u16, msg: &str) -> Reply {
+        Reply::Error(code, msg.to_owned())
+    }
+    fn json(v: Value) -> Reply {
+        Reply::Json(v.to_string().into_bytes())
+    }
+}
+
+/// A day, the default span of a track.
+const DAY_NS: i64 = 86_400_000_000_000;
+
+fn param<'a>(params: &'a [(String, String)], key: &str) -> Option<&'a str> {
+    params
+        .iter()
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| v.as_str())
+}
+
+pub fn route(shared: &Shared, who: &Caller, path: &str, params: &[(String, String)]) -> Reply {
+    let r = match path {
+        "/api/me" => Ok(Reply::json(
+            json!({"name": who.name, "operator": who.operator}),
+        )),
+        "/api/vehicles" => vehicles(shared, who),
+        "/api/positions" => positions(shared, who),
+        "/api/track" => track(shared, who, params),
+        "/api/uploads" => uploads(shared, who, params),
+        _ => return Reply::error(404, "no such API"),
+    };
+    r.unwrap_or_else(|e| Reply::error(503, &e))
+}
+
+fn vehicles(shared: &Shared, who: &Caller) -> Result<Reply, String> {
+    let (registry, last, version) = shared
+        .pool
+        .with(|c| Ok((c.vehicles()?, c.last_states()?, c.version()?)))?;
+    let mut by_name: std::collections::HashMap<_, _> =
+        last.into_iter().map(|l| (l.vehicle.clone(), l)).collect();
+    let list: Vec<Value> = registry
+        .into_iter()
+        .filter(|v| who.may_see(&v.name))
+        .map(|v| {
+            let last = by_name.remove(&v.name).map(|l| {
+                let values: Value = serde_json::from_str(&l.values).unwrap_or(json!({}));
+                json!({"t_ns": l.t_ns, "lat": l.lat, "lon": l.lon, "speed": l.speed, "values": values})
+            });
+            json!({
+                "name": v.name, "role": v.role, "revoked": v.revoked_ns.is_some(), "last": last
+            })
+        })
+        .collect();
+    Ok(Reply::json(json!({
+        "vehicles": list,
+        "version": version,
+        "now_ns": convoy_telemetry_now(),
+    })))
+}
+
+fn convoy_telemetry_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as i64)
+        .unwrap_or(0)
+}
+
+fn positions(shared: &Shared, who: &Caller) -> Result<Reply, String> {
+    let last = shared.pool.with(|c| c.last_states())?;
+    let features: Vec<Value> = last
+        .into_iter()
+        .filter(|l| who.may_see(&l.vehicle))
+        .map(|l| {
+            json!({
+                "type": "Feature",
+                "geometry": {"type": "Point", "coordinates": [l.lon, l.lat]},
+                "properties": {"vehicle": l.vehicle, "t_ns": l.t_ns, "speed": l.speed},
+            })
+        })
+        .collect();
+    Ok(Reply::json(
+        json!({"type": "FeatureCollection", "features": features}),
+    ))
+}
+
+fn track(shared: &Shared, who: &Caller, params: &[(String, String)]) -> Result<Reply, String> {
+    let Some(vehicle) = param(params, "vehicle") else {
+        return Ok(Reply::error(400, "track needs ?vehicle=NAME"));
+    };
+    if !who.may_see(vehicle) {
+        return Ok(Reply::error(403, "not your vehicle"));
+    }
+    let num = |k: &str| param(params, k).and_then(|v| v.parse::<i64>().ok());
+    let to = num("to_ns").unwrap_or_else(convoy_telemetry_now);
+    let from = num("from_ns").unwrap_or(to - DAY_NS);
+    let pts = shared.pool.with(|c| c.track(vehicle, from, to))?;
+    let coords: Vec<Value> = pts.iter().map(|p| json!([p.lon, p.lat])).collect();
+    let times: Vec<i64> = pts.iter().map(|p| p.t_ns).collect();
+    Ok(Reply::json(json!({
+        "type": "Feature",
+        "geometry": {"type": "LineString", "coordinates": coords},
+        "properties": {"vehicle": vehicle, "from_ns": from, "to_ns": to, "t_ns": times},
+    })))
+}
+
+fn uploads(shared: &Shared, who: &Caller, params: &[(String, String)]) -> Result<Reply, String> {
+    let limit = param(params, "limit")
+        .and_then(|v| v.parse::<usize>().ok())
+        .unwrap_or(100)
+        .min(5000);
+    let filter = match (param(params, "vehicle"), who.operator) {
+        (Some(v), true) => Some(v.to_owned()),
+        (None, true) => None,
+        (_, false) => Some(who.name.clone()),
+    };
+    let rows = shared.pool.with(|c| c.segments(filter.as_deref(), limit))?;
+    Ok(Reply::json(json!({ "uploads": rows })))
+}
+
+/// Server-Sent Events: `change` whenever the catalog's version moves
+/// (checked every 250 ms), a comment every 15 s to keep proxies open.
+/// Written straight to the socket (no chunked encoding, which buffers),
+/// until the page goes away or the server stops.
+pub fn events(shared: Arc<Shared>, req: Request, mut headers: Vec<(String, String)>) {
+    headers.push(("Content-Type".into(), "text/event-stream".into()));
+    headers.push(("Cache-Control".into(), "no-store".into()));
+    let Ok(mut w) = req.start(200, &headers, None) else {
+        return;
+    };
+    let mut last = None;
+    let mut next_ping = Instant::now() + Duration::from_secs(15);
+    while !shared.stop.load(Ordering::Relaxed) {
+        let mut out = Vec::new();
+        if let Ok(v) = shared.pool.with(|c| c.version()) {
+            if last != Some(v) {
+                last = Some(v);
+                out = format!("event: change\ndata: {{\"version\":{v}}}\n\n").into_bytes();
+            }
+        }
+        if out.is_empty() && Instant::now() >= next_ping {
+            out = b": ping\n\n".to_vec();
+        }
+        if !out.is_empty() {
+            next_ping = Instant::now() + Duration::from_secs(15);
+            if w.write_all(&out).and_then(|_| w.flush()).is_err() {
+                return;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    crate::http::end(w);
+}
+
+/// A stored file's answer: status, headers, body.
+pub struct FileReply {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub len: u64,
+    pub body: Box<dyn Read + Send>,
+}
+
+pub fn file(
+    shared: &Shared,
+    who: &Caller,
+    rest: &str,
+    range_header: Option<&str>,
+) -> Result<FileReply, Reply> {
+    let Some((vehicle, name)) = rest.split_once('/') else {
+        return Err(Reply::error(404, "use /files/VEHICLE/NAME"));
+    };
+    convoy_net::request::validate_name(name).map_err(|e| Reply::error(400, &e))?;
+    if !who.may_see(vehicle) {
+        return Err(Reply::error(403, "not your vehicle"));
+    }
+    let seg = shared
+        .pool
+        .with(|c| c.segment(vehicle, name))
+        .map_err(|e| Reply::error(503, &e))?
+        .ok_or_else(|| Reply::error(404, "no such file"))?;
+    let len = shared
+        .store
+        .size(&seg.object)
+        .map_err(|e| Reply::error(503, &e.to_string()))?
+        .ok_or_else(|| Reply::error(404, "file not in the store"))?;
+    let kind = if name.ends_with(".json") {
+        "application/json"
+    } else {
+        "application/octet-stream"
+    };
+    let mut headers = vec![
+        ("Accept-Ranges".to_string(), "bytes".to_string()),
+        ("Content-Type".into(), kind.into()),
+        ("ETag".into(), format!("\"{}\"", seg.blake3)),
+    ];
+    let (status, start, end) = match range::parse(range_header, len) {
+        RangeAsk::Whole => (200, 0, len),
+        RangeAsk::Part { start, end } => {
+            headers.push((
+                "Content-Range".into(),
+                format!("bytes {start}-{}/{len}", end - 1),
+            ));
+            (206, start, end)
+        }
+        RangeAsk::Unsatisfiable => {
+            return Ok(FileReply {
+                status: 416,
+                headers: vec![("Content-Range".into(), format!("bytes */{len}"))],
+                len: 0,
+                body: Box::new(std::io::empty()),
+            })
+        }
+    };
+    Ok(FileReply {
+        status,
+        headers,
+        len: end - start,
+        body: Box::new(StoreReader {
+            store: shared.store.clone(),
+            key: seg.object,
+            pos: start,
+            end,
+            buf: Vec::new(),
+            at: 0,
+        }),
+    })
+}
+
+/// Reads an object's range from the store in 4 MiB pieces.
+struct StoreReader {
+    store: Arc<Store>,
+    key: String,
+    pos: u64,
+    end: u64,
+    buf: Vec<u8>,
+    at: usize,
+}
+
+impl Read for StoreReader {
+    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+        if self.at == self.buf.len() {
+            if self.pos >= self.end {
+                return Ok(0);
+            }
+            let to = (self.pos + (4 << 20)).min(self.end);
+            self.buf = self
+                .store
+                .get_range(&self.key, self.pos, to)
+                .map_err(std::io::Error::other)?;
+            self.at = 0;
+            self.pos = to;
+            if self.buf.is_empty() {
+                return Ok(0);
+            }
+        }
+        let n = out.len().min(self.buf.len() - self.at);
+        out[..n].copy_from_slice(&self.buf[self.at..self.at + n]);
+        self.at += n;
+        Ok(n)
+    }
+}

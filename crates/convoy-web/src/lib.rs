@@ -1,0 +1,26 @@
+//! convoy-web: the data service's web view, served by `convoy serve
+//! --http ADDR`.
+//!
+//! * a JSON API: `/api/me`, `/api/vehicles` (registry + last state),
+//!   `/api/positions` (GeoJSON points), `/api/track?vehicle=V` (GeoJSON
+//!   line, last 24 h by default), `/api/uploads` (the uploads table);
+//! * `/api/events`: Server-Sent Events, one `change` per catalog change,
+//!   which the page turns into live updates;
+//! * `/files/VEHICLE/NAME`: the stored bytes with HTTP Range and CORS, so
+//!   Foxglove opens an MCAP file straight from the server;
+//! * `/`: the page (Leaflet map on an offline Natural Earth basemap, the
+//!   vehicles and uploads tables), and its vendored assets.
+//!
+//! Every `/api` and `/files` request carries a token (`Authorization:
+//! Bearer T`, or `?token=T` where headers cannot be set: EventSource,
+//! links); a vehicle's token sees only that vehicle, an operator's all.
+//! Tokens come from `convoy fleet token NAME` ([`token`]).
+
+mod api;
+mod assets;
+mod http;
+mod http1;
+pub mod range;
+pub mod token;
+
+pub use http::{Web, WebConfig};

@@ -1,0 +1,145 @@
+//! `convoy agent --config agent.toml` and `convoy agent status`.
+
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use anyhow::{bail, Result};
+use clap::{Args, Subcommand};
+use convoy_agent::config::Config;
+
+#[derive(Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct AgentArgs {
+    #[command(subcommand)]
+    pub command: Option<AgentCommand>,
+    /// The agent's configuration (docs/SERVICE.md).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Exit once stdin has ended and every segment is acknowledged
+    /// (for scripts and tests; an agent on a vehicle runs until stopped).
+    #[arg(long)]
+    pub until_idle: bool,
+}
+
+#[derive(Subcommand)]
+pub enum AgentCommand {
+    /// The spool (per class: waiting, acknowledged, dropped), the lanes,
+    /// the link in use and the last upload.
+    Status {
+        #[arg(long, value_name = "FILE")]
+        config: PathBuf,
+        /// One JSON document on stdout.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+pub fn run(args: AgentArgs) -> Result<()> {
+    match args.command {
+        Some(AgentCommand::Status { config, json }) => status(&config, json),
+        None => {
+            let Some(path) = args.config else {
+                bail!("give --config agent.toml (docs/SERVICE.md has an example)");
+            };
+            let cfg = Config::load(&path).map_err(anyhow::Error::msg)?;
+            let stop = Arc::new(AtomicBool::new(false));
+            crate::net_common::stop_on_signals(&stop)?;
+            convoy_agent::run(cfg, stop, args.until_idle).map_err(anyhow::Error::msg)
+        }
+    }
+}
+
+fn status(path: &std::path::Path, json: bool) -> Result<()> {
+    let cfg = Config::load(path).map_err(anyhow::Error::msg)?;
+    let spool =
+        convoy_agent::spool::Spool::open_readonly(&cfg.spool).map_err(anyhow::Error::msg)?;
+    let classes = spool.status()?;
+    let used = spool.used()?;
+    let snap = convoy_agent::status::read(&cfg.spool);
+    let now = convoy_telemetry::now_ns();
+    let running = snap.as_ref().is_some_and(|s| {
+        now - s.written_ns < 5_000_000_000
+            && std::path::Path::new(&format!("/proc/{}", s.pid)).exists()
+    });
+    if json {
+        println!(
+            "{}",
+            serde_json::json!({
+                "running": running, "spool_bytes": used, "quota_bytes": cfg.quota_bytes(),
+                "classes": classes, "agent": snap,
+            })
+        );
+        return Ok(());
+    }
+    println!(
+        "agent: {}",
+        if running {
+            "running"
+        } else {
+            "not running (status below is from the spool)"
+        }
+    );
+    println!(
+        "spool: {} of {} bytes ({:.1} %) in {}",
+        used,
+        cfg.quota_bytes(),
+        used as f64 * 100.0 / cfg.quota_bytes().max(1) as f64,
+        cfg.spool.display()
+    );
+    println!(
+        "{:<10} {:>8} {:>12} {:>8} {:>14} {:>8} {:>12} {:>8}",
+        "class", "waiting", "bytes", "acked", "bytes", "dropped", "bytes", "refused"
+    );
+    for c in &classes {
+        println!(
+            "{:<10} {:>8} {:>12} {:>8} {:>14} {:>8} {:>12} {:>8}",
+            c.class,
+            c.queued,
+            c.queued_bytes,
+            c.acked,
+            c.acked_bytes,
+            c.dropped,
+            c.dropped_bytes,
+            c.refused
+        );
+    }
+    if let Some(s) = snap {
+        println!("link: {}", s.link.as_deref().unwrap_or("none"));
+        for (name, lane) in [("live", &s.live), ("backlog", &s.backlog)] {
+            println!(
+                "{name} lane: {} ({} uploads, {} bytes)",
+                lane.state, lane.uploads, lane.bytes
+            );
+            if let Some(u) = &lane.last_upload {
+                println!(
+                    "  last upload: {} ({} bytes, {}, on {}) {:.1} s ago, acknowledged {:.1} s after it was segmented",
+                    u.name,
+                    u.bytes,
+                    u.class,
+                    u.link,
+                    (now - u.at_ns) as f64 / 1e9,
+                    u.age_seconds
+                );
+            }
+            if let Some(e) = &lane.last_error {
+                println!("  last error: {e}");
+            }
+        }
+        println!(
+            "input: {} samples, {} lines rejected{}",
+            s.samples_in,
+            s.lines_rejected,
+            s.last_rejection
+                .map(|r| format!(" (last: {r})"))
+                .unwrap_or_default()
+        );
+        if s.samples_lost > 0 {
+            println!(
+                "lost to the overflow rule or a full disk: {} samples",
+                s.samples_lost
+            );
+        }
+    }
+    Ok(())
+}

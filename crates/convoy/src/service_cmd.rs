@@ -1,0 +1,148 @@
+//! `convoy serve` as the fleet data service: the registry authorizes
+//! every connection, each durable upload is queued for the indexer before
+//! it is acknowledged, the indexer runs beside the server, and `--http`
+//! adds the web view. Without a registry (no catalog in DIR, no
+//! `--catalog`, no `--fleet`) `convoy serve` stays the open file server
+//! the transport experiments use.
+
+use std::path::Path;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use convoy_ingest::{IndexEvent, Indexer, QueueHook, RegistryAuthorizer, Store};
+use convoy_net::ServerOptions;
+
+use crate::fleet_cmd::{catalog_url, CATALOG_FILE};
+
+/// The fleet options of `convoy serve`.
+#[derive(clap::Args, Clone, Debug)]
+pub struct FleetServeOpts {
+    /// Run as the fleet data service even before a vehicle is registered
+    /// (a catalog in DIR, or --catalog, turns it on too).
+    #[arg(long)]
+    pub fleet: bool,
+    /// The catalog (registry, segments, last state, tracks):
+    /// postgres://USER@HOST:PORT/DB to share it between servers, or a
+    /// SQLite file (default DIR/.convoy-catalog.db).
+    #[arg(long, value_name = "URL")]
+    pub catalog: Option<String>,
+    /// Where indexed uploads and Parquet telemetry go: s3://BUCKET[/PREFIX]
+    /// (credentials and endpoint from AWS_* variables), or DIR itself
+    /// when left out.
+    #[arg(long, value_name = "URL")]
+    pub store: Option<String>,
+    /// Serve the web view and JSON API on this address (e.g. 127.0.0.1:8080).
+    #[arg(long, value_name = "ADDR")]
+    pub http: Option<String>,
+    /// A GeoJSON file drawn under the vehicles on the map (roads, depots).
+    #[arg(long, value_name = "FILE")]
+    pub overlay: Option<std::path::PathBuf>,
+    /// Catalog and store are shared with other servers: leave claims of
+    /// segments others are indexing alone at start-up.
+    #[arg(long)]
+    pub shared: bool,
+}
+
+impl FleetServeOpts {
+    pub fn enabled(&self, dir: &Path) -> bool {
+        self.fleet
+            || self.catalog.is_some()
+            || self.store.is_some()
+            || self.http.is_some()
+            || dir.join(CATALOG_FILE).exists()
+    }
+}
+
+/// The fleet service's parts that run beside the transport server.
+pub struct FleetService {
+    stop: Arc<AtomicBool>,
+    indexer: Option<std::thread::JoinHandle<()>>,
+    _web: Option<convoy_web::Web>,
+}
+
+impl Drop for FleetService {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(t) = self.indexer.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Sets up authorization, the commit hook, the indexer and the web view.
+pub fn start(
+    opts: &FleetServeOpts,
+    dir: &Path,
+    server: &mut ServerOptions,
+    log: Arc<dyn Fn(serde_json::Value, String) + Send + Sync>,
+) -> Result<FleetService> {
+    let url = catalog_url(opts.catalog.as_deref(), Some(dir))?;
+    let open = || convoy_catalog::open(&url).with_context(|| format!("opening the catalog {url}"));
+    let registered = open()?.vehicles()?.len();
+    let store = Arc::new(Store::open(opts.store.as_deref(), dir)?);
+    let (wake_tx, wake_rx) = std::sync::mpsc::sync_channel(1024);
+    server.authorizer = Some(Arc::new(RegistryAuthorizer::new(open()?)));
+    server.commit_hook = Some(Arc::new(QueueHook::new(open()?, wake_tx)));
+    let stop = Arc::new(AtomicBool::new(false));
+    let ilog = log.clone();
+    let indexer = Indexer::new(open()?, store.clone(), dir, move |e: &IndexEvent| {
+        let text = match e {
+            IndexEvent::Indexed {
+                vehicle,
+                name,
+                samples,
+                millis,
+            } => {
+                format!("{vehicle}: indexed {name} ({samples} samples, {millis:.1} ms)")
+            }
+            IndexEvent::IndexFailed {
+                vehicle,
+                name,
+                error,
+            } => {
+                format!("{vehicle}: {name} kept but not indexed: {error}")
+            }
+            IndexEvent::IndexRetry { error } => format!("indexer will retry: {error}"),
+        };
+        ilog(serde_json::to_value(e).unwrap_or_default(), text);
+    });
+    let single = !opts.shared;
+    let stop2 = stop.clone();
+    let indexer = std::thread::Builder::new()
+        .name("convoy-indexer".into())
+        .spawn(move || indexer.run(stop2, wake_rx, single))?;
+    let web = match &opts.http {
+        Some(addr) => {
+            let web = convoy_web::Web::start(convoy_web::WebConfig {
+                listen: crate::net_common::resolve_tcp(addr)?,
+                catalog_url: url.clone(),
+                store: store.clone(),
+                server_private: server.keypair.private,
+                overlay: opts.overlay.clone(),
+            })
+            .map_err(anyhow::Error::msg)?;
+            log(
+                serde_json::json!({"event": "http", "addr": web.addr()}),
+                format!(
+                    "web view on http://{}/?token=TOKEN (convoy fleet token NAME)",
+                    web.addr()
+                ),
+            );
+            Some(web)
+        }
+        None => None,
+    };
+    log(
+        serde_json::json!({"event": "fleet", "catalog": url, "store": store.url(), "registered": registered}),
+        format!(
+            "fleet service: {registered} registered; catalog {url}; store {}",
+            store.url()
+        ),
+    );
+    Ok(FleetService {
+        stop,
+        indexer: Some(indexer),
+        _web: web,
+    })
+}

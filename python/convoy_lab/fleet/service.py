@@ -1,0 +1,151 @@
+"""A fleet data service of real processes: `convoy serve --fleet --http`
+with registered vehicles and an operator, and `convoy agent`s, for the
+demo, the benchmark and the web view's browser test."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..runner import convoy_binary
+
+
+def free_port(kind: int = socket.SOCK_STREAM) -> int:
+    with socket.socket(socket.AF_INET, kind) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run(*args: str | Path, check: bool = True, **kw) -> subprocess.CompletedProcess:
+    p = subprocess.run([str(convoy_binary()), *map(str, args)], capture_output=True, text=True, **kw)
+    if check and p.returncode != 0:
+        raise RuntimeError(f"convoy {' '.join(map(str, args))}: {p.stderr.strip()}")
+    return p
+
+
+@dataclass
+class Service:
+    root: Path
+    vehicles: list[str]
+    extra: list[str] = field(default_factory=list)
+    port: int = 0
+    http: int = 0
+    proc: subprocess.Popen | None = None
+    agents: list[subprocess.Popen] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.store = self.root / "store"
+        self.store.mkdir(exist_ok=True)
+        self.key = self.root / "server.key"
+        if not self.key.exists():
+            run("keygen", "--out", self.key)
+        for name in [*self.vehicles, "ops"]:
+            k = self.key_of(name)
+            if not k.exists():
+                run("keygen", "--out", k)
+                role = ["--operator"] if name == "ops" else []
+                run("fleet", "add", name, f"{k}.pub", *role, "--dir", self.store)
+
+    def key_of(self, name: str) -> Path:
+        return self.root / f"{name}.key"
+
+    def start(self) -> "Service":
+        self.port = self.port or free_port(socket.SOCK_DGRAM)
+        self.http = self.http or free_port()
+        log = open(self.root / "server.log", "ab")
+        self.proc = subprocess.Popen(
+            [str(convoy_binary()), "serve", "--fleet", "--listen", f"127.0.0.1:{self.port}",
+             "--dir", str(self.store), "--key", str(self.key), "--http", f"127.0.0.1:{self.http}",
+             *self.extra],
+            stdout=log, stderr=log, stdin=subprocess.DEVNULL)
+        deadline = time.time() + 20
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", self.http), timeout=0.2).close()
+                break
+            except OSError:
+                if time.time() > deadline or self.proc.poll() is not None:
+                    raise RuntimeError("convoy serve did not start: " + self.log())
+                time.sleep(0.05)
+        return self
+
+    def log(self) -> str:
+        try:
+            return (self.root / "server.log").read_text(errors="replace")
+        except OSError:
+            return ""
+
+    def kill(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+    def stop(self) -> None:
+        for a in self.agents:
+            if a.poll() is None:
+                a.terminate()
+        for a in self.agents:
+            try:
+                a.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                a.kill()
+        self.agents.clear()
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+    def __enter__(self) -> "Service":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def token(self, who: str = "ops") -> str:
+        return run("fleet", "token", who, "--key", self.key, "--dir", self.store).stdout.strip()
+
+    def page_url(self, who: str = "ops") -> str:
+        return f"http://127.0.0.1:{self.http}/?token={self.token(who)}"
+
+    def api(self, path: str, who: str = "ops", token: str | None = None) -> dict:
+        req = urllib.request.Request(f"http://127.0.0.1:{self.http}{path}",
+                                     headers={"Authorization": f"Bearer {token or self.token(who)}"})
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return json.loads(r.read())
+
+    def agent_config(self, name: str, sources: str, extra: str = "") -> Path:
+        cfg = self.root / f"{name}.agent.toml"
+        cfg.write_text(
+            f'key = "{self.key_of(name)}"\nserver = "127.0.0.1:{self.port}"\n'
+            f'server_key = "{self.key}.pub"\nspool = "{self.root / (name + ".spool")}"\n'
+            f"idle_timeout = 5\n{extra}\n{sources}\n")
+        return cfg
+
+    def start_agent(self, cfg: Path, stdin=subprocess.DEVNULL) -> subprocess.Popen:
+        log = open(cfg.with_suffix(".log"), "ab")
+        p = subprocess.Popen([str(convoy_binary()), "agent", "--config", str(cfg)],
+                             stdin=stdin, stdout=log, stderr=log)
+        self.agents.append(p)
+        return p
+
+    def agent_status(self, cfg: Path) -> dict:
+        return json.loads(run("agent", "status", "--json", "--config", cfg).stdout)
+
+
+def drive_lines(n: int, t0_s: float, lat0: float, lon0: float = 7.68, step_s: float = 1.0) -> str:
+    """JSON lines of `n` position fixes with speed, `step_s` apart."""
+    out = []
+    for i in range(n):
+        t = int((t0_s + i * step_s) * 1e9)
+        out.append(json.dumps({"t_ns": t, "path": "Vehicle.CurrentLocation.Latitude", "value": lat0 + i * 1e-4}))
+        out.append(json.dumps({"t_ns": t, "path": "Vehicle.CurrentLocation.Longitude", "value": lon0}))
+        out.append(json.dumps({"t_ns": t, "path": "Vehicle.Speed", "value": 30.0 + i % 20}))
+    return "\n".join(out) + "\n"
