@@ -479,7 +479,7 @@ impl Session {
                         "perf got {received} of {expected} bytes"
                     )));
                 }
-                self.perf_done(now, received, started, cpu_start, &mut latency, ctx, events);
+                self.perf_done(now, (received, started, cpu_start), &mut latency, ctx, events);
             }
             Phase::PerfOver => {}
             Phase::Header => {
@@ -512,16 +512,16 @@ impl Session {
             ..
         } = std::mem::replace(&mut self.phase, Phase::PerfOver)
         {
-            self.perf_done(now, received, started, cpu_start, &mut latency, ctx, events);
+            self.perf_done(now, (received, started, cpu_start), &mut latency, ctx, events);
         }
     }
 
+    /// Answers a perf run with what arrived, `(bytes, when it started, the
+    /// CPU time then)`, and reports it.
     fn perf_done(
         &mut self,
         now: Duration,
-        received: u64,
-        started: Duration,
-        cpu_start: Duration,
+        (received, started, cpu_start): (u64, Duration, Duration),
         latency: &mut LatencyMeter,
         ctx: &SessionCtx<'_>,
         events: &mut Vec<ServerEvent>,
