@@ -479,7 +479,13 @@ impl Session {
                         "perf got {received} of {expected} bytes"
                     )));
                 }
-                self.perf_done(now, (received, started, cpu_start), &mut latency, ctx, events);
+                self.perf_done(
+                    now,
+                    (received, started, cpu_start),
+                    &mut latency,
+                    ctx,
+                    events,
+                );
             }
             Phase::PerfOver => {}
             Phase::Header => {
@@ -512,7 +518,13 @@ impl Session {
             ..
         } = std::mem::replace(&mut self.phase, Phase::PerfOver)
         {
-            self.perf_done(now, (received, started, cpu_start), &mut latency, ctx, events);
+            self.perf_done(
+                now,
+                (received, started, cpu_start),
+                &mut latency,
+                ctx,
+                events,
+            );
         }
     }
 

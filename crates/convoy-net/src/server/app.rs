@@ -244,7 +244,8 @@ impl ServerApp {
                     r.claim = None;
                 }
             }
-            r.session.step(c, *id, &ctx, now, &mut self.scratch, &mut self.events);
+            r.session
+                .step(c, *id, &ctx, now, &mut self.scratch, &mut self.events);
             match (&r.claim, &r.session.partial) {
                 (None, Some(p)) => r.claim = Some((p.clone(), self.claims.claim(p))),
                 (Some((p, claim)), None) => {
