@@ -97,7 +97,7 @@ pub fn serve(args: ServeArgs) -> Result<()> {
     opts.idle_timeout = args.transfer.idle()?;
     opts.driver = args.transfer.driver();
     args.cluster.apply(&mut opts);
-    let _service = if args.fleet.enabled(&args.dir) {
+    let service = if args.fleet.enabled(&args.dir) {
         if !args.dir.is_dir() {
             bail!("{}: not a directory", args.dir.display());
         }
@@ -117,21 +117,25 @@ pub fn serve(args: ServeArgs) -> Result<()> {
             log,
         )?)
     } else {
-        if !args.json {
-            eprintln!(
-                "convoy: open mode: any client holding the server key may upload and read \
-                 (register vehicles with `convoy fleet add` to close it)"
-            );
-        }
         None
     };
-    run_server(opts, args.json)
+    // Said once the server is up, so a server that cannot start prints its
+    // reason alone.
+    let open_mode = (service.is_none() && !args.json).then_some(
+        "convoy: open mode: any client holding the server key may upload and read \
+         (register vehicles with `convoy fleet add` to close it)",
+    );
+    run_server(opts, args.json, open_mode)
 }
 
-/// Runs a server, logging its events, until a signal (or `--once`).
-pub fn run_server(opts: ServerOptions, json: bool) -> Result<()> {
+/// Runs a server, logging its events, until a signal (or `--once`);
+/// `notice` goes to stderr once it is listening.
+pub fn run_server(opts: ServerOptions, json: bool, notice: Option<&str>) -> Result<()> {
     let mut server = Server::bind(opts)?;
     let addr = server.local_addr().context("socket address")?;
+    if let Some(n) = notice {
+        eprintln!("{n}");
+    }
     stop_on_signals(&server.stop_flag())?;
     if json {
         println!(

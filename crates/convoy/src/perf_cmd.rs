@@ -59,7 +59,7 @@ pub fn run(args: PerfArgs) -> Result<()> {
         opts.once = args.once;
         opts.idle_timeout = args.transfer.idle()?;
         opts.driver = args.transfer.driver();
-        return crate::net_cmd::run_server(opts, args.json);
+        return crate::net_cmd::run_server(opts, args.json, None);
     }
     let addr = args
         .addr
