@@ -212,6 +212,32 @@ impl Spool {
         bytes: u64,
     ) -> Result<Vec<(String, Class, u64)>, Refused> {
         let mut dropped = Vec::new();
+        let used = self.used().unwrap_or(u64::MAX);
+        if class != Class::Events && used.saturating_add(bytes) > self.quota {
+            // Refuse before dropping anything when even every droppable
+            // segment would not make room: nothing is lost for nothing.
+            let droppable: i64 = self
+                .db
+                .query_row(
+                    "SELECT COALESCE(SUM(bytes), 0) FROM items
+                     WHERE state = 'queued' AND class > 0 AND class >= ?1",
+                    [class as i64],
+                    |r| r.get(0),
+                )
+                .unwrap_or(0);
+            if used.saturating_add(bytes) > self.quota.saturating_add(droppable.max(0) as u64) {
+                let _ = self.db.execute(
+                    "INSERT INTO refused (class, n) VALUES (?1, 1)
+                     ON CONFLICT (class) DO UPDATE SET n = n + 1",
+                    [class as i64],
+                );
+                return Err(Refused {
+                    needed: bytes,
+                    used,
+                    quota: self.quota,
+                });
+            }
+        }
         loop {
             let used = self.used().unwrap_or(u64::MAX);
             if used.saturating_add(bytes) <= self.quota || class == Class::Events {
@@ -465,17 +491,22 @@ mod tests {
         let dropped = s.make_room(Class::Telemetry, 300).unwrap();
         assert_eq!(dropped, vec![("b1".to_string(), Class::Bulk, 200)]);
         put(&mut s, "t2", Class::Telemetry, 300);
-        // 1000 used. Bulk cannot displace telemetry: refused.
-        assert!(s.make_room(Class::Bulk, 100).is_err());
-        // Telemetry displaces the last bulk, then the oldest telemetry.
+        // 1000 used. Bulk cannot displace telemetry: 300 of bulk would
+        // need more than b2 frees, so it is refused and nothing is dropped.
+        assert!(s.make_room(Class::Bulk, 300).is_err());
+        // Within its class the oldest goes: 100 of bulk displaces b2...
+        let dropped = s.make_room(Class::Bulk, 100).unwrap();
+        assert_eq!(dropped, vec![("b2".to_string(), Class::Bulk, 200)]);
+        put(&mut s, "b3", Class::Bulk, 100);
+        // ...and telemetry displaces the last bulk, then the oldest telemetry.
         let dropped = s.make_room(Class::Telemetry, 350).unwrap();
         let names: Vec<_> = dropped.iter().map(|d| d.0.as_str()).collect();
-        assert_eq!(names, ["b2", "t1"]);
+        assert_eq!(names, ["b3", "t1"]);
         // Events are always admitted and never dropped.
         assert!(s.make_room(Class::Events, 10_000).unwrap().is_empty());
         let st = s.status().unwrap();
         assert_eq!(st[0].queued, 1);
-        assert_eq!(st[3].dropped, 2);
+        assert_eq!(st[3].dropped, 3);
         assert_eq!(st[3].refused, 1);
         assert!(!dir.path().join("segments/bulk/b1").exists());
     }

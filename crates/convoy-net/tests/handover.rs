@@ -91,15 +91,29 @@ fn rebinding_every_200ms_never_reaches_the_wrong_worker() {
     o.mode = convoy_proto::Mode::RlncBbr;
     // Slow enough to see many rebinds: the relay is one thread.
     let mut client = Client::connect(o).unwrap();
-    let report = client.upload(&file, None, None).unwrap();
+    // Upload again until the relay has rebound a few times: a fast machine
+    // moves 6 MB in less than one 200 ms period.
+    let mut report = client.upload(&file, None, None).unwrap();
+    let mut copies = Vec::new();
+    for i in 1..=20 {
+        if rebinds.load(Ordering::Relaxed) >= 3 {
+            break;
+        }
+        let name = format!("drive-{i}.log");
+        report = client.upload(&file, Some(&name), None).unwrap();
+        copies.push(name);
+    }
     client.close();
     stop_relay.store(true, Ordering::Relaxed);
     stop_server.store(true, Ordering::Relaxed);
     let stats = server.join().unwrap();
     assert_eq!(report.bytes, 6_000_000);
     assert_identical(&file, &store.path().join("drive.log"));
+    for name in &copies {
+        assert_identical(&file, &store.path().join(name));
+    }
     let seen = rebinds.load(Ordering::Relaxed);
-    assert!(seen >= 3, "only {seen} rebinds: the upload was too quick");
+    assert!(seen >= 3, "only {seen} rebinds in 21 uploads");
     assert_eq!(stats.workers, 2);
     assert_eq!(
         stats.endpoint.unknown_connection, 0,
