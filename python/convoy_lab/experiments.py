@@ -84,7 +84,8 @@ def run_cellular(s: cellular.Settings, out: Path, keep_records: bool) -> dict:
             "checks": cellular_analysis.summary_checks(rows)}
 
 
-def print_result(res: dict, stream=sys.stdout) -> None:
+def print_result(res: dict, stream=None) -> None:
+    stream = stream or sys.stdout
     if res["experiment"] is None:  # the cellular grid
         print(f"\n== {cellular.NAME}: {cellular.TITLE}", file=stream)
         print(cellular_analysis.text_report(res["rows"], res["meta"], report.text_table), file=stream)

@@ -285,7 +285,8 @@ def run_campaign(uploads: int, seed: int, quick: bool, out: Path, stream=sys.std
     return {"summary": summary, "uploads": [asdict(u) for u in rows]}
 
 
-def print_summary(result: dict, stream=sys.stdout) -> None:
+def print_summary(result: dict, stream=None) -> None:
+    stream = stream or sys.stdout
     s = result["summary"]
     print("\n== faults: uploads under seeded random faults, re-run until complete", file=stream)
     print(f"   {s['uploads']} uploads ({s['bytes'] / 1e6:.1f} MB), seed {s['seed']}, {s['runs']} runs of convoy send", file=stream)

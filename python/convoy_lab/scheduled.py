@@ -276,7 +276,10 @@ def targets_check(df: pd.DataFrame) -> list[list[str]]:
     return rows
 
 
-def print_result(name: str, df: pd.DataFrame, stream=sys.stdout) -> None:
+def print_result(name: str, df: pd.DataFrame, stream=None) -> None:
+    # sys.stdout looked up per call, not bound at import (pytest's capsys
+    # and any redirection replace it later).
+    stream = stream or sys.stdout
     print(f"\n== {name}: {TITLES[name]}", file=stream)
     for _, r in df[df["status"] != "ok"].iterrows() if "status" in df else []:
         print(f"   not run / failed: {r.get('bulk', r.get('policy', ''))} {r.get('kind', '')}: {r['status']} {r.get('error', '')}", file=stream)
