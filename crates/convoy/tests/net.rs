@@ -5,7 +5,7 @@
 
 mod net_support;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
@@ -114,12 +114,12 @@ fn upload_and_download_round_trip_in_both_modes() {
     assert_eq!(partial_size(&store), 0, "no partial files left");
 }
 
-#[test]
-fn perf_reports_json_with_intervals_and_cpu() {
-    let dir = TempDir::new("perf");
+/// A `perf --server --once` on a free loopback port with fresh keys in
+/// `dir`: the public key, the port and the running server.
+fn perf_server_once(dir: &TempDir) -> (PathBuf, u16, Proc) {
     let (key, pubkey) = keygen(dir.path());
     let port = free_port();
-    let mut server = spawn(
+    let server = spawn(
         &[
             "perf",
             "--server",
@@ -131,6 +131,13 @@ fn perf_reports_json_with_intervals_and_cpu() {
         &[&key],
     );
     wait_port_bound(port);
+    (pubkey, port, server)
+}
+
+#[test]
+fn perf_reports_json_with_intervals_and_cpu() {
+    let dir = TempDir::new("perf");
+    let (pubkey, port, mut server) = perf_server_once(&dir);
     let out = Command::new(bin())
         .args([
             "perf",
@@ -165,20 +172,7 @@ fn perf_reports_json_with_intervals_and_cpu() {
 #[test]
 fn a_timed_perf_ends_on_time_and_reports_write_to_read_latency() {
     let dir = TempDir::new("perf-time");
-    let (key, pubkey) = keygen(dir.path());
-    let port = free_port();
-    let mut server = spawn(
-        &[
-            "perf",
-            "--server",
-            "--once",
-            "--listen",
-            &format!("127.0.0.1:{port}"),
-            "--key",
-        ],
-        &[&key],
-    );
-    wait_port_bound(port);
+    let (pubkey, port, mut server) = perf_server_once(&dir);
     let started = std::time::Instant::now();
     let out = Command::new(bin())
         .args([
