@@ -48,7 +48,11 @@ impl WindowMin {
 struct Arrival {
     at: Duration,
     delivered: u64,
-    busy: bool,
+    /// Busy time and bytes delivered in it, summed over every interval
+    /// up to this report (so a window's busy rate is two lookups, not a
+    /// walk over the log on every acknowledgment).
+    busy_time: Duration,
+    busy_bytes: u64,
 }
 
 /// Delivery rate over the newest `window` of busy time (intervals when the
@@ -56,20 +60,12 @@ struct Arrival {
 /// nothing about what it can carry). `None` with less than half a window
 /// of busy time in the log.
 fn busy_rate(log: &VecDeque<Arrival>, window: Duration) -> Option<u64> {
-    let (mut time, mut bytes) = (Duration::ZERO, 0u64);
-    for i in (1..log.len()).rev() {
-        let (new, old) = (log[i], log[i - 1]);
-        let gap = new.at.saturating_sub(old.at);
-        // A silence of the link while our data waited is an outage, not
-        // its capacity: after it, the link carries what it did before.
-        if new.busy && gap <= OUTAGE_GAP {
-            time += gap;
-            bytes += new.delivered - old.delivered;
-            if time >= window {
-                break;
-            }
-        }
-    }
+    let new = log.back()?;
+    // The newest report at least `window` of busy time back, else the oldest.
+    let i = log.partition_point(|a| new.busy_time.saturating_sub(a.busy_time) >= window);
+    let old = log[i.saturating_sub(1)];
+    let time = new.busy_time - old.busy_time;
+    let bytes = new.busy_bytes - old.busy_bytes;
     (time >= window / 2 && !time.is_zero()).then(|| (bytes as f64 / time.as_secs_f64()) as u64)
 }
 
@@ -143,10 +139,22 @@ impl PathEstimate {
         // Busy since the last report if a queue stood behind the packet of
         // that report (the queue had not run dry when it left).
         let busy = self.queue_bytes >= BUSY_QUEUE_BYTES;
+        let (mut busy_time, mut busy_bytes) = (Duration::ZERO, 0);
+        if let Some(prev) = self.arrivals.back() {
+            let gap = r.received.saturating_sub(prev.at);
+            (busy_time, busy_bytes) = (prev.busy_time, prev.busy_bytes);
+            // A silence of the link while our data waited is an outage, not
+            // its capacity: after it, the link carries what it did before.
+            if busy && gap <= OUTAGE_GAP {
+                busy_time += gap;
+                busy_bytes += self.delivered - prev.delivered;
+            }
+        }
         self.arrivals.push_back(Arrival {
             at: r.received,
             delivered: self.delivered,
-            busy,
+            busy_time,
+            busy_bytes,
         });
         // Busy time may be spread thin: keep several windows of reports.
         self.keep = (4 * avg).max(short).max(Duration::from_secs(1));
