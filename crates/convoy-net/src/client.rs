@@ -208,16 +208,7 @@ impl Client {
         cfg.idle_timeout = opts.idle_timeout;
         cfg.handshake_timeout = opts.handshake_timeout;
         let endpoint = Endpoint::new(cfg, false).map_err(|e| NetError::Config(e.to_string()))?;
-        let local: SocketAddr = if opts.server.is_ipv4() {
-            "0.0.0.0:0".parse().expect("valid")
-        } else {
-            "[::]:0".parse().expect("valid")
-        };
-        let socket =
-            NetSocket::bind(local, Some(opts.server)).map_err(|err| NetError::Unreachable {
-                addr: opts.server,
-                err,
-            })?;
+        let socket = NetSocket::connect_to(opts.server)?;
         let mut driver = Driver::new(endpoint, socket, opts.driver);
         if let Some(w) = waker {
             driver.set_waker(w);

@@ -99,6 +99,18 @@ fn getsockopt_int(fd: RawFd, level: i32, name: i32) -> io::Result<libc::c_int> {
 impl NetSocket {
     /// Binds `local`; with `peer`, also connects to it, so ICMP "port
     /// unreachable" comes back as ECONNREFUSED (a client wants that).
+    /// A client's socket: any local address of the server's family,
+    /// connected to the server.
+    pub fn connect_to(server: SocketAddr) -> Result<NetSocket, crate::error::NetError> {
+        let local: SocketAddr = if server.is_ipv4() {
+            "0.0.0.0:0".parse().expect("valid")
+        } else {
+            "[::]:0".parse().expect("valid")
+        };
+        NetSocket::bind(local, Some(server))
+            .map_err(|err| crate::error::NetError::Unreachable { addr: server, err })
+    }
+
     pub fn bind(local: SocketAddr, peer: Option<SocketAddr>) -> io::Result<NetSocket> {
         Self::configure(UdpSocket::bind(local)?, peer)
     }
