@@ -38,21 +38,7 @@ pub fn log(msg: &str) {
     eprintln!("convoy-agent: {msg}");
 }
 
-pub use convoy_telemetry::now_ns;
-
-/// The UTC date of a time (segment names start with it).
-pub fn utc_date(t_ns: i64) -> String {
-    // Days to civil date (proleptic Gregorian).
-    let z = t_ns.div_euclid(86_400_000_000_000) + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    format!("{:04}-{m:02}-{d:02}", yoe + era * 400 + i64::from(m <= 2))
-}
+pub use convoy_telemetry::{now_ns, utc_date};
 
 /// Runs the agent until `stop` is set (a signal) and, with `until_idle`,
 /// until stdin has ended and the spool is empty.

@@ -63,3 +63,19 @@ pub fn now_ns() -> i64 {
         .map(|d| d.as_nanos() as i64)
         .unwrap_or(0)
 }
+
+/// The UTC date (YYYY-MM-DD) of a time in nanoseconds since the epoch:
+/// what segment names and the store's day partitions start with.
+pub fn utc_date(t_ns: i64) -> String {
+    // Howard Hinnant's days-to-civil (proleptic Gregorian).
+    let z = t_ns.div_euclid(86_400_000_000_000) + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02}")
+}
