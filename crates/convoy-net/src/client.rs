@@ -14,6 +14,8 @@ use convoy_proto::{
 use crate::driver::{Application, Driver, DriverConfig, Step};
 use crate::error::NetError;
 use crate::interrupt::Interruptible;
+use crate::multipath::{Multipath, PathEventReport, PathNames, PathReport};
+use crate::netlink::{Local, Selection};
 use crate::request::Reply;
 use crate::socket::NetSocket;
 use crate::wake::Waker;
@@ -43,6 +45,13 @@ pub struct ClientOptions {
     pub handshake_timeout: Duration,
     /// Pacing, batching and timestamp settings of the driver.
     pub driver: DriverConfig,
+    /// `None`: one socket, routed by the kernel (the default). `Some`:
+    /// one path per chosen local IPv4 address, following the host's
+    /// interfaces through netlink ([`crate::multipath`]); an empty
+    /// selection means every interface that reaches the server, and falls
+    /// back to one socket when there is no choice to make (a server on
+    /// this host, an IPv6 server, no netlink).
+    pub paths: Option<Selection>,
 }
 
 impl ClientOptions {
@@ -58,6 +67,7 @@ impl ClientOptions {
             idle_timeout: Duration::from_secs(30),
             handshake_timeout: Duration::from_secs(10),
             driver: DriverConfig::default(),
+            paths: None,
         }
     }
 }
@@ -208,7 +218,7 @@ impl Client {
         cfg.idle_timeout = opts.idle_timeout;
         cfg.handshake_timeout = opts.handshake_timeout;
         let endpoint = Endpoint::new(cfg, false).map_err(|e| NetError::Config(e.to_string()))?;
-        let socket = NetSocket::connect_to(opts.server)?;
+        let (socket, multipath) = client_socket(&opts)?;
         let mut driver = Driver::new(endpoint, socket, opts.driver);
         if let Some(w) = waker {
             driver.set_waker(w);
@@ -219,6 +229,10 @@ impl Client {
             .connect(now, opts.server, Some(&opts.server_key))
             .map_err(|e| NetError::Config(e.to_string()))?;
         driver.set_peer(opts.server);
+        if let Some((mut mp, primary)) = multipath {
+            mp.attach(handle, primary, now);
+            driver.multipath = Some(mp);
+        }
         let mut c = Client {
             driver,
             handle,
@@ -289,6 +303,36 @@ impl Client {
         self.driver.stats()
     }
 
+    /// Every path's figures: with several interfaces, one per local
+    /// address; otherwise path 0 alone.
+    pub fn path_report(&self) -> Vec<PathReport> {
+        let ep = &self.driver.endpoint;
+        if let Some(mp) = &self.driver.multipath {
+            return mp.report(ep, &self.driver);
+        }
+        let Some(c) = ep.connection_ref(self.handle) else {
+            return Vec::new();
+        };
+        let local = self.driver.local_addr().ok();
+        crate::multipath::path_reports(c, |id| (None, local.filter(|_| id == 0)))
+    }
+
+    /// Every path state change, with its time since the connection began.
+    pub fn path_events(&self) -> Vec<PathEventReport> {
+        self.driver
+            .multipath
+            .as_ref()
+            .map_or_else(Vec::new, |mp| mp.events(&self.driver.endpoint))
+    }
+
+    /// Path id to interface name (empty with one kernel-routed socket).
+    pub fn path_names(&self) -> PathNames {
+        self.driver
+            .multipath
+            .as_ref()
+            .map_or_else(PathNames::default, |mp| mp.names())
+    }
+
     /// The server's address.
     pub fn server(&self) -> SocketAddr {
         self.server
@@ -297,5 +341,39 @@ impl Client {
     /// Closes the connection, telling the server.
     pub fn close(mut self) {
         self.shut_down(0, "done");
+    }
+}
+
+/// Path 0's socket, and the path manager when the client uses several
+/// interfaces (with the address path 0 is bound to).
+fn client_socket(
+    opts: &ClientOptions,
+) -> Result<(NetSocket, Option<(Multipath, Local)>), NetError> {
+    let Some(selection) = &opts.paths else {
+        return Ok((NetSocket::connect_to(opts.server)?, None));
+    };
+    let explicit = selection != &Selection::default();
+    if opts.server.ip().is_loopback() {
+        if explicit {
+            return Err(NetError::Config(format!(
+                "--path/--backup: {} is on this host, reached by loopback only",
+                opts.server
+            )));
+        }
+        return Ok((NetSocket::connect_to(opts.server)?, None));
+    }
+    match Multipath::start(opts.server, selection.clone()) {
+        Ok((mp, primary)) => {
+            let socket = NetSocket::bind_path(primary.addr, Some(&primary.interface), opts.server)
+                .map_err(|err| NetError::Unreachable {
+                    addr: opts.server,
+                    err,
+                })?;
+            Ok((socket, Some((mp, primary))))
+        }
+        // Every usable interface, but none could be read or chosen: one
+        // socket as before, whose errors say what is wrong.
+        Err(_) if !explicit => Ok((NetSocket::connect_to(opts.server)?, None)),
+        Err(e) => Err(e),
     }
 }

@@ -8,16 +8,23 @@
 //! Waiting sleeps in ppoll until `spin` before the deadline and spins the
 //! rest, because a sleep ends tens of microseconds late on a typical VM
 //! and the pacer needs better than 50 µs (docs/NET.md has the measurement).
+//!
+//! A multipath client has one socket per local address: a datagram leaves
+//! by the socket of its path (`path_id`), what arrives on any socket goes
+//! to the endpoint, and the wait covers every socket and the netlink
+//! socket of the path manager ([`crate::multipath`]).
 
 use std::io;
+use std::os::fd::RawFd;
 use std::time::Duration;
 
 use convoy_proto::Endpoint;
 
 use crate::clock::Clock;
 use crate::error::NetError;
+use crate::multipath::Multipath;
 use crate::pacing::{precise_timers, Spin};
-use crate::socket::{NetSocket, RecvBatch, SendBatch};
+use crate::socket::{wait_readable, NetSocket, RecvBatch, SendBatch};
 use crate::stats::DriverStats;
 use crate::wake::Waker;
 
@@ -92,9 +99,33 @@ enum Woke {
     Tick,
 }
 
+/// Errors of a socket that only end its path, not the connection, when
+/// there are other paths: its interface or address is gone or has no
+/// route (the path manager hears of it through netlink and abandons the
+/// path; the protocol sees the datagrams as lost meanwhile).
+fn path_only(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(
+            libc::ENETDOWN
+                | libc::ENETUNREACH
+                | libc::EHOSTUNREACH
+                | libc::EADDRNOTAVAIL
+                | libc::ENODEV
+                | libc::ENXIO
+                | libc::EPERM
+        )
+    )
+}
+
 pub struct Driver {
     pub endpoint: Endpoint,
-    socket: NetSocket,
+    /// Socket 0 is the one the driver was made with (a client's path 0).
+    sockets: Vec<NetSocket>,
+    /// The socket each path id leaves by (0 unless set).
+    path_socket: Vec<usize>,
+    /// The client's path manager, when it uses several interfaces.
+    pub(crate) multipath: Option<Multipath>,
     clock: Clock,
     cfg: DriverConfig,
     rx: RecvBatch,
@@ -110,6 +141,9 @@ pub struct Driver {
     spin: Spin,
     /// The last turn that sent a datagram.
     last_send_turn: Option<Duration>,
+    /// ppoll's descriptors, kept between waits: the sockets, then the
+    /// waker's and the netlink socket's when there are.
+    pollfds: Vec<libc::pollfd>,
 }
 
 impl Driver {
@@ -127,13 +161,42 @@ impl Driver {
                 gro: socket.gro,
                 ..DriverStats::default()
             },
-            socket,
+            sockets: vec![socket],
+            path_socket: vec![0; 256],
+            multipath: None,
             last_stamp: Duration::ZERO,
             peer: None,
             waker: None,
             spin: Spin::new(cfg.spin, cfg.spin_gap),
             last_send_turn: None,
+            pollfds: Vec::new(),
         }
+    }
+
+    /// Adds a socket (a path's) with the same offloads as the first;
+    /// returns its index for [`Driver::route_path`]. Its GRO follows the
+    /// first socket's, because the receive buffers are shared.
+    pub fn add_socket(&mut self, mut socket: NetSocket) -> usize {
+        socket.set_offload(self.cfg.gso, self.sockets[0].gro);
+        self.sockets.push(socket);
+        self.sockets.len() - 1
+    }
+
+    /// Replaces socket `index` (its interface was recreated, so the old
+    /// one's device binding is stale).
+    pub fn replace_socket(&mut self, index: usize, mut socket: NetSocket) {
+        socket.set_offload(self.cfg.gso, self.sockets[0].gro);
+        self.sockets[index] = socket;
+    }
+
+    /// Datagrams of path `path` leave by socket `socket`.
+    pub fn route_path(&mut self, path: u8, socket: usize) {
+        self.path_socket[usize::from(path)] = socket;
+    }
+
+    /// The local address of socket `index`.
+    pub fn socket_addr(&self, index: usize) -> io::Result<std::net::SocketAddr> {
+        self.sockets[index].local_addr()
     }
 
     /// Sleeps also end when `waker` is woken; the application then gets a
@@ -161,11 +224,11 @@ impl Driver {
     }
 
     pub fn local_addr(&self) -> io::Result<std::net::SocketAddr> {
-        self.socket.local_addr()
+        self.sockets[0].local_addr()
     }
 
     pub fn kernel_timestamps(&self) -> bool {
-        self.socket.timestamps && self.cfg.kernel_timestamps
+        self.sockets[0].timestamps && self.cfg.kernel_timestamps
     }
 
     /// Runs turns until the application says it is done.
@@ -176,6 +239,7 @@ impl Driver {
             let now = self.clock.now();
             self.clock.maybe_resample(now);
             self.endpoint.handle_timeout(now);
+            self.manage_paths(now, false);
             let step = app.step(&mut self.endpoint, now)?;
             self.flush(now, woke_for.take())?;
             if step == Step::Done {
@@ -192,6 +256,16 @@ impl Driver {
         }
     }
 
+    /// Lets the path manager open, abandon or revive paths: each turn (it
+    /// opens the first extra paths once the handshake is done), and with
+    /// `netlink` when its socket has news.
+    fn manage_paths(&mut self, now: Duration, netlink: bool) {
+        if let Some(mut mp) = self.multipath.take() {
+            mp.turn(now, self, netlink);
+            self.multipath = Some(mp);
+        }
+    }
+
     /// Sends everything the endpoint has for `now`, a batch per syscall.
     fn flush(&mut self, now: Duration, woke_for: Option<Duration>) -> Result<(), NetError> {
         let mut first = true;
@@ -201,7 +275,8 @@ impl Driver {
                 match self.endpoint.poll_transmit(now, self.tx.next_buffer()) {
                     Some(t) => {
                         let flow = t.connection.map_or(u64::MAX, |h| h.0);
-                        self.tx.push(t.len, t.remote, flow)
+                        let socket = self.path_socket[usize::from(t.path_id)];
+                        self.tx.push(t.len, t.remote, flow, socket)
                     }
                     None => break,
                 }
@@ -231,17 +306,25 @@ impl Driver {
         let mut done = 0;
         let mut waited = false;
         while done < total {
-            let n = self
-                .socket
-                .send_batch(&mut self.tx, done, self.cfg.batch)
-                .map_err(|e| self.socket_error(e))?;
+            let socket = &self.sockets[self.tx.socket_of(done)];
+            let n = match socket.send_batch(&mut self.tx, done, self.cfg.batch) {
+                Ok(n) => n,
+                Err(e) if self.sockets.len() > 1 && path_only(&e) => {
+                    // This path's interface is gone: its datagrams are lost.
+                    let lost = self.tx.socket_run(done);
+                    self.stats.send_drops += lost as u64;
+                    done += lost;
+                    continue;
+                }
+                Err(e) => return Err(self.socket_error(e)),
+            };
             self.stats.send_syscalls += 1;
             if n == 0 {
                 if waited {
                     self.stats.send_drops += (total - done) as u64;
                     break;
                 }
-                self.socket
+                socket
                     .wait(Some(SEND_BUFFER_WAIT), true)
                     .map_err(NetError::Socket)?;
                 waited = true;
@@ -250,7 +333,7 @@ impl Driver {
             done += n;
             self.stats.datagrams_sent += n as u64;
         }
-        self.stats.gso = self.socket.gso();
+        self.stats.gso = self.sockets[0].gso();
         Ok(())
     }
 
@@ -264,14 +347,26 @@ impl Driver {
         }
     }
 
-    /// Reads what is waiting and hands it to the endpoint; returns how many.
+    /// Reads what is waiting on every socket and hands it to the
+    /// endpoint; returns how many datagrams (GRO runs count once).
     fn receive(&mut self) -> Result<usize, NetError> {
         let mut total = 0;
+        for s in 0..self.sockets.len() {
+            total += self.receive_from(s)?;
+        }
+        Ok(total)
+    }
+
+    fn receive_from(&mut self, s: usize) -> Result<usize, NetError> {
+        let mut total = 0;
         for _ in 0..MAX_RECV_BATCHES {
-            let n = self
-                .socket
-                .recv_batch(&mut self.rx, self.cfg.batch)
-                .map_err(|e| self.socket_error(e))?;
+            let n = match self.sockets[s].recv_batch(&mut self.rx, self.cfg.batch) {
+                Ok(n) => n,
+                // An error queued by an interface that went away: the
+                // path manager deals with the path.
+                Err(e) if self.sockets.len() > 1 && path_only(&e) => 0,
+                Err(e) => return Err(self.socket_error(e)),
+            };
             self.stats.recv_syscalls += 1;
             if n == 0 {
                 break;
@@ -312,11 +407,39 @@ impl Driver {
         Ok(total)
     }
 
-    /// Waits for a datagram, the deadline, a wake-up from another thread
-    /// or `MAX_SLEEP`. It sleeps in `ppoll` (the thread's timer slack is
-    /// 1 ns, so the kernel does not add its default 50 µs) and spins, with
-    /// no syscalls, only the last [`Spin::margin`] before a deadline that
-    /// is part of a dense pacing schedule (see [`Spin`]).
+    /// ppoll over every socket, the waker and the netlink socket.
+    /// Returns (a socket is readable, the waker fired, netlink has news).
+    fn poll_all(&mut self, timeout: Duration) -> io::Result<(bool, bool, bool)> {
+        let fd = |fd: RawFd| libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        self.pollfds.clear();
+        self.pollfds
+            .extend(self.sockets.iter().map(|s| fd(s.raw_fd())));
+        let waker = self.waker.as_ref().map(|w| w.raw_fd());
+        let netlink = self.multipath.as_ref().map(|m| m.raw_fd());
+        self.pollfds
+            .extend(waker.into_iter().chain(netlink).map(fd));
+        if !wait_readable(&mut self.pollfds, timeout)? {
+            return Ok((false, false, false));
+        }
+        let n = self.sockets.len();
+        let ready = |p: &libc::pollfd| p.revents != 0;
+        let sockets = self.pollfds[..n].iter().any(ready);
+        let mut extra = self.pollfds[n..].iter();
+        let woke = waker.is_some() && extra.next().is_some_and(ready);
+        let news = netlink.is_some() && extra.next().is_some_and(ready);
+        Ok((sockets, woke, news))
+    }
+
+    /// Waits for a datagram, the deadline, a wake-up from another thread,
+    /// news from netlink or `MAX_SLEEP`. It sleeps in `ppoll` (the
+    /// thread's timer slack is 1 ns, so the kernel does not add its default
+    /// 50 µs) and spins, with no syscalls, only the last [`Spin::margin`]
+    /// before a deadline that is part of a dense pacing schedule (see
+    /// [`Spin`]).
     fn wait(&mut self, deadline: Option<Duration>) -> Result<Woke, NetError> {
         let started = self.clock.now();
         if let Some(d) = deadline.filter(|&d| started >= d) {
@@ -350,18 +473,21 @@ impl Driver {
                 break;
             }
             let sleep = left - spin;
-            let readable = match &self.waker {
-                None => self.socket.wait(Some(sleep), false),
-                Some(w) => match self.socket.wait_readable_or(sleep, w.raw_fd()) {
-                    Ok((_, true)) => {
-                        w.drain();
-                        return Ok(Woke::Tick);
-                    }
-                    r => r.map(|(readable, _)| readable),
-                },
-            }
-            .map_err(NetError::Socket)?;
+            let (readable, woke, news) = self.poll_all(sleep).map_err(NetError::Socket)?;
             self.stats.sleeps += 1;
+            if news {
+                // An interface or address changed: act on it now, so a
+                // new interface is probed within this turn.
+                let now = self.clock.now();
+                self.manage_paths(now, true);
+                return Ok(Woke::Tick);
+            }
+            if woke {
+                if let Some(w) = &self.waker {
+                    w.drain();
+                }
+                return Ok(Woke::Tick);
+            }
             if readable {
                 if self.receive()? > 0 {
                     return Ok(Woke::Datagrams);

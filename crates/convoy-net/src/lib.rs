@@ -32,6 +32,8 @@ pub mod error;
 mod interrupt;
 pub mod keys;
 pub mod loadgen;
+pub mod multipath;
+pub mod netlink;
 pub mod pacing;
 pub mod perf;
 pub mod perf_stamps;

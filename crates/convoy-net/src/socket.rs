@@ -118,41 +118,41 @@ impl NetSocket {
     /// Binds `local` with SO_REUSEPORT, so several sockets (one per
     /// worker) share the port; see [`crate::steer`] for which gets what.
     pub fn bind_reuseport(local: SocketAddr) -> io::Result<NetSocket> {
-        let family = if local.is_ipv4() {
-            libc::AF_INET
-        } else {
-            libc::AF_INET6
-        };
-        // SAFETY: socket() takes no pointers; a non-negative result is a
-        // descriptor we own, handed to UdpSocket below or closed on error.
-        let fd = unsafe {
-            libc::socket(
-                family,
-                libc::SOCK_DGRAM | libc::SOCK_CLOEXEC,
-                libc::IPPROTO_UDP,
-            )
-        };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: fd is ours; from here the UdpSocket closes it.
-        let socket = unsafe { <UdpSocket as std::os::fd::FromRawFd>::from_raw_fd(fd) };
-        setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_REUSEPORT, 1)?;
-        // SAFETY: zeroed sockaddr_storage is valid; to_storage fills it.
-        let mut storage: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
-        let len = to_storage(&local, &mut storage);
-        // SAFETY: storage holds a sockaddr of `len` bytes.
-        let r = unsafe {
-            libc::bind(
-                fd,
-                &storage as *const libc::sockaddr_storage as *const libc::sockaddr,
-                len,
-            )
-        };
-        if r != 0 {
-            return Err(io::Error::last_os_error());
-        }
+        let socket = unbound_udp(&local)?;
+        setsockopt_int(socket.as_raw_fd(), libc::SOL_SOCKET, libc::SO_REUSEPORT, 1)?;
+        bind_raw(&socket, &local)?;
         Self::configure(socket, None)
+    }
+
+    /// A client socket for one path: bound to `local` (port 0) and, when
+    /// given, to its interface `device` (SO_BINDTODEVICE), then connected
+    /// to `server`. The device binding keeps datagrams on that interface
+    /// whatever the routing tables say, and makes sends fail while it is
+    /// down instead of leaving by another interface with this source
+    /// address. It needs CAP_NET_RAW on kernels before 5.7; without it the
+    /// source address alone decides (source routing, as `convoy emu` and
+    /// most multi-homed hosts set up).
+    pub fn bind_path(
+        local: std::net::Ipv4Addr,
+        device: Option<&str>,
+        server: SocketAddr,
+    ) -> io::Result<NetSocket> {
+        let local = SocketAddr::from((local, 0));
+        let socket = unbound_udp(&local)?;
+        if let Some(d) = device {
+            // SAFETY: passes the name's bytes and their length.
+            let _ = unsafe {
+                libc::setsockopt(
+                    socket.as_raw_fd(),
+                    libc::SOL_SOCKET,
+                    libc::SO_BINDTODEVICE,
+                    d.as_ptr() as *const libc::c_void,
+                    d.len() as libc::socklen_t,
+                )
+            };
+        }
+        bind_raw(&socket, &local)?;
+        Self::configure(socket, Some(server))
     }
 
     fn configure(socket: UdpSocket, peer: Option<SocketAddr>) -> io::Result<NetSocket> {
@@ -314,33 +314,79 @@ impl NetSocket {
         }
         Ok(r > 0)
     }
+}
 
-    /// Like `wait(timeout, false)`, but also returns when `other` becomes
-    /// readable. Returns (socket readable, `other` readable).
-    pub fn wait_readable_or(
-        &self,
-        timeout: std::time::Duration,
-        other: RawFd,
-    ) -> io::Result<(bool, bool)> {
-        let mut pfds = [self.fd, other].map(|fd| libc::pollfd {
-            fd,
-            events: libc::POLLIN,
-            revents: 0,
-        });
-        let ts = libc::timespec {
-            tv_sec: timeout.as_secs() as libc::time_t,
-            tv_nsec: timeout.subsec_nanos() as libc::c_long,
-        };
-        // SAFETY: two valid pollfds; ts is a live timespec.
-        let r = unsafe { libc::ppoll(pfds.as_mut_ptr(), 2, &ts, std::ptr::null()) };
-        if r < 0 {
-            let e = io::Error::last_os_error();
-            if e.kind() == io::ErrorKind::Interrupted {
-                return Ok((false, false));
-            }
-            return Err(e);
+/// Waits until one of `fds` is readable or `timeout` passes (ppoll, with
+/// nanosecond resolution); the caller reads each `revents`. Returns
+/// whether any is ready (an interrupted wait counts as none).
+pub fn wait_readable(fds: &mut [libc::pollfd], timeout: std::time::Duration) -> io::Result<bool> {
+    for p in fds.iter_mut() {
+        p.events = libc::POLLIN;
+        p.revents = 0;
+    }
+    let ts = libc::timespec {
+        tv_sec: timeout.as_secs() as libc::time_t,
+        tv_nsec: timeout.subsec_nanos() as libc::c_long,
+    };
+    // SAFETY: `fds` is a live slice of pollfds of the length passed; ts is
+    // a live timespec.
+    let r = unsafe {
+        libc::ppoll(
+            fds.as_mut_ptr(),
+            fds.len() as libc::nfds_t,
+            &ts,
+            std::ptr::null(),
+        )
+    };
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        if e.kind() == io::ErrorKind::Interrupted {
+            return Ok(false);
         }
-        Ok((pfds[0].revents != 0, pfds[1].revents != 0))
+        return Err(e);
+    }
+    Ok(r > 0)
+}
+
+/// A UDP socket of `local`'s family, not yet bound.
+fn unbound_udp(local: &SocketAddr) -> io::Result<UdpSocket> {
+    let family = if local.is_ipv4() {
+        libc::AF_INET
+    } else {
+        libc::AF_INET6
+    };
+    // SAFETY: socket() takes no pointers; a non-negative result is a
+    // descriptor we own, handed to UdpSocket at once.
+    let fd = unsafe {
+        libc::socket(
+            family,
+            libc::SOCK_DGRAM | libc::SOCK_CLOEXEC,
+            libc::IPPROTO_UDP,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: fd is ours; from here the UdpSocket closes it.
+    Ok(unsafe { <UdpSocket as std::os::fd::FromRawFd>::from_raw_fd(fd) })
+}
+
+fn bind_raw(socket: &UdpSocket, local: &SocketAddr) -> io::Result<()> {
+    // SAFETY: zeroed sockaddr_storage is valid; to_storage fills it.
+    let mut storage: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+    let len = to_storage(local, &mut storage);
+    // SAFETY: storage holds a sockaddr of `len` bytes.
+    let r = unsafe {
+        libc::bind(
+            socket.as_raw_fd(),
+            &storage as *const libc::sockaddr_storage as *const libc::sockaddr,
+            len,
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
     }
 }
 
@@ -480,6 +526,8 @@ pub struct SendBatch {
     /// connection's datagrams only, because the receiving kernel steers a
     /// GSO packet to one socket by its first datagram (crate::steer).
     flows: Vec<u64>,
+    /// Which of the driver's sockets each datagram leaves by (its path's).
+    socks: Vec<usize>,
     addrs: Vec<libc::sockaddr_storage>,
     addr_lens: Vec<libc::socklen_t>,
     iovecs: Vec<libc::iovec>,
@@ -504,6 +552,7 @@ impl SendBatch {
             lens: vec![0; slots],
             dests: vec![SocketAddr::from(([0, 0, 0, 0], 0)); slots],
             flows: vec![0; slots],
+            socks: vec![0; slots],
             addrs: vec![zero_addr; slots],
             addr_lens: vec![0; slots],
             iovecs: vec![
@@ -531,18 +580,33 @@ impl SendBatch {
     }
 
     /// Commits the datagram written into `next_buffer`; `flow` names its
-    /// connection (datagrams of different flows never share a GSO send).
-    pub fn push(&mut self, len: usize, to: SocketAddr, flow: u64) {
+    /// connection (datagrams of different flows never share a GSO send),
+    /// `socket` the driver's socket it leaves by.
+    pub fn push(&mut self, len: usize, to: SocketAddr, flow: u64, socket: usize) {
         let i = self.len;
         self.lens[i] = len;
         self.dests[i] = to;
         self.flows[i] = flow;
+        self.socks[i] = socket;
         self.addr_lens[i] = to_storage(&to, &mut self.addrs[i]);
         self.len += 1;
     }
 
     pub fn clear(&mut self) {
         self.len = 0;
+    }
+
+    /// The socket datagram `i` leaves by.
+    pub fn socket_of(&self, i: usize) -> usize {
+        self.socks[i]
+    }
+
+    /// How many datagrams from `i` on leave by the same socket as `i`
+    /// (one sendmmsg call covers at most these).
+    pub fn socket_run(&self, i: usize) -> usize {
+        (i..self.len)
+            .take_while(|&j| self.socks[j] == self.socks[i])
+            .count()
     }
 
     /// How many datagrams from `i` on can leave as one GSO send: a run of
@@ -556,6 +620,7 @@ impl SendBatch {
             && n < GSO_MAX_SEGMENTS
             && self.dests[i + n] == self.dests[i]
             && self.flows[i + n] == self.flows[i]
+            && self.socks[i + n] == self.socks[i]
             && self.lens[i + n] <= size
             && bytes + self.lens[i + n] <= GSO_MAX_BYTES
         {
@@ -579,7 +644,8 @@ impl SendBatch {
             };
         }
         let mut i = from;
-        while i < self.len && self.groups.len() < max {
+        let end = from + self.socket_run(from);
+        while i < end && self.groups.len() < max {
             let n = if gso { self.gso_run(i) } else { 1 };
             let g = self.groups.len();
             let h = &mut self.headers[g];

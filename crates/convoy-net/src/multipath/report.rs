@@ -1,0 +1,91 @@
+//! Per-path figures for reports (`--json`) and progress lines.
+
+use std::net::SocketAddr;
+
+/// One path at the end of (or during) a transfer.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct PathReport {
+    pub id: u8,
+    /// The local interface the path's socket is bound to (None: the
+    /// single-path socket, which the kernel routes).
+    pub interface: Option<String>,
+    pub local: Option<SocketAddr>,
+    pub remote: SocketAddr,
+    /// validating, active, standby, suspect or abandoned.
+    pub state: String,
+    pub backup: bool,
+    pub bytes_sent: u64,
+    pub bytes_received: u64,
+    /// The path's rate controller, bits per second.
+    pub rate_bps: u64,
+    pub srtt_ms: f64,
+    pub packets_sent: u64,
+    pub packets_lost: u64,
+}
+
+/// A path changing state.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct PathEventReport {
+    /// Milliseconds since the connection began.
+    pub t_ms: f64,
+    pub path: u8,
+    pub interface: Option<String>,
+    pub state: String,
+}
+
+/// Bytes one path moved in one progress interval.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
+pub struct PathBytes {
+    pub id: u8,
+    pub interface: Option<String>,
+    pub bytes_sent: u64,
+    pub bytes_received: u64,
+}
+
+/// What each path moved between two reports (paths new since `before`
+/// count from zero).
+pub fn interval_bytes(before: &[PathReport], now: &[PathReport]) -> Vec<PathBytes> {
+    now.iter()
+        .map(|p| {
+            let b = before.iter().find(|q| q.id == p.id);
+            PathBytes {
+                id: p.id,
+                interface: p.interface.clone(),
+                bytes_sent: p.bytes_sent - b.map_or(0, |q| q.bytes_sent.min(p.bytes_sent)),
+                bytes_received: p.bytes_received
+                    - b.map_or(0, |q| q.bytes_received.min(p.bytes_received)),
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn path(id: u8, sent: u64, received: u64) -> PathReport {
+        PathReport {
+            id,
+            interface: None,
+            local: None,
+            remote: "10.7.0.2:4433".parse().unwrap(),
+            state: "active".into(),
+            backup: false,
+            bytes_sent: sent,
+            bytes_received: received,
+            rate_bps: 0,
+            srtt_ms: 0.0,
+            packets_sent: 0,
+            packets_lost: 0,
+        }
+    }
+
+    #[test]
+    fn interval_bytes_are_differences_and_new_paths_start_at_zero() {
+        let before = [path(0, 1000, 50)];
+        let now = [path(0, 3000, 80), path(1, 700, 10)];
+        let d = interval_bytes(&before, &now);
+        assert_eq!((d[0].bytes_sent, d[0].bytes_received), (2000, 30));
+        assert_eq!((d[1].bytes_sent, d[1].bytes_received), (700, 10));
+    }
+}
