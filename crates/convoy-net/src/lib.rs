@@ -37,6 +37,7 @@ pub mod netlink;
 pub mod pacing;
 pub mod perf;
 pub mod perf_stamps;
+pub mod perf_timeline;
 pub mod request;
 pub mod server;
 pub mod session;

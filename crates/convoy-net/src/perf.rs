@@ -10,6 +10,9 @@ use convoy_proto::{ConnectionHandle, ConnectionStats, Endpoint, StreamId};
 use crate::client::{live, read_replies, Client};
 use crate::driver::{Application, Step};
 use crate::error::NetError;
+use crate::multipath::{
+    interval_bytes, path_reports, PathBytes, PathEventReport, PathNames, PathReport,
+};
 use crate::perf_stamps::{stamp, wall_ns, write_len, LatencySummary};
 use crate::request::{Reply, Request};
 use crate::session::{cpu_time, Outbox};
@@ -38,6 +41,8 @@ pub struct PerfInterval {
     pub packets_lost: u64,
     /// The rate controller's sending rate at the end of the interval.
     pub rate_mbps: f64,
+    /// What each path sent and received in the interval.
+    pub paths: Vec<PathBytes>,
 }
 
 #[derive(Clone, Copy, Debug, Default, serde::Serialize)]
@@ -90,6 +95,10 @@ pub struct PerfReport {
     pub intervals: Vec<PerfInterval>,
     pub driver: DriverReport,
     pub kernel_timestamps: bool,
+    /// Every path at the end: interface, state, bytes, rate, RTT, losses.
+    pub paths: Vec<PathReport>,
+    /// Every path state change, `t_ms` since the connection began.
+    pub path_events: Vec<PathEventReport>,
 }
 
 struct PerfApp<'a> {
@@ -113,10 +122,14 @@ struct PerfApp<'a> {
     rtt_n: u64,
     intervals: Vec<PerfInterval>,
     on_interval: &'a mut dyn FnMut(&PerfInterval),
+    /// Path id to interface name, for the per-path interval figures.
+    names: PathNames,
+    /// The paths at the start of the interval.
+    paths_before: Vec<PathReport>,
 }
 
 impl PerfApp<'_> {
-    fn close_interval(&mut self, now: Duration, stats: ConnectionStats) {
+    fn close_interval(&mut self, now: Duration, stats: ConnectionStats, paths: Vec<PathReport>) {
         let (bytes0, s0) = self.at_last_interval;
         let start = self.next_interval.saturating_sub(INTERVAL);
         let span = now.saturating_sub(start).max(Duration::from_micros(1));
@@ -130,7 +143,9 @@ impl PerfApp<'_> {
             packets_sent: stats.packets_sent - s0.packets_sent,
             packets_lost: stats.packets_lost - s0.packets_lost,
             rate_mbps: stats.rate as f64 * 8.0 / 1e6,
+            paths: interval_bytes(&self.paths_before, &paths),
         };
+        self.paths_before = paths;
         (self.on_interval)(&iv);
         self.intervals.push(iv);
         self.at_last_interval = (self.received, stats);
@@ -208,6 +223,9 @@ impl Application for PerfApp<'_> {
             }
         }
         let stats = c.stats();
+        let names = self.names.borrow();
+        let paths =
+            |c: &convoy_proto::Connection| path_reports(c, |id| (names.get(&id).cloned(), None));
         if now >= self.next_rtt {
             self.next_rtt = now + RTT_SAMPLE_EVERY;
             if !stats.smoothed_rtt.is_zero() {
@@ -215,12 +233,13 @@ impl Application for PerfApp<'_> {
                 self.rtt_n += 1;
             }
         }
-        if self.done.is_some() {
-            self.close_interval(now, stats);
-            return Ok(Step::Done);
+        if self.done.is_some() || now >= self.next_interval {
+            let paths = paths(c);
+            drop(names);
+            self.close_interval(now, stats, paths);
         }
-        if now >= self.next_interval {
-            self.close_interval(now, stats);
+        if self.done.is_some() {
+            return Ok(Step::Done);
         }
         Ok(Step::Continue)
     }
@@ -261,6 +280,8 @@ impl Client {
             rtt_n: 0,
             intervals: Vec::new(),
             on_interval,
+            names: self.path_names(),
+            paths_before: Vec::new(),
         };
         self.run_transfer(&mut app)?;
         let end = self.driver.now();
@@ -295,6 +316,8 @@ impl Client {
             intervals: app.intervals,
             driver: self.driver.stats().report(),
             kernel_timestamps: self.driver.kernel_timestamps(),
+            paths: self.path_report(),
+            path_events: self.path_events(),
         })
     }
 }

@@ -12,6 +12,7 @@ use convoy_proto::{Connection, StreamError, StreamId};
 use crate::auth::{read_name, write_name, Authorizer, CommitHook, Committed, Identity};
 use crate::error::NetError;
 use crate::perf_stamps::{wall_ns, LatencyMeter};
+use crate::perf_timeline::ReadTimeline;
 use crate::request::{Reply, Request};
 use crate::store::{PartialUpload, PutStart, Store};
 
@@ -96,8 +97,18 @@ pub enum ServerEvent {
         #[serde(skip_serializing_if = "Option::is_none")]
         vehicle: Option<String>,
         bytes: u64,
+        /// From the request to the answer.
         seconds: f64,
         cpu_seconds: f64,
+        /// From the first byte the application read to the last.
+        duration_s: f64,
+        /// `bytes` over `duration_s`, bits per second.
+        goodput_bps: f64,
+        /// Every gap of 20 ms or more between two reads of data, as
+        /// `[start_ms, length_ms]` from the first byte.
+        stalls: Vec<[f64; 2]>,
+        /// Bytes read per 100 ms from the first byte.
+        timeline: Vec<u64>,
     },
     Failed {
         peer: SocketAddr,
@@ -181,6 +192,8 @@ enum Phase {
         /// A timed perf counts until here, then answers.
         deadline: Option<Duration>,
         latency: LatencyMeter,
+        /// When the application got the data (stalls, per-100 ms bytes).
+        reads: ReadTimeline,
     },
     /// A timed perf answered: what still arrives is dropped unread.
     PerfOver,
@@ -342,9 +355,13 @@ impl Session {
             }
             Phase::Put { upload, .. } => upload.write(data),
             Phase::Perf {
-                received, latency, ..
+                received,
+                latency,
+                reads,
+                ..
             } => {
                 latency.take(*received, data, wall_ns());
+                reads.read(now, data.len() as u64);
                 *received += data.len() as u64;
                 Ok(())
             }
@@ -424,6 +441,7 @@ impl Session {
                     deadline: (bytes == 0 && millis > 0)
                         .then(|| now + Duration::from_millis(millis)),
                     latency: LatencyMeter::default(),
+                    reads: ReadTimeline::default(),
                 };
             }
         }
@@ -472,6 +490,7 @@ impl Session {
                 started,
                 cpu_start,
                 mut latency,
+                reads,
                 ..
             } => {
                 if expected != 0 && received != expected {
@@ -482,7 +501,7 @@ impl Session {
                 self.perf_done(
                     now,
                     (received, started, cpu_start),
-                    &mut latency,
+                    (&mut latency, &reads),
                     ctx,
                     events,
                 );
@@ -515,13 +534,14 @@ impl Session {
             started,
             cpu_start,
             mut latency,
+            reads,
             ..
         } = std::mem::replace(&mut self.phase, Phase::PerfOver)
         {
             self.perf_done(
                 now,
                 (received, started, cpu_start),
-                &mut latency,
+                (&mut latency, &reads),
                 ctx,
                 events,
             );
@@ -529,12 +549,12 @@ impl Session {
     }
 
     /// Answers a perf run with what arrived, `(bytes, when it started, the
-    /// CPU time then)`, and reports it.
+    /// CPU time then)`, and reports it with when the data was read.
     fn perf_done(
         &mut self,
         now: Duration,
         (received, started, cpu_start): (u64, Duration, Duration),
-        latency: &mut LatencyMeter,
+        (latency, reads): (&mut LatencyMeter, &ReadTimeline),
         ctx: &SessionCtx<'_>,
         events: &mut Vec<ServerEvent>,
     ) {
@@ -553,6 +573,13 @@ impl Session {
             bytes: received,
             seconds: now.saturating_sub(started).as_secs_f64(),
             cpu_seconds: cpu.as_secs_f64(),
+            duration_s: reads.span().as_secs_f64(),
+            goodput_bps: match reads.span().as_secs_f64() {
+                0.0 => 0.0,
+                span => received as f64 * 8.0 / span,
+            },
+            stalls: reads.stalls_ms(),
+            timeline: reads.timeline().to_vec(),
         });
     }
 

@@ -8,7 +8,7 @@ use convoy_net::{load_keypair, parse_server_key, write_keypair, Client, Server, 
 use convoy_proto::crypto::hex;
 use convoy_proto::Keypair;
 
-use crate::net_common::{resolve, stop_on_signals, Bar, TransferOpts};
+use crate::net_common::{resolve, stop_on_signals, Bar, PathOpts, TransferOpts};
 
 #[derive(Args)]
 pub struct KeygenArgs {
@@ -203,7 +203,7 @@ pub fn describe(e: &convoy_net::ServerEvent) -> String {
         Sent { peer, vehicle, name, bytes } => {
             format!("{}: sent {name} ({bytes} bytes)", who(peer, vehicle))
         }
-        PerfDone { peer, vehicle, bytes, seconds, cpu_seconds } => format!(
+        PerfDone { peer, vehicle, bytes, seconds, cpu_seconds, .. } => format!(
             "{}: perf {bytes} bytes in {seconds:.2} s ({:.0} Mbit/s), server CPU {cpu_seconds:.2} s",
             who(peer, vehicle),
             *bytes as f64 * 8.0 / seconds.max(1e-9) / 1e6
@@ -230,6 +230,8 @@ pub struct SendArgs {
     #[arg(long, value_name = "PREFIX")]
     pub prefix: Option<String>,
     #[command(flatten)]
+    pub paths: PathOpts,
+    #[command(flatten)]
     pub transfer: TransferOpts,
 }
 
@@ -244,7 +246,7 @@ pub fn send(args: SendArgs) -> Result<()> {
     }
     let key = parse_server_key(&args.server_key)?;
     let server = resolve(addr)?;
-    let mut client = Client::connect(args.transfer.client(server, key)?)?;
+    let mut client = Client::connect(args.transfer.client(server, key, &args.paths)?)?;
     let mut reports = Vec::new();
     for f in files {
         let mut bar = Bar::new(f, args.json);
@@ -280,9 +282,13 @@ pub fn send(args: SendArgs) -> Result<()> {
         }
         reports.push(r);
     }
+    let (paths, events) = (client.path_report(), client.path_events());
     client.close();
     if args.json {
-        println!("{}", serde_json::json!({ "files": reports }));
+        println!(
+            "{}",
+            serde_json::json!({ "files": reports, "paths": paths, "path_events": events })
+        );
     }
     Ok(())
 }
@@ -304,6 +310,8 @@ pub struct GetArgs {
     #[arg(long)]
     pub json: bool,
     #[command(flatten)]
+    pub paths: PathOpts,
+    #[command(flatten)]
     pub transfer: TransferOpts,
 }
 
@@ -315,15 +323,19 @@ pub fn get(args: GetArgs) -> Result<()> {
         .out
         .clone()
         .unwrap_or_else(|| PathBuf::from(args.name.rsplit('/').next().unwrap_or(&args.name)));
-    let mut client = Client::connect(args.transfer.client(server, key)?)?;
+    let mut client = Client::connect(args.transfer.client(server, key, &args.paths)?)?;
     let mut bar = Bar::new(&args.name, args.json);
     let mut draw = |p| bar.draw(p);
     let r = client.download(&args.name, &dest, Some(&mut draw));
     bar.clear();
     let r = r?;
+    let (paths, events) = (client.path_report(), client.path_events());
     client.close();
     if args.json {
-        println!("{}", serde_json::to_string(&r)?);
+        let mut doc = serde_json::to_value(&r)?;
+        doc["paths"] = serde_json::to_value(paths)?;
+        doc["path_events"] = serde_json::to_value(events)?;
+        println!("{doc}");
     } else {
         println!(
             "{} -> {} ({} bytes in {:.2} s), BLAKE3 {}",

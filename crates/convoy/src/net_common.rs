@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
+use convoy_net::netlink::{Choice, Selection};
 use convoy_net::{ClientOptions, DriverConfig, Progress};
 use convoy_proto::cc::Priority;
 use convoy_proto::Mode;
@@ -100,8 +101,14 @@ impl TransferOpts {
         Ok(Duration::from_secs_f64(self.idle_timeout))
     }
 
-    pub fn client(&self, server: SocketAddr, key: [u8; 32]) -> Result<ClientOptions> {
+    pub fn client(
+        &self,
+        server: SocketAddr,
+        key: [u8; 32],
+        paths: &PathOpts,
+    ) -> Result<ClientOptions> {
         let mut o = ClientOptions::new(server, key);
+        o.paths = paths.selection();
         o.mode = self.mode;
         o.priority = self.priority;
         o.idle_timeout = self.idle()?;
@@ -111,6 +118,55 @@ impl TransferOpts {
         }
         Ok(o)
     }
+}
+
+/// Which interfaces a client sends over (send, get and perf).
+#[derive(Args, Clone, Debug, Default)]
+pub struct PathOpts {
+    /// Send over this interface or local IPv4 address; repeat it for
+    /// several. Without --path the client uses every interface that is up
+    /// and reaches the server through itself, and keeps following them:
+    /// an interface that appears is used within a round trip, one that
+    /// goes down is dropped at once. Example, Wi-Fi in use and LTE on
+    /// standby: `convoy perf 203.0.113.7 --server-key K --time 10 --path
+    /// wlan0 --backup wwan0`.
+    #[arg(long = "path", value_name = "IFACE_OR_ADDR", value_parser = parse_choice, conflicts_with = "single_path")]
+    pub path: Vec<Choice>,
+    /// A standby path (repeatable): it carries data only while no other
+    /// path works. Alone, without --path: every usable interface, this
+    /// one on standby.
+    #[arg(long = "backup", value_name = "IFACE_OR_ADDR", value_parser = parse_choice, conflicts_with = "single_path")]
+    pub backup: Vec<Choice>,
+    /// One socket routed by the kernel, as before multipath (no netlink,
+    /// no second interface).
+    #[arg(long)]
+    pub single_path: bool,
+}
+
+fn parse_choice(s: &str) -> Result<Choice, String> {
+    Choice::parse(s)
+}
+
+impl PathOpts {
+    /// What the client options take.
+    pub fn selection(&self) -> Option<Selection> {
+        (!self.single_path).then(|| Selection {
+            paths: self.path.clone(),
+            backups: self.backup.clone(),
+        })
+    }
+}
+
+/// `name 1.2 MB` for every path of an interval, for progress lines
+/// (empty with one kernel-routed path).
+pub fn path_bytes(paths: &[convoy_net::multipath::PathBytes]) -> String {
+    let mut out = String::new();
+    for p in paths {
+        let Some(name) = &p.interface else { continue };
+        let bytes = p.bytes_sent.max(p.bytes_received);
+        out.push_str(&format!("  {name} {:.2} MB", bytes as f64 / 1e6));
+    }
+    out
 }
 
 /// A TCP address for `--http`: `HOST:PORT` or `IP:PORT`.

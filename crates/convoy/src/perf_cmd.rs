@@ -10,7 +10,7 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use convoy_net::{load_keypair, parse_server_key, Client, PerfAmount, PerfInterval, ServerOptions};
 
-use crate::net_common::{parse_size, resolve, TransferOpts};
+use crate::net_common::{parse_size, path_bytes, resolve, PathOpts, TransferOpts};
 
 #[derive(Args)]
 pub struct PerfArgs {
@@ -37,13 +37,18 @@ pub struct PerfArgs {
     /// Client: send for this many seconds.
     #[arg(long, value_name = "SECONDS")]
     pub time: Option<f64>,
-    /// Client: one JSON document on stdout (per-second lines go to stderr).
+    /// Client: one JSON document on stdout (per-second lines go to
+    /// stderr), with `paths` and `path_events`. Server: one JSON object per
+    /// event; each client's `perf_done` has `stalls` (gaps of 20 ms or more
+    /// between reads) and `timeline` (bytes per 100 ms).
     #[arg(long)]
     pub json: bool,
     /// Start a server and a client on 127.0.0.1, then iperf3 over TCP for
     /// the same time, and print both with their CPU time and the ratio.
     #[arg(long)]
     pub loopback_bench: bool,
+    #[command(flatten)]
+    pub paths: PathOpts,
     #[command(flatten)]
     pub transfer: TransferOpts,
 }
@@ -89,12 +94,13 @@ fn client(
     key: [u8; 32],
     amount: PerfAmount,
 ) -> Result<convoy_net::PerfReport> {
-    let mut c = Client::connect(args.transfer.client(server, key)?)?;
+    let mut c = Client::connect(args.transfer.client(server, key, &args.paths)?)?;
     let json = args.json;
     let mut line = |iv: &PerfInterval| {
         eprintln!(
-            "{:5.1}-{:5.1} s  {:8.1} Mbit/s  rtt {:7.3} ms  sent {:7}  lost {:5}  rate {:8.1} Mbit/s",
-            iv.start_s, iv.end_s, iv.goodput_mbps, iv.rtt_ms, iv.packets_sent, iv.packets_lost, iv.rate_mbps
+            "{:5.1}-{:5.1} s  {:8.1} Mbit/s  rtt {:7.3} ms  sent {:7}  lost {:5}  rate {:8.1} Mbit/s{}",
+            iv.start_s, iv.end_s, iv.goodput_mbps, iv.rtt_ms, iv.packets_sent, iv.packets_lost, iv.rate_mbps,
+            path_bytes(&iv.paths)
         );
         let _ = json;
     };
@@ -138,6 +144,20 @@ fn print_report(r: &convoy_net::PerfReport, json: bool) -> Result<()> {
         p.within_50us * 100.0,
         p.samples
     );
+    for p in r.paths.iter().filter(|p| p.interface.is_some()) {
+        println!(
+            "path {} {}{}: {}, sent {:.2} MB, received {:.2} MB, {} packets lost, srtt {:.1} ms, rate {:.1} Mbit/s",
+            p.id,
+            p.interface.as_deref().unwrap_or("?"),
+            if p.backup { " (backup)" } else { "" },
+            p.state,
+            p.bytes_sent as f64 / 1e6,
+            p.bytes_received as f64 / 1e6,
+            p.packets_lost,
+            p.srtt_ms,
+            p.rate_bps as f64 / 1e6
+        );
+    }
     Ok(())
 }
 
