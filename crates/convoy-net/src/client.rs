@@ -364,7 +364,7 @@ fn client_socket(
     }
     match Multipath::start(opts.server, selection.clone()) {
         Ok((mp, primary)) => {
-            let socket = NetSocket::bind_path(primary.addr, Some(&primary.interface), opts.server)
+            let socket = NetSocket::bind_path(primary.addr, Some(&primary.interface), Some(opts.server))
                 .map_err(|err| NetError::Unreachable {
                     addr: opts.server,
                     err,

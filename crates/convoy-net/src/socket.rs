@@ -125,8 +125,12 @@ impl NetSocket {
     }
 
     /// A client socket for one path: bound to `local` (port 0) and, when
-    /// given, to its interface `device` (SO_BINDTODEVICE), then connected
-    /// to `server`. The device binding keeps datagrams on that interface
+    /// given, to its interface `device` (SO_BINDTODEVICE); with `server`,
+    /// connected to it (path 0, whose ICMP errors name a server that is not
+    /// there). Other paths stay unconnected: a multi-homed server answers
+    /// a path from the address of the interface the answer leaves by, not
+    /// necessarily the one the client sent to, and a connected socket
+    /// would drop those answers. The device binding keeps datagrams on that interface
     /// whatever the routing tables say, and makes sends fail while it is
     /// down instead of leaving by another interface with this source
     /// address. It needs CAP_NET_RAW on kernels before 5.7; without it the
@@ -135,7 +139,7 @@ impl NetSocket {
     pub fn bind_path(
         local: std::net::Ipv4Addr,
         device: Option<&str>,
-        server: SocketAddr,
+        server: Option<SocketAddr>,
     ) -> io::Result<NetSocket> {
         let local = SocketAddr::from((local, 0));
         let socket = unbound_udp(&local)?;
@@ -152,7 +156,7 @@ impl NetSocket {
             };
         }
         bind_raw(&socket, &local)?;
-        Self::configure(socket, Some(server))
+        Self::configure(socket, server)
     }
 
     fn configure(socket: UdpSocket, peer: Option<SocketAddr>) -> io::Result<NetSocket> {

@@ -13,7 +13,6 @@
 //! protocol validates a new path in one round trip, which is what bounds
 //! how soon a new interface carries data.
 
-mod proto_api;
 pub mod report;
 
 use std::cell::RefCell;
@@ -29,8 +28,6 @@ use crate::driver::Driver;
 use crate::error::NetError;
 use crate::netlink::{Interfaces, Local, Message, RouteSocket, Selection};
 use crate::socket::NetSocket;
-#[allow(unused_imports)]
-use proto_api::{PathApi, PathState};
 pub use report::{interval_bytes, PathBytes, PathEventReport, PathReport};
 
 /// One path this manager opened (or path 0, which the handshake opened).
@@ -65,16 +62,6 @@ pub struct Multipath {
 
 /// Path id to interface name, as the path manager opens paths.
 pub type PathNames = Rc<RefCell<BTreeMap<u8, String>>>;
-
-fn state_name(s: PathState) -> &'static str {
-    match s {
-        PathState::Validating => "validating",
-        PathState::Active => "active",
-        PathState::Standby => "standby",
-        PathState::Suspect => "suspect",
-        PathState::Abandoned => "abandoned",
-    }
-}
 
 /// Whether the kernel's route from `l` to `server` leaves by `l`'s own
 /// interface (so a socket bound to `l` really uses that interface).
@@ -187,7 +174,7 @@ impl Multipath {
             self.ready = true;
             changed = true;
             if self.paths[0].backup {
-                c.set_path_backup(now, 0, true);
+                let _ = c.set_path_backup(now, 0, true);
             }
         }
         if changed {
@@ -237,17 +224,17 @@ impl Multipath {
             for p in &mut self.paths {
                 match present.iter().find(|(l, _)| same(l, &p.local)) {
                     None if !p.down => {
-                        c.path_down(now, p.id);
+                        let _ = c.path_down(now, p.id);
                         p.down = true;
                     }
                     None => {}
                     Some((_, backup)) => {
                         if p.down {
-                            c.path_up(now, p.id);
+                            let _ = c.path_up(now, p.id);
                             p.down = false;
                         }
                         if *backup != p.backup {
-                            c.set_path_backup(now, p.id, *backup);
+                            let _ = c.set_path_backup(now, p.id, *backup);
                             p.backup = *backup;
                         }
                     }
@@ -264,7 +251,7 @@ impl Multipath {
             })
             .collect();
         for (l, backup) in new {
-            let Ok(socket) = NetSocket::bind_path(l.addr, Some(&l.interface), self.server) else {
+            let Ok(socket) = NetSocket::bind_path(l.addr, Some(&l.interface), None) else {
                 continue;
             };
             let Some(c) = driver.endpoint.connection(h) else {
@@ -316,7 +303,7 @@ impl Multipath {
                 t_ms: e.at.saturating_sub(self.started).as_secs_f64() * 1e3,
                 path: e.path,
                 interface: self.path(e.path).map(|p| p.local.interface.clone()),
-                state: state_name(e.state).into(),
+                state: e.state.as_str().into(),
             })
             .collect()
     }
@@ -337,7 +324,7 @@ pub fn path_reports(
                 interface,
                 local: addr,
                 remote: i.remote,
-                state: state_name(i.state).into(),
+                state: i.state.as_str().into(),
                 backup: i.backup,
                 bytes_sent: i.bytes_sent,
                 bytes_received: i.bytes_received,

@@ -1,0 +1,327 @@
+//! `convoy perf` over two emulated links (LTE and Wi-Fi) as real
+//! processes in `convoy emu`: both paths carry data and the JSON's
+//! per-path figures add up; a Wi-Fi outage, or its interface going down
+//! and up, does not break the transfer. Needs root and /dev/net/tun (CI
+//! has both); without them the emulator tests say so and pass without
+//! running. Each emulator is ended by a guard, even when an assertion
+//! fails, and takes its namespaces with it.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn convoy() -> &'static str {
+    env!("CARGO_BIN_EXE_convoy")
+}
+
+fn can_emulate(test: &str) -> bool {
+    // SAFETY: plain syscall.
+    let root = unsafe { libc::geteuid() } == 0;
+    let tun = Path::new("/dev/net/tun").exists();
+    if !(root && tun) {
+        let _ = writeln!(
+            std::io::stderr(),
+            "{test}: skipped: needs root and /dev/net/tun (CI has both)"
+        );
+    }
+    root && tun
+}
+
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(name: &str) -> Scratch {
+        let dir = std::env::temp_dir().join(format!("convoy-mp-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        Scratch(dir)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A running `convoy emu`, ended (SIGTERM, then SIGKILL) if still running
+/// when dropped.
+struct Running(Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            // SAFETY: plain syscall on our own child.
+            unsafe { libc::kill(self.0.id() as i32, libc::SIGTERM) };
+            let start = Instant::now();
+            while start.elapsed() < Duration::from_secs(5) {
+                if let Ok(Some(_)) = self.0.try_wait() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
+struct Run {
+    ok: bool,
+    stderr: String,
+    /// The client's `--json` document.
+    client: Value,
+    /// The server's `perf_done` event.
+    server: Value,
+}
+
+/// `convoy perf --server --once --json` on the server side and `convoy
+/// perf SERVER --json CLIENT_ARGS` on the client side of `links`, after
+/// `before` (a shell line) on the client.
+fn perf_over(dir: &Path, links: &[&str], before: &str, client_args: &str) -> Run {
+    let key = dir.join("server.key");
+    let out = Command::new(convoy())
+        .args(["keygen", "--out"])
+        .arg(&key)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let mut cmd = Command::new(convoy());
+    cmd.arg("emu");
+    for l in links {
+        cmd.args(["--link", l]);
+    }
+    let server = format!(
+        "exec {} perf --server --once --json --listen 0.0.0.0:4433 --key {}",
+        convoy(),
+        key.display()
+    );
+    let client = format!(
+        "{before} sleep 0.3; exec {} perf $CONVOY_EMU_SERVER --server-key {}.pub --json {client_args}",
+        convoy(),
+        key.display()
+    );
+    let child = cmd
+        .args(["--server", &server, "--", "sh", "-c", &client])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let running = Running(child);
+    let out = wait_output(running, Duration::from_secs(60));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let docs: Vec<Value> = stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let find = |f: &dyn Fn(&Value) -> bool| docs.iter().find(|v| f(v)).cloned();
+    Run {
+        ok: out.status.success(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        client: find(&|v| v.get("paths").is_some()).unwrap_or(Value::Null),
+        server: find(&|v| v["event"] == "perf_done").unwrap_or(Value::Null),
+    }
+}
+
+fn wait_output(mut r: Running, limit: Duration) -> std::process::Output {
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if let Ok(Some(_)) = r.0.try_wait() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        matches!(r.0.try_wait(), Ok(Some(_))),
+        "convoy emu did not finish within {limit:?}"
+    );
+    let child = std::mem::replace(
+        &mut r.0,
+        Command::new("true").spawn().expect("a placeholder child"),
+    );
+    child.wait_with_output().unwrap()
+}
+
+fn path<'a>(client: &'a Value, interface: &str) -> &'a Value {
+    client["paths"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["interface"] == interface)
+        .unwrap_or_else(|| panic!("no {interface} path in {client}"))
+}
+
+fn u(v: &Value) -> u64 {
+    v.as_u64().unwrap_or_else(|| panic!("not a count: {v}"))
+}
+
+#[test]
+fn both_links_carry_data_and_the_per_path_figures_add_up() {
+    let _g = serial();
+    if !can_emulate("both_links_carry_data_and_the_per_path_figures_add_up") {
+        return;
+    }
+    let dir = Scratch::new("two");
+    let r = perf_over(
+        &dir.0,
+        &["lte:rate=10mbit,delay=20ms", "wifi:rate=20mbit,delay=5ms"],
+        "",
+        "--time 3",
+    );
+    assert!(r.ok, "perf failed: {}", r.stderr);
+    let (c, s) = (&r.client, &r.server);
+    let (lte, wifi) = (path(c, "lte"), path(c, "wifi"));
+    assert_eq!(
+        lte["id"], 0,
+        "the handshake path is LTE's (the route to the server)"
+    );
+    assert!(lte["local"].as_str().unwrap().starts_with("10.7.0.1:"));
+    assert!(wifi["local"].as_str().unwrap().starts_with("10.7.1.1:"));
+    for p in [lte, wifi] {
+        assert!(u(&p["bytes_sent"]) > 100_000, "{p} carried too little");
+        assert!(u(&p["bytes_received"]) > 0, "{p} heard nothing");
+    }
+    // The paths sent what the server read, plus headers and repair.
+    let sent: u64 = c["paths"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| u(&p["bytes_sent"]))
+        .sum();
+    let bytes = u(&c["bytes"]);
+    assert!(
+        sent >= bytes && sent < bytes * 2,
+        "paths sent {sent} for {bytes} bytes"
+    );
+    // The intervals' per-path bytes add up to each path's total.
+    for p in c["paths"].as_array().unwrap() {
+        let id = &p["id"];
+        let over_intervals: u64 = c["intervals"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|iv| iv["paths"].as_array().unwrap())
+            .filter(|q| &q["id"] == id)
+            .map(|q| u(&q["bytes_sent"]))
+            .sum();
+        // Exact but for the last turn's flush (an acknowledgment or two),
+        // which leaves after the last interval closed.
+        let total = u(&p["bytes_sent"]);
+        assert!(
+            over_intervals <= total && total - over_intervals <= 3000,
+            "path {id}: intervals {over_intervals}, total {total}"
+        );
+    }
+    // The server's figures: its timeline sums to what it read, which is
+    // what the client reports, and the client's address is LTE's.
+    assert_eq!(u(&s["bytes"]), bytes);
+    let timeline: u64 = s["timeline"].as_array().unwrap().iter().map(u).sum();
+    assert_eq!(timeline, bytes);
+    assert!(s["peer"].as_str().unwrap().starts_with("10.7.0.1:"));
+    assert!(s["stalls"].is_array() && s["goodput_bps"].as_f64().unwrap() > 0.0);
+    // Wi-Fi was opened once the handshake was done and became active.
+    let events = c["path_events"].as_array().unwrap();
+    assert!(
+        events
+            .iter()
+            .any(|e| e["interface"] == "wifi" && e["state"] == "active"),
+        "{events:?}"
+    );
+}
+
+#[test]
+fn a_wifi_outage_does_not_break_the_transfer() {
+    let _g = serial();
+    if !can_emulate("a_wifi_outage_does_not_break_the_transfer") {
+        return;
+    }
+    let dir = Scratch::new("outage");
+    let r = perf_over(
+        &dir.0,
+        &[
+            "lte:rate=10mbit,delay=20ms",
+            "wifi:rate=20mbit,delay=5ms,outage=1s-2s",
+        ],
+        "",
+        "--time 3",
+    );
+    assert!(r.ok, "perf failed: {}", r.stderr);
+    assert!(u(&r.server["bytes"]) > 500_000, "{}", r.server);
+    assert!(u(&path(&r.client, "lte")["bytes_sent"]) > 0);
+}
+
+#[test]
+fn an_interface_going_down_abandons_its_path_and_coming_back_revives_it() {
+    let _g = serial();
+    if !can_emulate("an_interface_going_down_abandons_its_path_and_coming_back_revives_it") {
+        return;
+    }
+    let dir = Scratch::new("down");
+    // In the background, Wi-Fi goes down 1 s into the run and comes back
+    // a second later; the routes its address had are put back as the
+    // emulator set them.
+    let flap = "(sleep 1.3; ip link set wifi down; sleep 1; ip link set wifi up; \
+                ip route replace default dev wifi table 101 2>/dev/null) &";
+    let r = perf_over(
+        &dir.0,
+        &["lte:rate=10mbit,delay=20ms", "wifi:rate=20mbit,delay=5ms"],
+        flap,
+        "--time 4",
+    );
+    assert!(r.ok, "perf failed: {}", r.stderr);
+    let events: Vec<(String, String)> = r.client["path_events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["interface"] == "wifi")
+        .map(|e| (e["state"].as_str().unwrap().into(), e["t_ms"].to_string()))
+        .collect();
+    let states: Vec<&str> = events.iter().map(|(s, _)| s.as_str()).collect();
+    let down = states.iter().position(|s| *s == "abandoned");
+    assert!(down.is_some(), "wifi never abandoned: {events:?}");
+    assert!(
+        states[down.unwrap()..].contains(&"validating"),
+        "wifi not probed again after coming back: {events:?}"
+    );
+}
+
+#[test]
+fn an_unknown_path_is_one_line_and_exit_1() {
+    let dir = Scratch::new("unknown");
+    let key = dir.0.join("k");
+    assert!(Command::new(convoy())
+        .args(["keygen", "--out"])
+        .arg(&key)
+        .output()
+        .unwrap()
+        .status
+        .success());
+    // A documentation address (never routed): the check is local.
+    let out = Command::new(convoy())
+        .args([
+            "perf",
+            "192.0.2.1",
+            "--time",
+            "1",
+            "--path",
+            "nosuch9",
+            "--server-key",
+        ])
+        .arg(dir.0.join("k.pub"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err:?}");
+    assert!(err.contains("nosuch9"), "{err}");
+}
