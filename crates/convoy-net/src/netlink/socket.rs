@@ -219,3 +219,35 @@ impl RouteSocket {
         ))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::netlink::Interfaces;
+
+    /// The real kernel: the dump has the loopback interface and its
+    /// address, and the route to 127.0.0.1 leaves by it.
+    #[test]
+    fn dump_and_route_on_this_host() {
+        let mut r = RouteSocket::requests().unwrap();
+        let mut ifs = Interfaces::default();
+        for m in r.dump().unwrap() {
+            ifs.apply(&m);
+        }
+        let lo = ifs
+            .locals()
+            .into_iter()
+            .find(|l| l.addr == Ipv4Addr::LOCALHOST)
+            .expect("127.0.0.1 on an interface that is up");
+        assert!(lo.loopback);
+        let (oif, _) = r.route_to(Ipv4Addr::LOCALHOST, None).unwrap();
+        assert_eq!(oif, Some(lo.index));
+        let (oif, _) = r
+            .route_to(Ipv4Addr::LOCALHOST, Some(Ipv4Addr::LOCALHOST))
+            .unwrap();
+        assert_eq!(oif, Some(lo.index));
+        // A listening socket has nothing to say until something changes.
+        let mut l = RouteSocket::listen().unwrap();
+        assert!(l.read().unwrap().is_none());
+    }
+}
