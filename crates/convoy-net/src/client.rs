@@ -364,11 +364,12 @@ fn client_socket(
     }
     match Multipath::start(opts.server, selection.clone()) {
         Ok((mp, primary)) => {
-            let socket = NetSocket::bind_path(primary.addr, Some(&primary.interface), Some(opts.server))
-                .map_err(|err| NetError::Unreachable {
-                    addr: opts.server,
-                    err,
-                })?;
+            let socket =
+                NetSocket::bind_path(primary.addr, Some(&primary.interface), Some(opts.server))
+                    .map_err(|err| NetError::Unreachable {
+                        addr: opts.server,
+                        err,
+                    })?;
             Ok((socket, Some((mp, primary))))
         }
         // Every usable interface, but none could be read or chosen: one
