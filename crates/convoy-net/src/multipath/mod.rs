@@ -53,8 +53,10 @@ pub struct Multipath {
     paths: Vec<Path>,
     /// The handshake is done: extra paths may open.
     ready: bool,
-    /// When the connection began (path event times count from it).
+    /// When the connection began (path event times count from it), on
+    /// the driver's clock and as Unix time in milliseconds.
     started: Duration,
+    started_unix_ms: f64,
     /// Path id to interface name, shared with progress reports (which run
     /// inside the driver and cannot ask it).
     names: PathNames,
@@ -128,6 +130,7 @@ impl Multipath {
                 paths: Vec::new(),
                 ready: false,
                 started: Duration::ZERO,
+                started_unix_ms: 0.0,
                 names: PathNames::default(),
             },
             primary,
@@ -138,6 +141,9 @@ impl Multipath {
     pub fn attach(&mut self, handle: ConnectionHandle, primary: Local, now: Duration) {
         self.handle = Some(handle);
         self.started = now;
+        self.started_unix_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64() * 1e3);
         let backup = self.selection.backups.iter().any(|c| c.matches(&primary));
         self.names.borrow_mut().insert(0, primary.interface.clone());
         self.paths = vec![Path {
@@ -299,11 +305,15 @@ impl Multipath {
         };
         c.path_events()
             .iter()
-            .map(|e| PathEventReport {
-                t_ms: e.at.saturating_sub(self.started).as_secs_f64() * 1e3,
-                path: e.path,
-                interface: self.path(e.path).map(|p| p.local.interface.clone()),
-                state: e.state.as_str().into(),
+            .map(|e| {
+                let t_ms = e.at.saturating_sub(self.started).as_secs_f64() * 1e3;
+                PathEventReport {
+                    t_ms,
+                    unix_ms: self.started_unix_ms + t_ms,
+                    path: e.path,
+                    interface: self.path(e.path).map(|p| p.local.interface.clone()),
+                    state: e.state.as_str().into(),
+                }
             })
             .collect()
     }

@@ -28,6 +28,10 @@ pub struct PathReport {
 pub struct PathEventReport {
     /// Milliseconds since the connection began.
     pub t_ms: f64,
+    /// The same instant as Unix time in milliseconds (the system clock
+    /// when the connection began, plus `t_ms`), to line events up with
+    /// other programs' logs and the emulator's records.
+    pub unix_ms: f64,
     pub path: u8,
     pub interface: Option<String>,
     pub state: String,
