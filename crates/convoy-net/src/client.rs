@@ -230,7 +230,9 @@ impl Client {
             .map_err(|e| NetError::Config(e.to_string()))?;
         driver.set_peer(opts.server);
         if let Some((mut mp, primary)) = multipath {
-            mp.attach(handle, primary, now);
+            // A fresh reading: the path events' Unix times are this
+            // instant's system clock plus their time on the driver's.
+            mp.attach(handle, primary, driver.now());
             driver.multipath = Some(mp);
         }
         let mut c = Client {
@@ -364,12 +366,15 @@ fn client_socket(
     }
     match Multipath::start(opts.server, selection.clone()) {
         Ok((mp, primary)) => {
-            let socket =
-                NetSocket::bind_path(primary.addr, Some(&primary.interface), Some(opts.server))
-                    .map_err(|err| NetError::Unreachable {
-                        addr: opts.server,
-                        err,
-                    })?;
+            // Unconnected, like every path socket: a server with several
+            // addresses answers from the one its route back leaves by
+            // (in `convoy emu`, 10.7.1.2 for a client on Wi-Fi that
+            // dialled 10.7.0.2), which a connected socket would drop.
+            let socket = NetSocket::bind_path(primary.addr, Some(&primary.interface), None)
+                .map_err(|err| NetError::Unreachable {
+                    addr: opts.server,
+                    err,
+                })?;
             Ok((socket, Some((mp, primary))))
         }
         // Every usable interface, but none could be read or chosen: one

@@ -126,11 +126,10 @@ impl NetSocket {
 
     /// A client socket for one path: bound to `local` (port 0) and, when
     /// given, to its interface `device` (SO_BINDTODEVICE); with `server`,
-    /// connected to it (path 0, whose ICMP errors name a server that is not
-    /// there). Other paths stay unconnected: a multi-homed server answers
-    /// a path from the address of the interface the answer leaves by, not
-    /// necessarily the one the client sent to, and a connected socket
-    /// would drop those answers. The device binding keeps datagrams on that interface
+    /// connected to it. The path manager leaves them unconnected: a
+    /// multi-homed server answers a path from the address of the interface
+    /// its answer leaves by, not necessarily the one the client sent to,
+    /// and a connected socket would drop those answers. The device binding keeps datagrams on that interface
     /// whatever the routing tables say, and makes sends fail while it is
     /// down instead of leaving by another interface with this source
     /// address. It needs CAP_NET_RAW on kernels before 5.7; without it the
