@@ -267,30 +267,61 @@ fn an_interface_going_down_abandons_its_path_and_coming_back_revives_it() {
         return;
     }
     let dir = Scratch::new("down");
-    // In the background, Wi-Fi goes down 1 s into the run and comes back
-    // a second later; the routes its address had are put back as the
-    // emulator set them.
-    let flap = "(sleep 1.3; ip link set wifi down; sleep 1; ip link set wifi up; \
-                ip route replace default dev wifi table 101 2>/dev/null) &";
+    let stamp = dir.0.join("down-at");
+    // In the background, Wi-Fi goes down 1.3 s into the run (the times
+    // before and after `ip link set down` are written down) and comes back
+    // a second later; the route its address had is put back as the
+    // emulator set it.
+    let flap = format!(
+        "(sleep 1.3; date +%s.%N > {0}; ip link set wifi down; date +%s.%N >> {0}; sleep 1; \
+         ip link set wifi up; ip route replace default dev wifi table 101 2>/dev/null) &",
+        stamp.display()
+    );
     let r = perf_over(
         &dir.0,
         &["lte:rate=10mbit,delay=20ms", "wifi:rate=20mbit,delay=5ms"],
-        flap,
+        &flap,
         "--time 4",
     );
     assert!(r.ok, "perf failed: {}", r.stderr);
-    let events: Vec<(String, String)> = r.client["path_events"]
+    let stamps: Vec<f64> = std::fs::read_to_string(&stamp)
+        .unwrap()
+        .lines()
+        .map(|l| l.trim().parse::<f64>().unwrap() * 1e3)
+        .collect();
+    let (down_begun, down_done) = (stamps[0], stamps[1]);
+    let events: Vec<(&str, f64)> = r.client["path_events"]
         .as_array()
         .unwrap()
         .iter()
         .filter(|e| e["interface"] == "wifi")
-        .map(|e| (e["state"].as_str().unwrap().into(), e["t_ms"].to_string()))
+        .map(|e| (e["state"].as_str().unwrap(), e["unix_ms"].as_f64().unwrap()))
         .collect();
-    let states: Vec<&str> = events.iter().map(|(s, _)| s.as_str()).collect();
-    let down = states.iter().position(|s| *s == "abandoned");
-    assert!(down.is_some(), "wifi never abandoned: {events:?}");
+    // The state Wi-Fi was in when its link went down.
+    let before = events.iter().rev().find(|(_, t)| *t < down_begun);
+    let after: Vec<&(&str, f64)> = events.iter().filter(|(_, t)| *t >= down_begun).collect();
+    if before.is_some_and(|(s, _)| *s != "abandoned") {
+        // The OS said so: abandoned in the turn that read the netlink
+        // message, not after the protocol's silence timeout.
+        let (_, at) = after
+            .iter()
+            .find(|(s, _)| *s == "abandoned")
+            .unwrap_or_else(|| panic!("wifi not abandoned when it went down: {events:?}"));
+        let _ = writeln!(
+            std::io::stderr(),
+            "interface down: wifi abandoned {:.1} ms after `ip link set down` began, \
+             {:.1} ms after it returned",
+            at - down_begun,
+            at - down_done
+        );
+        assert!(
+            *at - down_done < 20.0,
+            "wifi abandoned {:.1} ms after `ip link set down` returned",
+            at - down_done
+        );
+    }
     assert!(
-        states[down.unwrap()..].contains(&"validating"),
+        after.iter().any(|(s, _)| *s == "validating"),
         "wifi not probed again after coming back: {events:?}"
     );
 }
