@@ -87,7 +87,8 @@ struct Run {
 
 /// `convoy perf --server --once --json` on the server side and `convoy
 /// perf SERVER --json CLIENT_ARGS` on the client side of `links`, after
-/// `before` (a shell line) on the client.
+/// `before` (a shell line) on the client. SERVER is the server's address
+/// on the first link, or `$TO` if `before` sets it.
 fn perf_over(dir: &Path, links: &[&str], before: &str, client_args: &str) -> Run {
     let key = dir.join("server.key");
     let out = Command::new(convoy())
@@ -107,7 +108,7 @@ fn perf_over(dir: &Path, links: &[&str], before: &str, client_args: &str) -> Run
         key.display()
     );
     let client = format!(
-        "{before} sleep 0.3; exec {} perf $CONVOY_EMU_SERVER --server-key {}.pub --json {client_args}",
+        "{before} sleep 0.3; exec {} perf ${{TO:-$CONVOY_EMU_SERVER}} --server-key {}.pub --json {client_args}",
         convoy(),
         key.display()
     );
@@ -272,8 +273,10 @@ fn an_interface_going_down_abandons_its_path_and_coming_back_revives_it() {
     // before and after `ip link set down` are written down) and comes back
     // a second later; the route its address had is put back as the
     // emulator set it.
+    // The client dials the server's Wi-Fi address, so Wi-Fi is path 0
+    // (the kernel's route) and the server's feedback keeps it active.
     let flap = format!(
-        "(sleep 1.3; date +%s.%N > {0}; ip link set wifi down; date +%s.%N >> {0}; sleep 1; \
+        "TO=$CONVOY_EMU_WIFI_SERVER; (sleep 1.3; date +%s.%N > {0}; ip link set wifi down; date +%s.%N >> {0}; sleep 1; \
          ip link set wifi up; ip route replace default dev wifi table 101 2>/dev/null) &",
         stamp.display()
     );
@@ -300,9 +303,11 @@ fn an_interface_going_down_abandons_its_path_and_coming_back_revives_it() {
     // The state Wi-Fi was in when its link went down.
     let before = events.iter().rev().find(|(_, t)| *t < down_begun);
     let after: Vec<&(&str, f64)> = events.iter().filter(|(_, t)| *t >= down_begun).collect();
-    if before.is_some_and(|(s, _)| *s != "abandoned") {
+    // (No event yet: path 0 as the handshake left it, active.)
+    if before.is_none_or(|(s, _)| *s != "abandoned") {
         // The OS said so: abandoned in the turn that read the netlink
-        // message, not after the protocol's silence timeout.
+        // message (a few ms; 40 allows for a busy machine), not after the
+        // protocol's silence timeout (3 PTO, at least 75 ms here).
         let (_, at) = after
             .iter()
             .find(|(s, _)| *s == "abandoned")
@@ -315,7 +320,7 @@ fn an_interface_going_down_abandons_its_path_and_coming_back_revives_it() {
             at - down_done
         );
         assert!(
-            *at - down_done < 20.0,
+            *at - down_done < 40.0,
             "wifi abandoned {:.1} ms after `ip link set down` returned",
             at - down_done
         );
