@@ -419,7 +419,7 @@ impl Driver {
         self.pollfds
             .extend(self.sockets.iter().map(|s| fd(s.raw_fd())));
         let waker = self.waker.as_ref().map(|w| w.raw_fd());
-        let netlink = self.multipath.as_ref().map(|m| m.raw_fd());
+        let netlink = self.multipath.as_ref().and_then(|m| m.raw_fd());
         self.pollfds
             .extend(waker.into_iter().chain(netlink).map(fd));
         if !wait_readable(&mut self.pollfds, timeout)? {

@@ -60,6 +60,8 @@ pub struct Multipath {
     /// Path id to interface name, shared with progress reports (which run
     /// inside the driver and cannot ask it).
     names: PathNames,
+    /// The netlink socket failed with something other than lost events.
+    deaf: bool,
 }
 
 /// Path id to interface name, as the path manager opens paths.
@@ -132,6 +134,7 @@ impl Multipath {
                 started: Duration::ZERO,
                 started_unix_ms: 0.0,
                 names: PathNames::default(),
+                deaf: false,
             },
             primary,
         ))
@@ -160,8 +163,10 @@ impl Multipath {
         self.names.clone()
     }
 
-    pub fn raw_fd(&self) -> RawFd {
-        self.events.raw_fd()
+    /// The netlink socket to wait on; `None` once it failed for good
+    /// (the paths then stay as they are).
+    pub fn raw_fd(&self) -> Option<RawFd> {
+        (!self.deaf).then(|| self.events.raw_fd())
     }
 
     /// One driver turn: apply what netlink said (with `netlink`), and
@@ -202,6 +207,12 @@ impl Multipath {
                     }
                 }
                 Ok(None) => return changed,
+                Err(e) if e.raw_os_error() != Some(libc::ENOBUFS) => {
+                    // Not expected from a netlink socket: stop listening
+                    // rather than wake the driver for it on every turn.
+                    self.deaf = true;
+                    return false;
+                }
                 Err(_) => {
                     // ENOBUFS: the kernel dropped events (a burst of
                     // changes); read the whole state again.
