@@ -200,6 +200,9 @@ impl Connection {
                     }
                 }
                 Frame::PathChallenge(data) => {
+                    // Path frames elicit an ACK, as their sender counts
+                    // them in flight on that path.
+                    eliciting = true;
                     let responses = &mut self.paths[path_idx].responses;
                     // Only the newest few: a peer repeating challenges
                     // gets its latest answered.
@@ -208,7 +211,10 @@ impl Connection {
                     }
                     responses.push(data);
                 }
-                Frame::PathResponse(data) => self.on_path_response(now, data),
+                Frame::PathResponse(data) => {
+                    eliciting = true;
+                    self.on_path_response(now, data)
+                }
                 Frame::PathStatus { path, seq, backup } => {
                     self.on_path_status(now, path, seq, backup)
                 }
@@ -239,6 +245,11 @@ impl Connection {
                         let path = out.acked.last().map_or(0, |p| p.path);
                         if let Some(p) = self.paths.iter_mut().find(|p| p.id == path) {
                             p.rtt.update(rtt, delay.min(self.cfg.max_ack_delay * 4));
+                        }
+                    }
+                    for &(id, rtt) in &out.path_rtt_samples {
+                        if let Some(p) = self.paths.iter_mut().find(|p| p.id == id) {
+                            p.rtt.update(rtt, Duration::ZERO);
                         }
                     }
                     let e = self.one_rtt.as_mut().expect("established");

@@ -218,6 +218,8 @@ pub struct Connection {
     pub(crate) peer_receive_times: Vec<(u64, Duration)>,
     /// Every path state change (paths.rs).
     pub(crate) path_events: VecDeque<paths::PathEvent>,
+    /// When a path last turned suspect or was abandoned.
+    pub(crate) last_suspicion: Option<Duration>,
     /// The peer asked for RECEIVE_TIME frames.
     pub(crate) send_receive_times: bool,
     /// Something the peer must hear soon (a block completed, a new rate
@@ -279,6 +281,7 @@ impl Connection {
             largest_received_at: now,
             peer_receive_times: Vec::new(),
             path_events: VecDeque::new(),
+            last_suspicion: None,
             send_receive_times: false,
             feedback_due: false,
             trains: TrainEstimator::default(),

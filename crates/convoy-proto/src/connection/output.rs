@@ -145,7 +145,7 @@ impl Connection {
         buf: &mut [u8],
         path_idx: usize,
         ack_eliciting: bool,
-        block: Option<u32>,
+        block: Option<(u32, u32)>,
         body: impl FnOnce(&mut Writer<'_>, &mut Self) -> bool,
     ) -> Option<Transmit> {
         let limit = self.cfg.max_datagram.min(buf.len());
@@ -168,7 +168,8 @@ impl Connection {
             bytes: len as u32,
             path: self.paths[path_idx].id,
             seq: 0,
-            block,
+            block: block.map(|(b, _)| b),
+            esi: block.map_or(0, |(_, e)| e),
             ack_eliciting,
         });
         Some(self.sent(now, len, path_idx))
@@ -307,30 +308,38 @@ impl Connection {
                 return t;
             }
         }
-        let t = self.protected(now, buf, path_idx, true, Some(next.block_id), |w, c| {
-            if let Some(tag) = train {
-                if write_frame(w, &Frame::Train(tag)).is_err() {
+        let t = self.protected(
+            now,
+            buf,
+            path_idx,
+            true,
+            Some((next.block_id, next.esi)),
+            |w, c| {
+                if let Some(tag) = train {
+                    if write_frame(w, &Frame::Train(tag)).is_err() {
+                        return false;
+                    }
+                }
+                if write_symbol_header(w, next.block_id, next.esi, next.block_len, symbol_size)
+                    .is_err()
+                {
                     return false;
                 }
-            }
-            if write_symbol_header(w, next.block_id, next.esi, next.block_len, symbol_size).is_err()
-            {
-                return false;
-            }
-            let Ok(out) = w.reserve(symbol_size) else {
-                return false;
-            };
-            if c.one_rtt
-                .as_mut()
-                .expect("established")
-                .tx
-                .emit(next, out)
-                .is_err()
-            {
-                return false;
-            }
-            w.bytes(&feedback).is_ok()
-        })?;
+                let Ok(out) = w.reserve(symbol_size) else {
+                    return false;
+                };
+                if c.one_rtt
+                    .as_mut()
+                    .expect("established")
+                    .tx
+                    .emit(next, out)
+                    .is_err()
+                {
+                    return false;
+                }
+                w.bytes(&feedback).is_ok()
+            },
+        )?;
         self.stats.data_packets_sent += 1;
         let in_flight = self.recovery.path_bytes_in_flight(self.paths[path_idx].id);
         self.paths[path_idx]

@@ -47,6 +47,11 @@ pub const REPROBE: Duration = Duration::from_millis(1000);
 pub const ABANDON_PTOS: u32 = 3;
 /// Tries of a path challenge before the path is given up (re-probed later).
 const CHALLENGE_TRIES: u32 = 5;
+/// Challenges repeat at most this far apart: a path coming back is found
+/// within this long.
+const MAX_CHALLENGE_INTERVAL: Duration = Duration::from_millis(250);
+/// See [`Connection::feedback_path`].
+const FEEDBACK_ALIVE: Duration = Duration::from_millis(10);
 /// Path events kept for [`Connection::path_events`].
 const MAX_EVENTS: usize = 4096;
 
@@ -148,7 +153,9 @@ pub(crate) struct Path {
     pub responses: Vec<[u8; 8]>,
     /// A ping to send on this path (PTO probe, standby keep-alive).
     pub ping_due: bool,
-    /// Anti-amplification toward a peer address not yet validated.
+    /// The peer opened it: until validated, we send at most 3× what came
+    /// in on it (anti-amplification; a path we opened has no such limit).
+    pub peer_opened: bool,
     pub unvalidated_received: u64,
     pub unvalidated_sent: u64,
     pub last_received: Option<Duration>,
@@ -184,6 +191,7 @@ impl Path {
             challenge_due: false,
             responses: Vec::new(),
             ping_due: false,
+            peer_opened: false,
             unvalidated_received: 0,
             unvalidated_sent: 0,
             last_received: None,
@@ -209,7 +217,9 @@ impl Path {
 
     /// Whether sending `len` more bytes on it would break the 3× limit.
     pub(crate) fn amplification_limited(&self, len: usize) -> bool {
-        !self.validated && self.unvalidated_sent + len as u64 > 3 * self.unvalidated_received
+        self.peer_opened
+            && !self.validated
+            && self.unvalidated_sent + len as u64 > 3 * self.unvalidated_received
     }
 
     /// What a validated, working path is: active, or standby if backup.
@@ -358,9 +368,12 @@ impl Connection {
         if self.paths[i].state == PathState::Abandoned {
             return;
         }
+        if matches!(self.paths[i].state, PathState::Active | PathState::Standby) {
+            self.last_suspicion = Some(now);
+        }
         let id = self.paths[i].id;
         let lost = self.recovery.on_probe_timeout(id, now);
-        self.on_lost(now, &lost);
+        self.on_path_lost(now, &lost);
         let p = &mut self.paths[i];
         p.suspect_since = None;
         p.challenge = None;
@@ -380,6 +393,8 @@ impl Connection {
         let p = &mut self.paths[i];
         p.cc = cc;
         p.validated = false;
+        p.unvalidated_sent = 0;
+        p.unvalidated_received = 0;
         p.challenge = None;
         p.challenge_due = true;
         p.challenge_tries = 0;
@@ -443,6 +458,36 @@ impl Connection {
         }
     }
 
+    fn may_suspect(&self, i: usize) -> bool {
+        matches!(self.paths[i].state, PathState::Active | PathState::Standby)
+            && self.another_works(i)
+    }
+
+    /// Symbols lost with a path (suspect, abandoned): their sources are
+    /// sent again first on the other paths, and the loss rate that sizes
+    /// the coding margin is left alone (a dead path is not a lossy link).
+    fn on_path_lost(&mut self, now: Duration, lost: &[crate::recovery::SentPacket]) {
+        if lost.is_empty() {
+            return;
+        }
+        if let Some(e) = self.one_rtt.as_mut() {
+            for p in lost {
+                if let Some(b) = p.block {
+                    e.tx.on_path_lost(b, p.esi);
+                }
+            }
+        }
+        self.stats.packets_lost += lost.iter().filter(|p| p.ack_eliciting).count() as u64;
+        for path in &mut self.paths {
+            let mine: Vec<_> = lost.iter().filter(|p| p.path == path.id).copied().collect();
+            if !mine.is_empty() {
+                path.counters.packets_lost +=
+                    mine.iter().filter(|p| p.ack_eliciting).count() as u64;
+                path.cc.on_loss(now, &mine);
+            }
+        }
+    }
+
     /// Whether some path other than `i` can carry data.
     fn another_works(&self, i: usize) -> bool {
         self.paths.iter().enumerate().any(|(j, p)| {
@@ -465,9 +510,12 @@ impl Connection {
     }
 
     /// The path feedback goes on: the fastest of the paths the peer reached
-    /// us on within about a PTO (an ACK on a fast path comes back soonest,
-    /// and one on a path the peer no longer uses might never arrive); if
-    /// none, the path of the newest packet received.
+    /// us on just now (an ACK on a fast path comes back soonest, and one on
+    /// a path the peer no longer uses might never arrive); if none, the path
+    /// of the newest packet received. "Just now" is twice the path's RTT
+    /// variation, at least [`FEEDBACK_ALIVE`]: a path carrying data hears
+    /// from the peer far more often, and when the peer moves its data to
+    /// another path (ours died under it) the feedback follows within that.
     pub(crate) fn feedback_path(&self, now: Duration) -> usize {
         if self.paths.len() == 1 {
             return 0;
@@ -475,8 +523,12 @@ impl Connection {
         let alive = |p: &Path| {
             p.validated
                 && matches!(p.state, PathState::Active | PathState::Standby)
-                && p.last_received
-                    .is_some_and(|t| now <= t + p.rtt.pto(self.cfg.max_ack_delay))
+                && p.last_received.is_some_and(|t| {
+                    now <= t
+                        + (p.rtt.var() * 2)
+                            .max(FEEDBACK_ALIVE)
+                            .min(p.rtt.pto(self.cfg.max_ack_delay))
+                })
         };
         let best = |standby: bool| {
             self.paths
@@ -523,7 +575,7 @@ impl Connection {
         let mut t: Option<Duration> = None;
         let mut consider = |x: Duration| t = Some(t.map_or(x, |t| t.min(x)));
         for (i, p) in self.paths.iter().enumerate() {
-            if let Some(oldest) = self.recovery.oldest_in_flight(Some(p.id)) {
+            if let Some(oldest) = self.probe_timer_start(p.id) {
                 consider(oldest + self.path_pto(i));
             }
             if let Some((_, sent)) = p.challenge {
@@ -549,19 +601,35 @@ impl Connection {
         } else {
             &self.paths[0].rtt
         };
-        rtt.pto(self.cfg.max_ack_delay) * 2u32.pow(self.paths[i].challenge_tries.min(4))
+        (rtt.pto(self.cfg.max_ack_delay) * 2u32.pow(self.paths[i].challenge_tries.min(4)))
+            .min(MAX_CHALLENGE_INTERVAL)
+    }
+
+    /// Where a path's probe timer runs from: its oldest packet in flight,
+    /// or the last time another path turned suspect if later. The peer's
+    /// feedback for every path may have been riding the path that died
+    /// (it is the fastest): until the peer notices and moves it, the
+    /// others' acknowledgments are late, and a probe timeout there would
+    /// throw away the one path that still works.
+    fn probe_timer_start(&self, id: u8) -> Option<Duration> {
+        let oldest = self.recovery.oldest_in_flight(Some(id))?;
+        Some(self.last_suspicion.map_or(oldest, |t| oldest.max(t)))
     }
 
     /// Runs the paths' timers (see [`Connection::path_timeout`]).
     pub(crate) fn on_path_timers(&mut self, now: Duration) {
         for i in 0..self.paths.len() {
             let id = self.paths[i].id;
-            if let Some(oldest) = self.recovery.oldest_in_flight(Some(id)) {
+            if let Some(oldest) = self.probe_timer_start(id) {
                 let pto = self.path_pto(i);
                 if now >= oldest + pto {
                     let lost = self.recovery.on_probe_timeout(id, now.saturating_sub(pto));
                     self.paths[i].cc.on_probe_timeout(now);
-                    self.on_lost(now, &lost);
+                    if self.may_suspect(i) {
+                        self.on_path_lost(now, &lost);
+                    } else {
+                        self.on_lost(now, &lost);
+                    }
                     self.paths[i].pto_count += 1;
                     self.pto_count += 1;
                     if i == self.feedback_path(now) {
@@ -602,15 +670,14 @@ impl Connection {
     /// A probe timeout on path `i`: with another path working, `i` is
     /// suspect, and all its symbols in flight are repaired elsewhere now.
     fn maybe_suspect(&mut self, now: Duration, i: usize) {
-        if !matches!(self.paths[i].state, PathState::Active | PathState::Standby)
-            || !self.another_works(i)
-        {
+        if !self.may_suspect(i) {
             return;
         }
         let id = self.paths[i].id;
         let lost = self.recovery.on_probe_timeout(id, now);
-        self.on_lost(now, &lost);
+        self.on_path_lost(now, &lost);
         self.paths[i].suspect_since = Some(now);
+        self.last_suspicion = Some(now);
         self.set_state(now, i, PathState::Suspect);
     }
 
@@ -636,11 +703,9 @@ impl Connection {
         if self.paths.len() >= MAX_PATHS {
             return None;
         }
-        self.paths.push(Path::unvalidated(
-            path_id,
-            remote,
-            self.cfg.rate_control.build(),
-        ));
+        let mut p = Path::unvalidated(path_id, remote, self.cfg.rate_control.build());
+        p.peer_opened = true;
+        self.paths.push(p);
         self.record_event(now, path_id, PathState::Validating);
         Some(self.paths.len() - 1)
     }
