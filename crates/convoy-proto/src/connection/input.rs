@@ -171,6 +171,11 @@ impl Connection {
         }
         path.last_received = Some(now);
         path.pto_count = 0;
+        if path.suspect_since.is_some() {
+            // Heard from: not silent, so not abandoned yet (only an
+            // acknowledgment makes it work again).
+            path.suspect_since = Some(now);
+        }
         path.counters.packets_received += 1;
         path.counters.bytes_received += len as u64;
         if let Err(why) = self.on_frames(now, path_idx, &plain, len) {
@@ -219,6 +224,15 @@ impl Connection {
                     self.on_path_status(now, path, seq, backup)
                 }
                 Frame::PathAbandon { path, .. } => self.on_path_abandon(now, path),
+                Frame::PairProbe { pair, second } => {
+                    eliciting = true;
+                    self.on_pair_probe(now, path_idx, pair, second);
+                }
+                Frame::PairReport {
+                    pair,
+                    first_us,
+                    dispersion_us,
+                } => self.on_pair_report(now, pair, first_us, dispersion_us),
                 Frame::Ack(ack) => {
                     let paths = &self.paths;
                     let out = self
@@ -245,11 +259,17 @@ impl Connection {
                         let path = out.acked.last().map_or(0, |p| p.path);
                         if let Some(p) = self.paths.iter_mut().find(|p| p.id == path) {
                             p.rtt.update(rtt, delay.min(self.cfg.max_ack_delay * 4));
+                            if let Some(g) = p.grader.as_mut() {
+                                g.on_rtt(now, rtt);
+                            }
                         }
                     }
                     for &(id, rtt) in &out.path_rtt_samples {
                         if let Some(p) = self.paths.iter_mut().find(|p| p.id == id) {
                             p.rtt.update(rtt, Duration::ZERO);
+                            if let Some(g) = p.grader.as_mut() {
+                                g.on_rtt(now, rtt);
+                            }
                         }
                     }
                     let e = self.one_rtt.as_mut().expect("established");

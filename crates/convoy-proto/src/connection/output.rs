@@ -54,6 +54,9 @@ impl Connection {
         if let Some(t) = self.path_control_packet(now, buf) {
             return Some(t);
         }
+        if let Some(t) = self.pair_packet(now, buf) {
+            return Some(t);
+        }
         let ack_due = self.ack_pending > 0
             && (self.ack_pending >= self.cfg.ack_every
                 || self.ack_deadline.is_some_and(|d| now >= d));
@@ -184,12 +187,21 @@ impl Connection {
                 let status = Frame::PathStatus {
                     path: p.id,
                     seq: p.status_seq,
-                    backup: p.backup,
+                    backup: p.backup || p.demoted,
                 };
                 if write_frame(w, &status).is_ok() {
                     p.status_repeats -= 1;
                 }
             }
+            for &(pair, first, dispersion) in &p.pair_reports {
+                let report = Frame::PairReport {
+                    pair,
+                    first_us: first.as_micros() as u64,
+                    dispersion_us: dispersion.as_micros() as u64,
+                };
+                let _ = write_frame(w, &report);
+            }
+            p.pair_reports.clear();
             if p.abandon_repeats > 0
                 && write_frame(
                     w,

@@ -110,6 +110,10 @@ pub struct PathInfo {
     pub packets_sent: u64,
     pub packets_received: u64,
     pub packets_lost: u64,
+    /// CapProbe's verdict: graded bad N times in a row (demoted).
+    pub bad: bool,
+    /// CapProbe's capacity estimate C′, bit/s, once pairs were measured.
+    pub capacity_bps: Option<u64>,
 }
 
 /// A path changed state at `at`.
@@ -171,6 +175,16 @@ pub(crate) struct Path {
     pub newest_received: Option<(u64, Duration)>,
     pub receive_time_due: bool,
     pub counters: PathCounters,
+    /// CapProbe (grading.rs): the grader, the pair on its way and the one
+    /// being received, reports to send, when the next pair goes.
+    pub grader: Option<crate::capprobe::Estimator>,
+    pub pair_stage: u8,
+    pub pair_sent: Option<super::grading::PairSent>,
+    pub pair_received: Option<(u64, Duration)>,
+    pub pair_reports: Vec<(u64, Duration, Duration)>,
+    pub next_pair_at: Duration,
+    /// Graded bad: standing by until graded good again.
+    pub demoted: bool,
 }
 
 impl Path {
@@ -203,6 +217,13 @@ impl Path {
             newest_received: None,
             receive_time_due: false,
             counters: PathCounters::default(),
+            grader: None,
+            pair_stage: 0,
+            pair_sent: None,
+            pair_received: None,
+            pair_reports: Vec::new(),
+            next_pair_at: Duration::ZERO,
+            demoted: false,
         }
     }
 
@@ -334,6 +355,8 @@ impl Connection {
                 packets_sent: p.counters.packets_sent,
                 packets_received: p.counters.packets_received,
                 packets_lost: p.counters.packets_lost,
+                bad: p.demoted,
+                capacity_bps: p.grader.as_ref().and_then(|g| g.capacity_bps()),
             })
             .collect()
     }
@@ -452,14 +475,25 @@ impl Connection {
                 self.paths[i].abandon_repeats = 0;
                 self.abandon(now, i);
                 self.paths[i].abandon_repeats = 0;
-                // Its return is the peer's to probe.
-                self.paths[i].reprobe_at = None;
+                // A client probes it again later (the server waits for
+                // that probe: only the client knows its interfaces).
+                if self.role == super::Role::Server {
+                    self.paths[i].reprobe_at = None;
+                }
             }
         }
     }
 
-    fn may_suspect(&self, i: usize) -> bool {
-        matches!(self.paths[i].state, PathState::Active | PathState::Standby)
+    /// A path is suspect when it is silent: nothing of ours acknowledged
+    /// for a PTO (the caller's condition) and nothing heard on it for as
+    /// long. A path the peer keeps sending on works at least one way; its
+    /// acknowledgments may just be queued behind data, and suspecting it
+    /// would throw away its symbols in flight for nothing.
+    fn may_suspect(&self, i: usize, now: Duration) -> bool {
+        let p = &self.paths[i];
+        matches!(p.state, PathState::Active | PathState::Standby)
+            && p.last_received
+                .is_none_or(|t| now.saturating_sub(t) >= self.base_pto(i))
             && self.another_works(i)
     }
 
@@ -489,24 +523,27 @@ impl Connection {
     }
 
     /// Whether some path other than `i` can carry data.
-    fn another_works(&self, i: usize) -> bool {
+    pub(crate) fn another_works(&self, i: usize) -> bool {
         self.paths.iter().enumerate().any(|(j, p)| {
             j != i && p.validated && matches!(p.state, PathState::Active | PathState::Standby)
         })
     }
 
-    /// Paths data may go on: the active ones, or if none, the standby ones.
-    /// With one path, that path whatever its state (the single-path
-    /// connection never suspects its only path).
+    /// Paths data may go on: the active ones; if none, the standby ones
+    /// graded good; if none, those graded bad. With one path, that path
+    /// whatever its state (the single-path connection never suspects its
+    /// only path).
     pub(crate) fn data_paths(&self) -> impl Iterator<Item = usize> + '_ {
-        let any_active = self.paths.iter().any(|p| p.state == PathState::Active);
-        let wanted = if any_active {
-            PathState::Active
-        } else {
-            PathState::Standby
+        let rank = |p: &Path| match (p.state, p.demoted) {
+            (PathState::Active, _) => Some(0),
+            (PathState::Standby, false) => Some(1),
+            (PathState::Standby, true) => Some(2),
+            _ => None,
         };
+        let best = self.paths.iter().filter_map(rank).min();
         let single = self.paths.len() == 1;
-        (0..self.paths.len()).filter(move |&i| single || self.paths[i].state == wanted)
+        (0..self.paths.len())
+            .filter(move |&i| single || (best.is_some() && rank(&self.paths[i]) == best))
     }
 
     /// The path feedback goes on: the fastest of the paths the peer reached
@@ -591,6 +628,9 @@ impl Connection {
                 consider(p.last_sent + STANDBY_PROBE);
             }
         }
+        if let Some(g) = self.grading_timeout() {
+            consider(g);
+        }
         t
     }
 
@@ -625,7 +665,7 @@ impl Connection {
                 if now >= oldest + pto {
                     let lost = self.recovery.on_probe_timeout(id, now.saturating_sub(pto));
                     self.paths[i].cc.on_probe_timeout(now);
-                    if self.may_suspect(i) {
+                    if self.may_suspect(i, now) {
                         self.on_path_lost(now, &lost);
                     } else {
                         self.on_lost(now, &lost);
@@ -670,7 +710,7 @@ impl Connection {
     /// A probe timeout on path `i`: with another path working, `i` is
     /// suspect, and all its symbols in flight are repaired elsewhere now.
     fn maybe_suspect(&mut self, now: Duration, i: usize) {
-        if !self.may_suspect(i) {
+        if !self.may_suspect(i, now) {
             return;
         }
         let id = self.paths[i].id;
