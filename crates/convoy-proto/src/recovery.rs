@@ -66,6 +66,9 @@ pub struct Outcome {
     /// several paths the ACK's largest is nearly always a packet of the
     /// fastest, and the others would go without samples for seconds.
     pub path_rtt_samples: Vec<(u8, Duration)>,
+    /// Paths of packets declared lost and acknowledged now, late: their
+    /// path works after all.
+    pub late_paths: Vec<u8>,
 }
 
 impl Outcome {
@@ -238,6 +241,9 @@ impl Recovery {
             }
             *acked = true;
             self.spurious += 1;
+            if !out.late_paths.contains(&p.path) {
+                out.late_paths.push(p.path);
+            }
             if out.rtt_sample.is_none() && p.pn == ack.largest && p.ack_eliciting {
                 out.rtt_sample = Some(rtt_sample(now, p.time, ack));
             }

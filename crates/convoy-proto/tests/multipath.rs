@@ -76,17 +76,24 @@ fn two_paths_carry_the_sum_of_their_capacities() {
 
 #[test]
 fn wifi_dying_while_both_are_active_loses_nothing_and_barely_stalls() {
-    let mut w = world(wifi().outage(3 * SEC, 60 * SEC), 20_000_000);
-    let id = with_wifi_path(&mut w, false);
-    w.run_until(10 * SEC, |_| {});
-    assert_eq!(w.delivered, 20_000_000, "every byte arrives, verified");
-    let gap = w.longest_gap(2 * SEC, w.reads.last().unwrap().0);
-    eprintln!("both active, Wi-Fi silent at 3 s: longest gap {gap:?}");
-    // Issue 16's target is 150 ms; this run measures about 330 ms (the
-    // repair waits behind LTE's own queue, README). The bound guards
-    // against getting worse.
-    assert!(gap <= 600 * MS, "gap {gap:?}");
-    assert_eq!(state_of(&mut w, id), PathState::Abandoned);
+    // The moment Wi-Fi dies decides what was in flight where; eight
+    // moments 130 ms apart sample it.
+    let mut gaps = Vec::new();
+    for k in 0..8u32 {
+        let dies = 3 * SEC + 130 * MS * k;
+        let mut w = world(wifi().outage(dies, 60 * SEC), u64::MAX);
+        let id = with_wifi_path(&mut w, false);
+        w.run_until(7 * SEC, |_| {});
+        // Every byte read was checked against what was written; after the
+        // failover LTE carries the stream alone.
+        assert!(w.goodput(6 * SEC, 7 * SEC) > 8e6);
+        gaps.push(w.longest_gap(2 * SEC, 7 * SEC));
+        assert_ne!(state_of(&mut w, id), PathState::Active);
+    }
+    gaps.sort();
+    eprintln!("both active, Wi-Fi silent: longest gaps {gaps:?}");
+    let worst = *gaps.last().unwrap();
+    assert!(worst <= 150 * MS, "gap {worst:?}");
 }
 
 #[test]
@@ -125,10 +132,11 @@ fn an_interface_reported_down_fails_over_at_once() {
     });
     let gap = w.longest_gap(2 * SEC, 6 * SEC);
     eprintln!("standby failover on interface down: longest gap {gap:?}");
-    // Target LTE RTT + 20 ms = 80 ms; measured 107-235 ms as the code
-    // changed: what Wi-Fi had in flight, and the rest of the block being
-    // read, must cross LTE at LTE's rate. The bound guards a regression.
-    assert!(gap <= 400 * MS, "failover took {gap:?}");
+    // Issue 16's target is LTE RTT + 20 ms = 80 ms; this run measures
+    // about 234 ms (README: the sources resent on LTE had mostly arrived
+    // over Wi-Fi, whose acknowledgments died with it, and the block's last
+    // symbols wait behind them). The bound guards against getting worse.
+    assert!(gap <= 300 * MS, "failover took {gap:?}");
     assert_eq!(state_of(&mut w, id), PathState::Abandoned);
 }
 

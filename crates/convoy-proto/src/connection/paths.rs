@@ -42,7 +42,7 @@ pub const MAX_PATHS: usize = 8;
 pub const STANDBY_PROBE: Duration = Duration::from_secs(1);
 /// A path abandoned for silence is probed again this often, so traffic
 /// returns within about this long of the path coming back.
-pub const REPROBE: Duration = Duration::from_millis(1000);
+pub const REPROBE: Duration = Duration::from_millis(500);
 /// A suspect path is abandoned after this many (base) PTOs of silence.
 pub const ABANDON_PTOS: u32 = 3;
 /// Tries of a path challenge before the path is given up (re-probed later).
@@ -163,6 +163,8 @@ pub(crate) struct Path {
     pub unvalidated_received: u64,
     pub unvalidated_sent: u64,
     pub last_received: Option<Duration>,
+    /// When an acknowledgment last covered a packet of this path.
+    pub last_progress: Option<Duration>,
     pub last_sent: Duration,
     pub pto_count: u32,
     pub suspect_since: Option<Duration>,
@@ -185,6 +187,11 @@ pub(crate) struct Path {
     pub next_pair_at: Duration,
     /// Graded bad: standing by until graded good again.
     pub demoted: bool,
+    /// Validated again after being abandoned: demoted once validated.
+    pub probation: bool,
+    /// A challenge filled a datagram on it once (the path carries
+    /// full-size packets); re-probes need not.
+    pub full_size_checked: bool,
 }
 
 impl Path {
@@ -209,6 +216,7 @@ impl Path {
             unvalidated_received: 0,
             unvalidated_sent: 0,
             last_received: None,
+            last_progress: None,
             last_sent: Duration::ZERO,
             pto_count: 0,
             suspect_since: None,
@@ -224,6 +232,8 @@ impl Path {
             pair_reports: Vec::new(),
             next_pair_at: Duration::ZERO,
             demoted: false,
+            probation: false,
+            full_size_checked: false,
         }
     }
 
@@ -388,6 +398,7 @@ impl Connection {
     }
 
     fn abandon(&mut self, now: Duration, i: usize) {
+        let client = self.role == super::Role::Client;
         if self.paths[i].state == PathState::Abandoned {
             return;
         }
@@ -403,7 +414,9 @@ impl Connection {
         p.challenge_due = false;
         p.ping_due = false;
         p.responses.clear();
-        p.abandon_repeats = 3;
+        // Only the client, which owns the interfaces, abandons a path for
+        // the peer too; a server's view is its own.
+        p.abandon_repeats = if client { 3 } else { 0 };
         p.reprobe_at = (!p.os_down).then_some(now + REPROBE);
         self.feedback_due = true;
         self.set_state(now, i, PathState::Abandoned);
@@ -424,6 +437,11 @@ impl Connection {
         p.pto_count = 0;
         p.reprobe_at = None;
         p.abandon_repeats = 0;
+        // Back on probation: once validated it stands by, graded by
+        // CapProbe, and carries data again after its first good grade. A
+        // path that answers but is still poor would otherwise take data
+        // at every re-probe and stall it.
+        p.probation = true;
         self.set_state(now, i, PathState::Validating);
     }
 
@@ -437,6 +455,7 @@ impl Connection {
             return;
         };
         let (_, sent) = self.paths[i].challenge.take().expect("matched");
+        let several = self.paths.len() > 1;
         let p = &mut self.paths[i];
         if p.challenge_tries == 1 && !p.rtt.has_samples() {
             // One challenge, one answer: an RTT sample (Karn's rule).
@@ -449,7 +468,16 @@ impl Connection {
         p.validated = true;
         p.pto_count = 0;
         p.suspect_since = None;
-        let s = p.working_state();
+        if std::mem::take(&mut p.probation) && several {
+            p.demoted = true;
+            p.grader = None;
+        }
+        let p = &mut self.paths[i];
+        let s = if p.demoted {
+            PathState::Standby
+        } else {
+            p.working_state()
+        };
         self.set_state(now, i, s);
     }
 
@@ -484,30 +512,59 @@ impl Connection {
         }
     }
 
-    /// A path is suspect when it is silent: nothing of ours acknowledged
-    /// for a PTO (the caller's condition) and nothing heard on it for as
-    /// long. A path the peer keeps sending on works at least one way; its
-    /// acknowledgments may just be queued behind data, and suspecting it
-    /// would throw away its symbols in flight for nothing.
+    /// A path is suspect when it is silent: for a PTO, nothing of ours on
+    /// it acknowledged and nothing heard on it. A path the peer keeps
+    /// sending on works at least one way (its acknowledgments may just be
+    /// queued behind data), and one whose packets are being acknowledged
+    /// works; suspecting either would throw away its symbols in flight.
     fn may_suspect(&self, i: usize, now: Duration) -> bool {
         let p = &self.paths[i];
+        let pto = self.base_pto(i);
         matches!(p.state, PathState::Active | PathState::Standby)
-            && p.last_received
-                .is_none_or(|t| now.saturating_sub(t) >= self.base_pto(i))
+            && self
+                .recovery
+                .oldest_in_flight(Some(p.id))
+                .is_some_and(|t| now.saturating_sub(t) >= pto)
+            && self
+                .last_heard(i)
+                .is_none_or(|t| now.saturating_sub(t) >= pto)
             && self.another_works(i)
     }
 
-    /// Symbols lost with a path (suspect, abandoned): their sources are
-    /// sent again first on the other paths, and the loss rate that sizes
-    /// the coding margin is left alone (a dead path is not a lossy link).
+    /// The last sign of life of a path: a packet from it, or an
+    /// acknowledgment of one sent on it.
+    fn last_heard(&self, i: usize) -> Option<Duration> {
+        let p = &self.paths[i];
+        p.last_received.max(p.last_progress)
+    }
+
+    /// Symbols lost with a path (suspect, abandoned); the loss rate that
+    /// sizes the coding margin is left alone (a dead path is not a lossy
+    /// link). Sources sent after the path probably died, half an RTT
+    /// before it was last heard from (what was heard left the peer then),
+    /// are sent again first on the other paths. Those sent before were
+    /// probably delivered (only their acknowledgments died): resending
+    /// them would only repeat them, so the block gets repair symbols as
+    /// for any loss.
     fn on_path_lost(&mut self, now: Duration, lost: &[crate::recovery::SentPacket]) {
         if lost.is_empty() {
             return;
         }
+        let heard: Vec<(u8, Option<Duration>)> = (0..self.paths.len())
+            .map(|i| {
+                let half_rtt = self.paths[i].rtt.smoothed() / 2;
+                (
+                    self.paths[i].id,
+                    self.last_heard(i).map(|t| t.saturating_sub(half_rtt)),
+                )
+            })
+            .collect();
         if let Some(e) = self.one_rtt.as_mut() {
             for p in lost {
                 if let Some(b) = p.block {
-                    e.tx.on_path_lost(b, p.esi);
+                    let heard_at = heard.iter().find(|(id, _)| *id == p.path).and_then(|h| h.1);
+                    let resend = heard_at.is_none_or(|h| p.time >= h);
+                    e.tx.on_path_lost(b, p.esi, resend);
                 }
             }
         }
@@ -596,10 +653,19 @@ impl Connection {
     }
 
     /// Packets of these paths were acknowledged: they work.
-    pub(crate) fn on_path_progress(&mut self, now: Duration, i: usize) {
+    /// An acknowledgment covered packets of path `i`, the newest of them
+    /// sent at `sent` (`None`: only packets already declared lost). It is a
+    /// sign of life; a suspect path works again only if a packet sent since
+    /// it became suspect got through (older ones may have drained from a
+    /// queue just before it died).
+    pub(crate) fn on_path_progress(&mut self, now: Duration, i: usize, sent: Option<Duration>) {
         let p = &mut self.paths[i];
         p.pto_count = 0;
-        if p.state == PathState::Suspect {
+        p.last_progress = Some(now);
+        let revives = p
+            .suspect_since
+            .is_some_and(|since| sent.is_some_and(|t| t >= since));
+        if p.state == PathState::Suspect && revives {
             p.suspect_since = None;
             let s = p.working_state();
             self.set_state(now, i, s);
@@ -623,6 +689,14 @@ impl Connection {
             }
             if let Some(since) = p.suspect_since {
                 consider(since + self.base_pto(i) * ABANDON_PTOS);
+            }
+            if p.pto_count > 0 && matches!(p.state, PathState::Active | PathState::Standby) {
+                // Timed out, but still heard from or just probed: suspect
+                // once it is silent and its probe unanswered.
+                if let Some(oldest) = self.recovery.oldest_in_flight(Some(p.id)) {
+                    let heard = self.last_heard(i).unwrap_or(oldest);
+                    consider(heard.max(oldest) + self.base_pto(i));
+                }
             }
             if p.state == PathState::Standby && p.validated {
                 consider(p.last_sent + STANDBY_PROBE);
@@ -663,10 +737,12 @@ impl Connection {
             if let Some(oldest) = self.probe_timer_start(id) {
                 let pto = self.path_pto(i);
                 if now >= oldest + pto {
+                    let suspect = self.may_suspect(i, now);
                     let lost = self.recovery.on_probe_timeout(id, now.saturating_sub(pto));
                     self.paths[i].cc.on_probe_timeout(now);
-                    if self.may_suspect(i, now) {
+                    if suspect {
                         self.on_path_lost(now, &lost);
+                        self.suspect(now, i);
                     } else {
                         self.on_lost(now, &lost);
                     }
@@ -677,8 +753,10 @@ impl Connection {
                     } else {
                         self.paths[i].ping_due = true;
                     }
-                    self.maybe_suspect(now, i);
                 }
+            }
+            if self.paths[i].pto_count > 0 && self.may_suspect(i, now) {
+                self.suspect(now, i);
             }
             let p = &self.paths[i];
             if let Some((_, sent)) = p.challenge {
@@ -694,9 +772,12 @@ impl Connection {
             if p.reprobe_at.is_some_and(|t| now >= t) && !p.os_down {
                 self.revalidate(now, i);
             }
+            // A server keeps a suspect path suspect (unused until it
+            // answers); the client decides when it is gone.
             let p = &self.paths[i];
-            if p.suspect_since
-                .is_some_and(|s| now >= s + self.base_pto(i) * ABANDON_PTOS)
+            if self.role == super::Role::Client
+                && p.suspect_since
+                    .is_some_and(|s| now >= s + self.base_pto(i) * ABANDON_PTOS)
             {
                 self.abandon(now, i);
             }
@@ -709,10 +790,7 @@ impl Connection {
 
     /// A probe timeout on path `i`: with another path working, `i` is
     /// suspect, and all its symbols in flight are repaired elsewhere now.
-    fn maybe_suspect(&mut self, now: Duration, i: usize) {
-        if !self.may_suspect(i, now) {
-            return;
-        }
+    fn suspect(&mut self, now: Duration, i: usize) {
         let id = self.paths[i].id;
         let lost = self.recovery.on_probe_timeout(id, now);
         self.on_path_lost(now, &lost);
@@ -735,7 +813,13 @@ impl Connection {
                 // NAT rebinding or migration on the same path.
                 self.paths[i].remote = remote;
             }
-            if self.paths[i].state == PathState::Abandoned && self.role == super::Role::Server {
+            // A newer packet than any before (not one queued before the
+            // path was abandoned, draining late) means the peer uses the
+            // path again: validate it.
+            if self.paths[i].state == PathState::Abandoned
+                && self.role == super::Role::Server
+                && newest
+            {
                 self.revalidate(now, i);
             }
             return Some(i);
