@@ -278,7 +278,8 @@ fn interface_goes_down_for_each_outage_and_comes_back_as_it_was() {
 
 #[test]
 fn down_policy_bad_input_is_one_clear_line() {
-    let cases: [(&str, fn(&SpecError) -> bool); 3] = [
+    type Check = fn(&SpecError) -> bool;
+    let cases: [(&str, Check); 3] = [
         ("wifi:outage=1s-2s,up-outage-policy=down", |e| {
             matches!(e, SpecError::DownPolicyOneDirection(_))
         }),
