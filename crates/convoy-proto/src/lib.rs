@@ -3,6 +3,7 @@
 //! convoy-net, virtual time in the simulator and tests) hand in datagrams and
 //! the time, and take out datagrams and the next deadline.
 
+pub mod capprobe;
 pub mod cc;
 pub mod cid;
 pub mod coding;
@@ -18,7 +19,10 @@ pub mod stream;
 pub mod wire;
 
 pub use config::{Config, Mode, RateControl};
-pub use connection::{CloseReason, Connection, ConnectionStats, Event, Role, Transmit};
+pub use connection::{
+    CloseReason, Connection, ConnectionStats, Event, PathError, PathEvent, PathInfo, PathState,
+    Role, Transmit,
+};
 pub use convoy_codec::CodeKind;
 pub use crypto::Keypair;
 pub use endpoint::{ConnectError, ConnectionHandle, Endpoint, EndpointTransmit};

@@ -81,7 +81,9 @@ pub fn drive(cc: &mut dyn RateController, link: &Bottleneck, until: Duration) ->
                 time: now,
                 bytes: mss as u32,
                 path: 0,
+                seq: pn,
                 block: None,
+                esi: 0,
                 ack_eliciting: true,
             };
             let queued = link_free.saturating_sub(now);

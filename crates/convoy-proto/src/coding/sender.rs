@@ -170,6 +170,12 @@ struct TxBlock {
     first_round: u32,
     second_round: bool,
     done: bool,
+    /// Source symbols lost with a path that died: sent again as they were,
+    /// before anything else of the block. Any repair would do for decoding,
+    /// but the receiver reads a block in order: without its first sources
+    /// back it waits for the whole block to decode, which after a failover
+    /// to a slower path takes the whole block's time on that path.
+    resend: Vec<u32>,
 }
 
 impl TxBlock {
@@ -308,6 +314,7 @@ impl CodedSender {
             sent: 0,
             first_round,
             second_round: false,
+            resend: Vec::new(),
             done: false,
         });
         self.next_block_id += 1;
@@ -334,7 +341,9 @@ impl CodedSender {
             .find(|b| b.deficit(h, p, z) > 0)
             .map(|b| NextSymbol {
                 block_id: b.id,
-                esi: if b.next_source < b.k {
+                esi: if let Some(&esi) = b.resend.first() {
+                    esi
+                } else if b.next_source < b.k {
                     b.next_source
                 } else {
                     b.next_repair
@@ -361,6 +370,7 @@ impl CodedSender {
             ));
         };
         b.encoder.write_symbol(s.esi, out)?;
+        b.resend.retain(|&e| e != s.esi);
         let source = s.esi < b.k;
         if source {
             b.next_source = b.next_source.max(s.esi + 1);
@@ -394,6 +404,19 @@ impl CodedSender {
         self.loss = self.loss * (1.0 - LOSS_EWMA) + LOSS_EWMA;
         if let Some(b) = self.block_mut(block_id) {
             b.in_flight = b.in_flight.saturating_sub(1);
+        }
+    }
+
+    /// A symbol lost because its path died (not to the link's random loss:
+    /// the loss rate that sizes the margins is left alone). A lost source
+    /// symbol is sent again first.
+    pub fn on_path_lost(&mut self, block_id: u32, esi: u32) {
+        if let Some(b) = self.block_mut(block_id) {
+            b.in_flight = b.in_flight.saturating_sub(1);
+            if esi < b.k && !b.resend.contains(&esi) {
+                let at = b.resend.partition_point(|&e| e < esi);
+                b.resend.insert(at, esi);
+            }
         }
     }
 

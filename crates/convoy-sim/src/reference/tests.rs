@@ -81,7 +81,9 @@ fn one_reduction_per_loss_episode() {
         time: Duration::from_millis(ms),
         bytes: MSS as u32,
         path: 0,
+        seq: pn,
         block: None,
+        esi: 0,
         ack_eliciting: true,
     };
     let before = cc.cwnd();

@@ -13,7 +13,9 @@ fn sent(pn: u64, at: Duration) -> SentPacket {
         time: at,
         bytes: MSS as u32,
         path: 0,
+        seq: pn,
         block: None,
+        esi: 0,
         ack_eliciting: true,
     }
 }
