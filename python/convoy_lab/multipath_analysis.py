@@ -159,8 +159,8 @@ def traffic_moved(rates: pd.DataFrame, at_s: float, window_s: float = 1.0) -> fl
     bin_s = float(rates["t"].iloc[1] - rates["t"].iloc[0]) if len(rates) > 1 else 0.1
     n = max(1, round(window_s / bin_s))
     lte, wifi = rates["lte"].rolling(n).mean(), rates[WIFI].rolling(n).mean()
-    moved = rates[(rates["t"] >= at_s + window_s) & (lte > wifi) & (lte > 0.1)]
-    return float(moved["t"].iloc[0] + bin_s - window_s - at_s) if len(moved) else math.nan
+    moved = rates[(rates["t"] >= at_s) & (lte > wifi) & (lte > 0.1)]
+    return float(moved["t"].iloc[0] + bin_s - at_s) if len(moved) else math.nan
 
 
 def has_capacity(trace: Path | None, rate_mbit: float | None, start_s: float, seconds: float, offset_s: float = 0.0) -> bool:

@@ -79,15 +79,23 @@ def parse_delivery(doc: dict, who: str) -> Delivery:
     return Delivery(nbytes, duration, stalls, timeline, extra={k: v for k, v in doc.items() if k not in DELIVERY_FIELDS})
 
 
-def last_json(text: str, who: str) -> dict:
-    """The last line of `text` that is a JSON object (tools print one)."""
-    for line in reversed(text.strip().splitlines()):
+def last_json(text: str, who: str, having: str | None = None) -> dict:
+    """The last line of `text` that is a JSON object (tools print one), or
+    the last one holding the key `having` (`convoy perf --server` prints
+    event lines around its report); else the last object of any kind."""
+    docs = []
+    for line in text.strip().splitlines():
         line = line.strip()
         if line.startswith("{"):
             try:
-                return json.loads(line)
+                doc = json.loads(line)
             except json.JSONDecodeError:
                 continue
+            if isinstance(doc, dict):
+                docs.append(doc)
+    if docs:
+        keyed = [d for d in docs if having is not None and having in d]
+        return (keyed or docs)[-1]
     try:
         return json.loads(text)
     except json.JSONDecodeError:
@@ -133,7 +141,8 @@ class Scheme:
         path = work / "server.json"
         if not path.is_file() or not path.read_text().strip():
             raise DeliveryError(f"{self.name}: the receiver wrote no document (see {work}/server.err)")
-        return parse_delivery(last_json(path.read_text(), f"{self.name} receiver"), f"{self.name} receiver")
+        who = f"{self.name} receiver"
+        return parse_delivery(last_json(path.read_text(), who, having="stalls"), who)
 
     def client_doc(self, work: Path) -> dict:
         path = work / "client.json"
