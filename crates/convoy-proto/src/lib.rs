@@ -18,7 +18,10 @@ pub mod stream;
 pub mod wire;
 
 pub use config::{Config, Mode, RateControl};
-pub use connection::{CloseReason, Connection, ConnectionStats, Event, Role, Transmit};
+pub use connection::{
+    CloseReason, Connection, ConnectionStats, Event, PathError, PathEvent, PathInfo, PathState,
+    Role, Transmit,
+};
 pub use convoy_codec::CodeKind;
 pub use crypto::Keypair;
 pub use endpoint::{ConnectError, ConnectionHandle, Endpoint, EndpointTransmit};

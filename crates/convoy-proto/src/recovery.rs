@@ -2,12 +2,27 @@
 //! flight (RFC 9002's loss detection, without retransmission: a lost symbol
 //! is replaced by a fresh one chosen by the coding scheduler, and lost state
 //! frames are simply sent again in their newest form).
+//!
+//! Packet numbers are one space for the whole connection (so a packet
+//! number never repeats, whatever path it took: the AEAD nonce stays
+//! unique), but loss is judged per path: a packet is lost once three later
+//! packets *of its own path* are acknowledged, or a little over its path's
+//! RTT after one of them was. Across paths with different delays, packets of
+//! the fast path overtake those of the slow one; counting them would declare
+//! every in-flight packet of the slow path lost.
 
 use std::collections::VecDeque;
 use std::time::Duration;
 
 use crate::rtt::RttEstimator;
 use crate::wire::Ack;
+
+/// The time threshold of a path with this RTT: a packet is lost once this
+/// long has passed since it was sent and a later one of its path was
+/// acknowledged.
+pub fn loss_delay(rtt: &RttEstimator) -> Duration {
+    (rtt.smoothed().max(rtt.latest()) * 9 / 8).max(Duration::from_millis(1))
+}
 
 /// A packet is lost once this many later packets are acknowledged.
 const PACKET_THRESHOLD: u64 = 3;
@@ -21,6 +36,9 @@ pub struct SentPacket {
     pub time: Duration,
     pub bytes: u32,
     pub path: u8,
+    /// Its place among the packets sent on its path (set by
+    /// [`Recovery::on_sent`]).
+    pub seq: u64,
     /// The block whose symbol it carried.
     pub block: Option<u32>,
     /// Whether the peer acknowledges it (data and pings; not pure feedback).
@@ -63,6 +81,17 @@ pub struct Recovery {
     largest_acked: Option<u64>,
     bytes_in_flight: u64,
     spurious: u64,
+    paths: Vec<PathFlight>,
+}
+
+/// One path's share of the packets in flight.
+#[derive(Debug, Default)]
+struct PathFlight {
+    id: u8,
+    next_seq: u64,
+    /// (packet number, seq) of the path's largest acknowledged packet.
+    largest_acked: Option<(u64, u64)>,
+    bytes_in_flight: u64,
 }
 
 /// (RTT, reported ACK delay) for a packet sent at `sent` and acknowledged
@@ -75,7 +104,31 @@ fn rtt_sample(now: Duration, sent: Duration, ack: &Ack<'_>) -> (Duration, Durati
 }
 
 impl Recovery {
-    pub fn on_sent(&mut self, p: SentPacket) {
+    fn flight(&mut self, path: u8) -> &mut PathFlight {
+        let i = match self.paths.iter().position(|f| f.id == path) {
+            Some(i) => i,
+            None => {
+                self.paths.push(PathFlight {
+                    id: path,
+                    ..Default::default()
+                });
+                self.paths.len() - 1
+            }
+        };
+        &mut self.paths[i]
+    }
+
+    fn flight_ref(&self, path: u8) -> Option<&PathFlight> {
+        self.paths.iter().find(|f| f.id == path)
+    }
+
+    pub fn on_sent(&mut self, mut p: SentPacket) {
+        let f = self.flight(p.path);
+        p.seq = f.next_seq;
+        f.next_seq += 1;
+        if p.ack_eliciting {
+            f.bytes_in_flight += u64::from(p.bytes);
+        }
         self.trim_front();
         if self.sent.is_empty() {
             self.first_pn = p.pn;
@@ -96,6 +149,11 @@ impl Recovery {
         self.bytes_in_flight
     }
 
+    /// The same, of one path.
+    pub fn path_bytes_in_flight(&self, path: u8) -> u64 {
+        self.flight_ref(path).map_or(0, |f| f.bytes_in_flight)
+    }
+
     pub fn largest_acked(&self) -> Option<u64> {
         self.largest_acked
     }
@@ -112,13 +170,15 @@ impl Recovery {
             return None;
         }
         *fate = to;
+        let p = *p;
         if p.ack_eliciting {
             self.bytes_in_flight -= u64::from(p.bytes);
+            self.flight(p.path).bytes_in_flight -= u64::from(p.bytes);
         }
         if to == Fate::Lost {
-            self.recently_lost.push_back((*p, false));
+            self.recently_lost.push_back((p, false));
         }
-        Some(*p)
+        Some(p)
     }
 
     /// Drops resolved packets from the front, and packets that elicit no
@@ -180,7 +240,13 @@ impl Recovery {
 
     /// Processes an ACK frame received at `now`. Acknowledgments of packets
     /// never sent are ignored.
-    pub fn on_ack(&mut self, now: Duration, ack: &Ack<'_>, rtt: &RttEstimator) -> Outcome {
+    /// `loss_delay` gives each path's time threshold ([`loss_delay`]).
+    pub fn on_ack(
+        &mut self,
+        now: Duration,
+        ack: &Ack<'_>,
+        loss_delay: &dyn Fn(u8) -> Duration,
+    ) -> Outcome {
         let mut out = Outcome::default();
         for range in ack.ranges() {
             self.ack_lost(now, ack, &range, &mut out);
@@ -200,31 +266,45 @@ impl Recovery {
                 self.largest_acked = Some(p.pn);
             }
         }
+        for i in 0..out.acked.len() {
+            let p = out.acked[i];
+            let f = self.flight(p.path);
+            if f.largest_acked.is_none_or(|(l, _)| p.pn > l) {
+                f.largest_acked = Some((p.pn, p.seq));
+            }
+        }
         out.acked.reverse();
-        out.lost = self.detect_lost(now, rtt);
+        out.lost = self.detect_lost(now, loss_delay);
         self.trim();
         out
     }
 
-    fn loss_delay(rtt: &RttEstimator) -> Duration {
-        (rtt.smoothed().max(rtt.latest()) * 9 / 8).max(Duration::from_millis(1))
+    /// Whether a packet is proven lost by a later acknowledgment of its
+    /// path (three later packets, or `delay` after one).
+    fn proven_lost(&self, p: &SentPacket, now: Duration, delay: Duration) -> bool {
+        self.flight_ref(p.path)
+            .and_then(|f| f.largest_acked)
+            .is_some_and(|(pn, seq)| {
+                p.pn < pn && (seq - p.seq >= PACKET_THRESHOLD || p.time + delay <= now)
+            })
     }
 
     /// Declares lost what later acknowledgments or elapsed time prove lost.
-    pub fn detect_lost(&mut self, now: Duration, rtt: &RttEstimator) -> Vec<SentPacket> {
+    pub fn detect_lost(
+        &mut self,
+        now: Duration,
+        loss_delay: &dyn Fn(u8) -> Duration,
+    ) -> Vec<SentPacket> {
         let Some(largest) = self.largest_acked else {
             return Vec::new();
         };
-        let delay = Self::loss_delay(rtt);
         let mut lost = Vec::new();
         for i in 0..self.sent.len() {
             let (p, fate) = self.sent[i];
             if p.pn >= largest {
                 break;
             }
-            if fate == Fate::InFlight
-                && (largest - p.pn >= PACKET_THRESHOLD || p.time + delay <= now)
-            {
+            if fate == Fate::InFlight && self.proven_lost(&p, now, loss_delay(p.path)) {
                 lost.extend(self.resolve(i, Fate::Lost));
             }
         }
@@ -233,34 +313,58 @@ impl Recovery {
     }
 
     /// When the time threshold will next declare a packet lost.
-    pub fn loss_time(&self, rtt: &RttEstimator) -> Option<Duration> {
+    pub fn loss_time(&self, loss_delay: &dyn Fn(u8) -> Duration) -> Option<Duration> {
         let largest = self.largest_acked?;
-        self.sent
-            .iter()
-            .take_while(|(p, _)| p.pn < largest)
-            .find(|(_, f)| *f == Fate::InFlight)
-            .map(|(p, _)| p.time + Self::loss_delay(rtt))
+        let mut earliest: Option<Duration> = None;
+        let mut seen: Vec<u8> = Vec::new();
+        for (p, fate) in self.sent.iter().take_while(|(p, _)| p.pn < largest) {
+            if *fate != Fate::InFlight || seen.contains(&p.path) {
+                continue;
+            }
+            // The oldest in-flight packet of each path below its largest
+            // acknowledged is the first its time threshold reaches.
+            let below = self
+                .flight_ref(p.path)
+                .and_then(|f| f.largest_acked)
+                .is_some_and(|(pn, _)| p.pn < pn);
+            if below {
+                seen.push(p.path);
+                let t = p.time + loss_delay(p.path);
+                earliest = Some(earliest.map_or(t, |e| e.min(t)));
+                if seen.len() == self.paths.len() {
+                    break;
+                }
+            }
+        }
+        earliest
     }
 
-    /// The oldest ack-eliciting packet still in flight, for the probe timer.
-    pub fn oldest_in_flight(&self) -> Option<Duration> {
+    /// The oldest ack-eliciting packet still in flight (on `path`, or on
+    /// any), for the probe timer.
+    pub fn oldest_in_flight(&self, path: Option<u8>) -> Option<Duration> {
+        if path.is_some_and(|id| self.path_bytes_in_flight(id) == 0) {
+            return None;
+        }
         self.sent
             .iter()
-            .find(|(p, f)| *f == Fate::InFlight && p.ack_eliciting)
+            .find(|(p, f)| {
+                *f == Fate::InFlight && p.ack_eliciting && path.is_none_or(|id| p.path == id)
+            })
             .map(|(p, _)| p.time)
     }
 
-    /// The probe timeout fired: nothing was acknowledged for too long, so
-    /// every ack-eliciting packet sent before `cutoff` is presumed lost (its
-    /// symbols get replaced), and unacknowledged feedback is forgotten.
-    pub fn on_probe_timeout(&mut self, cutoff: Duration) -> Vec<SentPacket> {
+    /// The probe timeout of `path` fired: nothing of it was acknowledged for
+    /// too long, so every ack-eliciting packet it carried before `cutoff` is
+    /// presumed lost (its symbols get replaced), and its unacknowledged
+    /// feedback is forgotten.
+    pub fn on_probe_timeout(&mut self, path: u8, cutoff: Duration) -> Vec<SentPacket> {
         let mut lost = Vec::new();
         for i in 0..self.sent.len() {
             let (p, fate) = self.sent[i];
             if p.time > cutoff {
                 break;
             }
-            if fate == Fate::InFlight {
+            if fate == Fate::InFlight && p.path == path {
                 if let Some(p) = self.resolve(i, Fate::Lost) {
                     if p.ack_eliciting {
                         lost.push(p);
@@ -285,11 +389,16 @@ mod tests {
     }
 
     fn send(r: &mut Recovery, pn: u64, t: u64) {
+        send_on(r, 0, pn, t);
+    }
+
+    fn send_on(r: &mut Recovery, path: u8, pn: u64, t: u64) {
         r.on_sent(SentPacket {
             pn,
             time: ms(t),
             bytes: 1000,
-            path: 0,
+            path,
+            seq: 0,
             block: Some(0),
             ack_eliciting: true,
         });
@@ -320,7 +429,7 @@ mod tests {
         assert_eq!(r.bytes_in_flight(), 10_000);
         let rtt = RttEstimator::default();
         let bytes = ack_bytes(&[5..=9, 0..=1]);
-        let out = with_ack(&bytes, |a| r.on_ack(ms(50), a, &rtt));
+        let out = with_ack(&bytes, |a| r.on_ack(ms(50), a, &|_| loss_delay(&rtt)));
         assert_eq!(
             out.acked.iter().map(|p| p.pn).collect::<Vec<_>>(),
             vec![0, 1, 5, 6, 7, 8, 9]
@@ -332,7 +441,7 @@ mod tests {
         assert_eq!(out.rtt_sample, Some((ms(41), Duration::ZERO)));
         assert_eq!(r.bytes_in_flight(), 0);
         // A duplicate ACK changes nothing.
-        let out = with_ack(&bytes, |a| r.on_ack(ms(60), a, &rtt));
+        let out = with_ack(&bytes, |a| r.on_ack(ms(60), a, &|_| loss_delay(&rtt)));
         assert!(out.is_empty());
     }
 
@@ -345,19 +454,19 @@ mod tests {
         let mut rtt = RttEstimator::default();
         rtt.update(ms(100), Duration::ZERO);
         let bytes = ack_bytes(&[2..=2]);
-        let out = with_ack(&bytes, |a| r.on_ack(ms(100), a, &rtt));
+        let out = with_ack(&bytes, |a| r.on_ack(ms(100), a, &|_| loss_delay(&rtt)));
         assert!(
             out.lost.is_empty(),
             "1 and 0 are within the packet threshold"
         );
         assert_eq!(
-            r.loss_time(&rtt),
+            r.loss_time(&|_| loss_delay(&rtt)),
             Some(ms(112) + Duration::from_micros(500))
         );
-        assert_eq!(r.detect_lost(ms(113), &rtt).len(), 2);
+        assert_eq!(r.detect_lost(ms(113), &|_| loss_delay(&rtt)).len(), 2);
         send(&mut r, 3, 200);
-        assert_eq!(r.oldest_in_flight(), Some(ms(200)));
-        assert_eq!(r.on_probe_timeout(ms(250)).len(), 1);
+        assert_eq!(r.oldest_in_flight(None), Some(ms(200)));
+        assert_eq!(r.on_probe_timeout(0, ms(250)).len(), 1);
         assert_eq!(r.bytes_in_flight(), 0);
     }
 
@@ -370,12 +479,51 @@ mod tests {
         let mut rtt = RttEstimator::default();
         rtt.update(ms(50), Duration::ZERO);
         // A queue built up: 0 and 1 pass the time threshold and are declared lost...
-        let out = with_ack(&ack_bytes(&[2..=2]), |a| r.on_ack(ms(60), a, &rtt));
+        let out = with_ack(&ack_bytes(&[2..=2]), |a| {
+            r.on_ack(ms(60), a, &|_| loss_delay(&rtt))
+        });
         assert_eq!(out.lost.len(), 2);
         // ...but their acknowledgment arrives, late, and measures the real RTT.
-        let out = with_ack(&ack_bytes(&[0..=1]), |a| r.on_ack(ms(2000), a, &rtt));
+        let out = with_ack(&ack_bytes(&[0..=1]), |a| {
+            r.on_ack(ms(2000), a, &|_| loss_delay(&rtt))
+        });
         assert_eq!(out.rtt_sample, Some((ms(2000), Duration::ZERO)));
         assert!(out.acked.is_empty(), "already resolved as lost");
         assert_eq!(r.spurious_losses(), 2);
+    }
+
+    #[test]
+    fn a_fast_path_does_not_declare_the_slow_path_lost() {
+        let mut r = Recovery::default();
+        // Even numbers on path 0 (fast), odd on path 1 (slow).
+        for pn in 0..20 {
+            send_on(&mut r, (pn % 2) as u8, pn, pn);
+        }
+        let mut fast = RttEstimator::default();
+        fast.update(ms(10), Duration::ZERO);
+        let mut slow = RttEstimator::default();
+        slow.update(ms(60), Duration::ZERO);
+        let delay = |p: u8| loss_delay(if p == 0 { &fast } else { &slow });
+        // All of path 0 acknowledged at 30 ms, none of path 1 yet.
+        let evens: Vec<_> = (0..10).rev().map(|i| 2 * i..=2 * i).collect();
+        let out = with_ack(&ack_bytes(&evens), |a| r.on_ack(ms(30), a, &delay));
+        assert_eq!(out.acked.len(), 10);
+        assert!(
+            out.lost.is_empty(),
+            "the slow path's packets are not overtaken losses"
+        );
+        assert_eq!(r.path_bytes_in_flight(1), 10_000);
+        assert_eq!(r.path_bytes_in_flight(0), 0);
+        assert_eq!(r.oldest_in_flight(Some(1)), Some(ms(1)));
+        assert_eq!(r.oldest_in_flight(Some(0)), None);
+        // Path 1 acknowledges 7 and 9: three or more later packets of its
+        // own path make 1 and 3 lost, not 5.
+        let out = with_ack(&ack_bytes(&[9..=9, 7..=7]), |a| r.on_ack(ms(70), a, &delay));
+        let lost: Vec<_> = out.lost.iter().map(|p| p.pn).collect();
+        assert_eq!(lost, vec![1, 3], "5 is within the packet threshold");
+        // A probe timeout of path 1 takes only path 1's packets.
+        let gone = r.on_probe_timeout(1, ms(100));
+        assert!(gone.iter().all(|p| p.path == 1));
+        assert_eq!(r.path_bytes_in_flight(1), 0);
     }
 }

@@ -81,6 +81,7 @@ pub fn drive(cc: &mut dyn RateController, link: &Bottleneck, until: Duration) ->
                 time: now,
                 bytes: mss as u32,
                 path: 0,
+                seq: pn,
                 block: None,
                 ack_eliciting: true,
             };

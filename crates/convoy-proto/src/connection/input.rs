@@ -138,9 +138,6 @@ impl Connection {
             return;
         }
         let newest = self.received.largest().is_none_or(|l| pn > l);
-        if newest {
-            self.newest_received = Some((pn, now));
-        }
         self.received.insert(pn);
         self.stats.packets_received += 1;
         self.stats.bytes_received += len as u64;
@@ -159,31 +156,28 @@ impl Connection {
             self.handshake_timer = None;
             self.handshake_out = false;
         }
-        let path_idx = self.path_for(p.path_id, remote, newest);
+        let Some(path_idx) = self.path_for(now, p.path_id, remote, newest) else {
+            // A path beyond the limit: its frames are not read.
+            self.scratch = plain;
+            return;
+        };
+        let path = &mut self.paths[path_idx];
+        if !path.validated {
+            path.unvalidated_received += len as u64;
+        }
+        if path.newest_received.is_none_or(|(n, _)| pn > n) {
+            path.newest_received = Some((pn, now));
+            path.receive_time_due = true;
+        }
+        path.last_received = Some(now);
+        path.pto_count = 0;
+        path.counters.packets_received += 1;
+        path.counters.bytes_received += len as u64;
         if let Err(why) = self.on_frames(now, path_idx, &plain, len) {
             self.close = Some((1, why.clone()));
             self.terminate(CloseReason::ProtocolViolation(why));
         }
         self.scratch = plain;
-    }
-
-    /// The path a packet arrived on; a packet with a new path id opens a
-    /// path, and the newest packet of a path updates its address (NAT
-    /// rebinding, migration).
-    fn path_for(&mut self, path_id: u8, remote: SocketAddr, newest: bool) -> usize {
-        if let Some(i) = self.paths.iter().position(|p| p.id == path_id) {
-            if newest && self.paths[i].remote != remote {
-                self.paths[i].remote = remote;
-            }
-            return i;
-        }
-        self.paths.push(super::Path {
-            id: path_id,
-            remote,
-            rtt: Default::default(),
-            cc: self.cfg.rate_control.build(),
-        });
-        self.paths.len() - 1
     }
 
     fn on_frames(
@@ -200,20 +194,47 @@ impl Connection {
                 Frame::Padding => {}
                 Frame::Ping => eliciting = true,
                 Frame::ReceiveTime { pn, time_us } => {
-                    self.peer_receive_time = Some((pn, Duration::from_micros(time_us)));
+                    if self.peer_receive_times.len() < super::MAX_PATHS {
+                        self.peer_receive_times
+                            .push((pn, Duration::from_micros(time_us)));
+                    }
                 }
+                Frame::PathChallenge(data) => {
+                    let responses = &mut self.paths[path_idx].responses;
+                    // Only the newest few: a peer repeating challenges
+                    // gets its latest answered.
+                    if responses.len() >= 4 {
+                        responses.remove(0);
+                    }
+                    responses.push(data);
+                }
+                Frame::PathResponse(data) => self.on_path_response(now, data),
+                Frame::PathStatus { path, seq, backup } => {
+                    self.on_path_status(now, path, seq, backup)
+                }
+                Frame::PathAbandon { path, .. } => self.on_path_abandon(now, path),
                 Frame::Ack(ack) => {
-                    let out = self.recovery.on_ack(now, &ack, &self.paths[0].rtt);
-                    let peer_receive = self.peer_receive_time.take().and_then(|(pn, at)| {
-                        // Newly acknowledged only: a packet declared lost
-                        // and acknowledged late says nothing reliable.
-                        let p = out.acked.iter().rev().find(|p| p.pn == pn)?;
-                        Some(crate::cc::PeerReceive {
-                            pn,
-                            sent: p.time,
-                            received: at,
+                    let paths = &self.paths;
+                    let out = self
+                        .recovery
+                        .on_ack(now, &ack, &|id| super::loss_delay_of(paths, id));
+                    let receive_times = std::mem::take(&mut self.peer_receive_times);
+                    // Newly acknowledged only: a packet declared lost and
+                    // acknowledged late says nothing reliable.
+                    let peer_receive = |path: u8| {
+                        receive_times.iter().find_map(|&(pn, at)| {
+                            let p = out
+                                .acked
+                                .iter()
+                                .rev()
+                                .find(|p| p.pn == pn && p.path == path)?;
+                            Some(crate::cc::PeerReceive {
+                                pn,
+                                sent: p.time,
+                                received: at,
+                            })
                         })
-                    });
+                    };
                     if let Some((rtt, delay)) = out.rtt_sample {
                         let path = out.acked.last().map_or(0, |p| p.path);
                         if let Some(p) = self.paths.iter_mut().find(|p| p.id == path) {
@@ -227,8 +248,8 @@ impl Connection {
                             e.tx.on_acked(b);
                         }
                     }
-                    let in_flight = self.recovery.bytes_in_flight();
-                    for path in &mut self.paths {
+                    let mut progressed = Vec::new();
+                    for (i, path) in self.paths.iter_mut().enumerate() {
                         let mine: Vec<_> = out
                             .acked
                             .iter()
@@ -240,11 +261,16 @@ impl Connection {
                                 now,
                                 acked: &mine,
                                 rtt: &path.rtt,
-                                bytes_in_flight: in_flight,
-                                peer_receive: peer_receive
-                                    .filter(|r| mine.iter().any(|p| p.pn == r.pn)),
+                                bytes_in_flight: self.recovery.path_bytes_in_flight(path.id),
+                                peer_receive: peer_receive(path.id),
                             });
+                            if mine.iter().any(|p| p.ack_eliciting) {
+                                progressed.push(i);
+                            }
                         }
+                    }
+                    for i in progressed {
+                        self.on_path_progress(now, i);
                     }
                     self.on_lost(now, &out.lost);
                 }

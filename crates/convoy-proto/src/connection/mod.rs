@@ -8,20 +8,24 @@
 mod block_reader;
 mod input;
 mod output;
+mod paths;
+mod schedule;
+
+pub(crate) use paths::Path;
+pub use paths::{PathError, PathEvent, PathInfo, PathState, MAX_PATHS};
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::cc::{RateController, TrainEstimator};
+use crate::cc::TrainEstimator;
 use crate::coding::{CodedReceiver, CodedSender, ReceiverStats, SenderStats};
 use crate::config::Config;
 use crate::crypto::{RecvKeys, SendKeys};
 use crate::handshake::{ClientHandshake, Established, ServerHandshake, TransportParams};
 use crate::received::ReceivedPackets;
 use crate::recovery::Recovery;
-use crate::rtt::RttEstimator;
 use crate::stream::{StreamError, StreamId, Streams};
 use crate::wire::ConnectionId;
 
@@ -135,13 +139,6 @@ pub struct ConnectionStats {
     pub limited_by: &'static str,
 }
 
-pub(crate) struct Path {
-    pub id: u8,
-    pub remote: SocketAddr,
-    pub rtt: RttEstimator,
-    pub cc: Box<dyn RateController>,
-}
-
 pub(crate) enum Handshake {
     /// Client waiting for the server's reply.
     ClientWait {
@@ -216,10 +213,11 @@ pub struct Connection {
     pub(crate) ack_pending: u32,
     pub(crate) ack_deadline: Option<Duration>,
     pub(crate) largest_received_at: Duration,
-    /// The newest packet number received and when (for RECEIVE_TIME).
-    pub(crate) newest_received: Option<(u64, Duration)>,
-    /// The peer's latest RECEIVE_TIME, until the ACK beside it is read.
-    pub(crate) peer_receive_time: Option<(u64, Duration)>,
+    /// The peer's RECEIVE_TIME frames (one per path), until the ACK beside
+    /// them is read.
+    pub(crate) peer_receive_times: Vec<(u64, Duration)>,
+    /// Every path state change (paths.rs).
+    pub(crate) path_events: VecDeque<paths::PathEvent>,
     /// The peer asked for RECEIVE_TIME frames.
     pub(crate) send_receive_times: bool,
     /// Something the peer must hear soon (a block completed, a new rate
@@ -257,12 +255,7 @@ impl Connection {
         handshake: Handshake,
     ) -> Connection {
         let streams = Streams::new(role == Role::Client, cfg.streams);
-        let path = Path {
-            id: 0,
-            remote,
-            rtt: RttEstimator::default(),
-            cc: cfg.rate_control.build(),
-        };
+        let path = Path::new(0, remote, cfg.rate_control.build());
         Connection {
             role,
             local_cid,
@@ -284,8 +277,8 @@ impl Connection {
             ack_pending: 0,
             ack_deadline: None,
             largest_received_at: now,
-            newest_received: None,
-            peer_receive_time: None,
+            peer_receive_times: Vec::new(),
+            path_events: VecDeque::new(),
             send_receive_times: false,
             feedback_due: false,
             trains: TrainEstimator::default(),
@@ -445,11 +438,14 @@ impl Connection {
     pub fn stats(&self) -> ConnectionStats {
         let mut s = self.stats;
         s.spurious_losses = self.recovery.spurious_losses();
-        let path = &self.paths[0];
+        // The first path data goes on stands for the connection; the rate
+        // is all data paths' together.
+        let primary = self.data_paths().next().unwrap_or(0);
+        let path = &self.paths[primary];
         s.smoothed_rtt = path.rtt.smoothed();
         s.min_rtt = path.rtt.min();
-        s.rate = path.cc.rate();
-        s.limited_by = if self.one_rtt.is_some() && self.window_full(0) {
+        s.rate = self.data_paths().map(|i| self.paths[i].cc.rate()).sum();
+        s.limited_by = if self.one_rtt.is_some() && self.window_full(primary) {
             "window"
         } else {
             path.cc.state()
@@ -475,7 +471,7 @@ impl Connection {
             "in flight {} B, pto #{}, oldest {:?}, timeout {:?} | {blocks}",
             self.recovery.bytes_in_flight(),
             self.pto_count,
-            self.recovery.oldest_in_flight(),
+            self.recovery.oldest_in_flight(None),
             self.poll_timeout()
         )
     }
@@ -536,9 +532,7 @@ impl Connection {
 
     fn send_budget_room(&self) -> usize {
         let Some(e) = &self.one_rtt else { return 0 };
-        let path = &self.paths[0];
-        let rate = path.cc.rate();
-        let rtt = path.rtt.smoothed();
+        let (rate, rtt) = self.data_rate_and_rtt();
         let at_rate = |d: Duration| (rate as f64 * d.as_secs_f64()) as u64;
         // What is in flight, or a round trip at the rate if more.
         let network = self.recovery.bytes_in_flight().max(at_rate(rtt));
@@ -546,6 +540,16 @@ impl Connection {
         let budget = (network + block + at_rate(SEND_HORIZON)).max(MIN_SEND_BUDGET);
         let queued = self.streams.unsent_bytes() as u64 + e.tx.bytes_undelivered();
         budget.saturating_sub(queued) as usize
+    }
+
+    /// What the data paths carry together (bytes/s), and the longest of
+    /// their RTTs: what a block and the send budget are sized on.
+    pub(crate) fn data_rate_and_rtt(&self) -> (u64, Duration) {
+        self.data_paths()
+            .fold((0, Duration::ZERO), |(rate, rtt), i| {
+                let p = &self.paths[i];
+                (rate + p.cc.rate(), rtt.max(p.rtt.smoothed()))
+            })
     }
 
     pub fn finish(&mut self, id: StreamId) -> Result<(), StreamError> {
@@ -631,20 +635,24 @@ impl Connection {
         consider(self.handshake_timer);
         consider(self.ack_deadline.filter(|_| self.ack_pending > 0));
         if self.one_rtt.is_some() {
-            let rtt = &self.paths[0].rtt;
-            consider(self.recovery.loss_time(rtt));
-            if let Some(oldest) = self.recovery.oldest_in_flight() {
-                consider(Some(oldest + self.pto()));
-            }
+            let paths = &self.paths;
+            consider(self.recovery.loss_time(&|id| loss_delay_of(paths, id)));
+            consider(self.path_timeout());
             // A full window waits for acknowledgments or loss timers, not
             // for the pacer; so does a client address not yet validated.
-            if self.has_data()
-                && !self.amplification_limited(self.cfg.max_datagram)
-                && !self.window_full(0)
-            {
-                consider(Some(
-                    self.paths[0].cc.next_send_time().unwrap_or(self.last_sent),
-                ));
+            if self.has_data() {
+                for i in self.data_paths() {
+                    if !self.path_amplification_limited(i, self.cfg.max_datagram)
+                        && !self.window_full(i)
+                    {
+                        consider(Some(
+                            self.paths[i].cc.next_send_time().unwrap_or(self.last_sent),
+                        ));
+                    }
+                }
+            }
+            if self.paths.iter().any(|p| p.has_control()) {
+                consider(Some(self.last_sent));
             }
             consider(self.credit_probe_time());
             consider(Some(
@@ -660,7 +668,7 @@ impl Connection {
     /// carries MAX_DATA); otherwise only the keep-alive would, seconds later.
     fn credit_probe_time(&self) -> Option<Duration> {
         let starved =
-            self.recovery.oldest_in_flight().is_none() && self.streams.waiting_for_credit();
+            self.recovery.oldest_in_flight(None).is_none() && self.streams.waiting_for_credit();
         starved.then(|| self.last_sent.max(self.last_received) + self.pto())
     }
 
@@ -670,12 +678,22 @@ impl Connection {
         !self.validated && self.unvalidated_sent + len as u64 > 3 * self.unvalidated_received
     }
 
+    /// The same for one path: path 0's peer address is validated by the
+    /// handshake, the others' by their own challenge.
+    pub(crate) fn path_amplification_limited(&self, i: usize, len: usize) -> bool {
+        if i == 0 {
+            self.amplification_limited(len)
+        } else {
+            self.paths[i].amplification_limited(len)
+        }
+    }
+
     /// Whether the path's window has no room for another full datagram.
     pub(crate) fn window_full(&self, path_idx: usize) -> bool {
-        self.paths[path_idx]
-            .cc
-            .window()
-            .is_some_and(|w| self.recovery.bytes_in_flight() + self.cfg.max_datagram as u64 > w)
+        let p = &self.paths[path_idx];
+        p.cc.window().is_some_and(|w| {
+            self.recovery.path_bytes_in_flight(p.id) + self.cfg.max_datagram as u64 > w
+        })
     }
 
     /// Whether a symbol is waiting, stream data could start a block, or an
@@ -711,21 +729,12 @@ impl Connection {
         if self.one_rtt.is_none() {
             return;
         }
-        let lost = self.recovery.detect_lost(now, &self.paths[0].rtt);
+        let paths = &self.paths;
+        let lost = self
+            .recovery
+            .detect_lost(now, &|id| loss_delay_of(paths, id));
         self.on_lost(now, &lost);
-        if let Some(oldest) = self.recovery.oldest_in_flight() {
-            if now >= oldest + self.pto() {
-                let lost = self
-                    .recovery
-                    .on_probe_timeout(now.saturating_sub(self.pto()));
-                for path in &mut self.paths {
-                    path.cc.on_probe_timeout(now);
-                }
-                self.on_lost(now, &lost);
-                self.pto_count += 1;
-                self.ping_due = true;
-            }
-        }
+        self.on_path_timers(now);
         if self.credit_probe_time().is_some_and(|t| now >= t) {
             self.pto_count += 1;
             self.ping_due = true;
@@ -752,6 +761,8 @@ impl Connection {
         for path in &mut self.paths {
             let mine: Vec<_> = lost.iter().filter(|p| p.path == path.id).copied().collect();
             if !mine.is_empty() {
+                path.counters.packets_lost +=
+                    mine.iter().filter(|p| p.ack_eliciting).count() as u64;
                 path.cc.on_loss(now, &mine);
             }
         }
@@ -786,4 +797,14 @@ impl Connection {
         path.rtt.update(rtt, Duration::ZERO);
         path.cc.on_handshake_rtt(now, rtt);
     }
+}
+
+/// A path's time threshold for loss (recovery::loss_delay), by path id.
+pub(crate) fn loss_delay_of(paths: &[Path], id: u8) -> Duration {
+    paths
+        .iter()
+        .find(|p| p.id == id)
+        .map_or(Duration::from_millis(1), |p| {
+            crate::recovery::loss_delay(&p.rtt)
+        })
 }

@@ -1,6 +1,7 @@
-//! Outgoing packets, most urgent first: close, handshake, feedback that is
-//! due, a paced data packet (with feedback riding along when it fits), a
-//! keep-alive ping.
+//! Outgoing packets, most urgent first: close, handshake, path control
+//! (challenges, responses, probes), a paced data packet (with feedback
+//! riding along when it fits and goes the same way), feedback that is due,
+//! a keep-alive ping.
 
 use std::time::Duration;
 
@@ -49,6 +50,9 @@ impl Connection {
             // would measure the wait, so it ends.
             self.paths[0].cc.on_app_limited(now);
             return None;
+        }
+        if let Some(t) = self.path_control_packet(now, buf) {
+            return Some(t);
         }
         let ack_due = self.ack_pending > 0
             && (self.ack_pending >= self.cfg.ack_every
@@ -101,6 +105,13 @@ impl Connection {
         if !self.validated {
             self.unvalidated_sent += len as u64;
         }
+        let p = &mut self.paths[path_idx];
+        if !p.validated {
+            p.unvalidated_sent += len as u64;
+        }
+        p.last_sent = now;
+        p.counters.packets_sent += 1;
+        p.counters.bytes_sent += len as u64;
         self.stats.packets_sent += 1;
         self.stats.bytes_sent += len as u64;
         self.last_sent = now;
@@ -120,14 +131,15 @@ impl Connection {
     ) -> Option<Transmit> {
         self.one_rtt.as_ref()?;
         let reason = &reason.as_bytes()[..reason.len().min(200)];
-        self.protected(now, buf, 0, false, None, |w, _| {
+        let path = self.feedback_path(now);
+        self.protected(now, buf, path, false, None, |w, _| {
             write_frame(w, &Frame::Close { code, reason }).is_ok()
         })
     }
 
     /// Builds, seals and records one protected packet; `body` writes the
     /// frames and returns false to abandon the packet.
-    fn protected(
+    pub(crate) fn protected(
         &mut self,
         now: Duration,
         buf: &mut [u8],
@@ -155,20 +167,52 @@ impl Connection {
             time: now,
             bytes: len as u32,
             path: self.paths[path_idx].id,
+            seq: 0,
             block,
             ack_eliciting,
         });
         Some(self.sent(now, len, path_idx))
     }
 
-    /// Feedback frames: ACK, block status, the latest rate report, credit.
+    /// Feedback frames: path status, receive times, ACK, block status, the
+    /// latest rate report, credit.
     fn write_feedback(&mut self, now: Duration, w: &mut Writer<'_>) {
         let ranges: Vec<_> = self.received.ranges().cloned().collect();
-        if let Some((pn, at)) = self.newest_received.filter(|_| self.send_receive_times) {
-            // Before the ACK, so the sender has it when it reads the ACK.
-            let time_us = at.as_micros() as u64;
-            if write_frame(w, &Frame::ReceiveTime { pn, time_us }).is_err() {
-                return;
+        for p in &mut self.paths {
+            if p.status_repeats > 0 {
+                let status = Frame::PathStatus {
+                    path: p.id,
+                    seq: p.status_seq,
+                    backup: p.backup,
+                };
+                if write_frame(w, &status).is_ok() {
+                    p.status_repeats -= 1;
+                }
+            }
+            if p.abandon_repeats > 0
+                && write_frame(
+                    w,
+                    &Frame::PathAbandon {
+                        path: p.id,
+                        code: 0,
+                    },
+                )
+                .is_ok()
+            {
+                p.abandon_repeats -= 1;
+            }
+        }
+        if self.send_receive_times {
+            // One per path, each its newest packet; before the ACK, so the
+            // sender has them when it reads the ACK.
+            for p in &self.paths {
+                let Some((pn, at)) = p.newest_received else {
+                    continue;
+                };
+                let time_us = at.as_micros() as u64;
+                if write_frame(w, &Frame::ReceiveTime { pn, time_us }).is_err() {
+                    return;
+                }
             }
         }
         if !ranges.is_empty() {
@@ -206,7 +250,8 @@ impl Connection {
     fn feedback_packet(&mut self, now: Duration, buf: &mut [u8]) -> Transmit {
         let ping = std::mem::take(&mut self.ping_due);
         self.stats.feedback_packets_sent += 1;
-        self.protected(now, buf, 0, ping, None, |w, c| {
+        let path = self.feedback_path(now);
+        self.protected(now, buf, path, ping, None, |w, c| {
             if ping {
                 let _ = write_frame(w, &Frame::Ping);
             }
@@ -223,19 +268,18 @@ impl Connection {
         buf: &mut [u8],
         feedback_due: bool,
     ) -> Option<Transmit> {
-        let path_idx = 0;
-        if self.paths[path_idx]
-            .cc
-            .next_send_time()
-            .is_some_and(|t| t > now)
-            || self.window_full(path_idx)
-        {
-            return None;
-        }
+        let path_idx = self.data_path(now)?;
         let Some(next) = self.next_symbol() else {
-            self.paths[path_idx].cc.on_app_limited(now);
+            for i in self.data_paths().collect::<Vec<_>>() {
+                self.paths[i].cc.on_app_limited(now);
+            }
             return None;
         };
+        if feedback_due && path_idx != self.feedback_path(now) {
+            // Feedback goes on its own path, so that what it acknowledges
+            // is measured over the fast way back; the symbol waits.
+            return None;
+        }
         let symbol_size = usize::from(self.one_rtt.as_ref()?.tx.config().symbol_size);
         let train = self.paths[path_idx].cc.train_tag();
         // Feedback rides along when it fits; otherwise it goes first, alone.
@@ -288,7 +332,7 @@ impl Connection {
             w.bytes(&feedback).is_ok()
         })?;
         self.stats.data_packets_sent += 1;
-        let in_flight = self.recovery.bytes_in_flight();
+        let in_flight = self.recovery.path_bytes_in_flight(self.paths[path_idx].id);
         self.paths[path_idx]
             .cc
             .on_sent(now, self.next_pn - 1, t.len, in_flight);
@@ -299,7 +343,7 @@ impl Connection {
     /// stream data, else an idle top-up (the cases `has_data` checks, in
     /// order, each scanned once).
     fn next_symbol(&mut self) -> Option<crate::coding::NextSymbol> {
-        let (rate, rtt) = (self.paths[0].cc.rate(), self.paths[0].rtt.smoothed());
+        let (rate, rtt) = self.data_rate_and_rtt();
         let e = self.one_rtt.as_mut()?;
         if let Some(s) = e.tx.next_symbol() {
             return Some(s);

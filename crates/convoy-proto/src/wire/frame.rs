@@ -30,6 +30,10 @@ pub const DATA_BLOCKED: u8 = 0x0a;
 pub const STREAM_DATA_BLOCKED: u8 = 0x0b;
 pub const CLOSE: u8 = 0x0c;
 pub const RECEIVE_TIME: u8 = 0x0d;
+pub const PATH_CHALLENGE: u8 = 0x0e;
+pub const PATH_RESPONSE: u8 = 0x0f;
+pub const PATH_STATUS: u8 = 0x12;
+pub const PATH_ABANDON: u8 = 0x13;
 pub const STREAM: u8 = 0x10;
 pub const RESET_STREAM: u8 = 0x11;
 
@@ -81,6 +85,24 @@ pub enum Frame<'a> {
     ReceiveTime {
         pn: u64,
         time_us: u64,
+    },
+    /// Path validation: the peer echoes the 8 bytes in a PATH_RESPONSE on
+    /// the same path, proving it receives at that address.
+    PathChallenge([u8; 8]),
+    PathResponse([u8; 8]),
+    /// The sender's wish for a path: `backup` (standby: no data while
+    /// another path works) or available. `seq` grows with each change, so a
+    /// late, reordered status never overrides a newer one.
+    PathStatus {
+        path: u8,
+        seq: u64,
+        backup: bool,
+    },
+    /// The sender stopped using a path (silent too long, or its interface
+    /// went down); sent on another path.
+    PathAbandon {
+        path: u8,
+        code: u64,
     },
     Stream {
         stream: u64,
@@ -280,6 +302,22 @@ fn parse_frame<'a>(r: &mut Reader<'a>) -> Result<Frame<'a>, WireError> {
         RECEIVE_TIME => Frame::ReceiveTime {
             pn: r.varint()?,
             time_us: r.varint()?,
+        },
+        PATH_CHALLENGE => Frame::PathChallenge(r.array()?),
+        PATH_RESPONSE => Frame::PathResponse(r.array()?),
+        PATH_STATUS => {
+            let path = r.u8()?;
+            let seq = r.varint()?;
+            let backup = match r.u8()? {
+                0 => false,
+                1 => true,
+                _ => return Err(WireError::Invalid("path status")),
+            };
+            Frame::PathStatus { path, seq, backup }
+        }
+        PATH_ABANDON => Frame::PathAbandon {
+            path: r.u8()?,
+            code: r.varint()?,
         },
         STREAM => {
             let fin = r.u8()?;
@@ -491,6 +529,25 @@ fn write_frame_fields(w: &mut Writer<'_>, frame: &Frame<'_>) -> Result<(), WireE
         Frame::StreamDataBlocked { stream, limit } => {
             two(w, STREAM_DATA_BLOCKED, stream, Some(limit))
         }
+        Frame::PathChallenge(data) => {
+            w.u8(PATH_CHALLENGE)?;
+            w.bytes(&data)
+        }
+        Frame::PathResponse(data) => {
+            w.u8(PATH_RESPONSE)?;
+            w.bytes(&data)
+        }
+        Frame::PathStatus { path, seq, backup } => {
+            w.u8(PATH_STATUS)?;
+            w.u8(path)?;
+            w.varint(seq)?;
+            w.u8(u8::from(backup))
+        }
+        Frame::PathAbandon { path, code } => {
+            w.u8(PATH_ABANDON)?;
+            w.u8(path)?;
+            w.varint(code)
+        }
         Frame::Close { code, reason } => {
             w.u8(CLOSE)?;
             w.varint(code)?;
@@ -692,6 +749,14 @@ mod tests {
                 pn: 1 << 20,
                 time_us: 86_400_000_000,
             },
+            Frame::PathChallenge(*b"12345678"),
+            Frame::PathResponse([0xff; 8]),
+            Frame::PathStatus {
+                path: 3,
+                seq: 1 << 30,
+                backup: true,
+            },
+            Frame::PathAbandon { path: 255, code: 2 },
             Frame::Stream {
                 stream: 8,
                 offset: 1 << 33,
@@ -728,6 +793,22 @@ mod tests {
         assert_eq!(w.len(), 1, "no half frame after the PING");
         write_frame(&mut w, &Frame::MaxData(7)).unwrap();
         assert_eq!(w.len(), 3);
+    }
+
+    #[test]
+    fn truncated_and_bad_path_frames_are_errors() {
+        for bad in [
+            &[PATH_CHALLENGE, 1, 2, 3][..],
+            &[PATH_RESPONSE][..],
+            &[PATH_STATUS, 1, 0, 2][..],
+            &[PATH_STATUS, 1][..],
+            &[PATH_ABANDON, 1][..],
+        ] {
+            assert!(
+                Frames::new(bad).next().unwrap().is_err(),
+                "{bad:?} should not parse"
+            );
+        }
     }
 
     #[test]

@@ -81,6 +81,7 @@ fn one_reduction_per_loss_episode() {
         time: Duration::from_millis(ms),
         bytes: MSS as u32,
         path: 0,
+        seq: pn,
         block: None,
         ack_eliciting: true,
     };

@@ -13,6 +13,7 @@ fn sent(pn: u64, at: Duration) -> SentPacket {
         time: at,
         bytes: MSS as u32,
         path: 0,
+        seq: pn,
         block: None,
         ack_eliciting: true,
     }

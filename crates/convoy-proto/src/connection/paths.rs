@@ -1,0 +1,647 @@
+//! Paths: every (local interface, remote address) pair a connection uses.
+//!
+//! A connection starts on path 0 (the handshake's). A client opens more
+//! with [`Connection::open_path`]; the peer learns of a path from the first
+//! packet carrying its id. Each path has its own RTT estimator and rate
+//! controller, and goes through these states:
+//!
+//! ```text
+//!  Validating ──response──► Active ◄──status──► Standby
+//!      ▲                     │  ▲                  │
+//!      │ probe        1 PTO  │  │ ack              │ 1 PTO
+//!      │ (1 s)         silent▼  │                  ▼
+//!  Abandoned ◄──3 PTO── Suspect ◄──────────────────┘
+//!      ▲
+//!      └── the OS reports the interface down (path_down), or PATH_ABANDON
+//! ```
+//!
+//! * **Validating**: a PATH_CHALLENGE is out; until the peer echoes it in a
+//!   PATH_RESPONSE nothing but path frames go there, and a server sends at
+//!   most 3× what it received on it (anti-amplification).
+//! * **Active** paths carry data, each symbol on the path where it will
+//!   arrive first ([`Connection::data_path`]).
+//! * **Standby** (backup) paths carry no data while an active path works;
+//!   a ping every [`STANDBY_PROBE`] keeps their RTT known and the NAT open.
+//! * **Suspect**: one PTO without an acknowledgment while another path
+//!   works. Its symbols in flight are declared lost at once, so their repair
+//!   goes out on the other paths; it gets pings only.
+//! * **Abandoned**: suspect for [`ABANDON_PTOS`] PTOs, or its interface went
+//!   down. PATH_ABANDON tells the peer. A silent path is re-probed every
+//!   [`REPROBE`]; one whose interface is down waits for [`Connection::path_up`].
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use super::Connection;
+use crate::cc::RateController;
+use crate::rtt::RttEstimator;
+
+/// Paths per connection, path 0 included.
+pub const MAX_PATHS: usize = 8;
+/// A standby path is pinged this often: 60-byte pings, under 0.5 kbit/s.
+pub const STANDBY_PROBE: Duration = Duration::from_secs(1);
+/// A path abandoned for silence is probed again this often, so traffic
+/// returns within about this long of the path coming back.
+pub const REPROBE: Duration = Duration::from_millis(1000);
+/// A suspect path is abandoned after this many (base) PTOs of silence.
+pub const ABANDON_PTOS: u32 = 3;
+/// Tries of a path challenge before the path is given up (re-probed later).
+const CHALLENGE_TRIES: u32 = 5;
+/// Path events kept for [`Connection::path_events`].
+const MAX_EVENTS: usize = 4096;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum PathState {
+    Validating,
+    Active,
+    Standby,
+    Suspect,
+    Abandoned,
+}
+
+impl PathState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PathState::Validating => "validating",
+            PathState::Active => "active",
+            PathState::Standby => "standby",
+            PathState::Suspect => "suspect",
+            PathState::Abandoned => "abandoned",
+        }
+    }
+}
+
+impl std::fmt::Display for PathState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PathError {
+    #[error("only a client opens paths")]
+    NotClient,
+    #[error("the connection is not established")]
+    NotEstablished,
+    #[error("at most {MAX_PATHS} paths per connection")]
+    TooManyPaths,
+    #[error("no path {0}")]
+    UnknownPath(u8),
+}
+
+/// One path, as the application sees it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PathInfo {
+    pub id: u8,
+    pub remote: SocketAddr,
+    pub state: PathState,
+    pub backup: bool,
+    pub srtt: Duration,
+    pub min_rtt: Duration,
+    /// The path's rate controller, bytes/s.
+    pub rate: u64,
+    pub bytes_sent: u64,
+    pub bytes_received: u64,
+    pub packets_sent: u64,
+    pub packets_received: u64,
+    pub packets_lost: u64,
+}
+
+/// A path changed state at `at`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PathEvent {
+    pub at: Duration,
+    pub path: u8,
+    pub state: PathState,
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct PathCounters {
+    pub bytes_sent: u64,
+    pub bytes_received: u64,
+    pub packets_sent: u64,
+    pub packets_received: u64,
+    pub packets_lost: u64,
+}
+
+pub(crate) struct Path {
+    pub id: u8,
+    pub remote: SocketAddr,
+    pub rtt: RttEstimator,
+    pub cc: Box<dyn RateController>,
+    pub state: PathState,
+    /// Standby wanted: ours for a path we opened, the peer's PATH_STATUS
+    /// otherwise.
+    pub backup: bool,
+    /// Sequence of the newest PATH_STATUS sent or accepted.
+    pub status_seq: u64,
+    /// Feedback packets that still repeat our PATH_STATUS / PATH_ABANDON.
+    pub status_repeats: u8,
+    pub abandon_repeats: u8,
+    /// The peer answered our challenge on it (path 0: the handshake did).
+    pub validated: bool,
+    /// Our challenge, when it was last sent, how often.
+    pub challenge: Option<([u8; 8], Duration)>,
+    pub challenge_tries: u32,
+    pub challenge_due: bool,
+    /// Challenges from the peer to echo on this path.
+    pub responses: Vec<[u8; 8]>,
+    /// A ping to send on this path (PTO probe, standby keep-alive).
+    pub ping_due: bool,
+    /// Anti-amplification toward a peer address not yet validated.
+    pub unvalidated_received: u64,
+    pub unvalidated_sent: u64,
+    pub last_received: Option<Duration>,
+    pub last_sent: Duration,
+    pub pto_count: u32,
+    pub suspect_since: Option<Duration>,
+    /// Abandoned: the OS said its interface is down (no re-probing).
+    pub os_down: bool,
+    /// When an abandoned path is probed next.
+    pub reprobe_at: Option<Duration>,
+    /// The newest packet received on it and when, not yet reported in a
+    /// RECEIVE_TIME frame.
+    pub newest_received: Option<(u64, Duration)>,
+    pub receive_time_due: bool,
+    pub counters: PathCounters,
+}
+
+impl Path {
+    pub(crate) fn new(id: u8, remote: SocketAddr, cc: Box<dyn RateController>) -> Path {
+        Path {
+            id,
+            remote,
+            rtt: RttEstimator::default(),
+            cc,
+            state: PathState::Active,
+            backup: false,
+            status_seq: 0,
+            status_repeats: 0,
+            abandon_repeats: 0,
+            validated: true,
+            challenge: None,
+            challenge_tries: 0,
+            challenge_due: false,
+            responses: Vec::new(),
+            ping_due: false,
+            unvalidated_received: 0,
+            unvalidated_sent: 0,
+            last_received: None,
+            last_sent: Duration::ZERO,
+            pto_count: 0,
+            suspect_since: None,
+            os_down: false,
+            reprobe_at: None,
+            newest_received: None,
+            receive_time_due: false,
+            counters: PathCounters::default(),
+        }
+    }
+
+    /// A path that must prove itself first.
+    pub(crate) fn unvalidated(id: u8, remote: SocketAddr, cc: Box<dyn RateController>) -> Path {
+        let mut p = Path::new(id, remote, cc);
+        p.state = PathState::Validating;
+        p.validated = false;
+        p.challenge_due = true;
+        p
+    }
+
+    /// Whether sending `len` more bytes on it would break the 3× limit.
+    pub(crate) fn amplification_limited(&self, len: usize) -> bool {
+        !self.validated && self.unvalidated_sent + len as u64 > 3 * self.unvalidated_received
+    }
+
+    /// What a validated, working path is: active, or standby if backup.
+    fn working_state(&self) -> PathState {
+        if self.backup {
+            PathState::Standby
+        } else {
+            PathState::Active
+        }
+    }
+
+    pub(crate) fn has_control(&self) -> bool {
+        !self.responses.is_empty() || self.challenge_due || self.ping_due
+    }
+}
+
+impl Connection {
+    /// Client only: opens another path toward `remote`. Its datagrams come
+    /// out of [`Connection::poll_transmit`] with `path_id` the returned id;
+    /// the driver sends them from the socket (interface, local address) it
+    /// opened the path for. It carries data once the peer has answered its
+    /// challenge, about one RTT later; with `backup` it then stands by.
+    pub fn open_path(
+        &mut self,
+        now: Duration,
+        remote: SocketAddr,
+        backup: bool,
+    ) -> Result<u8, PathError> {
+        if self.role != super::Role::Client {
+            return Err(PathError::NotClient);
+        }
+        if !self.is_established() {
+            return Err(PathError::NotEstablished);
+        }
+        if self.paths.len() >= MAX_PATHS {
+            return Err(PathError::TooManyPaths);
+        }
+        let id = (0..=u8::MAX)
+            .find(|id| self.paths.iter().all(|p| p.id != *id))
+            .ok_or(PathError::TooManyPaths)?;
+        let mut p = Path::unvalidated(id, remote, self.cfg.rate_control.build());
+        p.backup = backup;
+        // The peer learns the path's role from PATH_STATUS; it is sent on
+        // the new path with the challenge's reply... and repeated in
+        // feedback until it surely arrived.
+        if backup {
+            p.status_seq = 1;
+            p.status_repeats = 3;
+        }
+        self.paths.push(p);
+        self.record_event(now, id, PathState::Validating);
+        Ok(id)
+    }
+
+    /// Makes a path standby (`true`) or available for data (`false`), and
+    /// tells the peer.
+    pub fn set_path_backup(
+        &mut self,
+        now: Duration,
+        id: u8,
+        backup: bool,
+    ) -> Result<(), PathError> {
+        let i = self.path_index(id).ok_or(PathError::UnknownPath(id))?;
+        let p = &mut self.paths[i];
+        if p.backup != backup {
+            p.backup = backup;
+            p.status_seq += 1;
+            p.status_repeats = 3;
+            self.feedback_due = true;
+            if matches!(self.paths[i].state, PathState::Active | PathState::Standby) {
+                let s = self.paths[i].working_state();
+                self.set_state(now, i, s);
+            }
+        }
+        Ok(())
+    }
+
+    /// The OS reported the path's interface (or address) gone: it is
+    /// abandoned at once and its symbols in flight are repaired on the
+    /// other paths.
+    pub fn path_down(&mut self, now: Duration, id: u8) -> Result<(), PathError> {
+        let i = self.path_index(id).ok_or(PathError::UnknownPath(id))?;
+        self.paths[i].os_down = true;
+        self.abandon(now, i);
+        Ok(())
+    }
+
+    /// The interface came back: the path is validated again and, once the
+    /// peer answers, used again.
+    pub fn path_up(&mut self, now: Duration, id: u8) -> Result<(), PathError> {
+        let i = self.path_index(id).ok_or(PathError::UnknownPath(id))?;
+        self.paths[i].os_down = false;
+        if self.paths[i].state == PathState::Abandoned {
+            self.revalidate(now, i);
+        }
+        Ok(())
+    }
+
+    pub fn paths(&self) -> Vec<PathInfo> {
+        self.paths
+            .iter()
+            .map(|p| PathInfo {
+                id: p.id,
+                remote: p.remote,
+                state: p.state,
+                backup: p.backup,
+                srtt: p.rtt.smoothed(),
+                min_rtt: p.rtt.min(),
+                rate: p.cc.rate(),
+                bytes_sent: p.counters.bytes_sent,
+                bytes_received: p.counters.bytes_received,
+                packets_sent: p.counters.packets_sent,
+                packets_received: p.counters.packets_received,
+                packets_lost: p.counters.packets_lost,
+            })
+            .collect()
+    }
+
+    /// Every path state change so far (the oldest dropped past a few
+    /// thousand).
+    pub fn path_events(&self) -> &[PathEvent] {
+        self.path_events.as_slices().0
+    }
+
+    pub(crate) fn path_index(&self, id: u8) -> Option<usize> {
+        self.paths.iter().position(|p| p.id == id)
+    }
+
+    pub(crate) fn record_event(&mut self, at: Duration, path: u8, state: PathState) {
+        if self.path_events.len() >= MAX_EVENTS {
+            self.path_events.pop_front();
+        }
+        self.path_events.push_back(PathEvent { at, path, state });
+        self.path_events.make_contiguous();
+    }
+
+    pub(crate) fn set_state(&mut self, now: Duration, i: usize, state: PathState) {
+        if self.paths[i].state != state {
+            self.paths[i].state = state;
+            let id = self.paths[i].id;
+            self.record_event(now, id, state);
+        }
+    }
+
+    fn abandon(&mut self, now: Duration, i: usize) {
+        if self.paths[i].state == PathState::Abandoned {
+            return;
+        }
+        let id = self.paths[i].id;
+        let lost = self.recovery.on_probe_timeout(id, now);
+        self.on_lost(now, &lost);
+        let p = &mut self.paths[i];
+        p.suspect_since = None;
+        p.challenge = None;
+        p.challenge_due = false;
+        p.ping_due = false;
+        p.responses.clear();
+        p.abandon_repeats = 3;
+        p.reprobe_at = (!p.os_down).then_some(now + REPROBE);
+        self.feedback_due = true;
+        self.set_state(now, i, PathState::Abandoned);
+    }
+
+    /// Starts validating a path again (it came back, or is re-probed): a
+    /// fresh rate controller, since what it carries now is unknown.
+    pub(crate) fn revalidate(&mut self, now: Duration, i: usize) {
+        let cc = self.cfg.rate_control.build();
+        let p = &mut self.paths[i];
+        p.cc = cc;
+        p.validated = false;
+        p.challenge = None;
+        p.challenge_due = true;
+        p.challenge_tries = 0;
+        p.pto_count = 0;
+        p.reprobe_at = None;
+        p.abandon_repeats = 0;
+        self.set_state(now, i, PathState::Validating);
+    }
+
+    /// The peer echoed a challenge: the path it was sent on is validated.
+    pub(crate) fn on_path_response(&mut self, now: Duration, data: [u8; 8]) {
+        let Some(i) = self
+            .paths
+            .iter()
+            .position(|p| p.challenge.is_some_and(|(c, _)| c == data))
+        else {
+            return;
+        };
+        let (_, sent) = self.paths[i].challenge.take().expect("matched");
+        let p = &mut self.paths[i];
+        if p.challenge_tries == 1 && !p.rtt.has_samples() {
+            // One challenge, one answer: an RTT sample (Karn's rule).
+            let rtt = now.saturating_sub(sent);
+            if !rtt.is_zero() {
+                p.rtt.update(rtt, Duration::ZERO);
+                p.cc.on_handshake_rtt(now, rtt);
+            }
+        }
+        p.validated = true;
+        p.pto_count = 0;
+        p.suspect_since = None;
+        let s = p.working_state();
+        self.set_state(now, i, s);
+    }
+
+    /// A PATH_STATUS from the peer: the newest wins.
+    pub(crate) fn on_path_status(&mut self, now: Duration, id: u8, seq: u64, backup: bool) {
+        let Some(i) = self.path_index(id) else { return };
+        let p = &mut self.paths[i];
+        if seq <= p.status_seq && !(seq == 0 && p.status_seq == 0) {
+            return;
+        }
+        p.status_seq = seq;
+        p.backup = backup;
+        if matches!(p.state, PathState::Active | PathState::Standby) {
+            let s = p.working_state();
+            self.set_state(now, i, s);
+        }
+    }
+
+    /// The peer stopped using a path: so do we (until it comes back).
+    pub(crate) fn on_path_abandon(&mut self, now: Duration, id: u8) {
+        if let Some(i) = self.path_index(id) {
+            if self.paths.len() > 1 {
+                self.paths[i].abandon_repeats = 0;
+                self.abandon(now, i);
+                self.paths[i].abandon_repeats = 0;
+                // Its return is the peer's to probe.
+                self.paths[i].reprobe_at = None;
+            }
+        }
+    }
+
+    /// Whether some path other than `i` can carry data.
+    fn another_works(&self, i: usize) -> bool {
+        self.paths.iter().enumerate().any(|(j, p)| {
+            j != i && p.validated && matches!(p.state, PathState::Active | PathState::Standby)
+        })
+    }
+
+    /// Paths data may go on: the active ones, or if none, the standby ones.
+    /// With one path, that path whatever its state (the single-path
+    /// connection never suspects its only path).
+    pub(crate) fn data_paths(&self) -> impl Iterator<Item = usize> + '_ {
+        let any_active = self.paths.iter().any(|p| p.state == PathState::Active);
+        let wanted = if any_active {
+            PathState::Active
+        } else {
+            PathState::Standby
+        };
+        let single = self.paths.len() == 1;
+        (0..self.paths.len()).filter(move |&i| single || self.paths[i].state == wanted)
+    }
+
+    /// The path feedback goes on: the fastest of the paths the peer reached
+    /// us on within about a PTO (an ACK on a fast path comes back soonest,
+    /// and one on a path the peer no longer uses might never arrive); if
+    /// none, the path of the newest packet received.
+    pub(crate) fn feedback_path(&self, now: Duration) -> usize {
+        if self.paths.len() == 1 {
+            return 0;
+        }
+        let alive = |p: &Path| {
+            p.validated
+                && matches!(p.state, PathState::Active | PathState::Standby)
+                && p.last_received
+                    .is_some_and(|t| now <= t + p.rtt.pto(self.cfg.max_ack_delay))
+        };
+        let best = |standby: bool| {
+            self.paths
+                .iter()
+                .enumerate()
+                .filter(|(_, p)| alive(p) && (p.state == PathState::Standby) == standby)
+                .min_by_key(|(_, p)| p.rtt.smoothed())
+                .map(|(i, _)| i)
+        };
+        best(false).or_else(|| best(true)).unwrap_or_else(|| {
+            self.paths
+                .iter()
+                .enumerate()
+                .filter(|(_, p)| p.state != PathState::Abandoned)
+                .max_by_key(|(_, p)| p.last_received)
+                .map_or(0, |(i, _)| i)
+        })
+    }
+
+    /// The path's probe timeout, with its backoff.
+    pub(crate) fn path_pto(&self, i: usize) -> Duration {
+        let p = &self.paths[i];
+        p.rtt.pto(self.cfg.max_ack_delay) * 2u32.saturating_pow(p.pto_count.min(6))
+    }
+
+    fn base_pto(&self, i: usize) -> Duration {
+        self.paths[i].rtt.pto(self.cfg.max_ack_delay)
+    }
+
+    /// Packets of these paths were acknowledged: they work.
+    pub(crate) fn on_path_progress(&mut self, now: Duration, i: usize) {
+        let p = &mut self.paths[i];
+        p.pto_count = 0;
+        if p.state == PathState::Suspect {
+            p.suspect_since = None;
+            let s = p.working_state();
+            self.set_state(now, i, s);
+        }
+    }
+
+    /// The earliest of the paths' timers: probe timeouts, challenge
+    /// repeats, standby pings, re-probes, abandonment.
+    pub(crate) fn path_timeout(&self) -> Option<Duration> {
+        let mut t: Option<Duration> = None;
+        let mut consider = |x: Duration| t = Some(t.map_or(x, |t| t.min(x)));
+        for (i, p) in self.paths.iter().enumerate() {
+            if let Some(oldest) = self.recovery.oldest_in_flight(Some(p.id)) {
+                consider(oldest + self.path_pto(i));
+            }
+            if let Some((_, sent)) = p.challenge {
+                consider(sent + self.challenge_interval(i));
+            }
+            if let Some(at) = p.reprobe_at {
+                consider(at);
+            }
+            if let Some(since) = p.suspect_since {
+                consider(since + self.base_pto(i) * ABANDON_PTOS);
+            }
+            if p.state == PathState::Standby && p.validated {
+                consider(p.last_sent + STANDBY_PROBE);
+            }
+        }
+        t
+    }
+
+    fn challenge_interval(&self, i: usize) -> Duration {
+        // A new path's RTT is unknown; path 0's is the best guess.
+        let rtt = if self.paths[i].rtt.has_samples() {
+            &self.paths[i].rtt
+        } else {
+            &self.paths[0].rtt
+        };
+        rtt.pto(self.cfg.max_ack_delay) * 2u32.pow(self.paths[i].challenge_tries.min(4))
+    }
+
+    /// Runs the paths' timers (see [`Connection::path_timeout`]).
+    pub(crate) fn on_path_timers(&mut self, now: Duration) {
+        for i in 0..self.paths.len() {
+            let id = self.paths[i].id;
+            if let Some(oldest) = self.recovery.oldest_in_flight(Some(id)) {
+                let pto = self.path_pto(i);
+                if now >= oldest + pto {
+                    let lost = self.recovery.on_probe_timeout(id, now.saturating_sub(pto));
+                    self.paths[i].cc.on_probe_timeout(now);
+                    self.on_lost(now, &lost);
+                    self.paths[i].pto_count += 1;
+                    self.pto_count += 1;
+                    if i == self.feedback_path(now) {
+                        self.ping_due = true;
+                    } else {
+                        self.paths[i].ping_due = true;
+                    }
+                    self.maybe_suspect(now, i);
+                }
+            }
+            let p = &self.paths[i];
+            if let Some((_, sent)) = p.challenge {
+                if now >= sent + self.challenge_interval(i) {
+                    if p.challenge_tries >= CHALLENGE_TRIES {
+                        self.abandon(now, i);
+                    } else {
+                        self.paths[i].challenge_due = true;
+                    }
+                }
+            }
+            let p = &self.paths[i];
+            if p.reprobe_at.is_some_and(|t| now >= t) && !p.os_down {
+                self.revalidate(now, i);
+            }
+            let p = &self.paths[i];
+            if p.suspect_since
+                .is_some_and(|s| now >= s + self.base_pto(i) * ABANDON_PTOS)
+            {
+                self.abandon(now, i);
+            }
+            let p = &mut self.paths[i];
+            if p.state == PathState::Standby && p.validated && now >= p.last_sent + STANDBY_PROBE {
+                p.ping_due = true;
+            }
+        }
+    }
+
+    /// A probe timeout on path `i`: with another path working, `i` is
+    /// suspect, and all its symbols in flight are repaired elsewhere now.
+    fn maybe_suspect(&mut self, now: Duration, i: usize) {
+        if !matches!(self.paths[i].state, PathState::Active | PathState::Standby)
+            || !self.another_works(i)
+        {
+            return;
+        }
+        let id = self.paths[i].id;
+        let lost = self.recovery.on_probe_timeout(id, now);
+        self.on_lost(now, &lost);
+        self.paths[i].suspect_since = Some(now);
+        self.set_state(now, i, PathState::Suspect);
+    }
+
+    /// A packet with a new path id opens a path (validated before use); a
+    /// packet on an abandoned path revives it the same way.
+    pub(crate) fn path_for(
+        &mut self,
+        now: Duration,
+        path_id: u8,
+        remote: SocketAddr,
+        newest: bool,
+    ) -> Option<usize> {
+        if let Some(i) = self.path_index(path_id) {
+            if newest && self.paths[i].remote != remote {
+                // NAT rebinding or migration on the same path.
+                self.paths[i].remote = remote;
+            }
+            if self.paths[i].state == PathState::Abandoned && self.role == super::Role::Server {
+                self.revalidate(now, i);
+            }
+            return Some(i);
+        }
+        if self.paths.len() >= MAX_PATHS {
+            return None;
+        }
+        self.paths.push(Path::unvalidated(
+            path_id,
+            remote,
+            self.cfg.rate_control.build(),
+        ));
+        self.record_event(now, path_id, PathState::Validating);
+        Some(self.paths.len() - 1)
+    }
+}

@@ -1,0 +1,97 @@
+//! Which path the next packet goes on: path control packets to the path
+//! they concern, symbols to the path where they arrive first.
+
+use std::time::Duration;
+
+use super::{Connection, Transmit};
+use crate::wire::frame::write_frame;
+use crate::wire::Frame;
+
+impl Connection {
+    /// Challenges, their responses and probe pings, each on its own path.
+    pub(crate) fn path_control_packet(
+        &mut self,
+        now: Duration,
+        buf: &mut [u8],
+    ) -> Option<Transmit> {
+        let max = self.cfg.max_datagram;
+        let i = (0..self.paths.len())
+            .find(|&i| self.paths[i].has_control() && !self.path_amplification_limited(i, 64))?;
+        let p = &self.paths[i];
+        // The first challenge on a path fills a datagram: the path must
+        // carry full-size packets, and a server's 3× budget on it grows.
+        let pad =
+            p.challenge_due && p.challenge_tries == 0 && !self.path_amplification_limited(i, max);
+        let challenge = p.challenge_due.then(|| self.next_pn.to_le_bytes());
+        let responses = std::mem::take(&mut self.paths[i].responses);
+        let ping = std::mem::take(&mut self.paths[i].ping_due);
+        let eliciting = ping || challenge.is_some();
+        let t = self.protected(now, buf, i, eliciting, None, |w, _| {
+            for r in &responses {
+                if write_frame(w, &Frame::PathResponse(*r)).is_err() {
+                    return false;
+                }
+            }
+            if let Some(c) = challenge {
+                if write_frame(w, &Frame::PathChallenge(c)).is_err() {
+                    return false;
+                }
+            }
+            if ping && write_frame(w, &Frame::Ping).is_err() {
+                return false;
+            }
+            if pad {
+                let _ = w.pad_to(w.len() + w.remaining());
+            }
+            true
+        });
+        if let Some(c) = challenge {
+            let p = &mut self.paths[i];
+            p.challenge_due = false;
+            p.challenge = Some((c, now));
+            p.challenge_tries += 1;
+        }
+        t
+    }
+
+    /// The path for the next symbol, or `None` to wait: among the paths
+    /// data may use (active, else standby) whose window has room, the one
+    /// where a packet sent at its next send time arrives first. While that
+    /// one's pacer holds it back, a slower path that is free now is used
+    /// only if there is more data waiting than the fast path would carry in
+    /// the time the slow one takes longer (ECF, Lim et al. 2017): at the end
+    /// of a transfer, waiting for the fast path finishes sooner.
+    pub(crate) fn data_path(&self, now: Duration) -> Option<usize> {
+        let max = self.cfg.max_datagram;
+        let ready = |i: usize| self.paths[i].cc.next_send_time().is_none_or(|t| t <= now);
+        let usable: Vec<usize> = self
+            .data_paths()
+            .filter(|&i| {
+                self.paths[i].validated
+                    && !self.path_amplification_limited(i, max)
+                    && !self.window_full(i)
+            })
+            .collect();
+        if let [only] = usable[..] {
+            return ready(only).then_some(only);
+        }
+        let arrival = |i: usize| {
+            let p = &self.paths[i];
+            p.cc.next_send_time().unwrap_or(now).max(now) + p.rtt.smoothed() / 2
+        };
+        let best = *usable.iter().min_by_key(|&&i| arrival(i))?;
+        if ready(best) {
+            return Some(best);
+        }
+        let backlog = self.one_rtt.as_ref().map_or(0, |e| {
+            self.streams.unsent_bytes() as u64 + e.tx.bytes_undelivered()
+        });
+        let fast_rate = self.paths[best].cc.rate() as f64;
+        let mut free: Vec<usize> = usable.iter().copied().filter(|&i| ready(i)).collect();
+        free.sort_by_key(|&i| arrival(i));
+        free.into_iter().find(|&i| {
+            let lag = arrival(i).saturating_sub(arrival(best));
+            backlog as f64 > fast_rate * lag.as_secs_f64()
+        })
+    }
+}
