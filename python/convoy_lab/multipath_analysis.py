@@ -96,6 +96,21 @@ def gap_at(d: Delivery, anchor_s: float, at_s: float, before_s: float = 0.3, aft
     return max(near) if near else 0.0
 
 
+def time_to_rate(d: Delivery, anchor_s: float, at_s: float, mbit: float, window_s: float = 0.3) -> float:
+    """Seconds from link time `at_s` until the application's goodput, over
+    `window_s`, reaches `mbit` again (after an outage: how long until the
+    other path carries the transfer, slow start included); NaN if never."""
+    if math.isnan(anchor_s) or not d.timeline:
+        return math.nan
+    n = max(1, round(window_s / d.bin_s))
+    rate = pd.Series(d.timeline, dtype=float).rolling(n).mean() * 8 / d.bin_s / 1e6
+    for i, r in rate.items():
+        end = anchor_s + (i + 1) * d.bin_s
+        if end - window_s >= at_s and r >= mbit:
+            return end - at_s
+    return math.nan
+
+
 def resumed_after(d: Delivery, anchor_s: float, at_s: float) -> bool:
     """Whether the application got any byte after link time `at_s`."""
     first = int(max(0.0, at_s - anchor_s) / d.bin_s) + 1

@@ -127,7 +127,7 @@ def wifi_dies_cases(quick: bool) -> list[Case]:
 def drive_cases(quick: bool, out: Path) -> list[Case]:
     from .multipath_drive import drive_wifi_trace
 
-    seconds = 60.0 if quick else 300.0
+    seconds = 90.0 if quick else 300.0  # quick: the first coverage gap starts near 60 s
     wifi = drive_wifi_trace(out / "mp-drive" / "mobility", seconds)
     policy = "drop" if policy_down_unsupported() else "down"
     lte_trace, up = _lte_trace_keys()
@@ -218,6 +218,8 @@ def measure(name: str, case: Case, scheme, work: Path) -> dict:
         row["protocol"] = d.extra.get("protocol", "convoy")
         if case.outage:
             row["gap_at_outage_ms"] = 1000 * mpa.gap_at(d, anchor, case.outage[0])
+            lte = case.capacity[LTE][1]
+            row["lte90_s"] = mpa.time_to_rate(d, anchor, case.outage[0], 0.9 * lte) if lte else math.nan
             row["resumed"] = mpa.resumed_after(d, anchor, case.outage[0] + 1.5)
         if name == "mp-drive":
             bad = mpa.stalls_with_capacity(d, anchor, case.capacity)

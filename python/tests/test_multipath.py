@@ -94,6 +94,16 @@ def test_gap_at_an_outage_is_the_longest_stall_starting_near_it():
     assert math.isnan(mpa.gap_at(d, math.nan, 5.0))
 
 
+def test_time_to_rate_after_an_outage():
+    # 10 Mbit/s = 1.25 MB per second = 125 000 bytes per 100 ms bin.
+    timeline = [125000] * 50 + [0] * 5 + [30000] * 5 + [125000] * 40
+    d = _delivery([], timeline)
+    # Receiver time 0 is link time 1; the outage starts at link time 6 (bin 50).
+    assert mpa.time_to_rate(d, 1.0, 6.0, 9.0) == pytest.approx(1.3)
+    assert math.isnan(mpa.time_to_rate(d, 1.0, 6.0, 11.0))
+    assert math.isnan(mpa.time_to_rate(d, math.nan, 6.0, 9.0))
+
+
 def test_resumed_after_looks_at_bytes_past_the_time():
     timeline = [1] * 30 + [0] * 70
     assert mpa.resumed_after(_delivery([], timeline), 0.0, 2.0)
@@ -216,3 +226,23 @@ def test_kernel_mptcp_fullmesh_uses_both_links(tmp_path):
     assert row["wifi_mbit_s"] > 2 and row["lte_mbit_s"] > 2
     assert 10 < row["goodput_mbit_s"] < 30
     assert row["capacity_mbit_s"] == 30
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["run", "mp-aggregate", "--schemes", "bogus"], "unknown multipath scheme 'bogus'; valid: mptcp-fullmesh"),
+    (["run", "mp-aggregate", "loss-50mbit", "--schemes", "tcp-cubic"], "run them apart"),
+])
+def test_bad_input_stops_before_any_run(argv, message, capsys, tmp_path):
+    from convoy_lab import experiments
+
+    assert experiments.main([*argv, "--out", str(tmp_path)]) == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "mp-aggregate").exists()
+
+
+def test_list_names_the_multipath_experiments(capsys):
+    from convoy_lab import experiments
+
+    assert experiments.main(["list"]) == 0
+    out = capsys.readouterr().out
+    assert all(n in out for n in ("mp-aggregate", "mp-wifi-dies", "mp-drive", "mp-capprobe"))
