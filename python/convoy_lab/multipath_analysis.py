@@ -138,8 +138,11 @@ def wifi_path_ids(client: dict) -> set:
     local address)."""
     ids = set()
     for p in client.get("paths") or []:
-        local = str(p.get("local", ""))
-        if p.get("interface") == WIFI or local.startswith("10.7.0.1"):
+        local, remote = str(p.get("local") or ""), str(p.get("remote") or "")
+        # A path without an interface is the kernel-routed one, which takes
+        # Wi-Fi (link 0) toward the server's Wi-Fi address.
+        unbound = p.get("interface") is None and not local and remote.startswith("10.7.0.2:")
+        if p.get("interface") == WIFI or local.startswith("10.7.0.1:") or unbound:
             ids.add(p.get("id"))
     return ids
 
@@ -161,7 +164,8 @@ def demotion_time(client: dict, client_anchor_s: float, bad_at_s: float, who: st
     ids = wifi_path_ids(client)
     for e in sorted(path_events(client, who), key=lambda e: e["t_ms"]):
         t = client_anchor_s + e["t_ms"] / 1000
-        if e["path"] in ids and str(e["state"]).lower() in DEMOTED and t >= bad_at_s:
+        wifi = e["path"] in ids or e.get("interface") == WIFI
+        if wifi and str(e["state"]).lower() in DEMOTED and t >= bad_at_s:
             return t - bad_at_s
     return math.nan
 

@@ -135,6 +135,13 @@ def test_demotion_is_the_wifi_paths_first_event_out_of_active_after_the_degradat
     # The client's time 0 is link time 0.5; Wi-Fi turns bad at link time 5.
     assert mpa.demotion_time(client, 0.5, 5.0, "c") == pytest.approx(7.5)
     assert math.isnan(mpa.demotion_time({"paths": [], "path_events": []}, 0.0, 5.0, "c"))
+    # convoy-net's shape: the kernel-routed path 0 has no interface; events name theirs.
+    net = {"paths": [{"id": 0, "interface": None, "local": None, "remote": "10.7.0.2:4433"},
+                     {"id": 1, "interface": "lte", "local": "10.7.1.1:4000", "remote": "10.7.0.2:4433"}],
+           "path_events": [{"t_ms": 7000, "path": 1, "interface": "lte", "state": "standby"},
+                           {"t_ms": 8000, "path": 0, "interface": None, "state": "suspect"}]}
+    assert mpa.demotion_time(net, 0.0, 5.0, "c") == pytest.approx(3.0)
+    assert mpa.wifi_path_ids(net) == {0}
     with pytest.raises(ValueError, match="lacks path_events"):
         mpa.demotion_time({"paths": []}, 0.0, 5.0, "c")
     with pytest.raises(ValueError, match="lacks t_ms"):
