@@ -25,7 +25,9 @@ from .traces import is_series, series_rate_steps, window_capacity_mbit
 
 DATA_BYTES = 200  # smaller packets are acknowledgments and probes
 ANCHOR_BYTES = 1000
-DEMOTED = {"standby", "suspect", "abandoned"}
+# Out of active use. Not "suspect": convoy marks a path suspect for a PTO and
+# back, tens of milliseconds, during ordinary operation.
+DEMOTED = {"standby", "abandoned"}
 
 
 def _records(records: Path, link: str) -> pd.DataFrame:
@@ -160,7 +162,8 @@ def path_events(client: dict, who: str) -> list[dict]:
 
 def demotion_time(client: dict, client_anchor_s: float, bad_at_s: float, who: str) -> float:
     """Seconds from the Wi-Fi's degradation (link time) to convoy's first
-    event taking the Wi-Fi path out of active use; NaN if none."""
+    event taking the Wi-Fi path out of active use (standby or abandoned);
+    NaN if none."""
     ids = wifi_path_ids(client)
     for e in sorted(path_events(client, who), key=lambda e: e["t_ms"]):
         t = client_anchor_s + e["t_ms"] / 1000

@@ -46,6 +46,14 @@ def _verdict(value, limit, le=True) -> str:
     return "met" if (value <= limit if le else value >= limit) else "missed"
 
 
+def _verdict_time(r: dict, key: str, limit: float) -> str:
+    """A time target: n/a without a run, missed if the time never came."""
+    if not r:
+        return "n/a"
+    v = _get(r, key)
+    return "missed" if isinstance(v, float) and math.isnan(v) else _verdict(v, limit)
+
+
 def _ok(df: pd.DataFrame) -> pd.DataFrame:
     return df[df["status"] == "ok"] if "status" in df else df
 
@@ -138,7 +146,7 @@ LTE90_LIMIT_S = 2 * LTE_RTT_MS / 1000 + 0.3  # 2 RTT_LTE (T2), plus the 0.3 s th
 
 def _lte90_row(case: str, ours: dict, mp: dict) -> list[str]:
     return [case, "goodput back at 90 % of LTE's capacity (s)", f"≤ {LTE90_LIMIT_S:.2f} (2 RTT_LTE + 0.3 s window)",
-            _f(_get(ours, "lte90_s"), 2), _f(_get(mp, "lte90_s"), 2), _verdict(_get(ours, "lte90_s"), LTE90_LIMIT_S)]
+            _never(ours, "lte90_s", 2), _never(mp, "lte90_s", 2), _verdict_time(ours, "lte90_s", LTE90_LIMIT_S)]
 
 
 def wifi_dies_targets(df: pd.DataFrame) -> list[list[str]]:
@@ -150,8 +158,8 @@ def wifi_dies_targets(df: pd.DataFrame) -> list[list[str]]:
         rows.append([case, "0 bytes lost (ran to the end, delivery resumed)", "yes", _f(_get(ours, "resumed")),
                      _f(_get(mp, "resumed")), "n/a" if not ours else ("met" if ours.get("resumed") else "missed")])
         rows.append(_lte90_row(case, ours, mp))
-        rows.append([case, "back on Wi-Fi after its return (s)", "≤ 2", _f(_get(ours, "return_s"), 2),
-                     _f(_get(mp, "return_s"), 2), _verdict(_get(ours, "return_s"), 2)])
+        rows.append([case, "back on Wi-Fi after its return (s)", "≤ 2", _never(ours, "return_s", 2),
+                     _never(mp, "return_s", 2), _verdict_time(ours, "return_s", 2)])
     for case, slack in (("backup-drop", 200), ("backup-down", 20)):
         ours, mp = _one(df, case, "convoy-mp-backup"), _one(df, case, "mptcp-backup")
         limit = LTE_RTT_MS + slack
@@ -159,8 +167,8 @@ def wifi_dies_targets(df: pd.DataFrame) -> list[list[str]]:
                      _f(_get(ours, "gap_at_outage_ms"), 0), _f(_get(mp, "gap_at_outage_ms"), 0),
                      _verdict(_get(ours, "gap_at_outage_ms"), limit)])
         rows.append(_lte90_row(case, ours, mp))
-        rows.append([case, "back on Wi-Fi after its return (s)", "≤ 2", _f(_get(ours, "return_s"), 2),
-                     _f(_get(mp, "return_s"), 2), _verdict(_get(ours, "return_s"), 2)])
+        rows.append([case, "back on Wi-Fi after its return (s)", "≤ 2", _never(ours, "return_s", 2),
+                     _never(mp, "return_s", 2), _verdict_time(ours, "return_s", 2)])
     return rows
 
 

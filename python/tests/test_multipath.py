@@ -139,8 +139,10 @@ def test_demotion_is_the_wifi_paths_first_event_out_of_active_after_the_degradat
     net = {"paths": [{"id": 0, "interface": None, "local": None, "remote": "10.7.0.2:4433"},
                      {"id": 1, "interface": "lte", "local": "10.7.1.1:4000", "remote": "10.7.0.2:4433"}],
            "path_events": [{"t_ms": 7000, "path": 1, "interface": "lte", "state": "standby"},
-                           {"t_ms": 8000, "path": 0, "interface": None, "state": "suspect"}]}
-    assert mpa.demotion_time(net, 0.0, 5.0, "c") == pytest.approx(3.0)
+                           {"t_ms": 8000, "path": 0, "interface": None, "state": "suspect"},
+                           {"t_ms": 8040, "path": 0, "interface": None, "state": "active"},
+                           {"t_ms": 9000, "path": 0, "interface": "wifi", "state": "abandoned"}]}
+    assert mpa.demotion_time(net, 0.0, 5.0, "c") == pytest.approx(4.0)  # a passing suspect is not a demotion
     assert mpa.wifi_path_ids(net) == {0}
     with pytest.raises(ValueError, match="lacks path_events"):
         mpa.demotion_time({"paths": []}, 0.0, 5.0, "c")
