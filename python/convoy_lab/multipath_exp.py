@@ -241,7 +241,8 @@ def measure(name: str, case: Case, scheme, work: Path) -> dict:
 
 
 def run(name: str, quick: bool, out: Path, schemes: list[str] | None = None, seed: int = 1) -> pd.DataFrame:
-    """Every case × scheme, one at a time; rows to OUT/NAME/runs.csv."""
+    """Every case × scheme, one at a time; rows to OUT/NAME/runs.csv (with
+    `schemes`, only theirs are replaced there)."""
     for s in schemes or []:
         get(s)
     d = out / name
@@ -273,6 +274,12 @@ def run(name: str, quick: bool, out: Path, schemes: list[str] | None = None, see
         row["work"] = str(work)
         rows.append(row)
     df = pd.DataFrame(rows)
+    if schemes and (d / "runs.csv").is_file():
+        # A run of some schemes replaces their rows and keeps the others'.
+        old = pd.read_csv(d / "runs.csv")
+        fresh = set(zip(df["case"], df["scheme"]))
+        keep = old[[(c, s) not in fresh for c, s in zip(old["case"], old["scheme"])]]
+        df = pd.concat([keep, df], ignore_index=True)
     df.to_csv(d / "runs.csv", index=False)
     meta = {"experiment": name, "quick": quick, "seed": seed, "schemes": schemes, "convoy": str(convoy_binary()),
             "cases": {c.name: {"wifi": c.wifi, "lte": c.lte, "seconds": c.seconds, "outage": c.outage,

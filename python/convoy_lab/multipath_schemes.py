@@ -243,6 +243,10 @@ class ConvoyPerf(Scheme):
     def client_script(self, work: Path, seconds: float) -> str:
         cmd = [str(convoy_binary()), "perf", f"{ADDR[self.link][1]}:{CONVOY_PORT}",
                "--server-key", str(work / "server.key.pub"), "--time", f"{seconds:g}", "--json"]
+        if not self.paths and "--single-path" in _perf_help(str(convoy_binary())):
+            # A multipath convoy uses every usable interface by default; the
+            # single-path baseline is its one kernel-routed socket.
+            cmd.append("--single-path")
         for p in self.paths:
             cmd += ["--path", p]
         for b in self.backups:

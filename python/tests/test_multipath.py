@@ -206,6 +206,16 @@ def test_scheme_scripts(tmp_path, monkeypatch):
     assert "mptcpize" not in SCHEMES["tcp-bbr-lte"].server_script(tmp_path, 5)
     mp = SCHEMES["convoy-mp-backup"].client_script(tmp_path, 5)
     assert "--path wifi --backup lte" in mp
+    # With a multipath convoy (its help names --single-path), the single-path
+    # baseline asks for one socket; an older convoy has only that.
+    from convoy_lab import multipath_schemes
+
+    multipath_schemes._perf_help.cache_clear()
+    (tmp_path / "convoy").write_text("#!/bin/sh\necho '  --path <IFACE>  --single-path  One socket'\n")
+    (tmp_path / "convoy").chmod(0o755)
+    assert "--single-path" in SCHEMES["convoy-lte"].client_script(tmp_path, 5)
+    assert "--single-path" not in mp
+    multipath_schemes._perf_help.cache_clear()
     with pytest.raises(ExperimentError, match="valid"):
         get("mptcp-redundant")
 
