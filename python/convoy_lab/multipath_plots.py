@@ -113,12 +113,14 @@ def tables(name: str, df: pd.DataFrame) -> list[tuple[str, list[str], list[list[
         rows = [[r["scheme"], _never(r, "detection_s") if str(r["scheme"]).startswith("convoy") else "– (no path events)",
                  _never(r, "moved_s"),
                  f"{THESIS['first_bad_s'][0]}–{THESIS['first_bad_s'][1]}",
-                 f"{THESIS['handover_s'][0]}–{THESIS['handover_s'][1]}", _f(_get(r, "goodput_mbit_s"), 2)]
+                 f"{THESIS['handover_s'][0]}–{THESIS['handover_s'][1]}", _f(_get(r, "goodput_mbit_s"), 2),
+                 _f(_get(r, "stall_max_ms"), 0)]
                 for _, r in ok.iterrows()]
         out.append(("Bad Wi-Fi (interface up) with LTE standby: seconds from the degradation to the Wi-Fi path's "
                     "demotion (convoy's path event) and until LTE carried more than Wi-Fi, beside the thesis "
                     "(CapProbe: first bad grade 4–19 s, handover after 5 more grades)",
-                    ["scheme", "demoted s", "traffic on LTE s", "thesis first bad s", "thesis handover s", "goodput"], rows))
+                    ["scheme", "demoted s", "traffic on LTE s", "thesis first bad s", "thesis handover s", "goodput",
+                     "longest stall ms"], rows))
     return out
 
 
