@@ -185,7 +185,7 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--scale", type=float, help="smart-ap, background: multiply the schedule's times (0.5: half length)")
     run.add_argument("--only", help="smart-ap, background: only the cells matching these comma-separated tokens")
     run.add_argument("--remeasure", action="store_true",
-                     help="smart-ap, background: recompute the figures from the kept run directories, run nothing")
+                     help="smart-ap, background, mp-*: recompute the figures from the kept run directories, run nothing")
     common(run)
     common(sub.add_parser("demo", help=f"the short default subset ({', '.join(DEMO)}), then the report"))
     common(sub.add_parser("reproduce", help="every experiment at full length, then the report"))
@@ -261,7 +261,10 @@ def main(argv: list[str] | None = None) -> int:
             done = {n: scheduled.remeasure(n, args.out) for n in sched}
         else:
             done = {n: scheduled.run(n, quick, args.out, args.scale, args.only) for n in sched}
-        mp_done = {n: multipath_exp.run(n, quick, args.out, schemes) for n in multi}
+        if getattr(args, "remeasure", False):
+            mp_done = {n: multipath_exp.remeasure(n, args.out) for n in multi}
+        else:
+            mp_done = {n: multipath_exp.run(n, quick, args.out, schemes) for n in multi}
         path = report.write_report(args.out)
     except (ExperimentError, SchemeError) as err:
         print(f"error: {err}", file=sys.stderr)

@@ -77,6 +77,21 @@ def first_packet_s(records: Path) -> float:
     return min(times) if times else math.nan
 
 
+def with_trailing_stall(d: Delivery, anchor_s: float, end_s: float, least_s: float = 0.1) -> Delivery:
+    """The delivery with the gap from its last read to the transfer's end
+    (link time `end_s`) as one more stall, when that is at least `least_s`:
+    convoy's server counts stalls between reads only, so a transfer that
+    stopped delivering for good would otherwise show no stall at all. (The
+    anchor is off by up to a round trip, hence the margin; mpxfer's own
+    window already ends at the transfer's end, so it gains nothing here.)"""
+    if math.isnan(anchor_s) or math.isnan(end_s):
+        return d
+    gap = end_s - (anchor_s + d.duration_s)
+    if gap < least_s:
+        return d
+    return Delivery(d.bytes, d.duration_s, [*d.stalls, (d.duration_s, gap)], d.timeline, d.bin_s, d.extra)
+
+
 def stall_figures(d: Delivery) -> dict:
     """Gaps in delivery to the application (each ≥ 20 ms): how many, their
     p99 and the longest (ms)."""

@@ -214,6 +214,7 @@ def measure(name: str, case: Case, scheme, work: Path) -> dict:
     else:
         row["goodput_mbit_s"] = math.nan
     if d is not None:
+        d = mpa.with_trailing_stall(d, anchor, mpa.first_packet_s(records) + case.seconds)
         row.update(mpa.stall_figures(d))
         row["protocol"] = d.extra.get("protocol", "convoy")
         if case.outage:
@@ -287,4 +288,25 @@ def run(name: str, quick: bool, out: Path, schemes: list[str] | None = None, see
             "started": datetime.fromtimestamp(started, timezone.utc).isoformat(timespec="seconds"),
             "elapsed_s": round(time.time() - started, 1)}
     (d / "meta.json").write_text(json.dumps(meta, indent=1, default=str) + "\n")
+    return df
+
+
+def remeasure(name: str, out: Path) -> pd.DataFrame:
+    """Recomputes every row from the run directories (after a change to the
+    figures), running nothing."""
+    d = out / name
+    old = pd.read_csv(d / "runs.csv")
+    meta = json.loads((d / "meta.json").read_text()) if (d / "meta.json").is_file() else {}
+    by_name = {c.name: c for c in cases(name, bool(meta.get("quick")), out)}
+    rows = []
+    for r in old.to_dict("records"):
+        work, case = Path(str(r.get("work", ""))), by_name.get(r.get("case"))
+        if r.get("status") != "ok" or case is None or not (work / "records").is_dir():
+            rows.append(r)
+            continue
+        fresh = measure(name, case, get(r["scheme"]), work)
+        fresh.update(status="ok", work=str(work))
+        rows.append(fresh)
+    df = pd.DataFrame(rows)
+    df.to_csv(d / "runs.csv", index=False)
     return df

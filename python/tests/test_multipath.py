@@ -178,6 +178,14 @@ def test_stalls_over_a_second_count_only_while_a_link_had_capacity(tmp_path):
     assert len(mpa.stalls_with_capacity(d, 0.0, {"wifi": (wifi, None), "lte": (None, 10.0)})) == 2
 
 
+def test_a_delivery_that_stopped_for_good_ends_in_a_stall():
+    d = Delivery(1, 4.0, [(1.0, 0.5)], [1] * 40)
+    # First byte at link time 1, the transfer ran until link time 30: 25 s without a read.
+    assert mpa.with_trailing_stall(d, 1.0, 30.0).stalls == [(1.0, 0.5), (4.0, 25.0)]
+    assert mpa.with_trailing_stall(d, 1.0, 5.05).stalls == [(1.0, 0.5)]  # within the anchor's margin
+    assert mpa.with_trailing_stall(d, math.nan, 30.0) is d
+
+
 def test_stall_figures():
     f = mpa.stall_figures(_delivery([(0, 0.02), (1, 0.5)]))
     assert f["stalls"] == 2 and f["stall_max_ms"] == pytest.approx(500)
