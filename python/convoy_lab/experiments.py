@@ -9,6 +9,7 @@
     python -m convoy_lab.experiments report      # rebuild results/report.html from the CSVs
     python -m convoy_lab.experiments run faults [--uploads 100] [--quick]   # the fault campaign (convoy_lab.faults)
     python -m convoy_lab.experiments run smart-ap|background [--quick] [--scale F] [--only KIND]
+    python -m convoy_lab.experiments run mp-aggregate|mp-wifi-dies|mp-drive|mp-capprobe [--quick] [--schemes A,B]
 
 Each run prints progress on stderr, then the paper's figures beside ours and
 a goodput table on stdout (`--json`: one JSON document instead), and writes
@@ -25,7 +26,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from . import catalog, cellular, cellular_analysis, fleet_experiments, report, scheduled
+from . import catalog, cellular, cellular_analysis, fleet_experiments, multipath_exp, report, scheduled
 from .catalog import DEMO, EXPERIMENTS, ExperimentError, get_experiment
 from .emurun import EmulatorUnavailable, check_emulator
 from .runner import ConvoyNotFound, convoy_binary
@@ -161,7 +162,9 @@ def parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run experiments by name")
     run.add_argument("names", nargs="+", metavar="NAME")
     run.add_argument("--quick", action="store_true", help="the demo's shorter settings")
-    run.add_argument("--schemes", help=f"comma-separated subset of: {', '.join(SCHEMES)}")
+    run.add_argument("--schemes", help=f"comma-separated subset of: {', '.join(SCHEMES)}; for the mp-* "
+                     "experiments, of: mptcp-fullmesh, mptcp-backup, tcp-bbr-wifi, tcp-bbr-lte, convoy-wifi, "
+                     "convoy-lte, convoy-mp, convoy-mp-backup")
     grid = run.add_argument_group(
         "cellular only", "override the cellular experiment's defaults (docs/EXPERIMENTS.md, `cellular`)"
     )
@@ -182,7 +185,7 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--scale", type=float, help="smart-ap, background: multiply the schedule's times (0.5: half length)")
     run.add_argument("--only", help="smart-ap, background: only the cells matching these comma-separated tokens")
     run.add_argument("--remeasure", action="store_true",
-                     help="smart-ap, background: recompute the figures from the kept run directories, run nothing")
+                     help="smart-ap, background, mp-*: recompute the figures from the kept run directories, run nothing")
     common(run)
     common(sub.add_parser("demo", help=f"the short default subset ({', '.join(DEMO)}), then the report"))
     common(sub.add_parser("reproduce", help="every experiment at full length, then the report"))
@@ -220,7 +223,10 @@ def main(argv: list[str] | None = None) -> int:
         else:
             names, quick, schemes = all_names(), False, None
         sched = [n for n in names if n in scheduled.names()] if args.command == "run" else []
-        names = [n for n in names if n not in sched]
+        multi = [n for n in names if n in multipath_exp.TITLES] if args.command == "run" else []
+        names = [n for n in names if n not in sched and n not in multi]
+        if multi and [n for n in names if n != cellular.NAME] and schemes:
+            raise ExperimentError("--schemes: the mp-* experiments have their own schemes; run them apart")
         if args.command == "run" and getattr(args, "scale", None) is not None and not 0 < args.scale <= 10:
             raise ExperimentError("--scale must be in (0, 10]")
         # Every name, scheme and trace is checked before the first run starts.
@@ -229,7 +235,12 @@ def main(argv: list[str] | None = None) -> int:
             if name != cellular.NAME:
                 catalog.check_inputs(get_experiment(name), quick)
         for s in schemes or []:
-            get_scheme(s)
+            if multi and not names:
+                from .multipath_schemes import get as get_mp_scheme
+
+                get_mp_scheme(s)
+            else:
+                get_scheme(s)
         grid = None
         if cellular.NAME in names:
             grid = cellular.settings_from(
@@ -250,6 +261,10 @@ def main(argv: list[str] | None = None) -> int:
             done = {n: scheduled.remeasure(n, args.out) for n in sched}
         else:
             done = {n: scheduled.run(n, quick, args.out, args.scale, args.only) for n in sched}
+        if getattr(args, "remeasure", False):
+            mp_done = {n: multipath_exp.remeasure(n, args.out) for n in multi}
+        else:
+            mp_done = {n: multipath_exp.run(n, quick, args.out, schemes) for n in multi}
         path = report.write_report(args.out)
     except (ExperimentError, SchemeError) as err:
         print(f"error: {err}", file=sys.stderr)
@@ -263,13 +278,17 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         doc = as_json(results, path.resolve())
         doc["experiments"] += [{"name": n, "rows": [{k: _clean(v) for k, v in r.items()} for r in df.to_dict("records")]}
-                               for n, df in done.items()]
+                               for n, df in {**done, **mp_done}.items()]
         print(json.dumps(doc, indent=1))
     else:
         for res in results:
             print_result(res)
         for n, df in done.items():
             scheduled.print_result(n, df)
+        from . import multipath_plots
+
+        for n, df in mp_done.items():
+            multipath_plots.print_result(n, df)
         print(f"\nreport: {path.resolve()}")
     return 0
 
@@ -340,7 +359,8 @@ def _list(as_json_doc: bool) -> int:
                     "demo": cellular.NAME in DEMO,
                 }
             }
-            | {n: {"title": t, "demo": False} for n, t in scheduled.TITLES.items()},
+            | {n: {"title": t, "demo": False} for n, t in scheduled.TITLES.items()}
+            | {n: {"title": t, "demo": False} for n, t in multipath_exp.TITLES.items()},
             "fleet_experiments": {n: {"title": e.title, "conditions": e.conditions} for n, e in fleet_experiments.FLEET.items()},
             "schemes": {n: s.description for n, s in SCHEMES.items()},
         }
@@ -351,6 +371,8 @@ def _list(as_json_doc: bool) -> int:
         print(f"  {n:<15}{'*' if n in DEMO else ' '} {e.title}")
     print(f"  {cellular.NAME:<15}{'*' if cellular.NAME in DEMO else ' '} {cellular.TITLE}")
     for n, title in scheduled.TITLES.items():
+        print(f"  {n:<15}  {title}")
+    for n, title in multipath_exp.TITLES.items():
         print(f"  {n:<15}  {title}")
     print(f"  {'faults':<15}  uploads under seeded random faults (kill -9, outages, loss, reordering,")
     print(f"  {'':<15}  duplication, corruption, a full disk), re-run until complete, checked byte for byte")

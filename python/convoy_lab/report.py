@@ -268,6 +268,13 @@ def write_report(out: Path) -> Path:
         if section:
             sections.append(section)
             index.append(f'<li><a href="#{name}">{html.escape(title)}</a></li>')
+    from . import multipath_exp, multipath_plots
+
+    for name, title in multipath_exp.TITLES.items():
+        section = multipath_plots.report_section(name, out)
+        if section:
+            sections.append(section)
+            index.append(f'<li><a href="#{name}">{html.escape(title)}</a></li>')
     now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     body = "\n".join(sections) if sections else "<p>No results yet: run <code>make demo</code>.</p>"
     page = f"""<!doctype html>

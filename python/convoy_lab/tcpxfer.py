@@ -55,14 +55,19 @@ def tcp_info(sock: socket.socket) -> dict:
     return {"srtt_ms": fields[15] / 1000.0, "total_retrans": fields[23]}
 
 
-def receive(listen: str, seconds: float | None = None) -> dict:
-    """Receives one transfer: to end-of-stream, or for `seconds` after accepting."""
+def receive(listen: str, seconds: float | None = None, on_recv=None) -> dict:
+    """Receives one transfer: to end-of-stream, or for `seconds` after accepting.
+    `on_recv(monotonic_ns, nbytes)`, if given, sees every read, and once with
+    0 bytes at accepting, where the window starts (the multipath experiments'
+    delivery gaps, convoy_lab.mpxfer)."""
     server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     server.bind(address(listen))
     server.listen(1)
     conn, peer = server.accept()
     start = time.monotonic()
+    if on_recv is not None:
+        on_recv(int(start * 1e9), 0)
     deadline = start + seconds if seconds is not None else None
     buf = bytearray(256 * 1024)
     view = memoryview(buf)
@@ -79,6 +84,8 @@ def receive(listen: str, seconds: float | None = None) -> dict:
             break
         if n == 0:
             break
+        if on_recv is not None:
+            on_recv(time.monotonic_ns(), n)
         received += n
     elapsed = time.monotonic() - start
     took = min(elapsed, seconds) if seconds is not None else elapsed

@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from convoy_lab import catalog, experiments, report, scheduled
+from convoy_lab import catalog, experiments, multipath_exp, report, scheduled
 from convoy_lab.catalog import ExperimentError, get_experiment
 from convoy_lab.linkstats import data_direction_stats
 from convoy_lab.scenarios import Scenario, default_queue_packets
@@ -70,7 +70,7 @@ def test_unknown_names_list_the_valid_ones(capsys):
 def test_list_names_every_experiment_and_scheme(capsys):
     assert experiments.main(["list", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert set(doc["experiments"]) == {*catalog.EXPERIMENTS, "cellular", *scheduled.TITLES}
+    assert set(doc["experiments"]) == {*catalog.EXPERIMENTS, "cellular", *scheduled.TITLES, *multipath_exp.TITLES}
     assert set(doc["schemes"]) == set(SCHEMES)
     assert [n for n, e in doc["experiments"].items() if e["demo"]] == ["loss-50mbit", "cellular"]
 

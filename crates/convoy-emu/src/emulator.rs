@@ -25,10 +25,11 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use convoy_link::{LinkDirection, RecordWriter};
+use convoy_link::{AvailabilityTimeline, LinkDirection, RecordWriter};
 
 use crate::ap::SmartAp;
 use crate::error::EmuError;
+use crate::ifdown::{IfaceEvent, IfaceSwitch, ManagedIface};
 use crate::netns::{reap_children, Netns};
 use crate::pcap::PcapWriter;
 use crate::pump::{DirectionReport, Inspect, LiveCounters, Pump, PumpOutputs, Stopper, Timing};
@@ -95,6 +96,9 @@ pub struct Emulator {
     pcap: Option<Arc<Mutex<PcapWriter>>>,
     epoch: Instant,
     servers: Vec<Child>,
+    /// The thread taking `outage-policy=down` interfaces down and up.
+    ifdown: Option<JoinHandle<Result<(), EmuError>>>,
+    iface_events: Arc<Mutex<Vec<IfaceEvent>>>,
     _cpu_hint: Option<File>,
     // Kept until the pumps stop: closing a TUN removes its interface.
     _tuns: Vec<Arc<Tun>>,
@@ -131,9 +135,14 @@ impl Emulator {
             }
         }
         let mut models = Vec::new();
+        let mut timelines = Vec::new();
         for (i, l) in config.links.iter().enumerate() {
             let spec_err = |e| EmuError::spec(&l.name, e);
             let (up, down) = l.configs(i).map_err(spec_err)?;
+            if l.iface_down {
+                let tl = |c| AvailabilityTimeline::new(c).map_err(|e| spec_err(e.into()));
+                timelines.push((i, vec![tl(&up)?, tl(&down)?]));
+            }
             let (up_faults, down_faults) = l.fault_stages(&up, &down).map_err(spec_err)?;
             let up = LinkDirection::new(up).map_err(|e| spec_err(e.into()))?;
             let down = LinkDirection::new(down).map_err(|e| spec_err(e.into()))?;
@@ -200,6 +209,8 @@ impl Emulator {
             pcap: pcap.clone(),
             epoch,
             servers: Vec::new(),
+            ifdown: None,
+            iface_events: Arc::new(Mutex::new(Vec::new())),
             _cpu_hint: if config.realtime {
                 cpu_latency_hint()
             } else {
@@ -268,7 +279,43 @@ impl Emulator {
                 emu.pumps.push(pump.spawn()?);
             }
         }
+        if !timelines.is_empty() {
+            let mut ifaces = Vec::new();
+            for (i, timelines) in timelines {
+                let link = &emu.links[i];
+                let name = std::ffi::CString::new(link.name.as_str()).expect("checked name");
+                // SAFETY: a valid C string; the lookup runs in the client
+                // namespace, where the interface is.
+                let ifindex = emu
+                    .client
+                    .run(|| unsafe { libc::if_nametoindex(name.as_ptr()) })?;
+                if ifindex == 0 {
+                    return Err(EmuError::last_os(format!(
+                        "finding interface {}",
+                        link.name
+                    )));
+                }
+                ifaces.push(ManagedIface {
+                    link: link.name.clone(),
+                    ifindex,
+                    addr: link.client_addr.parse().expect("10.7.i.1"),
+                    prefix: 24,
+                    table: client_table(i),
+                    timelines,
+                });
+            }
+            let switch = IfaceSwitch::new(&emu.client, ifaces, epoch, emu.iface_events.clone())?;
+            emu.ifdown = Some(switch.spawn(stopper, config.realtime)?);
+        }
         Ok(emu)
+    }
+
+    /// Every interface change `outage-policy=down` made so far, in order.
+    pub fn iface_events(&self) -> Vec<IfaceEvent> {
+        self.iface_events
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     pub fn netns(&self, side: Side) -> &Netns {
@@ -379,6 +426,7 @@ impl Emulator {
     /// its own otherwise); [`Emulator::shutdown`] returns the error.
     pub fn link_failed(&self) -> bool {
         self.pumps.iter().any(|h| h.is_finished())
+            || self.ifdown.as_ref().is_some_and(|h| h.is_finished())
     }
 
     /// Ends every process in both namespaces, stops the links, flushes the
@@ -399,6 +447,18 @@ impl Emulator {
         self.stopper.stop();
         let mut reports = Vec::new();
         let mut first_err = None;
+        if let Some(h) = self.ifdown.take() {
+            match h.join() {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => first_err = Some(e),
+                Err(_) => {
+                    first_err = Some(EmuError::io(
+                        "interface thread",
+                        std::io::Error::other("panicked"),
+                    ))
+                }
+            }
+        }
         for h in self.pumps.drain(..) {
             match h.join() {
                 Ok(Ok(r)) => reports.push(r),
@@ -473,7 +533,13 @@ fn listening(pid: i32) -> bool {
     has("tcp", true) || has("tcp6", true) || has("udp", false) || has("udp6", false)
 }
 
-/// The `ip -batch` script that configures one side.
+/// The routing table of link `i`'s client address (`ip rule from ADDR`).
+fn client_table(i: usize) -> u32 {
+    100 + i as u32
+}
+
+/// The `ip -batch` script that configures one side. (ifdown.rs puts back
+/// the client's part when an interface comes back up.)
 fn ip_commands(specs: &[LinkSpec], links: &[LinkInfo], side: Side) -> String {
     let mut s = String::from("link set lo up\n");
     for (i, (spec, l)) in specs.iter().zip(links).enumerate() {
@@ -481,7 +547,7 @@ fn ip_commands(specs: &[LinkSpec], links: &[LinkInfo], side: Side) -> String {
             Side::Client => (&l.client_addr, &l.name),
             Side::Server => (&l.server_addr, &l.name),
         };
-        let table = 100 + i;
+        let table = client_table(i);
         s += &format!("link set dev {name} mtu {} up\n", spec.mtu);
         s += &format!("addr add {addr}/24 dev {name}\n");
         // Only the client routes by source address: the server answers

@@ -29,6 +29,16 @@ pub enum SpecError {
         "offset= replays a trace from a point into it, but this direction's rate is not a trace"
     )]
     OffsetWithoutTrace,
+    #[error(
+        "{0}=down: an interface is down both ways, so write outage-policy=down \
+         (no up-/down- prefix); per-direction outages (up-outage=...) still apply"
+    )]
+    DownPolicyOneDirection(String),
+    #[error(
+        "outage-policy=down takes the interface down during outages, but this link has none: \
+         add outage=START-END[/...] or a rate from a *.csv trace (its up column)"
+    )]
+    DownPolicyWithoutOutages,
     // Not `#[from]`: that would also make it the error's source, and
     // error-chain printers would then repeat the message.
     #[error("{0}")]

@@ -15,6 +15,8 @@
 //!   reads them with [`packet`].
 //! * [`pump`]: one thread per link direction, the timing-critical part.
 //! * [`emulator`]: setup, addressing, commands in the namespaces, teardown.
+//! * [`ifdown`], [`netlink`]: `outage-policy=down`, interfaces that go
+//!   down during outages and come back as they were.
 //! * [`pcap`]: the optional pcapng capture.
 //! * [`selftest`]: the accuracy measurements behind `convoy emu selftest`.
 //!
@@ -23,6 +25,8 @@
 pub mod ap;
 pub mod emulator;
 pub mod error;
+pub mod ifdown;
+pub mod netlink;
 pub mod netns;
 pub mod packet;
 pub mod pcap;
@@ -33,6 +37,7 @@ pub mod tun;
 
 pub use emulator::{check_environment, EmuConfig, Emulator, LinkInfo, Side, MAX_LINKS};
 pub use error::{EmuError, SpecError};
+pub use ifdown::IfaceEvent;
 pub use netns::Netns;
 pub use pump::DirectionReport;
 pub use spec::{parse_duration, LinkSpec};

@@ -69,6 +69,25 @@ impl Stopper {
     fn stopped(&self) -> bool {
         self.flag.load(Ordering::Relaxed)
     }
+
+    /// Sleeps for `timeout` (for ever if `None`) or until told to stop;
+    /// true once told to stop.
+    pub(crate) fn sleep(&self, timeout: Option<Duration>) -> bool {
+        let mut fd = libc::pollfd {
+            fd: self.event.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let ts = timeout.map(|d| libc::timespec {
+            tv_sec: d.as_secs() as libc::time_t,
+            tv_nsec: d.subsec_nanos() as libc::c_long,
+        });
+        let ts_ptr = ts.as_ref().map_or(std::ptr::null(), |t| t as *const _);
+        // SAFETY: one valid pollfd; the timeout outlives the call. EINTR
+        // just ends the sleep early, which the caller's loop tolerates.
+        unsafe { libc::ppoll(&mut fd, 1, ts_ptr, std::ptr::null()) };
+        self.stopped()
+    }
 }
 
 /// How a pump keeps time.

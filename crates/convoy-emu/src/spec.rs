@@ -77,6 +77,11 @@ pub struct LinkSpec {
     /// packets of flows using that TCP or UDP port (flows behind the AP at
     /// different distances, for RTT fairness).
     pub port_delay: Vec<(u16, Dur)>,
+    /// `outage-policy=down`: the client side's interface goes down
+    /// (administratively) while either direction is in an outage, and
+    /// comes back up, with its address, rule and routes, when both are out
+    /// of it. The model drops packets meanwhile, as with `drop`.
+    pub iface_down: bool,
 }
 
 impl LinkSpec {
@@ -97,6 +102,7 @@ impl LinkSpec {
             down: DirectionSpec::default(),
             ap: None,
             port_delay: Vec::new(),
+            iface_down: false,
         })
     }
 
@@ -113,7 +119,21 @@ impl LinkSpec {
             spec.set(key, value, &mut seen)?;
         }
         spec.check_ap()?;
+        spec.check_iface_down()?;
         Ok(spec)
+    }
+
+    /// An interface that goes down during outages needs outages: without
+    /// any, `down` would quietly do nothing, and that is surely a mistake.
+    fn check_iface_down(&self) -> Result<(), SpecError> {
+        let has_outages = |d: &DirectionSpec| {
+            d.outages.as_ref().is_some_and(|o| !o.is_empty())
+                || matches!(d.rate, Some(RateSpec::Series(_)))
+        };
+        if self.iface_down && !has_outages(&self.up) && !has_outages(&self.down) {
+            return Err(SpecError::DownPolicyWithoutOutages);
+        }
+        Ok(())
     }
 
     /// SAP-LAW needs the capacity it divides: a constant rate each way.
@@ -275,7 +295,14 @@ impl LinkSpec {
                 let v = match value {
                     "hold" => OutagePolicy::Hold,
                     "drop" => OutagePolicy::Drop,
-                    _ => return Err(bad(key, "hold or drop", value)),
+                    // The interface goes down, which is both directions;
+                    // the model drops what would cross it meanwhile.
+                    "down" if matches!(dirs, Dirs::Both) => {
+                        self.iface_down = true;
+                        OutagePolicy::Drop
+                    }
+                    "down" => return Err(SpecError::DownPolicyOneDirection(key.to_owned())),
+                    _ => return Err(bad(key, "hold, drop or down", value)),
                 };
                 apply(self, &|d| d.outage_policy = Some(v));
             }
@@ -758,6 +785,43 @@ mod tests {
         assert!(e("w:port-delay=80").contains("PORT:DELAY"));
         assert!(e("w:port-delay=0:5ms").contains("PORT:DELAY"));
         assert!(e("w:ap=voap,ap=voap").contains("twice"));
+    }
+
+    #[test]
+    fn outage_policy_down_is_drop_for_the_model_and_takes_the_interface_down() {
+        let s = LinkSpec::parse("wifi:rate=20mbit,outage=1s-2s,outage-policy=down").unwrap();
+        assert!(s.iface_down);
+        assert_eq!(s.up.outage_policy, Some(OutagePolicy::Drop));
+        assert_eq!(s.down.outage_policy, Some(OutagePolicy::Drop));
+        let (up, down) = s.configs(0).unwrap();
+        assert_eq!(
+            (up.outage, down.outage),
+            (OutagePolicy::Drop, OutagePolicy::Drop)
+        );
+        // One direction's outages are enough: the interface serves both.
+        let s = LinkSpec::parse("wifi:up-outage=1s-2s,outage-policy=down").unwrap();
+        assert!(s.iface_down && s.down.outages.is_none());
+        assert!(
+            !LinkSpec::parse("wifi:outage=1s-2s,outage-policy=drop")
+                .unwrap()
+                .iface_down
+        );
+    }
+
+    #[test]
+    fn outage_policy_down_errors() {
+        let e = |t: &str| LinkSpec::parse(t).unwrap_err().to_string();
+        assert!(e("w:outage=1s-2s,up-outage-policy=down").starts_with("up-outage-policy=down:"));
+        assert!(e("w:outage=1s-2s,down-outage-policy=down").contains("no up-/down- prefix"));
+        assert!(e("w:rate=1mbit,outage-policy=down").contains("this link has none"));
+        assert!(e("w:outage=1s-2s,outage-policy=off").contains("hold, drop or down"));
+        assert!(e("w:outage=1s-2s,outage-policy=down,up-outage-policy=hold").contains("twice"));
+        for text in [
+            "w:outage=1s-2s,up-outage-policy=down",
+            "w:outage-policy=down",
+        ] {
+            assert_eq!(e(text).lines().count(), 1, "{text}");
+        }
     }
 
     #[test]

@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use crate::config::LinkConfig;
 use crate::error::ConfigError;
 use crate::time::Time;
 use crate::trace::series::SeriesTrace;
@@ -120,27 +121,70 @@ impl Schedule {
     /// The first time after `t` at which the link goes down, if the link is
     /// up at `t`; `None` if it never goes down again (or is down at `t`).
     pub(crate) fn next_down(&self, t: Time, hint: &mut usize) -> Option<Time> {
-        let (up, mut until) = self.state_at(t, hint);
-        if !up {
-            return None;
+        match self.next_change(t, hint) {
+            (true, next) => next,
+            (false, _) => None,
         }
-        // A series may have many up rows in a row; one period at most needs
-        // walking, after which the pattern repeats (or holds forever).
+    }
+
+    /// Whether the link is up at `t`, and the first time after `t` at which
+    /// that changes (`None`: never).
+    pub(crate) fn next_change(&self, t: Time, hint: &mut usize) -> (bool, Option<Time>) {
+        let (up, mut until) = self.state_at(t, hint);
+        // A series may have many rows in the same state in a row; one period
+        // at most needs walking, after which the pattern repeats (or holds
+        // forever). Merged intervals alternate, so one step is enough there.
         let limit = match self {
             Schedule::Series(trace) => trace.rows().len() + 1,
             _ => 1,
         };
         for _ in 0..limit {
             if until == Time::MAX {
-                return None;
+                return (up, None);
             }
-            let (up, next) = self.state_at(until, hint);
-            if !up {
-                return Some(until);
+            let (now_up, next) = self.state_at(until, hint);
+            if now_up != up {
+                return (up, Some(until));
             }
             until = next;
         }
-        None
+        (up, None)
+    }
+}
+
+/// A direction's up/down schedule as a driver sees it, for acting at the
+/// edges of its outages (the emulator takes an interface down for the
+/// length of each one). Queries are cheapest moving forward in time.
+#[derive(Clone, Debug)]
+pub struct AvailabilityTimeline {
+    schedule: Schedule,
+    hint: usize,
+}
+
+impl AvailabilityTimeline {
+    /// The schedule `config` gives its direction: its `outage=` intervals,
+    /// or the `up` column of its time-series trace.
+    pub fn new(config: &LinkConfig) -> Result<AvailabilityTimeline, ConfigError> {
+        Ok(AvailabilityTimeline {
+            schedule: Schedule::new(&config.availability, config.series.as_ref())?,
+            hint: 0,
+        })
+    }
+
+    /// Never down.
+    pub fn is_always_up(&self) -> bool {
+        self.schedule.is_always_up()
+    }
+
+    /// Whether the link is up at `t`.
+    pub fn is_up(&mut self, t: Time) -> bool {
+        self.schedule.is_up(t, &mut self.hint)
+    }
+
+    /// Whether the link is up at `t`, and the first time after `t` at which
+    /// it is not in that state any more (`None`: it stays so forever).
+    pub fn next_change(&mut self, t: Time) -> (bool, Option<Time>) {
+        self.schedule.next_change(t, &mut self.hint)
     }
 }
 
@@ -185,5 +229,39 @@ mod tests {
         let always = Arc::new(SeriesTrace::parse("start_ms,up\n0,1\n10,1\n", "s").unwrap());
         let s = Schedule::new(&Availability::Series, Some(&always)).unwrap();
         assert_eq!(s.next_down(ms(3), &mut h), None);
+    }
+
+    #[test]
+    fn timeline_reports_every_edge() {
+        let c = LinkConfig::constant(1_000_000)
+            .with_outages(vec![(ms(10), ms(20)), (ms(15), ms(30))], OutagePolicy::Drop);
+        let mut tl = AvailabilityTimeline::new(&c).unwrap();
+        assert!(!tl.is_always_up());
+        assert_eq!(tl.next_change(ms(0)), (true, Some(ms(10))));
+        assert_eq!(tl.next_change(ms(10)), (false, Some(ms(30))));
+        assert_eq!(tl.next_change(ms(29)), (false, Some(ms(30))));
+        assert_eq!(tl.next_change(ms(30)), (true, None));
+        // Backwards after forwards still answers right (the hint is only a
+        // hint).
+        assert!(!tl.is_up(ms(12)));
+        assert!(tl.is_up(ms(9)));
+
+        // A series: runs of rows in the same state are one state, and a
+        // repeating trace's edges come round every period.
+        let t = SeriesTrace::parse("start_ms,up\n0,1\n10,1\n20,0\n25,0\n30,1\n", "s").unwrap();
+        let t = Arc::new(t.with_repeat(Dur::from_millis(40)).unwrap());
+        let mut tl = AvailabilityTimeline::new(&LinkConfig::series(t)).unwrap();
+        assert_eq!(tl.next_change(ms(0)), (true, Some(ms(20))));
+        assert_eq!(tl.next_change(ms(20)), (false, Some(ms(30))));
+        assert_eq!(tl.next_change(ms(30)), (true, Some(ms(60))));
+        assert_eq!(tl.next_change(ms(61)), (false, Some(ms(70))));
+
+        // A trace that is up throughout, and a link without outages.
+        let up = Arc::new(SeriesTrace::parse("start_ms,up\n0,1\n10,1\n", "s").unwrap());
+        let mut tl = AvailabilityTimeline::new(&LinkConfig::series(up)).unwrap();
+        assert_eq!(tl.next_change(ms(3)), (true, None));
+        let mut tl = AvailabilityTimeline::new(&LinkConfig::constant(1)).unwrap();
+        assert!(tl.is_always_up());
+        assert_eq!(tl.next_change(ms(3)), (true, None));
     }
 }

@@ -97,7 +97,7 @@ mod time;
 pub mod trace;
 pub mod workload;
 
-pub use availability::{Availability, OutagePolicy};
+pub use availability::{Availability, AvailabilityTimeline, OutagePolicy};
 pub use capacity::Capacity;
 pub use codel::CoDel;
 pub use config::LinkConfig;

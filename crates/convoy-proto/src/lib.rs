@@ -3,6 +3,7 @@
 //! convoy-net, virtual time in the simulator and tests) hand in datagrams and
 //! the time, and take out datagrams and the next deadline.
 
+pub mod capprobe;
 pub mod cc;
 pub mod cid;
 pub mod coding;

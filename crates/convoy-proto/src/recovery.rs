@@ -39,8 +39,9 @@ pub struct SentPacket {
     /// Its place among the packets sent on its path (set by
     /// [`Recovery::on_sent`]).
     pub seq: u64,
-    /// The block whose symbol it carried.
+    /// The block whose symbol it carried, and the symbol's id.
     pub block: Option<u32>,
+    pub esi: u32,
     /// Whether the peer acknowledges it (data and pings; not pure feedback).
     pub ack_eliciting: bool,
 }
@@ -60,6 +61,14 @@ pub struct Outcome {
     /// A sample for the RTT estimator: (rtt, ack delay) of the largest
     /// newly acknowledged packet.
     pub rtt_sample: Option<(Duration, Duration)>,
+    /// The other paths' samples: (path, RTT) of each path's largest newly
+    /// acknowledged packet, when it is the largest of its path so far. On
+    /// several paths the ACK's largest is nearly always a packet of the
+    /// fastest, and the others would go without samples for seconds.
+    pub path_rtt_samples: Vec<(u8, Duration)>,
+    /// Paths of packets declared lost and acknowledged now, late: their
+    /// path works after all.
+    pub late_paths: Vec<u8>,
 }
 
 impl Outcome {
@@ -232,6 +241,9 @@ impl Recovery {
             }
             *acked = true;
             self.spurious += 1;
+            if !out.late_paths.contains(&p.path) {
+                out.late_paths.push(p.path);
+            }
             if out.rtt_sample.is_none() && p.pn == ack.largest && p.ack_eliciting {
                 out.rtt_sample = Some(rtt_sample(now, p.time, ack));
             }
@@ -266,11 +278,17 @@ impl Recovery {
                 self.largest_acked = Some(p.pn);
             }
         }
+        let largest_path = out.rtt_sample.and(out.acked.first().map(|p| p.path));
         for i in 0..out.acked.len() {
+            // Highest first: each path's first is its largest.
             let p = out.acked[i];
             let f = self.flight(p.path);
             if f.largest_acked.is_none_or(|(l, _)| p.pn > l) {
                 f.largest_acked = Some((p.pn, p.seq));
+                if p.ack_eliciting && Some(p.path) != largest_path {
+                    out.path_rtt_samples
+                        .push((p.path, now.saturating_sub(p.time)));
+                }
             }
         }
         out.acked.reverse();
@@ -400,6 +418,7 @@ mod tests {
             path,
             seq: 0,
             block: Some(0),
+            esi: 0,
             ack_eliciting: true,
         });
     }

@@ -36,7 +36,9 @@ LINKS
   queue=Q         drop-tail: unlimited (default), 100 or 100pkt, 150kB, 64KiB;
                   or fq_codel (per-flow queues with CoDel, RFC 8290)
   outage=I        down intervals from the start: 10s-12s/30s-31.5s
-  outage-policy=P hold (default: packets wait) | drop
+  outage-policy=P hold (default: packets wait) | drop | down (drop, and the
+                  client's interface goes down for each outage and comes back
+                  with its address and routes; whole link only, no up-/down-)
   seed=N          seed of the loss and jitter processes
   mtu=N           interface MTU, both sides (default 1500)
   ap=P            smart access point rewriting TCP receive windows in the ACKs
@@ -178,10 +180,14 @@ pub fn run(args: EmuArgs) -> anyhow::Result<()> {
     } else {
         run_client(&emu, &args.command, &signal)?
     };
+    let iface_events = emu.iface_events();
     let reports = emu.shutdown()?;
     if args.summary {
         for r in &reports {
             eprintln!("convoy emu: {}", summary_line(r));
+        }
+        for e in &iface_events {
+            eprintln!("convoy emu: {}", iface_line(e));
         }
     }
     if code != 0 {
@@ -262,6 +268,22 @@ impl Terminal {
             unsafe { libc::tcsetpgrp(0, pgid) };
         }
     }
+}
+
+/// An `outage-policy=down` interface change and how late it was.
+fn iface_line(e: &convoy_emu::IfaceEvent) -> String {
+    format!(
+        "{}: interface {} at {:.3} s, {:.3} ms after the outage edge{}",
+        e.link,
+        if e.up { "up" } else { "down" },
+        e.edge.as_secs_f64(),
+        e.latency().as_secs_f64() * 1e3,
+        if e.restored.is_empty() {
+            String::new()
+        } else {
+            format!(" (restored {})", e.restored.join(", "))
+        }
+    )
 }
 
 fn summary_line(r: &DirectionReport) -> String {

@@ -83,6 +83,7 @@ pub fn drive(cc: &mut dyn RateController, link: &Bottleneck, until: Duration) ->
                 path: 0,
                 seq: pn,
                 block: None,
+                esi: 0,
                 ack_eliciting: true,
             };
             let queued = link_free.saturating_sub(now);

@@ -26,6 +26,9 @@ struct RxBlock {
     decodable: bool,
     /// Source symbols 0..next_source arrived, in order.
     next_source: u32,
+    /// Source symbols that arrived ahead of `next_source` (kept only with
+    /// `keep_early`), handed out in order once the gap before them fills.
+    early: BTreeMap<u32, Vec<u8>>,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -47,6 +50,13 @@ pub struct CodedReceiver {
     /// Decodable blocks waiting for their decode, in order.
     ready: VecDeque<u32>,
     stats: ReceiverStats,
+    /// Keep sources that arrive ahead of their turn. On several paths the
+    /// slow path's sources always arrive after the fast path's later ones;
+    /// without this a block would be read only once it decodes, so the
+    /// application would get its data a block at a time. On one path a
+    /// source arrives out of turn only after a loss, which no source fills
+    /// (repair symbols do), so there it would only cost memory.
+    keep_early: bool,
 }
 
 impl CodedReceiver {
@@ -58,6 +68,7 @@ impl CodedReceiver {
             done_below: 0,
             done_above: BTreeSet::new(),
             ready: VecDeque::new(),
+            keep_early: false,
             stats: ReceiverStats::default(),
         }
     }
@@ -119,6 +130,7 @@ impl CodedReceiver {
                     decoder,
                     decodable: false,
                     next_source: 0,
+                    early: BTreeMap::new(),
                 })
             }
         };
@@ -132,6 +144,8 @@ impl CodedReceiver {
             Ok(Pushed::Useful) => {
                 if s.esi == block.next_source {
                     block.next_source += 1;
+                } else if self.keep_early && s.esi > block.next_source && s.esi < block.k {
+                    block.early.insert(s.esi, s.payload.to_vec());
                 }
                 if block.decoder.useful_symbols() as u32 >= block.k && block.decoder.is_decodable()
                 {
@@ -179,6 +193,20 @@ impl CodedReceiver {
         (self.done_below, entries)
     }
 
+    pub fn set_keep_early(&mut self, keep: bool) {
+        self.keep_early = keep;
+    }
+
+    /// The next source symbol of a block in order, if it arrived early and
+    /// is now next: its payload, and the block's next source moves on.
+    pub fn take_early(&mut self, block_id: u32) -> Option<(u32, Vec<u8>)> {
+        let b = self.blocks.get_mut(&block_id)?;
+        let esi = b.next_source;
+        let payload = b.early.remove(&esi)?;
+        b.next_source += 1;
+        Some((esi, payload))
+    }
+
     /// Whether `s` is the next source symbol of its block in order: the
     /// block's bytes up to the end of it are then known as it arrives.
     pub fn is_next_source(&self, s: &Symbol<'_>) -> bool {
@@ -220,6 +248,41 @@ impl CodedReceiver {
 mod tests {
     use super::*;
     use convoy_codec::new_encoder;
+
+    #[test]
+    fn sources_that_arrive_early_are_handed_out_once_the_gap_fills() {
+        let data: Vec<u8> = (0..250u32).map(|i| i as u8).collect();
+        let enc = new_encoder(CodeKind::Rlnc, 0, &data, 50).unwrap();
+        let symbol = |esi: u32| {
+            let mut out = vec![0u8; 50];
+            enc.write_symbol(esi, &mut out).unwrap();
+            out
+        };
+        for keep in [false, true] {
+            let mut rx = CodedReceiver::new(CodeKind::Rlnc, 4);
+            rx.set_keep_early(keep);
+            for esi in [0u32, 2, 3, 1] {
+                let payload = symbol(esi);
+                let s = Symbol {
+                    block_id: 0,
+                    esi,
+                    block_len: 250,
+                    payload: &payload,
+                };
+                let in_order = rx.is_next_source(&s);
+                assert_eq!(in_order, esi < 2 && (esi == 0 || esi == 1));
+                rx.on_symbol(&s);
+            }
+            let early: Vec<u32> = std::iter::from_fn(|| rx.take_early(0))
+                .map(|(esi, payload)| {
+                    assert_eq!(payload, symbol(esi));
+                    esi
+                })
+                .collect();
+            let want: Vec<u32> = if keep { vec![2, 3] } else { vec![] };
+            assert_eq!(early, want, "keep_early {keep}");
+        }
+    }
 
     #[test]
     fn completes_reports_then_decodes_out_of_order_blocks() {

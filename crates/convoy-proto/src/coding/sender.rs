@@ -170,16 +170,26 @@ struct TxBlock {
     first_round: u32,
     second_round: bool,
     done: bool,
+    /// Source symbols lost with a path that died: sent again as they were,
+    /// before anything else of the block. Any repair would do for decoding,
+    /// but the receiver reads a block in order: without its first sources
+    /// back it waits for the whole block to decode, which after a failover
+    /// to a slower path takes the whole block's time on that path.
+    resend: Vec<u32>,
 }
 
 impl TxBlock {
+    /// Symbols the receiver still lacks, as far as the sender knows.
+    fn missing(&self, overhead: u32) -> u32 {
+        let useful = self.useful_reported + (self.acked - self.acked_at_report);
+        (self.k + overhead).saturating_sub(useful)
+    }
+
     fn deficit(&self, overhead: u32, p: f64, z: f64) -> u32 {
         if self.done {
             return 0;
         }
-        let useful = self.useful_reported + (self.acked - self.acked_at_report);
-        let need = (self.k + overhead).saturating_sub(useful);
-        symbols_for(need, p, z).saturating_sub(self.in_flight)
+        symbols_for(self.missing(overhead), p, z).saturating_sub(self.in_flight)
     }
 }
 
@@ -308,6 +318,7 @@ impl CodedSender {
             sent: 0,
             first_round,
             second_round: false,
+            resend: Vec::new(),
             done: false,
         });
         self.next_block_id += 1;
@@ -334,7 +345,16 @@ impl CodedSender {
             .find(|b| b.deficit(h, p, z) > 0)
             .map(|b| NextSymbol {
                 block_id: b.id,
-                esi: if b.next_source < b.k {
+                // Lost sources go again while they could all be missing; once
+                // the block lacks fewer symbols than that, some of them
+                // surely arrived, and repairs (always useful) finish it.
+                esi: if let Some(&esi) = b
+                    .resend
+                    .first()
+                    .filter(|_| b.resend.len() as u32 <= b.missing(h))
+                {
+                    esi
+                } else if b.next_source < b.k {
                     b.next_source
                 } else {
                     b.next_repair
@@ -361,6 +381,7 @@ impl CodedSender {
             ));
         };
         b.encoder.write_symbol(s.esi, out)?;
+        b.resend.retain(|&e| e != s.esi);
         let source = s.esi < b.k;
         if source {
             b.next_source = b.next_source.max(s.esi + 1);
@@ -394,6 +415,19 @@ impl CodedSender {
         self.loss = self.loss * (1.0 - LOSS_EWMA) + LOSS_EWMA;
         if let Some(b) = self.block_mut(block_id) {
             b.in_flight = b.in_flight.saturating_sub(1);
+        }
+    }
+
+    /// A symbol lost because its path died (not to the link's random loss:
+    /// the loss rate that sizes the margins is left alone). With `resend`,
+    /// a source symbol is sent again first.
+    pub fn on_path_lost(&mut self, block_id: u32, esi: u32, resend: bool) {
+        if let Some(b) = self.block_mut(block_id) {
+            b.in_flight = b.in_flight.saturating_sub(1);
+            if resend && esi < b.k && !b.resend.contains(&esi) {
+                let at = b.resend.partition_point(|&e| e < esi);
+                b.resend.insert(at, esi);
+            }
         }
     }
 
@@ -452,6 +486,54 @@ mod tests {
             block_airtime: None,
         };
         CodedSender::new(cfg, 10)
+    }
+
+    #[test]
+    fn sources_lost_with_a_path_go_again_first_while_they_could_all_be_missing() {
+        let mut s = sender();
+        s.start_block(&[1u8; 400]).unwrap();
+        let mut out = [0u8; 100];
+        for _ in 0..4 {
+            let n = s.next_symbol().unwrap();
+            s.emit(n, &mut out).unwrap();
+        }
+        let before = s.loss_rate();
+        // Sources 1 and 3 died with their path; 2 probably arrived (sent
+        // before the path was last heard from): repaired, not resent.
+        s.on_path_lost(0, 3, true);
+        s.on_path_lost(0, 1, true);
+        s.on_path_lost(0, 2, false);
+        assert_eq!(s.loss_rate(), before, "a dead path is not link loss");
+        let n = s.next_symbol().unwrap();
+        assert_eq!(n.esi, 1, "the first lost source first");
+        s.emit(n, &mut out).unwrap();
+        let n = s.next_symbol().unwrap();
+        assert_eq!(n.esi, 3);
+        s.emit(n, &mut out).unwrap();
+        let n = s.next_symbol().unwrap();
+        assert_eq!(n.esi, 4, "then a repair for the one not resent");
+    }
+
+    #[test]
+    fn resends_give_way_to_repairs_once_the_block_lacks_fewer_symbols() {
+        let mut s = sender();
+        s.start_block(&[1u8; 400]).unwrap();
+        let mut out = [0u8; 100];
+        for _ in 0..4 {
+            let n = s.next_symbol().unwrap();
+            s.emit(n, &mut out).unwrap();
+        }
+        // Three acknowledged, then all four declared lost with the path:
+        // the block lacks one symbol, so of four candidates at most one is
+        // missing and a repair (always useful) is the better bet.
+        for _ in 0..3 {
+            s.on_acked(0);
+        }
+        for esi in 0..4 {
+            s.on_path_lost(0, esi, true);
+        }
+        let n = s.next_symbol().unwrap();
+        assert!(n.esi >= 4, "a repair, not source {}", n.esi);
     }
 
     #[test]

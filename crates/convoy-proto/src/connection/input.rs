@@ -171,6 +171,11 @@ impl Connection {
         }
         path.last_received = Some(now);
         path.pto_count = 0;
+        if path.suspect_since.is_some() {
+            // Heard from: not silent, so not abandoned yet (only an
+            // acknowledgment makes it work again).
+            path.suspect_since = Some(now);
+        }
         path.counters.packets_received += 1;
         path.counters.bytes_received += len as u64;
         if let Err(why) = self.on_frames(now, path_idx, &plain, len) {
@@ -200,6 +205,9 @@ impl Connection {
                     }
                 }
                 Frame::PathChallenge(data) => {
+                    // Path frames elicit an ACK, as their sender counts
+                    // them in flight on that path.
+                    eliciting = true;
                     let responses = &mut self.paths[path_idx].responses;
                     // Only the newest few: a peer repeating challenges
                     // gets its latest answered.
@@ -208,11 +216,23 @@ impl Connection {
                     }
                     responses.push(data);
                 }
-                Frame::PathResponse(data) => self.on_path_response(now, data),
+                Frame::PathResponse(data) => {
+                    eliciting = true;
+                    self.on_path_response(now, data)
+                }
                 Frame::PathStatus { path, seq, backup } => {
                     self.on_path_status(now, path, seq, backup)
                 }
                 Frame::PathAbandon { path, .. } => self.on_path_abandon(now, path),
+                Frame::PairProbe { pair, second } => {
+                    eliciting = true;
+                    self.on_pair_probe(now, path_idx, pair, second);
+                }
+                Frame::PairReport {
+                    pair,
+                    first_us,
+                    dispersion_us,
+                } => self.on_pair_report(now, pair, first_us, dispersion_us),
                 Frame::Ack(ack) => {
                     let paths = &self.paths;
                     let out = self
@@ -239,6 +259,17 @@ impl Connection {
                         let path = out.acked.last().map_or(0, |p| p.path);
                         if let Some(p) = self.paths.iter_mut().find(|p| p.id == path) {
                             p.rtt.update(rtt, delay.min(self.cfg.max_ack_delay * 4));
+                            if let Some(g) = p.grader.as_mut() {
+                                g.on_rtt(now, rtt);
+                            }
+                        }
+                    }
+                    for &(id, rtt) in &out.path_rtt_samples {
+                        if let Some(p) = self.paths.iter_mut().find(|p| p.id == id) {
+                            p.rtt.update(rtt, Duration::ZERO);
+                            if let Some(g) = p.grader.as_mut() {
+                                g.on_rtt(now, rtt);
+                            }
                         }
                     }
                     let e = self.one_rtt.as_mut().expect("established");
@@ -264,13 +295,23 @@ impl Connection {
                                 bytes_in_flight: self.recovery.path_bytes_in_flight(path.id),
                                 peer_receive: peer_receive(path.id),
                             });
-                            if mine.iter().any(|p| p.ack_eliciting) {
-                                progressed.push(i);
+                            let newest_sent = mine
+                                .iter()
+                                .filter(|p| p.ack_eliciting)
+                                .map(|p| p.time)
+                                .max();
+                            if let Some(sent) = newest_sent {
+                                progressed.push((i, Some(sent)));
                             }
                         }
                     }
-                    for i in progressed {
-                        self.on_path_progress(now, i);
+                    for &id in &out.late_paths {
+                        if let Some(i) = self.path_index(id) {
+                            progressed.push((i, None));
+                        }
+                    }
+                    for (i, sent) in progressed {
+                        self.on_path_progress(now, i, sent);
                     }
                     self.on_lost(now, &out.lost);
                 }
@@ -282,17 +323,18 @@ impl Connection {
                 Frame::Symbol(s) => {
                     eliciting = true;
                     let e = self.one_rtt.as_mut().expect("established");
+                    e.rx.set_keep_early(self.paths.len() > 1);
                     let in_order = e.rx.is_next_source(&s);
                     let received = e.rx.on_symbol(&s);
                     if in_order && matches!(received, Received::Useful | Received::Completed) {
                         // A source symbol in order: the block's bytes at its
-                        // place, readable now.
-                        let size = s.payload.len();
-                        let start = s.esi as usize * size;
-                        let end = (start + size).min(s.block_len as usize);
+                        // place, readable now, and those that came early
+                        // behind it.
                         let reader = e.readers.entry(s.block_id).or_default();
-                        if reader.position() == start && start < end {
-                            reader.feed(&s.payload[..end - start], &mut self.streams)?;
+                        read_source(reader, &s, s.esi, s.payload, &mut self.streams)?;
+                        while let Some((esi, payload)) = e.rx.take_early(s.block_id) {
+                            let reader = e.readers.entry(s.block_id).or_default();
+                            read_source(reader, &s, esi, &payload, &mut self.streams)?;
                         }
                     }
                     if received == Received::Completed {
@@ -351,4 +393,22 @@ impl Connection {
         }
         Ok(())
     }
+}
+
+/// Hands source symbol `esi` of `s`'s block to the block's reader if it is
+/// where the reader stands.
+fn read_source(
+    reader: &mut super::block_reader::BlockReader,
+    s: &crate::wire::Symbol<'_>,
+    esi: u32,
+    payload: &[u8],
+    streams: &mut crate::stream::Streams,
+) -> Result<(), String> {
+    let size = payload.len();
+    let start = esi as usize * size;
+    let end = (start + size).min(s.block_len as usize);
+    if reader.position() == start && start < end {
+        reader.feed(&payload[..end - start], streams)?;
+    }
+    Ok(())
 }

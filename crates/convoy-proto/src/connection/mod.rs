@@ -6,6 +6,7 @@
 //! stream calls. Time is whatever the driver says it is.
 
 mod block_reader;
+mod grading;
 mod input;
 mod output;
 mod paths;
@@ -218,6 +219,9 @@ pub struct Connection {
     pub(crate) peer_receive_times: Vec<(u64, Duration)>,
     /// Every path state change (paths.rs).
     pub(crate) path_events: VecDeque<paths::PathEvent>,
+    /// When a path last turned suspect or was abandoned.
+    pub(crate) last_suspicion: Option<Duration>,
+    pub(crate) next_pair_id: u64,
     /// The peer asked for RECEIVE_TIME frames.
     pub(crate) send_receive_times: bool,
     /// Something the peer must hear soon (a block completed, a new rate
@@ -279,6 +283,8 @@ impl Connection {
             largest_received_at: now,
             peer_receive_times: Vec::new(),
             path_events: VecDeque::new(),
+            last_suspicion: None,
+            next_pair_id: 0,
             send_receive_times: false,
             feedback_due: false,
             trains: TrainEstimator::default(),
@@ -651,7 +657,11 @@ impl Connection {
                     }
                 }
             }
-            if self.paths.iter().any(|p| p.has_control()) {
+            if self
+                .paths
+                .iter()
+                .any(|p| p.has_control() || p.pair_stage > 0)
+            {
                 consider(Some(self.last_sent));
             }
             consider(self.credit_probe_time());
@@ -735,6 +745,7 @@ impl Connection {
             .detect_lost(now, &|id| loss_delay_of(paths, id));
         self.on_lost(now, &lost);
         self.on_path_timers(now);
+        self.on_grading_timers(now);
         if self.credit_probe_time().is_some_and(|t| now >= t) {
             self.pto_count += 1;
             self.ping_due = true;

@@ -54,6 +54,9 @@ impl Connection {
         if let Some(t) = self.path_control_packet(now, buf) {
             return Some(t);
         }
+        if let Some(t) = self.pair_packet(now, buf) {
+            return Some(t);
+        }
         let ack_due = self.ack_pending > 0
             && (self.ack_pending >= self.cfg.ack_every
                 || self.ack_deadline.is_some_and(|d| now >= d));
@@ -145,7 +148,7 @@ impl Connection {
         buf: &mut [u8],
         path_idx: usize,
         ack_eliciting: bool,
-        block: Option<u32>,
+        block: Option<(u32, u32)>,
         body: impl FnOnce(&mut Writer<'_>, &mut Self) -> bool,
     ) -> Option<Transmit> {
         let limit = self.cfg.max_datagram.min(buf.len());
@@ -168,7 +171,8 @@ impl Connection {
             bytes: len as u32,
             path: self.paths[path_idx].id,
             seq: 0,
-            block,
+            block: block.map(|(b, _)| b),
+            esi: block.map_or(0, |(_, e)| e),
             ack_eliciting,
         });
         Some(self.sent(now, len, path_idx))
@@ -183,12 +187,21 @@ impl Connection {
                 let status = Frame::PathStatus {
                     path: p.id,
                     seq: p.status_seq,
-                    backup: p.backup,
+                    backup: p.backup || p.demoted,
                 };
                 if write_frame(w, &status).is_ok() {
                     p.status_repeats -= 1;
                 }
             }
+            for &(pair, first, dispersion) in &p.pair_reports {
+                let report = Frame::PairReport {
+                    pair,
+                    first_us: first.as_micros() as u64,
+                    dispersion_us: dispersion.as_micros() as u64,
+                };
+                let _ = write_frame(w, &report);
+            }
+            p.pair_reports.clear();
             if p.abandon_repeats > 0
                 && write_frame(
                     w,
@@ -307,30 +320,38 @@ impl Connection {
                 return t;
             }
         }
-        let t = self.protected(now, buf, path_idx, true, Some(next.block_id), |w, c| {
-            if let Some(tag) = train {
-                if write_frame(w, &Frame::Train(tag)).is_err() {
+        let t = self.protected(
+            now,
+            buf,
+            path_idx,
+            true,
+            Some((next.block_id, next.esi)),
+            |w, c| {
+                if let Some(tag) = train {
+                    if write_frame(w, &Frame::Train(tag)).is_err() {
+                        return false;
+                    }
+                }
+                if write_symbol_header(w, next.block_id, next.esi, next.block_len, symbol_size)
+                    .is_err()
+                {
                     return false;
                 }
-            }
-            if write_symbol_header(w, next.block_id, next.esi, next.block_len, symbol_size).is_err()
-            {
-                return false;
-            }
-            let Ok(out) = w.reserve(symbol_size) else {
-                return false;
-            };
-            if c.one_rtt
-                .as_mut()
-                .expect("established")
-                .tx
-                .emit(next, out)
-                .is_err()
-            {
-                return false;
-            }
-            w.bytes(&feedback).is_ok()
-        })?;
+                let Ok(out) = w.reserve(symbol_size) else {
+                    return false;
+                };
+                if c.one_rtt
+                    .as_mut()
+                    .expect("established")
+                    .tx
+                    .emit(next, out)
+                    .is_err()
+                {
+                    return false;
+                }
+                w.bytes(&feedback).is_ok()
+            },
+        )?;
         self.stats.data_packets_sent += 1;
         let in_flight = self.recovery.path_bytes_in_flight(self.paths[path_idx].id);
         self.paths[path_idx]

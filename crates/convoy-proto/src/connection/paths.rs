@@ -42,11 +42,16 @@ pub const MAX_PATHS: usize = 8;
 pub const STANDBY_PROBE: Duration = Duration::from_secs(1);
 /// A path abandoned for silence is probed again this often, so traffic
 /// returns within about this long of the path coming back.
-pub const REPROBE: Duration = Duration::from_millis(1000);
+pub const REPROBE: Duration = Duration::from_millis(500);
 /// A suspect path is abandoned after this many (base) PTOs of silence.
 pub const ABANDON_PTOS: u32 = 3;
 /// Tries of a path challenge before the path is given up (re-probed later).
 const CHALLENGE_TRIES: u32 = 5;
+/// Challenges repeat at most this far apart: a path coming back is found
+/// within this long.
+const MAX_CHALLENGE_INTERVAL: Duration = Duration::from_millis(250);
+/// See [`Connection::feedback_path`].
+const FEEDBACK_ALIVE: Duration = Duration::from_millis(10);
 /// Path events kept for [`Connection::path_events`].
 const MAX_EVENTS: usize = 4096;
 
@@ -105,6 +110,10 @@ pub struct PathInfo {
     pub packets_sent: u64,
     pub packets_received: u64,
     pub packets_lost: u64,
+    /// CapProbe's verdict: graded bad N times in a row (demoted).
+    pub bad: bool,
+    /// CapProbe's capacity estimate C′, bit/s, once pairs were measured.
+    pub capacity_bps: Option<u64>,
 }
 
 /// A path changed state at `at`.
@@ -148,10 +157,14 @@ pub(crate) struct Path {
     pub responses: Vec<[u8; 8]>,
     /// A ping to send on this path (PTO probe, standby keep-alive).
     pub ping_due: bool,
-    /// Anti-amplification toward a peer address not yet validated.
+    /// The peer opened it: until validated, we send at most 3× what came
+    /// in on it (anti-amplification; a path we opened has no such limit).
+    pub peer_opened: bool,
     pub unvalidated_received: u64,
     pub unvalidated_sent: u64,
     pub last_received: Option<Duration>,
+    /// When an acknowledgment last covered a packet of this path.
+    pub last_progress: Option<Duration>,
     pub last_sent: Duration,
     pub pto_count: u32,
     pub suspect_since: Option<Duration>,
@@ -164,6 +177,21 @@ pub(crate) struct Path {
     pub newest_received: Option<(u64, Duration)>,
     pub receive_time_due: bool,
     pub counters: PathCounters,
+    /// CapProbe (grading.rs): the grader, the pair on its way and the one
+    /// being received, reports to send, when the next pair goes.
+    pub grader: Option<crate::capprobe::Estimator>,
+    pub pair_stage: u8,
+    pub pair_sent: Option<super::grading::PairSent>,
+    pub pair_received: Option<(u64, Duration)>,
+    pub pair_reports: Vec<(u64, Duration, Duration)>,
+    pub next_pair_at: Duration,
+    /// Graded bad: standing by until graded good again.
+    pub demoted: bool,
+    /// Validated again after being abandoned: demoted once validated.
+    pub probation: bool,
+    /// A challenge filled a datagram on it once (the path carries
+    /// full-size packets); re-probes need not.
+    pub full_size_checked: bool,
 }
 
 impl Path {
@@ -184,9 +212,11 @@ impl Path {
             challenge_due: false,
             responses: Vec::new(),
             ping_due: false,
+            peer_opened: false,
             unvalidated_received: 0,
             unvalidated_sent: 0,
             last_received: None,
+            last_progress: None,
             last_sent: Duration::ZERO,
             pto_count: 0,
             suspect_since: None,
@@ -195,6 +225,15 @@ impl Path {
             newest_received: None,
             receive_time_due: false,
             counters: PathCounters::default(),
+            grader: None,
+            pair_stage: 0,
+            pair_sent: None,
+            pair_received: None,
+            pair_reports: Vec::new(),
+            next_pair_at: Duration::ZERO,
+            demoted: false,
+            probation: false,
+            full_size_checked: false,
         }
     }
 
@@ -209,7 +248,9 @@ impl Path {
 
     /// Whether sending `len` more bytes on it would break the 3× limit.
     pub(crate) fn amplification_limited(&self, len: usize) -> bool {
-        !self.validated && self.unvalidated_sent + len as u64 > 3 * self.unvalidated_received
+        self.peer_opened
+            && !self.validated
+            && self.unvalidated_sent + len as u64 > 3 * self.unvalidated_received
     }
 
     /// What a validated, working path is: active, or standby if backup.
@@ -324,6 +365,8 @@ impl Connection {
                 packets_sent: p.counters.packets_sent,
                 packets_received: p.counters.packets_received,
                 packets_lost: p.counters.packets_lost,
+                bad: p.demoted,
+                capacity_bps: p.grader.as_ref().and_then(|g| g.capacity_bps()),
             })
             .collect()
     }
@@ -355,19 +398,25 @@ impl Connection {
     }
 
     fn abandon(&mut self, now: Duration, i: usize) {
+        let client = self.role == super::Role::Client;
         if self.paths[i].state == PathState::Abandoned {
             return;
         }
+        if matches!(self.paths[i].state, PathState::Active | PathState::Standby) {
+            self.last_suspicion = Some(now);
+        }
         let id = self.paths[i].id;
         let lost = self.recovery.on_probe_timeout(id, now);
-        self.on_lost(now, &lost);
+        self.on_path_lost(now, &lost);
         let p = &mut self.paths[i];
         p.suspect_since = None;
         p.challenge = None;
         p.challenge_due = false;
         p.ping_due = false;
         p.responses.clear();
-        p.abandon_repeats = 3;
+        // Only the client, which owns the interfaces, abandons a path for
+        // the peer too; a server's view is its own.
+        p.abandon_repeats = if client { 3 } else { 0 };
         p.reprobe_at = (!p.os_down).then_some(now + REPROBE);
         self.feedback_due = true;
         self.set_state(now, i, PathState::Abandoned);
@@ -380,12 +429,19 @@ impl Connection {
         let p = &mut self.paths[i];
         p.cc = cc;
         p.validated = false;
+        p.unvalidated_sent = 0;
+        p.unvalidated_received = 0;
         p.challenge = None;
         p.challenge_due = true;
         p.challenge_tries = 0;
         p.pto_count = 0;
         p.reprobe_at = None;
         p.abandon_repeats = 0;
+        // Back on probation: once validated it stands by, graded by
+        // CapProbe, and carries data again after its first good grade. A
+        // path that answers but is still poor would otherwise take data
+        // at every re-probe and stall it.
+        p.probation = true;
         self.set_state(now, i, PathState::Validating);
     }
 
@@ -399,6 +455,7 @@ impl Connection {
             return;
         };
         let (_, sent) = self.paths[i].challenge.take().expect("matched");
+        let several = self.paths.len() > 1;
         let p = &mut self.paths[i];
         if p.challenge_tries == 1 && !p.rtt.has_samples() {
             // One challenge, one answer: an RTT sample (Karn's rule).
@@ -411,7 +468,16 @@ impl Connection {
         p.validated = true;
         p.pto_count = 0;
         p.suspect_since = None;
-        let s = p.working_state();
+        if std::mem::take(&mut p.probation) && several {
+            p.demoted = true;
+            p.grader = None;
+        }
+        let p = &mut self.paths[i];
+        let s = if p.demoted {
+            PathState::Standby
+        } else {
+            p.working_state()
+        };
         self.set_state(now, i, s);
     }
 
@@ -437,37 +503,113 @@ impl Connection {
                 self.paths[i].abandon_repeats = 0;
                 self.abandon(now, i);
                 self.paths[i].abandon_repeats = 0;
-                // Its return is the peer's to probe.
-                self.paths[i].reprobe_at = None;
+                // A client probes it again later (the server waits for
+                // that probe: only the client knows its interfaces).
+                if self.role == super::Role::Server {
+                    self.paths[i].reprobe_at = None;
+                }
+            }
+        }
+    }
+
+    /// A path is suspect when it is silent: for a PTO, nothing of ours on
+    /// it acknowledged and nothing heard on it. A path the peer keeps
+    /// sending on works at least one way (its acknowledgments may just be
+    /// queued behind data), and one whose packets are being acknowledged
+    /// works; suspecting either would throw away its symbols in flight.
+    fn may_suspect(&self, i: usize, now: Duration) -> bool {
+        let p = &self.paths[i];
+        let pto = self.base_pto(i);
+        matches!(p.state, PathState::Active | PathState::Standby)
+            && self
+                .recovery
+                .oldest_in_flight(Some(p.id))
+                .is_some_and(|t| now.saturating_sub(t) >= pto)
+            && self
+                .last_heard(i)
+                .is_none_or(|t| now.saturating_sub(t) >= pto)
+            && self.another_works(i)
+    }
+
+    /// The last sign of life of a path: a packet from it, or an
+    /// acknowledgment of one sent on it.
+    fn last_heard(&self, i: usize) -> Option<Duration> {
+        let p = &self.paths[i];
+        p.last_received.max(p.last_progress)
+    }
+
+    /// Symbols lost with a path (suspect, abandoned); the loss rate that
+    /// sizes the coding margin is left alone (a dead path is not a lossy
+    /// link). Sources sent after the path probably died, half an RTT
+    /// before it was last heard from (what was heard left the peer then),
+    /// are sent again first on the other paths. Those sent before were
+    /// probably delivered (only their acknowledgments died): resending
+    /// them would only repeat them, so the block gets repair symbols as
+    /// for any loss.
+    fn on_path_lost(&mut self, now: Duration, lost: &[crate::recovery::SentPacket]) {
+        if lost.is_empty() {
+            return;
+        }
+        let heard: Vec<(u8, Option<Duration>)> = (0..self.paths.len())
+            .map(|i| {
+                let half_rtt = self.paths[i].rtt.smoothed() / 2;
+                (
+                    self.paths[i].id,
+                    self.last_heard(i).map(|t| t.saturating_sub(half_rtt)),
+                )
+            })
+            .collect();
+        if let Some(e) = self.one_rtt.as_mut() {
+            for p in lost {
+                if let Some(b) = p.block {
+                    let heard_at = heard.iter().find(|(id, _)| *id == p.path).and_then(|h| h.1);
+                    let resend = heard_at.is_none_or(|h| p.time >= h);
+                    e.tx.on_path_lost(b, p.esi, resend);
+                }
+            }
+        }
+        self.stats.packets_lost += lost.iter().filter(|p| p.ack_eliciting).count() as u64;
+        for path in &mut self.paths {
+            let mine: Vec<_> = lost.iter().filter(|p| p.path == path.id).copied().collect();
+            if !mine.is_empty() {
+                path.counters.packets_lost +=
+                    mine.iter().filter(|p| p.ack_eliciting).count() as u64;
+                path.cc.on_loss(now, &mine);
             }
         }
     }
 
     /// Whether some path other than `i` can carry data.
-    fn another_works(&self, i: usize) -> bool {
+    pub(crate) fn another_works(&self, i: usize) -> bool {
         self.paths.iter().enumerate().any(|(j, p)| {
             j != i && p.validated && matches!(p.state, PathState::Active | PathState::Standby)
         })
     }
 
-    /// Paths data may go on: the active ones, or if none, the standby ones.
-    /// With one path, that path whatever its state (the single-path
-    /// connection never suspects its only path).
+    /// Paths data may go on: the active ones; if none, the standby ones
+    /// graded good; if none, those graded bad. With one path, that path
+    /// whatever its state (the single-path connection never suspects its
+    /// only path).
     pub(crate) fn data_paths(&self) -> impl Iterator<Item = usize> + '_ {
-        let any_active = self.paths.iter().any(|p| p.state == PathState::Active);
-        let wanted = if any_active {
-            PathState::Active
-        } else {
-            PathState::Standby
+        let rank = |p: &Path| match (p.state, p.demoted) {
+            (PathState::Active, _) => Some(0),
+            (PathState::Standby, false) => Some(1),
+            (PathState::Standby, true) => Some(2),
+            _ => None,
         };
+        let best = self.paths.iter().filter_map(rank).min();
         let single = self.paths.len() == 1;
-        (0..self.paths.len()).filter(move |&i| single || self.paths[i].state == wanted)
+        (0..self.paths.len())
+            .filter(move |&i| single || (best.is_some() && rank(&self.paths[i]) == best))
     }
 
     /// The path feedback goes on: the fastest of the paths the peer reached
-    /// us on within about a PTO (an ACK on a fast path comes back soonest,
-    /// and one on a path the peer no longer uses might never arrive); if
-    /// none, the path of the newest packet received.
+    /// us on just now (an ACK on a fast path comes back soonest, and one on
+    /// a path the peer no longer uses might never arrive); if none, the path
+    /// of the newest packet received. "Just now" is twice the path's RTT
+    /// variation, at least [`FEEDBACK_ALIVE`]: a path carrying data hears
+    /// from the peer far more often, and when the peer moves its data to
+    /// another path (ours died under it) the feedback follows within that.
     pub(crate) fn feedback_path(&self, now: Duration) -> usize {
         if self.paths.len() == 1 {
             return 0;
@@ -475,8 +617,12 @@ impl Connection {
         let alive = |p: &Path| {
             p.validated
                 && matches!(p.state, PathState::Active | PathState::Standby)
-                && p.last_received
-                    .is_some_and(|t| now <= t + p.rtt.pto(self.cfg.max_ack_delay))
+                && p.last_received.is_some_and(|t| {
+                    now <= t
+                        + (p.rtt.var() * 2)
+                            .max(FEEDBACK_ALIVE)
+                            .min(p.rtt.pto(self.cfg.max_ack_delay))
+                })
         };
         let best = |standby: bool| {
             self.paths
@@ -507,10 +653,19 @@ impl Connection {
     }
 
     /// Packets of these paths were acknowledged: they work.
-    pub(crate) fn on_path_progress(&mut self, now: Duration, i: usize) {
+    /// An acknowledgment covered packets of path `i`, the newest of them
+    /// sent at `sent` (`None`: only packets already declared lost). It is a
+    /// sign of life; a suspect path works again only if a packet sent since
+    /// it became suspect got through (older ones may have drained from a
+    /// queue just before it died).
+    pub(crate) fn on_path_progress(&mut self, now: Duration, i: usize, sent: Option<Duration>) {
         let p = &mut self.paths[i];
         p.pto_count = 0;
-        if p.state == PathState::Suspect {
+        p.last_progress = Some(now);
+        let revives = p
+            .suspect_since
+            .is_some_and(|since| sent.is_some_and(|t| t >= since));
+        if p.state == PathState::Suspect && revives {
             p.suspect_since = None;
             let s = p.working_state();
             self.set_state(now, i, s);
@@ -523,7 +678,7 @@ impl Connection {
         let mut t: Option<Duration> = None;
         let mut consider = |x: Duration| t = Some(t.map_or(x, |t| t.min(x)));
         for (i, p) in self.paths.iter().enumerate() {
-            if let Some(oldest) = self.recovery.oldest_in_flight(Some(p.id)) {
+            if let Some(oldest) = self.probe_timer_start(p.id) {
                 consider(oldest + self.path_pto(i));
             }
             if let Some((_, sent)) = p.challenge {
@@ -535,9 +690,20 @@ impl Connection {
             if let Some(since) = p.suspect_since {
                 consider(since + self.base_pto(i) * ABANDON_PTOS);
             }
+            if p.pto_count > 0 && matches!(p.state, PathState::Active | PathState::Standby) {
+                // Timed out, but still heard from or just probed: suspect
+                // once it is silent and its probe unanswered.
+                if let Some(oldest) = self.recovery.oldest_in_flight(Some(p.id)) {
+                    let heard = self.last_heard(i).unwrap_or(oldest);
+                    consider(heard.max(oldest) + self.base_pto(i));
+                }
+            }
             if p.state == PathState::Standby && p.validated {
                 consider(p.last_sent + STANDBY_PROBE);
             }
+        }
+        if let Some(g) = self.grading_timeout() {
+            consider(g);
         }
         t
     }
@@ -549,19 +715,37 @@ impl Connection {
         } else {
             &self.paths[0].rtt
         };
-        rtt.pto(self.cfg.max_ack_delay) * 2u32.pow(self.paths[i].challenge_tries.min(4))
+        (rtt.pto(self.cfg.max_ack_delay) * 2u32.pow(self.paths[i].challenge_tries.min(4)))
+            .min(MAX_CHALLENGE_INTERVAL)
+    }
+
+    /// Where a path's probe timer runs from: its oldest packet in flight,
+    /// or the last time another path turned suspect if later. The peer's
+    /// feedback for every path may have been riding the path that died
+    /// (it is the fastest): until the peer notices and moves it, the
+    /// others' acknowledgments are late, and a probe timeout there would
+    /// throw away the one path that still works.
+    fn probe_timer_start(&self, id: u8) -> Option<Duration> {
+        let oldest = self.recovery.oldest_in_flight(Some(id))?;
+        Some(self.last_suspicion.map_or(oldest, |t| oldest.max(t)))
     }
 
     /// Runs the paths' timers (see [`Connection::path_timeout`]).
     pub(crate) fn on_path_timers(&mut self, now: Duration) {
         for i in 0..self.paths.len() {
             let id = self.paths[i].id;
-            if let Some(oldest) = self.recovery.oldest_in_flight(Some(id)) {
+            if let Some(oldest) = self.probe_timer_start(id) {
                 let pto = self.path_pto(i);
                 if now >= oldest + pto {
+                    let suspect = self.may_suspect(i, now);
                     let lost = self.recovery.on_probe_timeout(id, now.saturating_sub(pto));
                     self.paths[i].cc.on_probe_timeout(now);
-                    self.on_lost(now, &lost);
+                    if suspect {
+                        self.on_path_lost(now, &lost);
+                        self.suspect(now, i);
+                    } else {
+                        self.on_lost(now, &lost);
+                    }
                     self.paths[i].pto_count += 1;
                     self.pto_count += 1;
                     if i == self.feedback_path(now) {
@@ -569,8 +753,10 @@ impl Connection {
                     } else {
                         self.paths[i].ping_due = true;
                     }
-                    self.maybe_suspect(now, i);
                 }
+            }
+            if self.paths[i].pto_count > 0 && self.may_suspect(i, now) {
+                self.suspect(now, i);
             }
             let p = &self.paths[i];
             if let Some((_, sent)) = p.challenge {
@@ -586,9 +772,12 @@ impl Connection {
             if p.reprobe_at.is_some_and(|t| now >= t) && !p.os_down {
                 self.revalidate(now, i);
             }
+            // A server keeps a suspect path suspect (unused until it
+            // answers); the client decides when it is gone.
             let p = &self.paths[i];
-            if p.suspect_since
-                .is_some_and(|s| now >= s + self.base_pto(i) * ABANDON_PTOS)
+            if self.role == super::Role::Client
+                && p.suspect_since
+                    .is_some_and(|s| now >= s + self.base_pto(i) * ABANDON_PTOS)
             {
                 self.abandon(now, i);
             }
@@ -601,16 +790,12 @@ impl Connection {
 
     /// A probe timeout on path `i`: with another path working, `i` is
     /// suspect, and all its symbols in flight are repaired elsewhere now.
-    fn maybe_suspect(&mut self, now: Duration, i: usize) {
-        if !matches!(self.paths[i].state, PathState::Active | PathState::Standby)
-            || !self.another_works(i)
-        {
-            return;
-        }
+    fn suspect(&mut self, now: Duration, i: usize) {
         let id = self.paths[i].id;
         let lost = self.recovery.on_probe_timeout(id, now);
-        self.on_lost(now, &lost);
+        self.on_path_lost(now, &lost);
         self.paths[i].suspect_since = Some(now);
+        self.last_suspicion = Some(now);
         self.set_state(now, i, PathState::Suspect);
     }
 
@@ -628,7 +813,13 @@ impl Connection {
                 // NAT rebinding or migration on the same path.
                 self.paths[i].remote = remote;
             }
-            if self.paths[i].state == PathState::Abandoned && self.role == super::Role::Server {
+            // A newer packet than any before (not one queued before the
+            // path was abandoned, draining late) means the peer uses the
+            // path again: validate it.
+            if self.paths[i].state == PathState::Abandoned
+                && self.role == super::Role::Server
+                && newest
+            {
                 self.revalidate(now, i);
             }
             return Some(i);
@@ -636,11 +827,9 @@ impl Connection {
         if self.paths.len() >= MAX_PATHS {
             return None;
         }
-        self.paths.push(Path::unvalidated(
-            path_id,
-            remote,
-            self.cfg.rate_control.build(),
-        ));
+        let mut p = Path::unvalidated(path_id, remote, self.cfg.rate_control.build());
+        p.peer_opened = true;
+        self.paths.push(p);
         self.record_event(now, path_id, PathState::Validating);
         Some(self.paths.len() - 1)
     }

@@ -20,8 +20,10 @@ impl Connection {
         let p = &self.paths[i];
         // The first challenge on a path fills a datagram: the path must
         // carry full-size packets, and a server's 3× budget on it grows.
-        let pad =
-            p.challenge_due && p.challenge_tries == 0 && !self.path_amplification_limited(i, max);
+        let pad = p.challenge_due
+            && p.challenge_tries == 0
+            && !p.full_size_checked
+            && !self.path_amplification_limited(i, max);
         let challenge = p.challenge_due.then(|| self.next_pn.to_le_bytes());
         let responses = std::mem::take(&mut self.paths[i].responses);
         let ping = std::mem::take(&mut self.paths[i].ping_due);
@@ -47,6 +49,7 @@ impl Connection {
         });
         if let Some(c) = challenge {
             let p = &mut self.paths[i];
+            p.full_size_checked |= pad && t.is_some();
             p.challenge_due = false;
             p.challenge = Some((c, now));
             p.challenge_tries += 1;

@@ -34,6 +34,8 @@ pub const PATH_CHALLENGE: u8 = 0x0e;
 pub const PATH_RESPONSE: u8 = 0x0f;
 pub const PATH_STATUS: u8 = 0x12;
 pub const PATH_ABANDON: u8 = 0x13;
+pub const PAIR_PROBE: u8 = 0x14;
+pub const PAIR_REPORT: u8 = 0x15;
 pub const STREAM: u8 = 0x10;
 pub const RESET_STREAM: u8 = 0x11;
 
@@ -103,6 +105,19 @@ pub enum Frame<'a> {
     PathAbandon {
         path: u8,
         code: u64,
+    },
+    /// One of the two packets of a CapProbe packet pair, sent back to back
+    /// on one path (docs/PROTOCOL.md, "CapProbe path grading").
+    PairProbe {
+        pair: u64,
+        second: bool,
+    },
+    /// The receiver's measurement of a pair: when its first packet arrived
+    /// (the receiver's clock, µs) and how long after it the second did.
+    PairReport {
+        pair: u64,
+        first_us: u64,
+        dispersion_us: u64,
     },
     Stream {
         stream: u64,
@@ -318,6 +333,20 @@ fn parse_frame<'a>(r: &mut Reader<'a>) -> Result<Frame<'a>, WireError> {
         PATH_ABANDON => Frame::PathAbandon {
             path: r.u8()?,
             code: r.varint()?,
+        },
+        PAIR_PROBE => {
+            let pair = r.varint()?;
+            let second = match r.u8()? {
+                0 => false,
+                1 => true,
+                _ => return Err(WireError::Invalid("pair probe index")),
+            };
+            Frame::PairProbe { pair, second }
+        }
+        PAIR_REPORT => Frame::PairReport {
+            pair: r.varint()?,
+            first_us: r.varint()?,
+            dispersion_us: r.varint()?,
         },
         STREAM => {
             let fin = r.u8()?;
@@ -548,6 +577,21 @@ fn write_frame_fields(w: &mut Writer<'_>, frame: &Frame<'_>) -> Result<(), WireE
             w.u8(path)?;
             w.varint(code)
         }
+        Frame::PairProbe { pair, second } => {
+            w.u8(PAIR_PROBE)?;
+            w.varint(pair)?;
+            w.u8(u8::from(second))
+        }
+        Frame::PairReport {
+            pair,
+            first_us,
+            dispersion_us,
+        } => {
+            w.u8(PAIR_REPORT)?;
+            w.varint(pair)?;
+            w.varint(first_us)?;
+            w.varint(dispersion_us)
+        }
         Frame::Close { code, reason } => {
             w.u8(CLOSE)?;
             w.varint(code)?;
@@ -757,6 +801,15 @@ mod tests {
                 backup: true,
             },
             Frame::PathAbandon { path: 255, code: 2 },
+            Frame::PairProbe {
+                pair: 77,
+                second: true,
+            },
+            Frame::PairReport {
+                pair: 77,
+                first_us: 1 << 35,
+                dispersion_us: 1200,
+            },
             Frame::Stream {
                 stream: 8,
                 offset: 1 << 33,
@@ -803,6 +856,9 @@ mod tests {
             &[PATH_STATUS, 1, 0, 2][..],
             &[PATH_STATUS, 1][..],
             &[PATH_ABANDON, 1][..],
+            &[PAIR_PROBE, 1, 2][..],
+            &[PAIR_PROBE, 1][..],
+            &[PAIR_REPORT, 1, 2][..],
         ] {
             assert!(
                 Frames::new(bad).next().unwrap().is_err(),

@@ -8,7 +8,7 @@ use std::collections::{BinaryHeap, HashMap};
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use convoy_proto::{Config, ConnectionHandle, Endpoint, Keypair, StreamId};
+use convoy_proto::{Config, ConnectionHandle, Endpoint, Keypair, Mode, StreamId};
 
 pub const MS: Duration = Duration::from_millis(1);
 
@@ -136,14 +136,18 @@ pub struct World {
     /// (time, bytes) of every server read that returned data.
     pub reads: Vec<(Duration, u64)>,
     pub delivered: u64,
+    /// The upload's bytes repeat with this period: one buffer serves
+    /// every write and check.
+    pattern: Vec<u8>,
+    read_buf: Vec<u8>,
 }
 
 impl World {
     pub fn new(links: Vec<Link>, upload: u64) -> World {
         let server_kp = Keypair::generate();
-        let mut scfg = Config::new(server_kp.clone());
+        let mut scfg = Config::for_mode(server_kp.clone(), Mode::Tide);
         scfg.seed = Some(7);
-        let mut ccfg = Config::new(Keypair::generate());
+        let mut ccfg = Config::for_mode(Keypair::generate(), Mode::Tide);
         ccfg.seed = Some(8);
         let server_addr = SocketAddr::from(([10, 7, 0, 2], 4433));
         let mut client = Endpoint::new(ccfg, false).unwrap();
@@ -168,6 +172,8 @@ impl World {
             server_stream: None,
             reads: Vec::new(),
             delivered: 0,
+            pattern: pattern(0, PERIOD + CHUNK),
+            read_buf: vec![0; CHUNK],
         }
     }
 
@@ -220,9 +226,9 @@ impl World {
             if c.is_established() {
                 let id = *self.stream.get_or_insert_with(|| c.open_stream().unwrap());
                 while self.written < self.upload {
-                    let chunk = pattern(self.written, 16 * 1024);
-                    let want = chunk.len().min((self.upload - self.written) as usize);
-                    match c.write(id, &chunk[..want]) {
+                    let at = (self.written % PERIOD as u64) as usize;
+                    let want = CHUNK.min((self.upload - self.written) as usize);
+                    match c.write(id, &self.pattern[at..at + want]) {
                         Ok(n) if n > 0 => self.written += n as u64,
                         _ => break,
                     }
@@ -236,20 +242,21 @@ impl World {
             self.server_conn = self.server.accept();
         }
         let Some(h) = self.server_conn else { return };
-        let Some(s) = self.server.connection(h) else { return };
+        let Some(s) = self.server.connection(h) else {
+            return;
+        };
         if self.server_stream.is_none() {
             self.server_stream = s.accept_stream();
         }
         let Some(id) = self.server_stream else { return };
-        let mut buf = vec![0u8; 64 * 1024];
-        while let Ok(n) = s.read(id, &mut buf) {
+        while let Ok(n) = s.read(id, &mut self.read_buf) {
             if n == 0 {
                 break;
             }
-            assert_eq!(
-                &buf[..n],
-                &pattern(self.delivered, n)[..],
-                "byte {} delivered wrong",
+            let at = (self.delivered % PERIOD as u64) as usize;
+            assert!(
+                self.read_buf[..n] == self.pattern[at..at + n],
+                "bytes from {} delivered wrong",
                 self.delivered
             );
             self.delivered += n as u64;
@@ -321,18 +328,26 @@ impl World {
 
     /// Bytes link `i` carried upward between two instants (100 ms bins).
     pub fn link_bytes(&self, i: usize, from: Duration, to: Duration) -> u64 {
-        let (a, b) = ((from.as_millis() / 100) as usize, (to.as_millis() / 100) as usize);
+        let (a, b) = (
+            (from.as_millis() / 100) as usize,
+            (to.as_millis() / 100) as usize,
+        );
         let t = &self.links[i].up.timeline;
         t.iter().skip(a).take(b.saturating_sub(a)).sum()
     }
 }
 
+/// The pattern's period: a prime, so it never lines up with symbols or
+/// blocks and a byte out of place shows.
+const PERIOD: usize = 65_521;
+const CHUNK: usize = 16 * 1024;
+
 /// The upload's bytes: position-dependent, so a byte out of place shows.
-pub fn pattern(offset: u64, len: usize) -> Vec<u8> {
+fn pattern(offset: u64, len: usize) -> Vec<u8> {
     (0..len as u64)
         .map(|i| {
-            let x = offset + i;
-            (x ^ (x >> 8) ^ (x >> 16)) as u8
+            let x = (offset + i) % PERIOD as u64;
+            (x ^ (x >> 7) ^ ((x * 31) >> 11)) as u8
         })
         .collect()
 }

@@ -83,6 +83,7 @@ fn one_reduction_per_loss_episode() {
         path: 0,
         seq: pn,
         block: None,
+        esi: 0,
         ack_eliciting: true,
     };
     let before = cc.cwnd();

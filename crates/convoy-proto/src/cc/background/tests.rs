@@ -15,6 +15,7 @@ fn sent(pn: u64, at: Duration) -> SentPacket {
         path: 0,
         seq: pn,
         block: None,
+        esi: 0,
         ack_eliciting: true,
     }
 }

@@ -1,0 +1,183 @@
+//! CapProbe path grading (SPEC S3, Mena ch. 7) wired into the paths: a
+//! packet pair on each path that carries data every [`PAIR_INTERVAL`], the
+//! receiver's dispersion report, a grade every γ. A path graded bad N times
+//! in a row while another path works is demoted: it stands by (the peer is
+//! told with PATH_STATUS) until its grades are good again. This catches
+//! what the probe timers cannot: a path that answers, but slowly.
+
+use std::time::Duration;
+
+use super::paths::PathState;
+use super::{Connection, Transmit};
+use crate::capprobe::{Config as GradeConfig, Estimator, PairSample};
+use crate::wire::frame::write_frame;
+use crate::wire::Frame;
+
+/// One pair per path this often: two full datagrams, about 46 kbit/s, so
+/// each γ = 1 s grade has pairs to go on (the thesis probed at 77–150
+/// kbit/s).
+pub const PAIR_INTERVAL: Duration = Duration::from_millis(500);
+/// Delay sums carry the difference of the two clocks; this keeps them
+/// positive (only comparisons between a path's samples matter).
+const CLOCK_OFFSET_US: i128 = 1 << 40;
+
+/// A pair on its way: id, when each packet left, the second's size.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct PairSent {
+    pub id: u64,
+    pub first: Duration,
+    pub second: Option<(Duration, u32)>,
+}
+
+impl Connection {
+    /// Whether path `i` is graded: with another path to hand its role to,
+    /// validated, carrying data or demoted (so that its recovery shows).
+    pub(crate) fn graded(&self, i: usize) -> bool {
+        let p = &self.paths[i];
+        self.paths.len() > 1
+            && p.validated
+            && (p.state == PathState::Active || (p.demoted && p.state == PathState::Standby))
+    }
+
+    /// The two packets of a due pair, back to back: a PAIR_PROBE, a PING
+    /// and padding to a full datagram each.
+    pub(crate) fn pair_packet(&mut self, now: Duration, buf: &mut [u8]) -> Option<Transmit> {
+        let i = (0..self.paths.len()).find(|&i| self.paths[i].pair_stage > 0)?;
+        let second = self.paths[i].pair_stage == 2;
+        let id = if second {
+            self.paths[i].pair_sent?.id
+        } else {
+            self.next_pair_id += 1;
+            self.next_pair_id
+        };
+        let t = self.protected(now, buf, i, true, None, |w, _| {
+            if write_frame(w, &Frame::PairProbe { pair: id, second }).is_err()
+                || write_frame(w, &Frame::Ping).is_err()
+            {
+                return false;
+            }
+            let _ = w.pad_to(w.len() + w.remaining());
+            true
+        });
+        let p = &mut self.paths[i];
+        match (&t, second) {
+            (Some(_), false) => {
+                p.pair_sent = Some(PairSent {
+                    id,
+                    first: now,
+                    second: None,
+                });
+                p.pair_stage = 2;
+            }
+            (Some(t), true) => {
+                if let Some(s) = p.pair_sent.as_mut() {
+                    s.second = Some((now, t.len as u32));
+                }
+                p.pair_stage = 0;
+            }
+            (None, _) => p.pair_stage = 0,
+        }
+        t
+    }
+
+    /// Receiver: the first packet of a pair is remembered, the second
+    /// measured against it.
+    pub(crate) fn on_pair_probe(&mut self, now: Duration, i: usize, pair: u64, second: bool) {
+        let p = &mut self.paths[i];
+        if !second {
+            p.pair_received = Some((pair, now));
+        } else if let Some((id, first)) = p.pair_received.take() {
+            if id == pair && p.pair_reports.len() < 4 {
+                p.pair_reports
+                    .push((pair, first, now.saturating_sub(first)));
+                self.feedback_due = true;
+            }
+        }
+    }
+
+    /// Sender: a pair's report becomes a CapProbe sample of its path.
+    pub(crate) fn on_pair_report(&mut self, now: Duration, pair: u64, first_us: u64, disp_us: u64) {
+        let Some(p) = self
+            .paths
+            .iter_mut()
+            .find(|p| p.pair_sent.is_some_and(|s| s.id == pair))
+        else {
+            return;
+        };
+        let sent = p.pair_sent.take().expect("found");
+        let (Some((second_at, bytes)), Some(grader)) = (sent.second, p.grader.as_mut()) else {
+            return;
+        };
+        let us = |d: Duration| d.as_micros() as i128;
+        let sum = 2 * i128::from(first_us) + i128::from(disp_us) - us(sent.first) - us(second_at)
+            + CLOCK_OFFSET_US;
+        grader.on_pair(PairSample {
+            at: now,
+            bytes,
+            dispersion: Duration::from_micros(disp_us),
+            delay_sum: Duration::from_micros(sum.max(0) as u64),
+        });
+    }
+
+    /// Starts pairs and grades the graded paths; demotes a path graded bad
+    /// while another works, and restores it once it grades good again.
+    pub(crate) fn on_grading_timers(&mut self, now: Duration) {
+        for i in 0..self.paths.len() {
+            if !self.graded(i) {
+                self.paths[i].grader = None;
+                continue;
+            }
+            let p = &mut self.paths[i];
+            let grader = p
+                .grader
+                .get_or_insert_with(|| Estimator::new(now, GradeConfig::default()).expect("valid"));
+            if now >= p.next_pair_at {
+                p.next_pair_at = now + PAIR_INTERVAL;
+                p.pair_stage = 1;
+            }
+            if grader.grade(now).is_none() {
+                continue;
+            }
+            let bad = grader.is_bad();
+            if bad && !p.demoted && self.another_works(i) {
+                self.demote(now, i, true);
+            } else if !bad && self.paths[i].demoted {
+                self.demote(now, i, false);
+            }
+        }
+    }
+
+    fn demote(&mut self, now: Duration, i: usize, demoted: bool) {
+        let p = &mut self.paths[i];
+        p.demoted = demoted;
+        p.status_seq += 1;
+        p.status_repeats = 3;
+        self.feedback_due = true;
+        let s = if p.backup || demoted {
+            PathState::Standby
+        } else {
+            PathState::Active
+        };
+        self.set_state(now, i, s);
+    }
+
+    /// When the grading needs the timer next.
+    pub(crate) fn grading_timeout(&self) -> Option<Duration> {
+        (0..self.paths.len())
+            .filter(|&i| self.graded(i))
+            .map(|i| {
+                let p = &self.paths[i];
+                let grade = p
+                    .grader
+                    .as_ref()
+                    .map_or(now_or_zero(), |g| g.next_grade_at());
+                p.next_pair_at.min(grade)
+            })
+            .min()
+    }
+}
+
+/// A path not graded yet is set up at the next timer run.
+fn now_or_zero() -> Duration {
+    Duration::ZERO
+}
