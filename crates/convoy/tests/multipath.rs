@@ -1,7 +1,8 @@
 //! `convoy perf` over two emulated links (LTE and Wi-Fi) as real
 //! processes in `convoy emu`: both paths carry data and the JSON's
 //! per-path figures add up; a Wi-Fi outage, or its interface going down
-//! and up, does not break the transfer. Needs root and /dev/net/tun (CI
+//! and up, does not break the transfer; a backup path stands by; a new
+//! interface carries data within 1 RTT + 50 ms. Needs root and /dev/net/tun (CI
 //! has both); without them the emulator tests say so and pass without
 //! running. Each emulator is ended by a guard, even when an assertion
 //! fails, and takes its namespaces with it.
@@ -331,14 +332,7 @@ fn an_interface_going_down_abandons_its_path_and_coming_back_revives_it() {
     );
 }
 
-// The two ignored tests wait for convoy-proto to let a client send the
-// first PATH_CHALLENGE on a path it opened: today the 3x anti-amplification
-// limit, meant for a server, blocks it while nothing has been received on
-// the path, so a path opened mid-transfer never validates. Both pass with
-// that limit applied to the server only.
-
 #[test]
-#[ignore = "needs convoy-proto: a client's first PATH_CHALLENGE on a new path"]
 fn a_backup_path_stands_by() {
     let _g = serial();
     if !can_emulate("a_backup_path_stands_by") {
@@ -364,7 +358,6 @@ fn a_backup_path_stands_by() {
 }
 
 #[test]
-#[ignore = "needs convoy-proto: a client's first PATH_CHALLENGE on a new path"]
 fn a_new_interface_carries_data_within_an_rtt_and_50_ms() {
     let _g = serial();
     if !can_emulate("a_new_interface_carries_data_within_an_rtt_and_50_ms") {
