@@ -229,3 +229,22 @@ fn a_wifi_that_turns_slow_stops_carrying_data_and_returns_when_good() {
     w.run_until(14 * SEC, |_| {});
     assert_eq!(state_of(&mut w, id), PathState::Active);
 }
+
+#[test]
+fn a_backup_opened_after_the_handshake_takes_over_at_a_useful_rate() {
+    // Wi-Fi is the handshake path and LTE is opened as backup, so LTE has
+    // only ever carried pings when Wi-Fi goes silent at 5 s. Its
+    // controller must not have learnt their few bytes a second as its rate.
+    let wifi = Link::new(1, 30.0, 5).outage(5 * SEC, 9 * SEC);
+    let mut w = World::new(vec![wifi, Link::new(0, 10.0, 30)], u64::MAX);
+    w.run_until(200 * MS, |_| {});
+    w.open_path(1, true);
+    w.run_until(7 * SEC, |_| {});
+    let gap = w.longest_gap(2 * SEC, 7 * SEC);
+    eprintln!("backup opened after the handshake: failover gap {gap:?}");
+    assert!(gap <= 60 * MS + 200 * MS, "failover took {gap:?}");
+    assert!(
+        w.goodput(6 * SEC, 7 * SEC) > 8e6,
+        "LTE carries the transfer"
+    );
+}

@@ -280,6 +280,10 @@ impl Connection {
                         }
                     }
                     let mut progressed = Vec::new();
+                    // Only paths carrying data teach their controller: a
+                    // standby path's pings would make it learn a rate of a
+                    // few bytes a second, and take over at that.
+                    let carrying: Vec<usize> = self.data_paths().collect();
                     for (i, path) in self.paths.iter_mut().enumerate() {
                         let mine: Vec<_> = out
                             .acked
@@ -288,13 +292,15 @@ impl Connection {
                             .copied()
                             .collect();
                         if !mine.is_empty() {
-                            path.cc.on_ack(&AckEvent {
-                                now,
-                                acked: &mine,
-                                rtt: &path.rtt,
-                                bytes_in_flight: self.recovery.path_bytes_in_flight(path.id),
-                                peer_receive: peer_receive(path.id),
-                            });
+                            if carrying.contains(&i) {
+                                path.cc.on_ack(&AckEvent {
+                                    now,
+                                    acked: &mine,
+                                    rtt: &path.rtt,
+                                    bytes_in_flight: self.recovery.path_bytes_in_flight(path.id),
+                                    peer_receive: peer_receive(path.id),
+                                });
+                            }
                             let newest_sent = mine
                                 .iter()
                                 .filter(|p| p.ack_eliciting)

@@ -774,7 +774,9 @@ impl Connection {
             if !mine.is_empty() {
                 path.counters.packets_lost +=
                     mine.iter().filter(|p| p.ack_eliciting).count() as u64;
-                path.cc.on_loss(now, &mine);
+                if path.state != PathState::Standby {
+                    path.cc.on_loss(now, &mine);
+                }
             }
         }
     }

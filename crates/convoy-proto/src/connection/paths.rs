@@ -574,7 +574,9 @@ impl Connection {
             if !mine.is_empty() {
                 path.counters.packets_lost +=
                     mine.iter().filter(|p| p.ack_eliciting).count() as u64;
-                path.cc.on_loss(now, &mine);
+                if path.state != PathState::Standby {
+                    path.cc.on_loss(now, &mine);
+                }
             }
         }
     }
@@ -739,7 +741,12 @@ impl Connection {
                 if now >= oldest + pto {
                     let suspect = self.may_suspect(i, now);
                     let lost = self.recovery.on_probe_timeout(id, now.saturating_sub(pto));
-                    self.paths[i].cc.on_probe_timeout(now);
+                    // A standby path's pings say nothing about what it can
+                    // carry: its controller keeps its start-up state for
+                    // the moment it takes over.
+                    if self.paths[i].state != PathState::Standby {
+                        self.paths[i].cc.on_probe_timeout(now);
+                    }
                     if suspect {
                         self.on_path_lost(now, &lost);
                         self.suspect(now, i);
