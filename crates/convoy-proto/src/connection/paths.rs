@@ -50,6 +50,8 @@ const CHALLENGE_TRIES: u32 = 5;
 /// Challenges repeat at most this far apart: a path coming back is found
 /// within this long.
 const MAX_CHALLENGE_INTERVAL: Duration = Duration::from_millis(250);
+/// See [`Connection::silence_limit`].
+const MIN_SILENCE: Duration = Duration::from_millis(20);
 /// See [`Connection::feedback_path`].
 const FEEDBACK_ALIVE: Duration = Duration::from_millis(10);
 /// Path events kept for [`Connection::path_events`].
@@ -168,6 +170,9 @@ pub(crate) struct Path {
     pub last_sent: Duration,
     pub pto_count: u32,
     pub suspect_since: Option<Duration>,
+    /// When it turned suspect (`suspect_since` moves on with every packet
+    /// heard, which delays abandoning it; this one does not).
+    pub suspected_at: Option<Duration>,
     /// Abandoned: the OS said its interface is down (no re-probing).
     pub os_down: bool,
     /// When an abandoned path is probed next.
@@ -220,6 +225,7 @@ impl Path {
             last_sent: Duration::ZERO,
             pto_count: 0,
             suspect_since: None,
+            suspected_at: None,
             os_down: false,
             reprobe_at: None,
             newest_received: None,
@@ -410,6 +416,7 @@ impl Connection {
         self.on_path_lost(now, &lost);
         let p = &mut self.paths[i];
         p.suspect_since = None;
+        p.suspected_at = None;
         p.challenge = None;
         p.challenge_due = false;
         p.ping_due = false;
@@ -519,7 +526,7 @@ impl Connection {
     /// works; suspecting either would throw away its symbols in flight.
     fn may_suspect(&self, i: usize, now: Duration) -> bool {
         let p = &self.paths[i];
-        let pto = self.base_pto(i);
+        let pto = self.silence_limit(i);
         matches!(p.state, PathState::Active | PathState::Standby)
             && self
                 .recovery
@@ -529,6 +536,29 @@ impl Connection {
                 .last_heard(i)
                 .is_none_or(|t| now.saturating_sub(t) >= pto)
             && self.another_works(i)
+    }
+
+    /// How long a path may be silent before it is suspect: its PTO, or
+    /// less on an active path the peer was talking on (its feedback comes
+    /// on it, within its ACK delay): four RTT variations and two ACK
+    /// delays, at least [`MIN_SILENCE`]. A path that stops mid-transfer is
+    /// suspected in a few tens of milliseconds instead of a full
+    /// (queue-inflated) RTT and more; a false suspicion costs some repair
+    /// symbols and ends with the next acknowledgment. A path whose
+    /// acknowledgments come by another path keeps the PTO: when that other
+    /// path dies, they stop too, and this one is not to blame.
+    fn silence_limit(&self, i: usize) -> Duration {
+        let p = &self.paths[i];
+        let pto = self.base_pto(i);
+        let peer_talks_on_it = p
+            .last_received
+            .is_some_and(|r| p.last_progress.is_none_or(|g| r + MIN_SILENCE >= g));
+        if p.state != PathState::Active || !p.rtt.has_samples() || !peer_talks_on_it {
+            return pto;
+        }
+        (p.rtt.var() * 4 + self.cfg.max_ack_delay * 2)
+            .max(MIN_SILENCE)
+            .min(pto)
     }
 
     /// The last sign of life of a path: a packet from it, or an
@@ -665,10 +695,11 @@ impl Connection {
         p.pto_count = 0;
         p.last_progress = Some(now);
         let revives = p
-            .suspect_since
+            .suspected_at
             .is_some_and(|since| sent.is_some_and(|t| t >= since));
         if p.state == PathState::Suspect && revives {
             p.suspect_since = None;
+            p.suspected_at = None;
             let s = p.working_state();
             self.set_state(now, i, s);
         }
@@ -692,16 +723,18 @@ impl Connection {
             if let Some(since) = p.suspect_since {
                 consider(since + self.base_pto(i) * ABANDON_PTOS);
             }
-            if p.pto_count > 0 && matches!(p.state, PathState::Active | PathState::Standby) {
-                // Timed out, but still heard from or just probed: suspect
-                // once it is silent and its probe unanswered.
+            if matches!(p.state, PathState::Active | PathState::Standby) {
+                // Suspect once silent that long with a packet unanswered.
                 if let Some(oldest) = self.recovery.oldest_in_flight(Some(p.id)) {
                     let heard = self.last_heard(i).unwrap_or(oldest);
-                    consider(heard.max(oldest) + self.base_pto(i));
+                    consider(heard.max(oldest) + self.silence_limit(i));
                 }
             }
             if p.state == PathState::Standby && p.validated {
                 consider(p.last_sent + STANDBY_PROBE);
+            }
+            if p.state == PathState::Suspect {
+                consider(p.last_sent + REPROBE);
             }
         }
         if let Some(g) = self.grading_timeout() {
@@ -762,7 +795,7 @@ impl Connection {
                     }
                 }
             }
-            if self.paths[i].pto_count > 0 && self.may_suspect(i, now) {
+            if self.may_suspect(i, now) {
                 self.suspect(now, i);
             }
             let p = &self.paths[i];
@@ -792,6 +825,11 @@ impl Connection {
             if p.state == PathState::Standby && p.validated && now >= p.last_sent + STANDBY_PROBE {
                 p.ping_due = true;
             }
+            // A suspect path is pinged at least every REPROBE, whatever its
+            // probe timeout has backed off to: it comes back that soon.
+            if p.state == PathState::Suspect && now >= p.last_sent + REPROBE {
+                p.ping_due = true;
+            }
         }
     }
 
@@ -802,6 +840,10 @@ impl Connection {
         let lost = self.recovery.on_probe_timeout(id, now);
         self.on_path_lost(now, &lost);
         self.paths[i].suspect_since = Some(now);
+        self.paths[i].suspected_at = Some(now);
+        // Probe it at once (and on every probe timeout after): the answer
+        // to a packet sent since is what makes it work again.
+        self.paths[i].ping_due = true;
         self.last_suspicion = Some(now);
         self.set_state(now, i, PathState::Suspect);
     }
