@@ -419,12 +419,12 @@ impl CodedSender {
     }
 
     /// A symbol lost because its path died (not to the link's random loss:
-    /// the loss rate that sizes the margins is left alone). With `resend`,
-    /// a source symbol is sent again first.
-    pub fn on_path_lost(&mut self, block_id: u32, esi: u32, resend: bool) {
+    /// the loss rate that sizes the margins is left alone). A source
+    /// symbol is sent again first.
+    pub fn on_path_lost(&mut self, block_id: u32, esi: u32) {
         if let Some(b) = self.block_mut(block_id) {
             b.in_flight = b.in_flight.saturating_sub(1);
-            if resend && esi < b.k && !b.resend.contains(&esi) {
+            if esi < b.k && !b.resend.contains(&esi) {
                 let at = b.resend.partition_point(|&e| e < esi);
                 b.resend.insert(at, esi);
             }
@@ -498,11 +498,11 @@ mod tests {
             s.emit(n, &mut out).unwrap();
         }
         let before = s.loss_rate();
-        // Sources 1 and 3 died with their path; 2 probably arrived (sent
-        // before the path was last heard from): repaired, not resent.
-        s.on_path_lost(0, 3, true);
-        s.on_path_lost(0, 1, true);
-        s.on_path_lost(0, 2, false);
+        // Sources 1 and 3 died with their path (2 and 0 were acknowledged).
+        s.on_acked(0);
+        s.on_acked(0);
+        s.on_path_lost(0, 3);
+        s.on_path_lost(0, 1);
         assert_eq!(s.loss_rate(), before, "a dead path is not link loss");
         let n = s.next_symbol().unwrap();
         assert_eq!(n.esi, 1, "the first lost source first");
@@ -510,8 +510,7 @@ mod tests {
         let n = s.next_symbol().unwrap();
         assert_eq!(n.esi, 3);
         s.emit(n, &mut out).unwrap();
-        let n = s.next_symbol().unwrap();
-        assert_eq!(n.esi, 4, "then a repair for the one not resent");
+        assert_eq!(s.next_symbol(), None, "both on their way again");
     }
 
     #[test]
@@ -530,7 +529,7 @@ mod tests {
             s.on_acked(0);
         }
         for esi in 0..4 {
-            s.on_path_lost(0, esi, true);
+            s.on_path_lost(0, esi);
         }
         let n = s.next_symbol().unwrap();
         assert!(n.esi >= 4, "a repair, not source {}", n.esi);

@@ -570,31 +570,23 @@ impl Connection {
 
     /// Symbols lost with a path (suspect, abandoned); the loss rate that
     /// sizes the coding margin is left alone (a dead path is not a lossy
-    /// link). Sources sent after the path probably died, half an RTT
-    /// before it was last heard from (what was heard left the peer then),
-    /// are sent again first on the other paths. Those sent before were
-    /// probably delivered (only their acknowledgments died): resending
-    /// them would only repeat them, so the block gets repair symbols as
-    /// for any loss.
+    /// link). Their source symbols go again first on the other paths (the
+    /// sender only resends while the block could lack them all, so sources
+    /// that did arrive cost at most a few repeats): the receiver reads a
+    /// block in order and would otherwise wait for the whole block to
+    /// decode over the remaining, slower path. A path that dies takes its
+    /// queue with it, so what was in flight is taken as lost: guessing from
+    /// when the path was last heard from which packets had got through
+    /// measured 98-292 ms gaps against 58-68 ms (virtual time, eight
+    /// moments, Wi-Fi 30 + LTE 10 Mbit/s).
     fn on_path_lost(&mut self, now: Duration, lost: &[crate::recovery::SentPacket]) {
         if lost.is_empty() {
             return;
         }
-        let heard: Vec<(u8, Option<Duration>)> = (0..self.paths.len())
-            .map(|i| {
-                let half_rtt = self.paths[i].rtt.smoothed() / 2;
-                (
-                    self.paths[i].id,
-                    self.last_heard(i).map(|t| t.saturating_sub(half_rtt)),
-                )
-            })
-            .collect();
         if let Some(e) = self.one_rtt.as_mut() {
             for p in lost {
                 if let Some(b) = p.block {
-                    let heard_at = heard.iter().find(|(id, _)| *id == p.path).and_then(|h| h.1);
-                    let resend = heard_at.is_none_or(|h| p.time >= h);
-                    e.tx.on_path_lost(b, p.esi, resend);
+                    e.tx.on_path_lost(b, p.esi);
                 }
             }
         }

@@ -21,7 +21,8 @@ const QUEUE_CAP: Duration = Duration::from_millis(150);
 pub struct Dir {
     pub bits_per_sec: u64,
     pub delay: Duration,
-    /// Packets entering during these intervals vanish (a silent blackhole).
+    /// Packets entering during these intervals, or leaving the queue
+    /// during them, vanish (a silent blackhole).
     pub outages: Vec<(Duration, Duration)>,
     free_at: Duration,
     pub bytes: u64,
@@ -289,6 +290,16 @@ impl World {
             self.now = next;
             while self.queue.peek().is_some_and(|p| p.at <= self.now) {
                 let p = self.queue.pop().unwrap();
+                // A packet still queued or on the air when its link goes
+                // out is lost with it (the radio's queue goes too).
+                let dir = if p.to_server {
+                    &self.links[p.link].up
+                } else {
+                    &self.links[p.link].down
+                };
+                if dir.down_at(p.at.saturating_sub(dir.delay)) {
+                    continue;
+                }
                 if p.to_server {
                     let from = self.links[p.link].client;
                     self.server.handle(self.now, from, &p.bytes);
