@@ -227,6 +227,28 @@ fn a_wifi_that_turns_slow_stops_carrying_data_and_returns_when_good() {
 }
 
 #[test]
+fn the_handshake_path_reported_down_fails_over_to_a_backup_at_once() {
+    // As `convoy perf --path wifi --backup lte` sets it up: Wi-Fi is path
+    // 0, LTE a backup opened after the handshake, and the OS reports
+    // Wi-Fi's interface down when it goes out at 5 s.
+    let wifi = Link::new(1, 30.0, 5).outage(5 * SEC, 60 * SEC);
+    let mut w = World::new(vec![wifi, Link::new(0, 10.0, 30)], u64::MAX);
+    w.run_until(200 * MS, |_| {});
+    w.open_path(1, true);
+    let mut told = false;
+    w.run_until(7 * SEC, |w| {
+        if !told && w.now >= 5 * SEC {
+            told = true;
+            let now = w.now;
+            w.client_conn().path_down(now, 0).unwrap();
+        }
+    });
+    let gap = w.longest_gap(2 * SEC, 7 * SEC);
+    eprintln!("handshake path down, backup takes over: gap {gap:?}");
+    assert!(gap <= 60 * MS + 20 * MS, "failover took {gap:?}");
+}
+
+#[test]
 fn a_backup_opened_after_the_handshake_takes_over_at_a_useful_rate() {
     // Wi-Fi is the handshake path and LTE is opened as backup, so LTE has
     // only ever carried pings when Wi-Fi goes silent at 5 s. Its
