@@ -17,6 +17,15 @@ use crate::wire::Frame;
 /// each γ = 1 s grade has pairs to go on (the thesis probed at 77–150
 /// kbit/s).
 pub const PAIR_INTERVAL: Duration = Duration::from_millis(500);
+/// ...and on a demoted path, this often: CapProbe's EWMA (α = 1/8) needs
+/// about 20 pairs to forget a poor spell, and at two pairs a second a path
+/// that came good would wait ten seconds to be used again (the issue asks
+/// for two). About 230 kbit/s, on a path that carries no data.
+pub const DEMOTED_PAIR_INTERVAL: Duration = Duration::from_millis(100);
+/// A path that turned suspect this many times within [`FLAP_WINDOW`] is
+/// graded bad.
+const FLAPS_TO_DEMOTE: usize = 3;
+const FLAP_WINDOW: Duration = Duration::from_secs(10);
 /// Delay sums carry the difference of the two clocks; this keeps them
 /// positive (only comparisons between a path's samples matter).
 const CLOCK_OFFSET_US: i128 = 1 << 40;
@@ -31,12 +40,15 @@ pub(crate) struct PairSent {
 
 impl Connection {
     /// Whether path `i` is graded: with another path to hand its role to,
-    /// validated, carrying data or demoted (so that its recovery shows).
+    /// validated, and carrying data, suspect (a poor path flaps between
+    /// the two: its grades must survive that) or demoted (so that its
+    /// recovery shows).
     pub(crate) fn graded(&self, i: usize) -> bool {
         let p = &self.paths[i];
         self.paths.len() > 1
             && p.validated
-            && (p.state == PathState::Active || (p.demoted && p.state == PathState::Standby))
+            && (matches!(p.state, PathState::Active | PathState::Suspect)
+                || (p.demoted && p.state == PathState::Standby))
     }
 
     /// The two packets of a due pair, back to back: a PAIR_PROBE, a PING
@@ -132,16 +144,34 @@ impl Connection {
                 .grader
                 .get_or_insert_with(|| Estimator::new(now, GradeConfig::default()).expect("valid"));
             if now >= p.next_pair_at {
-                p.next_pair_at = now + PAIR_INTERVAL;
+                p.next_pair_at = now
+                    + if p.demoted {
+                        DEMOTED_PAIR_INTERVAL
+                    } else {
+                        PAIR_INTERVAL
+                    };
                 p.pair_stage = 1;
             }
-            if grader.grade(now).is_none() {
+            let Some(grade) = grader.grade(now) else {
                 continue;
-            }
-            let bad = grader.is_bad();
+            };
+            // Repeated silences are a bad grade too: a path that answers,
+            // then stalls, again and again (a hotspot at the edge of its
+            // range behind a tiny queue, where pairs do not survive to be
+            // measured) would otherwise take data at every answer.
+            p.recent_suspicions
+                .retain(|&t| now.saturating_sub(t) < FLAP_WINDOW);
+            let flapping = p.recent_suspicions.len() >= FLAPS_TO_DEMOTE;
+            let bad = grader.is_bad() || flapping;
+            // Back only on a measured good grade: pairs got through and
+            // showed capacity.
+            let measured_good = !bad
+                && grade
+                    .capacity_bps
+                    .is_some_and(|c| c >= grader.config().capacity_threshold_bps);
             if bad && !p.demoted && self.another_works(i) {
                 self.demote(now, i, true);
-            } else if !bad && self.paths[i].demoted {
+            } else if measured_good && self.paths[i].demoted {
                 self.demote(now, i, false);
             }
         }
@@ -153,12 +183,16 @@ impl Connection {
         p.status_seq += 1;
         p.status_repeats = 3;
         self.feedback_due = true;
-        let s = if p.backup || demoted {
-            PathState::Standby
-        } else {
-            PathState::Active
-        };
-        self.set_state(now, i, s);
+        // A suspect path stays suspect; its answer brings it back as
+        // what its grade says (Path::working_state).
+        if p.state != PathState::Suspect {
+            let s = if p.backup || demoted {
+                PathState::Standby
+            } else {
+                PathState::Active
+            };
+            self.set_state(now, i, s);
+        }
     }
 
     /// When the grading needs the timer next.

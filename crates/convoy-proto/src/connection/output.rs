@@ -182,8 +182,9 @@ impl Connection {
     /// latest rate report, credit.
     fn write_feedback(&mut self, now: Duration, w: &mut Writer<'_>) {
         let ranges: Vec<_> = self.received.ranges().cloned().collect();
+        let client = self.role == Role::Client;
         for p in &mut self.paths {
-            if p.status_repeats > 0 {
+            if client && p.status_repeats > 0 {
                 let status = Frame::PathStatus {
                     path: p.id,
                     seq: p.status_seq,

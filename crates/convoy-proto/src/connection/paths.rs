@@ -192,6 +192,8 @@ pub(crate) struct Path {
     pub next_pair_at: Duration,
     /// Graded bad: standing by until graded good again.
     pub demoted: bool,
+    /// When it last turned suspect (grading.rs counts them).
+    pub recent_suspicions: Vec<Duration>,
     /// Validated again after being abandoned: demoted once validated.
     pub probation: bool,
     /// A challenge filled a datagram on it once (the path carries
@@ -238,6 +240,7 @@ impl Path {
             pair_reports: Vec::new(),
             next_pair_at: Duration::ZERO,
             demoted: false,
+            recent_suspicions: Vec::new(),
             probation: false,
             full_size_checked: false,
         }
@@ -260,8 +263,10 @@ impl Path {
     }
 
     /// What a validated, working path is: active, or standby if backup.
+    /// What a validated path that answers is: standby if it is a backup or
+    /// graded bad, else active.
     fn working_state(&self) -> PathState {
-        if self.backup {
+        if self.backup || self.demoted {
             PathState::Standby
         } else {
             PathState::Active
@@ -488,8 +493,13 @@ impl Connection {
         self.set_state(now, i, s);
     }
 
-    /// A PATH_STATUS from the peer: the newest wins.
+    /// A PATH_STATUS from the client: the newest wins. (A client takes no
+    /// orders: its paths' roles are its own, and a server's grading of a
+    /// path decides only what the server sends on it.)
     pub(crate) fn on_path_status(&mut self, now: Duration, id: u8, seq: u64, backup: bool) {
+        if self.role == super::Role::Client {
+            return;
+        }
         let Some(i) = self.path_index(id) else { return };
         let p = &mut self.paths[i];
         if seq <= p.status_seq && !(seq == 0 && p.status_seq == 0) {
@@ -833,6 +843,7 @@ impl Connection {
         self.on_path_lost(now, &lost);
         self.paths[i].suspect_since = Some(now);
         self.paths[i].suspected_at = Some(now);
+        self.paths[i].recent_suspicions.push(now);
         // Probe it at once (and on every probe timeout after): the answer
         // to a packet sent since is what makes it work again.
         self.paths[i].ping_due = true;
