@@ -657,11 +657,13 @@ impl Connection {
                     }
                 }
             }
-            if self
-                .paths
-                .iter()
-                .any(|p| p.has_control() || p.pair_stage > 0)
-            {
+            // Path control to send now (not what the 3× limit holds back:
+            // that waits for the peer, and would wake the driver in vain).
+            let control_due = (0..self.paths.len()).any(|i| {
+                let p = &self.paths[i];
+                (p.has_control() && !self.path_amplification_limited(i, 64)) || p.pair_stage > 0
+            });
+            if control_due {
                 consider(Some(self.last_sent));
             }
             consider(self.credit_probe_time());

@@ -716,7 +716,7 @@ impl Connection {
             if let Some(oldest) = self.probe_timer_start(p.id) {
                 consider(oldest + self.path_pto(i));
             }
-            if let Some((_, sent)) = p.challenge {
+            if let Some((_, sent)) = p.challenge.filter(|_| !p.challenge_due) {
                 consider(sent + self.challenge_interval(i));
             }
             if let Some(at) = p.reprobe_at {
@@ -725,8 +725,11 @@ impl Connection {
             if let Some(since) = p.suspect_since {
                 consider(since + self.base_pto(i) * ABANDON_PTOS);
             }
-            if matches!(p.state, PathState::Active | PathState::Standby) {
-                // Suspect once silent that long with a packet unanswered.
+            // Suspect once silent that long with a packet unanswered (only
+            // with another path to go to: a lone path is never suspect, and
+            // a deadline that fires without effect would wake its driver
+            // again and again).
+            if matches!(p.state, PathState::Active | PathState::Standby) && self.another_works(i) {
                 if let Some(oldest) = self.recovery.oldest_in_flight(Some(p.id)) {
                     let heard = self.last_heard(i).unwrap_or(oldest);
                     consider(heard.max(oldest) + self.silence_limit(i));
