@@ -283,7 +283,8 @@ impl Connection {
                     // Only paths carrying data teach their controller: a
                     // standby path's pings would make it learn a rate of a
                     // few bytes a second, and take over at that.
-                    let carrying: Vec<usize> = self.data_paths().collect();
+                    // (A bit per path index: this runs on every ACK.)
+                    let carrying: u64 = self.data_paths().fold(0, |m, i| m | 1 << i);
                     for (i, path) in self.paths.iter_mut().enumerate() {
                         let mine: Vec<_> = out
                             .acked
@@ -292,7 +293,7 @@ impl Connection {
                             .copied()
                             .collect();
                         if !mine.is_empty() {
-                            if carrying.contains(&i) {
+                            if carrying & (1 << i) != 0 {
                                 path.cc.on_ack(&AckEvent {
                                     now,
                                     acked: &mine,

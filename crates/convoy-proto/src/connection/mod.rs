@@ -770,6 +770,13 @@ impl Connection {
                 e.tx.on_lost(b);
             }
         }
+        self.charge_losses(now, lost);
+    }
+
+    /// Counts lost packets, per connection and per path, and tells each
+    /// path's controller of its own (a standby path's pings say nothing
+    /// about what it can carry).
+    pub(crate) fn charge_losses(&mut self, now: Duration, lost: &[crate::recovery::SentPacket]) {
         self.stats.packets_lost += lost.iter().filter(|p| p.ack_eliciting).count() as u64;
         for path in &mut self.paths {
             let mine: Vec<_> = lost.iter().filter(|p| p.path == path.id).copied().collect();

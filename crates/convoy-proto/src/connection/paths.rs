@@ -600,17 +600,7 @@ impl Connection {
                 }
             }
         }
-        self.stats.packets_lost += lost.iter().filter(|p| p.ack_eliciting).count() as u64;
-        for path in &mut self.paths {
-            let mine: Vec<_> = lost.iter().filter(|p| p.path == path.id).copied().collect();
-            if !mine.is_empty() {
-                path.counters.packets_lost +=
-                    mine.iter().filter(|p| p.ack_eliciting).count() as u64;
-                if path.state != PathState::Standby {
-                    path.cc.on_loss(now, &mine);
-                }
-            }
-        }
+        self.charge_losses(now, lost);
     }
 
     /// Whether some path other than `i` can carry data.
