@@ -111,6 +111,15 @@ pub trait RateController: Send {
 
     fn on_loss(&mut self, _now: Duration, _lost: &[SentPacket]) {}
 
+    /// The receiver says data stopped arriving (an acknowledgment of
+    /// nothing new, long after the last arrival: connection/stall.rs).
+    fn on_forward_stall(&mut self, _now: Duration) {}
+
+    /// Whether this path is the only one carrying data (told with each
+    /// acknowledgment). With others beside it, a path that falls silent is
+    /// one to leave, not one to keep sending on blind.
+    fn set_only_path(&mut self, _only: bool) {}
+
     /// The probe timeout fired: nothing was acknowledged for a PTO, and
     /// what was in flight was declared lost (the link may be down, with
     /// those packets waiting in its queue).

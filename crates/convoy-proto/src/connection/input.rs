@@ -294,6 +294,7 @@ impl Connection {
                             .collect();
                         if !mine.is_empty() {
                             if carrying & (1 << i) != 0 {
+                                path.cc.set_only_path(carrying.count_ones() == 1);
                                 path.cc.on_ack(&AckEvent {
                                     now,
                                     acked: &mine,
@@ -321,6 +322,9 @@ impl Connection {
                         self.on_path_progress(now, i, sent);
                     }
                     self.on_lost(now, &out.lost);
+                    if out.acked.is_empty() {
+                        self.on_empty_ack(now, Duration::from_micros(ack.delay_us));
+                    }
                 }
                 Frame::Train(tag) => {
                     if self.trains.on_packet(tag, now, len).is_some() {
@@ -329,6 +333,7 @@ impl Connection {
                 }
                 Frame::Symbol(s) => {
                     eliciting = true;
+                    self.stall_reports.on_data(now);
                     let e = self.one_rtt.as_mut().expect("established");
                     e.rx.set_keep_early(self.paths.len() > 1);
                     let in_order = e.rx.is_next_source(&s);

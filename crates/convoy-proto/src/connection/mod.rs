@@ -11,6 +11,7 @@ mod input;
 mod output;
 mod paths;
 mod schedule;
+mod stall;
 
 pub(crate) use paths::Path;
 pub use paths::{PathError, PathEvent, PathInfo, PathState, MAX_PATHS};
@@ -214,6 +215,8 @@ pub struct Connection {
     pub(crate) ack_pending: u32,
     pub(crate) ack_deadline: Option<Duration>,
     pub(crate) largest_received_at: Duration,
+    /// When to tell the peer its data stopped arriving (stall.rs).
+    pub(crate) stall_reports: stall::StallReports,
     /// The peer's RECEIVE_TIME frames (one per path), until the ACK beside
     /// them is read.
     pub(crate) peer_receive_times: Vec<(u64, Duration)>,
@@ -281,6 +284,7 @@ impl Connection {
             ack_pending: 0,
             ack_deadline: None,
             largest_received_at: now,
+            stall_reports: stall::StallReports::default(),
             peer_receive_times: Vec::new(),
             path_events: VecDeque::new(),
             last_suspicion: None,
@@ -640,6 +644,7 @@ impl Connection {
         }
         consider(self.handshake_timer);
         consider(self.ack_deadline.filter(|_| self.ack_pending > 0));
+        consider(self.stall_reports.deadline());
         if self.one_rtt.is_some() {
             let paths = &self.paths;
             consider(self.recovery.loss_time(&|id| loss_delay_of(paths, id)));
@@ -746,6 +751,7 @@ impl Connection {
             .recovery
             .detect_lost(now, &|id| loss_delay_of(paths, id));
         self.on_lost(now, &lost);
+        self.on_stall_timer(now);
         self.on_path_timers(now);
         self.on_grading_timers(now);
         if self.credit_probe_time().is_some_and(|t| now >= t) {

@@ -26,6 +26,8 @@ pub struct Dir {
     pub outages: Vec<(Duration, Duration)>,
     free_at: Duration,
     pub bytes: u64,
+    /// Bytes offered while the direction was out (they vanished).
+    pub offered_in_outage: u64,
     /// Bytes carried per 100 ms bin, for "which path carried what when".
     pub timeline: Vec<u64>,
 }
@@ -38,6 +40,7 @@ impl Dir {
             outages: Vec::new(),
             free_at: Duration::ZERO,
             bytes: 0,
+            offered_in_outage: 0,
             timeline: Vec::new(),
         }
     }
@@ -49,6 +52,7 @@ impl Dir {
     /// When a datagram offered at `now` arrives, or `None` if dropped.
     fn offer(&mut self, now: Duration, len: usize) -> Option<Duration> {
         if self.down_at(now) {
+            self.offered_in_outage += len as u64;
             return None;
         }
         let start = self.free_at.max(now);

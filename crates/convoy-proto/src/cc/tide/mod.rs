@@ -28,9 +28,17 @@
 //!   delay term makes up for it (the queue settles a little below D), and
 //!   coding repairs the loss itself. Drops at a full queue come with a long
 //!   queue, which the delay term already drains.
-//! * **A window as the backstop**: twice the path's rate-delay product at
-//!   the target, plus what the return path holds. It only binds when
-//!   feedback stops, so an outage queues at most that much.
+//! * **A window as the backstop**: 1.5 × the path's rate-delay product at
+//!   the target, plus what the return path holds. It binds only when the
+//!   receiver says our data stopped arriving (a stall report,
+//!   `connection/stall.rs`), or after a second of coasting.
+//! * **Coasting.** A drive's uplink and downlink pause at different
+//!   moments. When nothing at all comes back (no acknowledgment, no stall
+//!   report), the forward link may well be carrying: the sender goes on at
+//!   3/4 of the link's last rate for up to a second of it past the last
+//!   acknowledgment (`COAST_TIME`, `COAST_GAIN`). A stall report, which
+//!   only a working return path can bring, ends it at once; a link dead
+//!   both ways gets at most that second's worth queued.
 //! * **Outages.** When the probe timeout fires, nothing is heard: the window
 //!   shrinks to two packets (one probe per timeout, never a refill of the
 //!   queue with the "lost" packets' worth), and the rate and window of
@@ -69,6 +77,12 @@ const MAX_LOSS: f64 = 0.5;
 /// seconds of queue, 1× starved the link whenever acknowledgments bunched;
 /// 1.5× kept delivery within 1 % of 2× with a third less queue at p95.
 const WINDOW_HEADROOM: f64 = 1.5;
+/// Coasting: while the receiver is silent (no acknowledgment, and no
+/// stall report saying our data stopped arriving), up to this much time
+/// at the link's rate may leave past the last acknowledgment...
+const COAST_TIME: Duration = Duration::from_secs(1);
+/// ...paced at this share of that rate.
+const COAST_GAIN: f64 = 0.75;
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct TideConfig {
@@ -165,6 +179,13 @@ pub struct Tide {
     pacing_rate: u64,
     cwnd: u64,
     next_send: Option<Duration>,
+    /// Bytes sent since the last acknowledgment of anything.
+    blind_sent: u64,
+    /// The receiver said our data stopped arriving, and nothing was
+    /// acknowledged since.
+    forward_stalled: bool,
+    /// No other path carries data beside this one.
+    only_path: bool,
 }
 
 impl Tide {
@@ -185,6 +206,9 @@ impl Tide {
             pacing_rate,
             cwnd,
             next_send: None,
+            blind_sent: 0,
+            forward_stalled: false,
+            only_path: true,
         }
     }
 
@@ -196,6 +220,18 @@ impl Tide {
     /// The latest packet's queueing delay.
     pub fn queue_delay(&self) -> Duration {
         self.est.queue_delay
+    }
+
+    /// Bytes that may leave after the last acknowledgment while the
+    /// receiver has not said that data stopped arriving.
+    fn coast_budget(&self) -> u64 {
+        (self.capacity.unwrap_or(0) as f64 * COAST_TIME.as_secs_f64()) as u64
+    }
+
+    /// Whether the window is set aside: nothing has been acknowledged for
+    /// a while, but the receiver has not said our data stopped arriving.
+    fn coasting(&self) -> bool {
+        self.only_path && !self.forward_stalled && self.blind_sent + self.cfg.mss <= self.coast_budget()
     }
 
     fn base_rtt(&self) -> Duration {
@@ -308,6 +344,11 @@ impl RateController for Tide {
     }
 
     fn window(&self) -> Option<u64> {
+        if self.coasting() {
+            // Pacing alone limits what leaves (at `COAST_GAIN` once past
+            // the window: `on_sent`).
+            return Some(u64::MAX);
+        }
         Some(match self.phase {
             Phase::Silent => 2 * self.cfg.mss,
             _ => self.cwnd,
@@ -316,7 +357,16 @@ impl RateController for Tide {
 
     fn on_sent(&mut self, now: Duration, _pn: u64, bytes: usize, _bytes_in_flight: u64) {
         self.est.on_sent(now, bytes);
-        let gap = transmit_time(bytes as u64, self.pacing_rate);
+        self.blind_sent += bytes as u64;
+        let mut rate = self.pacing_rate;
+        if self.blind_sent > self.cwnd || self.phase == Phase::Silent {
+            // Past what the window would have let out, nothing says what
+            // the link does now: below the rate it last had, and never
+            // the start-up's doubling.
+            let coast = self.capacity.unwrap_or(rate) as f64 * COAST_GAIN;
+            rate = rate.min(coast as u64).max(self.cfg.mss);
+        }
+        let gap = transmit_time(bytes as u64, rate);
         self.next_send = Some(pacing_base(self.next_send, now, gap, 1) + gap);
     }
 
@@ -336,6 +386,10 @@ impl RateController for Tide {
 
     fn on_ack(&mut self, e: &AckEvent<'_>) {
         let now = e.now;
+        if !e.acked.is_empty() {
+            self.blind_sent = 0;
+            self.forward_stalled = false;
+        }
         for _ in e.acked {
             self.loss *= 1.0 - LOSS_EWMA;
         }
@@ -378,6 +432,14 @@ impl RateController for Tide {
                 self.loss = self.loss * (1.0 - LOSS_EWMA) + LOSS_EWMA;
             }
         }
+    }
+
+    fn on_forward_stall(&mut self, _now: Duration) {
+        self.forward_stalled = true;
+    }
+
+    fn set_only_path(&mut self, only: bool) {
+        self.only_path = only;
     }
 
     fn on_probe_timeout(&mut self, _now: Duration) {
