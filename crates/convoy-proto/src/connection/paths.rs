@@ -728,7 +728,7 @@ impl Connection {
             if p.state == PathState::Standby && p.validated {
                 consider(p.last_sent + STANDBY_PROBE);
             }
-            if p.state == PathState::Suspect {
+            if p.state == PathState::Suspect || self.probing_backed_off(i) {
                 consider(p.last_sent + REPROBE);
             }
         }
@@ -821,11 +821,30 @@ impl Connection {
                 p.ping_due = true;
             }
             // A suspect path is pinged at least every REPROBE, whatever its
-            // probe timeout has backed off to: it comes back that soon.
-            if p.state == PathState::Suspect && now >= p.last_sent + REPROBE {
-                p.ping_due = true;
+            // probe timeout has backed off to: it comes back that soon. So
+            // is a working path that has heard nothing for several probe
+            // timeouts (an outage that took what its queue held): the
+            // backoff spaces the timeouts that declare losses, not the
+            // pings that find the link again.
+            if (p.state == PathState::Suspect || self.probing_backed_off(i))
+                && now >= self.paths[i].last_sent + REPROBE
+            {
+                if i == self.feedback_path(now) {
+                    self.ping_due = true;
+                } else {
+                    self.paths[i].ping_due = true;
+                }
             }
         }
+    }
+
+    /// A path in use whose probe timeout has backed off past `REPROBE`,
+    /// with something in flight.
+    fn probing_backed_off(&self, i: usize) -> bool {
+        let p = &self.paths[i];
+        matches!(p.state, PathState::Active | PathState::Standby)
+            && p.pto_count >= 2
+            && self.recovery.oldest_in_flight(Some(p.id)).is_some()
     }
 
     /// A probe timeout on path `i`: with another path working, `i` is
