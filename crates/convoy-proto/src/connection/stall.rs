@@ -8,7 +8,7 @@
 //! return-path stall: the forward link idles unless the sender goes on).
 //!
 //! The receiver can tell, and while the return path works it can say so:
-//! when data that was arriving stops, it sends an acknowledgment anyway
+//! when data that was flowing stops, it sends an acknowledgment anyway
 //! (`STALL_REPORT_AFTER`, then twice and four times as long), which
 //! acknowledges nothing new and carries an ACK delay that long. A sender
 //! that reads such an acknowledgment knows its data stopped arriving; one
@@ -29,18 +29,28 @@ const STALL_REPORTS: u32 = 3;
 /// An acknowledgment of nothing new with at least this ACK delay says the
 /// forward path delivered nothing for that long.
 pub(crate) const STALL_EVIDENCE: Duration = Duration::from_millis(20);
+/// Data counts as flowing (and its stopping as a stall) when packets came
+/// at most this far apart: a transfer of more than ~0.1 Mbit/s. Isolated
+/// packets (a vehicle's periodic samples) are not followed by reports.
+const FLOWING_GAP: Duration = Duration::from_millis(100);
 
 /// The receiver's side: when the next stall report is due, and how many
 /// were sent for this stall.
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct StallReports {
     next: Option<(Duration, u32)>,
+    last_data: Option<Duration>,
 }
 
 impl StallReports {
-    /// A data packet arrived: the next report is due after a silence.
+    /// A data packet arrived: if data is flowing, the next report is due
+    /// after a silence.
     pub(crate) fn on_data(&mut self, now: Duration) {
-        self.next = Some((now + STALL_REPORT_AFTER, 0));
+        let flowing = self
+            .last_data
+            .is_some_and(|t| now.saturating_sub(t) <= FLOWING_GAP);
+        self.last_data = Some(now);
+        self.next = flowing.then_some((now + STALL_REPORT_AFTER, 0));
     }
 
     pub(crate) fn deadline(&self) -> Option<Duration> {
@@ -94,6 +104,7 @@ mod tests {
     fn reports_back_off_and_stop() {
         let mut r = StallReports::default();
         assert_eq!(r.deadline(), None);
+        r.on_data(ms(90));
         r.on_data(ms(100));
         assert!(!r.take_due(ms(110)));
         assert!(r.take_due(ms(125)));
@@ -103,8 +114,20 @@ mod tests {
         assert!(r.take_due(ms(275)));
         assert_eq!(r.deadline(), None);
         assert!(!r.take_due(ms(1000)));
-        // New data starts a new stall's count.
+        // New data after a long silence is not yet a flow...
         r.on_data(ms(1000));
-        assert_eq!(r.deadline(), Some(ms(1025)));
+        assert_eq!(r.deadline(), None);
+        // ...the next packet soon after it makes one, with a new count.
+        r.on_data(ms(1050));
+        assert_eq!(r.deadline(), Some(ms(1075)));
+    }
+
+    #[test]
+    fn isolated_packets_are_not_followed_by_reports() {
+        let mut r = StallReports::default();
+        for s in 1..10 {
+            r.on_data(ms(1000 * s));
+            assert_eq!(r.deadline(), None);
+        }
     }
 }
