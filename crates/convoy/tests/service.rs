@@ -9,7 +9,7 @@ use std::io::Write;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use net_support::{bin, make_file, server_log, wait_partial};
+use net_support::{bin, make_file, server_log_with, wait_partial};
 use service_support::{convoy, drive_lines, ok, stored_sample_times, Fleet};
 
 fn stderr(o: &std::process::Output) -> String {
@@ -41,7 +41,7 @@ fn unknown_and_revoked_keys_are_refused_with_their_reason() {
     std::thread::sleep(Duration::from_millis(600));
     let out = f.send("v2", &file, None);
     assert!(stderr(&out).contains("v2 is revoked"), "{}", stderr(&out));
-    let log = server_log(&f.store);
+    let log = server_log_with(&f.store, "refused: v2 is revoked", Duration::from_secs(10));
     assert!(log.contains("refused: v2 is revoked"), "{log}");
     assert!(
         log.contains("v2 (127.0.0.1"),
@@ -248,7 +248,8 @@ fn a_corrupt_segment_is_kept_and_reported_not_indexed() {
         .store
         .join("v1/2026-11-24/telemetry/000001.jsonl.zst")
         .exists());
-    assert!(server_log(&f.store).contains("kept but not indexed"));
+    let log = server_log_with(&f.store, "kept but not indexed", Duration::from_secs(10));
+    assert!(log.contains("kept but not indexed"), "{log}");
     // The service goes on: a good segment after it is indexed.
     let mut w = zstd::Encoder::new(Vec::new(), 3).unwrap();
     w.write_all(drive_lines(5, convoy_telemetry_now_s(), 45.0).as_bytes())

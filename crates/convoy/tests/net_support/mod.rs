@@ -190,6 +190,20 @@ pub fn server_log(dir: &Path) -> String {
     std::fs::read_to_string(server_log_path(dir)).unwrap_or_default()
 }
 
+/// What the servers on `dir` have logged, once it contains `needle` (or
+/// after `limit`): a server logs an event when it has acted on it, which
+/// may be just after the client saw the result and exited.
+pub fn server_log_with(dir: &Path, needle: &str, limit: Duration) -> String {
+    let start = Instant::now();
+    loop {
+        let log = server_log(dir);
+        if log.contains(needle) || start.elapsed() >= limit {
+            return log;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// Polls until something holds UDP `port` on loopback.
 pub fn wait_port_bound(port: u16) {
     let start = Instant::now();
