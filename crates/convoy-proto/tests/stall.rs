@@ -4,6 +4,8 @@
 //! ("coasting"), and stops at once when the receiver reports that the data
 //! stopped arriving (connection/stall.rs). Virtual time, whole protocol.
 
+// Shared with the multipath tests, which use more of it.
+#[allow(dead_code)]
 mod harness;
 
 use std::time::Duration;
@@ -63,7 +65,10 @@ fn coasting_into_a_link_dead_both_ways_is_bounded() {
     // Nothing comes back, so nothing says stop: at most a second at 3/4
     // of the rate (plus a window and the probes) goes out blind.
     let blind = w.links[0].up.offered_in_outage as f64;
-    assert!(blind < 1.1 * RATE_BYTES, "{blind} bytes sent into the dead link");
+    assert!(
+        blind < 1.1 * RATE_BYTES,
+        "{blind} bytes sent into the dead link"
+    );
     assert!(blind > 0.3 * RATE_BYTES, "{blind}: it did not coast");
     // Pings find the link again within `REPROBE` of its return, however
     // far the probe timeout has backed off (the outage took what the

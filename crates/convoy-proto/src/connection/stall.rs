@@ -62,8 +62,8 @@ impl StallReports {
         match self.next {
             Some((t, sent)) if now >= t => {
                 let sent = sent + 1;
-                self.next = (sent < STALL_REPORTS)
-                    .then(|| (now + STALL_REPORT_AFTER * (1 << sent), sent));
+                self.next =
+                    (sent < STALL_REPORTS).then(|| (now + STALL_REPORT_AFTER * (1 << sent), sent));
                 true
             }
             _ => false,

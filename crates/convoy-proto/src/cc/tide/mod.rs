@@ -231,7 +231,9 @@ impl Tide {
     /// Whether the window is set aside: nothing has been acknowledged for
     /// a while, but the receiver has not said our data stopped arriving.
     fn coasting(&self) -> bool {
-        self.only_path && !self.forward_stalled && self.blind_sent + self.cfg.mss <= self.coast_budget()
+        self.only_path
+            && !self.forward_stalled
+            && self.blind_sent + self.cfg.mss <= self.coast_budget()
     }
 
     fn base_rtt(&self) -> Duration {
