@@ -20,12 +20,18 @@ fn link() -> Link {
     Link::new(0, 10.0, 20)
 }
 
+/// An endless upload over `link` until `until`.
+fn upload_over(link: Link, until: Duration) -> World {
+    let mut w = World::new(vec![link], u64::MAX);
+    w.run_until(until, |_| {});
+    w
+}
+
 #[test]
 fn data_keeps_flowing_while_only_the_acknowledgments_are_lost() {
     let mut l = link();
     l.down.outages.push((3 * SEC, 4 * SEC));
-    let mut w = World::new(vec![l], u64::MAX);
-    w.run_until(6 * SEC, |_| {});
+    let w = upload_over(l, 6 * SEC);
     // The forward link works throughout: coasting at 3/4 of its rate
     // keeps it carrying (the window alone would stop it after about a
     // hundred milliseconds).
@@ -46,8 +52,7 @@ fn data_keeps_flowing_while_only_the_acknowledgments_are_lost() {
 fn a_forward_stall_is_reported_and_ends_the_coasting() {
     let mut l = link();
     l.up.outages.push((3 * SEC, 4 * SEC));
-    let mut w = World::new(vec![l], u64::MAX);
-    w.run_until(6 * SEC, |_| {});
+    let w = upload_over(l, 6 * SEC);
     // The receiver's stall report reaches the sender within ~50 ms: what
     // goes into the dead link is about a window, not a second of coasting
     // (which would be ~940 kB).
@@ -59,9 +64,7 @@ fn a_forward_stall_is_reported_and_ends_the_coasting() {
 
 #[test]
 fn coasting_into_a_link_dead_both_ways_is_bounded() {
-    let l = link().outage(3 * SEC, 6 * SEC);
-    let mut w = World::new(vec![l], u64::MAX);
-    w.run_until(9 * SEC, |_| {});
+    let w = upload_over(link().outage(3 * SEC, 6 * SEC), 9 * SEC);
     // Nothing comes back, so nothing says stop: at most a second at 3/4
     // of the rate (plus a window and the probes) goes out blind.
     let blind = w.links[0].up.offered_in_outage as f64;

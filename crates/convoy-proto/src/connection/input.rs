@@ -333,7 +333,7 @@ impl Connection {
                 }
                 Frame::Symbol(s) => {
                     eliciting = true;
-                    self.stall_reports.on_data(now);
+                    self.on_data_for_stall(now);
                     let e = self.one_rtt.as_mut().expect("established");
                     e.rx.set_keep_early(self.paths.len() > 1);
                     let in_order = e.rx.is_next_source(&s);

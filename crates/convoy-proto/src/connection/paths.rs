@@ -262,7 +262,6 @@ impl Path {
             && self.unvalidated_sent + len as u64 > 3 * self.unvalidated_received
     }
 
-    /// What a validated, working path is: active, or standby if backup.
     /// What a validated path that answers is: standby if it is a backup or
     /// graded bad, else active.
     fn working_state(&self) -> PathState {

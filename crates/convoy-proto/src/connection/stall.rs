@@ -22,13 +22,13 @@ use std::time::Duration;
 use super::Connection;
 
 /// Data that stopped arriving for this long is reported.
-pub(crate) const STALL_REPORT_AFTER: Duration = Duration::from_millis(25);
+const STALL_REPORT_AFTER: Duration = Duration::from_millis(25);
 /// Reports per stall: at 1, 3 and 7 × `STALL_REPORT_AFTER` of silence.
 /// The first one counts; the others cover its loss.
 const STALL_REPORTS: u32 = 3;
 /// An acknowledgment of nothing new with at least this ACK delay says the
 /// forward path delivered nothing for that long.
-pub(crate) const STALL_EVIDENCE: Duration = Duration::from_millis(20);
+const STALL_EVIDENCE: Duration = Duration::from_millis(20);
 /// Data counts as flowing (and its stopping as a stall) when packets came
 /// at most this far apart: a transfer of more than ~0.1 Mbit/s. Isolated
 /// packets (a vehicle's periodic samples) are not followed by reports.
@@ -72,9 +72,18 @@ impl StallReports {
 }
 
 impl Connection {
+    /// Receiver: a data packet arrived. Only a peer that asked for
+    /// RECEIVE_TIME frames reads stall reports, so only its data arms
+    /// them (for the others no timer would fire in vain).
+    pub(crate) fn on_data_for_stall(&mut self, now: Duration) {
+        if self.send_receive_times {
+            self.stall_reports.on_data(now);
+        }
+    }
+
     /// Receiver: sends a stall report (an acknowledgment) when one is due.
     pub(crate) fn on_stall_timer(&mut self, now: Duration) {
-        if self.stall_reports.take_due(now) && self.send_receive_times {
+        if self.stall_reports.take_due(now) {
             self.feedback_due = true;
         }
     }
