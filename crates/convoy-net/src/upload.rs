@@ -8,7 +8,7 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 
-use convoy_proto::{ConnectionHandle, Endpoint, StreamId};
+use convoy_proto::{Connection, ConnectionHandle, Endpoint, StreamId};
 
 use crate::client::{live, read_replies, Client, Progress, ProgressFn};
 use crate::driver::{Application, Step};
@@ -20,6 +20,9 @@ use crate::store::hash_file;
 /// How often progress callbacks run.
 pub const PROGRESS_TICK: Duration = Duration::from_millis(200);
 
+/// File reads per step, and the buffer replies are read through.
+const SCRATCH: usize = 256 * 1024;
+
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct UploadReport {
     pub name: String,
@@ -30,11 +33,12 @@ pub struct UploadReport {
     pub blake3: String,
 }
 
-struct UploadApp<'p> {
-    h: ConnectionHandle,
-    server: SocketAddr,
+/// One upload's protocol: the request, the server's resume offset, the
+/// data from there, and the server's "stored" with the same BLAKE3.
+struct OneUpload {
     file: File,
     path: std::path::PathBuf,
+    name: String,
     request: Option<Request>,
     size: u64,
     hash: [u8; 32],
@@ -45,15 +49,55 @@ struct UploadApp<'p> {
     pos: u64,
     finished: bool,
     stored: bool,
-    scratch: Vec<u8>,
-    progress: Option<ProgressFn<'p>>,
     started: Duration,
-    next_tick: Duration,
 }
 
-impl Application for UploadApp<'_> {
-    fn step(&mut self, ep: &mut Endpoint, now: Duration) -> Result<Step, NetError> {
-        let c = live(ep, self.h, self.server)?;
+impl OneUpload {
+    /// Hashes the file (the server checks the whole of it, resumed or not).
+    fn open(path: &Path, name: Option<&str>) -> Result<OneUpload, NetError> {
+        let name = match name {
+            Some(n) => n.to_owned(),
+            None => path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .ok_or_else(|| NetError::Config(format!("{}: no file name", path.display())))?
+                .to_owned(),
+        };
+        validate_name(&name).map_err(NetError::Config)?;
+        let (hash, size) = hash_file(path)?;
+        let file = File::open(path).map_err(|e| NetError::file(path, e))?;
+        Ok(OneUpload {
+            file,
+            path: path.to_owned(),
+            request: Some(Request::Put {
+                name: name.clone(),
+                size,
+                hash,
+            }),
+            name,
+            size,
+            hash,
+            stream: None,
+            out: Outbox::default(),
+            inbox: Vec::new(),
+            resume_from: None,
+            pos: 0,
+            finished: false,
+            stored: false,
+            started: Duration::ZERO,
+        })
+    }
+
+    /// Sends the request, reads replies, and writes file data while
+    /// `may_write` (so uploads in a batch go one after another on the wire
+    /// while their requests and confirmations overlap).
+    fn step(
+        &mut self,
+        c: &mut Connection,
+        now: Duration,
+        scratch: &mut [u8],
+        may_write: bool,
+    ) -> Result<(), NetError> {
         let id = match self.stream {
             Some(id) => id,
             None => {
@@ -66,7 +110,7 @@ impl Application for UploadApp<'_> {
             }
         };
         self.out.flush(c, id)?;
-        let (replies, fin) = read_replies(c, id, &mut self.inbox, &mut self.scratch)?;
+        let (replies, fin) = read_replies(c, id, &mut self.inbox, scratch)?;
         for r in replies {
             match r {
                 Reply::PutFrom { offset } if offset <= self.size => {
@@ -89,23 +133,23 @@ impl Application for UploadApp<'_> {
             }
         }
         if self.stored {
-            return Ok(Step::Done);
+            return Ok(());
         }
         if fin {
             return Err(NetError::Protocol(
                 "the server ended the upload without confirming it".into(),
             ));
         }
-        if self.resume_from.is_some() && !self.finished {
+        if may_write && self.resume_from.is_some() && !self.finished {
             while self.pos < self.size {
-                let room = c.write_room(id).min(self.scratch.len());
+                let room = c.write_room(id).min(scratch.len());
                 if room == 0 {
                     break;
                 }
                 let want = room.min((self.size - self.pos) as usize);
                 let n = self
                     .file
-                    .read(&mut self.scratch[..want])
+                    .read(&mut scratch[..want])
                     .map_err(|e| NetError::file(&self.path, e))?;
                 if n == 0 {
                     return Err(NetError::file(
@@ -113,7 +157,7 @@ impl Application for UploadApp<'_> {
                         std::io::Error::other("the file shrank during the upload"),
                     ));
                 }
-                let w = c.write(id, &self.scratch[..n])?;
+                let w = c.write(id, &scratch[..n])?;
                 self.pos += w as u64;
                 if w < n {
                     self.file
@@ -127,17 +171,52 @@ impl Application for UploadApp<'_> {
                 self.finished = true;
             }
         }
+        Ok(())
+    }
+
+    /// What the server holds: what it had before, and what it acknowledged.
+    fn held(&self, c: &Connection) -> u64 {
+        let acked = self.stream.map(|id| c.stream_acked(id)).unwrap_or(0);
+        (self.resume_from.unwrap_or(0) + acked).min(self.pos)
+    }
+
+    fn report(&self, now: Duration) -> UploadReport {
+        UploadReport {
+            name: self.name.clone(),
+            bytes: self.size,
+            resumed_from: self.resume_from.unwrap_or(0),
+            seconds: now.saturating_sub(self.started).as_secs_f64(),
+            blake3: convoy_proto::crypto::hex(&self.hash),
+        }
+    }
+}
+
+struct UploadApp<'p> {
+    h: ConnectionHandle,
+    server: SocketAddr,
+    upload: OneUpload,
+    scratch: Vec<u8>,
+    progress: Option<ProgressFn<'p>>,
+    next_tick: Duration,
+}
+
+impl Application for UploadApp<'_> {
+    fn step(&mut self, ep: &mut Endpoint, now: Duration) -> Result<Step, NetError> {
+        let c = live(ep, self.h, self.server)?;
+        self.upload.step(c, now, &mut self.scratch, true)?;
+        if self.upload.stored {
+            return Ok(Step::Done);
+        }
         if now >= self.next_tick {
             self.next_tick = now + PROGRESS_TICK;
             if let Some(p) = self.progress.as_mut() {
                 // What the server holds, not what we handed the connection:
                 // with a bounded send side they differ by a fraction of a
                 // second, but a progress bar that runs ahead lies.
-                let held = self.resume_from.unwrap_or(0) + c.stream_acked(id);
                 p(Progress {
-                    done: held.min(self.pos),
-                    total: self.size,
-                    elapsed: now.saturating_sub(self.started),
+                    done: self.upload.held(c),
+                    total: self.upload.size,
+                    elapsed: now.saturating_sub(self.upload.started),
                 });
             }
         }
@@ -146,6 +225,57 @@ impl Application for UploadApp<'_> {
 
     fn wake_at(&self) -> Option<Duration> {
         Some(self.next_tick)
+    }
+}
+
+/// Several uploads on one connection, up to `window` at once: their
+/// requests, resume offsets and "stored" confirmations overlap, and their
+/// data goes in order, so a queue of small files is not one round trip
+/// (and one fsync) per file.
+struct BatchApp<'a, 'f> {
+    h: ConnectionHandle,
+    server: SocketAddr,
+    files: std::slice::Iter<'a, (std::path::PathBuf, String)>,
+    index: usize,
+    window: usize,
+    active: std::collections::VecDeque<(usize, OneUpload)>,
+    scratch: Vec<u8>,
+    on_stored: &'f mut dyn FnMut(usize, UploadReport),
+}
+
+impl Application for BatchApp<'_, '_> {
+    fn step(&mut self, ep: &mut Endpoint, now: Duration) -> Result<Step, NetError> {
+        // Until a turn confirms nothing: a confirmation makes room for the
+        // next file, whose request should not wait for a network event.
+        loop {
+            while self.active.len() < self.window {
+                let Some((path, name)) = self.files.next() else {
+                    break;
+                };
+                self.active
+                    .push_back((self.index, OneUpload::open(path, Some(name))?));
+                self.index += 1;
+            }
+            if self.active.is_empty() {
+                return Ok(Step::Done);
+            }
+            let c = live(ep, self.h, self.server)?;
+            // Only the oldest upload with data left to hand over writes.
+            let mut may_write = true;
+            for (_, u) in self.active.iter_mut().filter(|(_, u)| !u.stored) {
+                u.step(c, now, &mut self.scratch, may_write)?;
+                may_write &= u.finished || u.stored;
+            }
+            // Confirmations are reported in order, as each arrives.
+            let waiting = self.active.len();
+            while self.active.front().is_some_and(|(_, u)| u.stored) {
+                let (i, u) = self.active.pop_front().expect("front");
+                (self.on_stored)(i, u.report(now));
+            }
+            if self.active.len() == waiting {
+                return Ok(Step::Continue);
+            }
+        }
     }
 }
 
@@ -159,49 +289,38 @@ impl Client {
         name: Option<&str>,
         progress: Option<ProgressFn<'_>>,
     ) -> Result<UploadReport, NetError> {
-        let name = match name {
-            Some(n) => n.to_owned(),
-            None => path
-                .file_name()
-                .and_then(|n| n.to_str())
-                .ok_or_else(|| NetError::Config(format!("{}: no file name", path.display())))?
-                .to_owned(),
-        };
-        validate_name(&name).map_err(NetError::Config)?;
-        let (hash, size) = hash_file(path)?;
-        let file = File::open(path).map_err(|e| NetError::file(path, e))?;
         let mut app = UploadApp {
             h: self.handle,
             server: self.server,
-            file,
-            path: path.to_owned(),
-            request: Some(Request::Put {
-                name: name.clone(),
-                size,
-                hash,
-            }),
-            size,
-            hash,
-            stream: None,
-            out: Outbox::default(),
-            inbox: Vec::new(),
-            resume_from: None,
-            pos: 0,
-            finished: false,
-            stored: false,
-            scratch: vec![0; 256 * 1024],
+            upload: OneUpload::open(path, name)?,
+            scratch: vec![0; SCRATCH],
             progress,
-            started: Duration::ZERO,
             next_tick: Duration::ZERO,
         };
         self.run_transfer(&mut app)?;
-        let seconds = self.driver.now().saturating_sub(app.started).as_secs_f64();
-        Ok(UploadReport {
-            name,
-            bytes: size,
-            resumed_from: app.resume_from.unwrap_or(0),
-            seconds,
-            blake3: convoy_proto::crypto::hex(&hash),
-        })
+        Ok(app.upload.report(self.driver.now()))
+    }
+
+    /// Uploads `files` (path, name) in order with up to `window` in flight,
+    /// calling `on_stored` with each one's index as the server confirms it
+    /// durable. On an error, the files confirmed so far were reported and
+    /// the rest were not stored (they resume on a later call).
+    pub fn upload_batch(
+        &mut self,
+        files: &[(std::path::PathBuf, String)],
+        window: usize,
+        on_stored: &mut dyn FnMut(usize, UploadReport),
+    ) -> Result<(), NetError> {
+        let mut app = BatchApp {
+            h: self.handle,
+            server: self.server,
+            files: files.iter(),
+            index: 0,
+            window: window.max(1),
+            active: Default::default(),
+            scratch: vec![0; SCRATCH],
+            on_stored,
+        };
+        self.run_transfer(&mut app)
     }
 }

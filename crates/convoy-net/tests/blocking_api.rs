@@ -100,3 +100,47 @@ fn interrupted_upload_resumes_on_the_next_client() {
     assert_identical(&src, &store.join("drive.log"));
     again.close();
 }
+
+#[test]
+fn a_batch_of_uploads_is_confirmed_in_order_and_stored_whole() {
+    let dir = TempDir::new("blocking-batch");
+    let store = dir.path().join("store");
+    std::fs::create_dir(&store).unwrap();
+    let server = Running::start(&store);
+    // Small segments and a few larger files, more than one window's worth.
+    let files: Vec<(std::path::PathBuf, String)> = (0..40)
+        .map(|i| {
+            let p = dir.path().join(format!("seg-{i}"));
+            let size = if i % 10 == 3 { 700_000 } else { 300 + i * 37 };
+            make_file(&p, size, i as u64);
+            (p, format!("day/seg-{i:03}"))
+        })
+        .collect();
+    let mut client = Client::connect(ClientOptions::new(server.addr, server.key)).unwrap();
+    let mut confirmed = Vec::new();
+    client
+        .upload_batch(&files, 8, &mut |i, report| {
+            assert_eq!(report.name, files[i].1);
+            confirmed.push(i);
+        })
+        .unwrap();
+    assert_eq!(confirmed, (0..files.len()).collect::<Vec<_>>());
+    for (p, name) in &files {
+        assert_identical(p, &store.join(name));
+    }
+    // The connection is still good for more after a batch.
+    let (p, name) = &files[0];
+    let again = client.upload_batch(&[(p.clone(), format!("{name}-again"))], 8, &mut |_, _| {});
+    again.unwrap();
+    // A missing file ends the batch with an error after what came before
+    // it was confirmed.
+    let broken = vec![
+        files[1].clone(),
+        (dir.path().join("missing"), "missing".to_owned()),
+    ];
+    let mut got = Vec::new();
+    let r = client.upload_batch(&broken, 8, &mut |i, _| got.push(i));
+    assert!(r.is_err());
+    assert!(got.len() <= 1);
+    client.close();
+}
