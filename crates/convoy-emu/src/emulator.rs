@@ -95,6 +95,9 @@ pub struct Emulator {
     stopper: Arc<Stopper>,
     pcap: Option<Arc<Mutex<PcapWriter>>>,
     epoch: Instant,
+    /// The epoch as Unix nanoseconds, for commands that line their own
+    /// clocks up with link time (`CONVOY_EMU_EPOCH_NS`).
+    unix_epoch_ns: u64,
     servers: Vec<Child>,
     /// The thread taking `outage-policy=down` interfaces down and up.
     ifdown: Option<JoinHandle<Result<(), EmuError>>>,
@@ -208,6 +211,7 @@ impl Emulator {
             stopper: stopper.clone(),
             pcap: pcap.clone(),
             epoch,
+            unix_epoch_ns,
             servers: Vec::new(),
             ifdown: None,
             iface_events: Arc::new(Mutex::new(Vec::new())),
@@ -359,16 +363,23 @@ impl Emulator {
         cmd
     }
 
-    /// The variables commands see: where the other side is.
+    /// The variables commands see: where the other side is, and when
+    /// link time 0 was.
     pub fn env(&self, side: Side) -> Vec<(String, String)> {
-        let mut env = vec![(
-            "CONVOY_EMU_SIDE".to_owned(),
-            match side {
-                Side::Client => "client",
-                Side::Server => "server",
-            }
-            .to_owned(),
-        )];
+        let mut env = vec![
+            (
+                "CONVOY_EMU_SIDE".to_owned(),
+                match side {
+                    Side::Client => "client",
+                    Side::Server => "server",
+                }
+                .to_owned(),
+            ),
+            (
+                "CONVOY_EMU_EPOCH_NS".to_owned(),
+                self.unix_epoch_ns.to_string(),
+            ),
+        ];
         if let Some(first) = self.links.first() {
             env.push(("CONVOY_EMU_SERVER".into(), first.server_addr.clone()));
             env.push(("CONVOY_EMU_CLIENT".into(), first.client_addr.clone()));

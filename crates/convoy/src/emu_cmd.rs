@@ -55,8 +55,8 @@ EXAMPLES
   convoy emu --link wifi:rate=10mbit,delay=30ms,queue=250,ap=sap-law \\
              --server 'iperf3 -s' -- iperf3 -c 10.7.0.2 -R -C cubic
 
-Commands see CONVOY_EMU_SERVER, CONVOY_EMU_CLIENT (first link) and
-CONVOY_EMU_<NAME>_SERVER / _CLIENT. docs/EMU.md has the MPTCP recipe.
+Commands see CONVOY_EMU_SERVER, CONVOY_EMU_CLIENT (first link),
+CONVOY_EMU_<NAME>_SERVER / _CLIENT and CONVOY_EMU_EPOCH_NS (link time 0). docs/EMU.md has the MPTCP recipe.
 Needs root and /dev/net/tun; everything it creates is gone when it exits.";
 
 #[derive(Args)]
