@@ -21,7 +21,7 @@ pub struct Config {
     /// Most bytes the spool may hold (e.g. "2GB").
     #[serde(default = "default_quota")]
     pub quota: String,
-    /// Transport mode: rcdp or rlnc-bbr.
+    /// Transport mode: tide (the default, as for `convoy send`), rcdp or rlnc-bbr.
     #[serde(default = "default_mode")]
     pub mode: String,
     /// Seconds without hearing from the server before reconnecting.
@@ -47,7 +47,7 @@ fn default_quota() -> String {
     "1GB".into()
 }
 fn default_mode() -> String {
-    "rcdp".into()
+    "tide".into()
 }
 fn default_idle() -> f64 {
     15.0
