@@ -13,6 +13,7 @@ from pathlib import Path
 
 from .browser import screenshot
 from .drive import make_drive, roads_geojson
+from .demo_lte import demo_lte
 from .service import Service
 
 
@@ -20,21 +21,9 @@ def say(msg: str) -> None:
     print(f"fleet demo: {msg}", file=sys.stderr, flush=True)
 
 
-def demo(vehicles: int, seconds: int, out: Path, keep_running: bool = False) -> int:
-    out = out.resolve()
-    if out.exists():
-        shutil.rmtree(out)
-    say(f"SUMO drive of {vehicles} vehicles, {seconds} s")
-    fcd, net, ids = make_drive(out / "sumo", vehicles, seconds + 30)
-    overlay = roads_geojson(net, out / "roads.geojson")
-    names = [f"car-{i}" for i in ids]
-    with Service(out / "fleet", names, extra=["--overlay", str(overlay)]) as s:
-        say(f"server on UDP {s.port}, web view http://127.0.0.1:{s.http}/")
-        inboxes = {}
-        for vid, name in zip(ids, names):
-            inbox = out / "fleet" / f"{name}.inbox"
-            inboxes[name] = inbox
-            cfg = s.agent_config(name, f'''
+def vehicle_sources(fcd: Path, vid: str, inbox: Path) -> str:
+    """One vehicle's agent sources: its FCD replay and a log inbox."""
+    return f'''
 [segments]
 max_seconds = 1.0
 [[source]]
@@ -46,7 +35,26 @@ kind = "directory"
 path = "{inbox}"
 class = "previews"
 settle_seconds = 0.5
-''')
+'''
+
+
+def demo(vehicles: int, seconds: int, out: Path, keep_running: bool = False, lte: bool = True) -> int:
+    out = out.resolve()
+    if out.exists():
+        shutil.rmtree(out)
+    say(f"SUMO drive of {vehicles} vehicles, {seconds} s")
+    fcd, net, ids = make_drive(out / "sumo", vehicles, seconds + 30)
+    overlay = roads_geojson(net, out / "roads.geojson")
+    names = [f"car-{i}" for i in ids]
+    if lte:
+        return demo_lte(ids, names, fcd, overlay, seconds, out, vehicle_sources)
+    with Service(out / "fleet", names, extra=["--overlay", str(overlay)]) as s:
+        say(f"server on UDP {s.port}, web view http://127.0.0.1:{s.http}/")
+        inboxes = {}
+        for vid, name in zip(ids, names):
+            inbox = out / "fleet" / f"{name}.inbox"
+            inboxes[name] = inbox
+            cfg = s.agent_config(name, vehicle_sources(fcd, vid, inbox))
             s.start_agent(cfg)
         start = time.time()
         n = 0

@@ -28,6 +28,13 @@ def run(*args: str | Path, check: bool = True, **kw) -> subprocess.CompletedProc
     return p
 
 
+def http_json(port: int, path: str, token: str) -> dict:
+    """GET a JSON document of the web view's API on 127.0.0.1."""
+    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", headers={"Authorization": f"Bearer {token}"})
+    with urllib.request.urlopen(req, timeout=10) as r:
+        return json.loads(r.read())
+
+
 @dataclass
 class Service:
     root: Path
@@ -116,10 +123,7 @@ class Service:
         return f"http://127.0.0.1:{self.http}/?token={self.token(who)}"
 
     def api(self, path: str, who: str = "ops", token: str | None = None) -> dict:
-        req = urllib.request.Request(f"http://127.0.0.1:{self.http}{path}",
-                                     headers={"Authorization": f"Bearer {token or self.token(who)}"})
-        with urllib.request.urlopen(req, timeout=10) as r:
-            return json.loads(r.read())
+        return http_json(self.http, path, token or self.token(who))
 
     def agent_config(self, name: str, sources: str, extra: str = "") -> Path:
         cfg = self.root / f"{name}.agent.toml"
