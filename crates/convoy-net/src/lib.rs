@@ -61,4 +61,4 @@ pub use keys::{load_keypair, parse_server_key, write_keypair};
 pub use perf::{PerfAmount, PerfInterval, PerfReport};
 pub use server::{Server, ServerOptions, ServerStats};
 pub use session::ServerEvent;
-pub use upload::UploadReport;
+pub use upload::{UploadQueue, UploadReport};

@@ -228,32 +228,44 @@ impl Application for UploadApp<'_> {
     }
 }
 
+/// Where [`Client::upload_queue`] takes its files and reports them stored.
+pub trait UploadQueue {
+    /// The next file to upload and its name; `None` ends the queue once
+    /// what is in flight is confirmed. Asked whenever there is room in the
+    /// window, so a queue fed from elsewhere (a spool) keeps the
+    /// connection busy without a gap between batches.
+    fn next(&mut self) -> Option<(std::path::PathBuf, String)>;
+    /// The `index`-th file (counting from 0 in the order `next` gave them)
+    /// is durable at the server. Called in that order.
+    fn stored(&mut self, index: usize, report: UploadReport);
+}
+
 /// Several uploads on one connection, up to `window` at once: their
 /// requests, resume offsets and "stored" confirmations overlap, and their
-/// data goes in order, so a queue of small files is not one round trip
-/// (and one fsync) per file.
-struct BatchApp<'a, 'f> {
+/// data goes in order, so a queue of small files is not a round trip each.
+struct QueueApp<'q> {
     h: ConnectionHandle,
     server: SocketAddr,
-    files: std::slice::Iter<'a, (std::path::PathBuf, String)>,
+    queue: &'q mut dyn UploadQueue,
+    ended: bool,
     index: usize,
     window: usize,
     active: std::collections::VecDeque<(usize, OneUpload)>,
     scratch: Vec<u8>,
-    on_stored: &'f mut dyn FnMut(usize, UploadReport),
 }
 
-impl Application for BatchApp<'_, '_> {
+impl Application for QueueApp<'_> {
     fn step(&mut self, ep: &mut Endpoint, now: Duration) -> Result<Step, NetError> {
         // Until a turn confirms nothing: a confirmation makes room for the
         // next file, whose request should not wait for a network event.
         loop {
-            while self.active.len() < self.window {
-                let Some((path, name)) = self.files.next() else {
+            while !self.ended && self.active.len() < self.window {
+                let Some((path, name)) = self.queue.next() else {
+                    self.ended = true;
                     break;
                 };
                 self.active
-                    .push_back((self.index, OneUpload::open(path, Some(name))?));
+                    .push_back((self.index, OneUpload::open(&path, Some(&name))?));
                 self.index += 1;
             }
             if self.active.is_empty() {
@@ -270,7 +282,7 @@ impl Application for BatchApp<'_, '_> {
             let waiting = self.active.len();
             while self.active.front().is_some_and(|(_, u)| u.stored) {
                 let (i, u) = self.active.pop_front().expect("front");
-                (self.on_stored)(i, u.report(now));
+                self.queue.stored(i, u.report(now));
             }
             if self.active.len() == waiting {
                 return Ok(Step::Continue);
@@ -301,25 +313,25 @@ impl Client {
         Ok(app.upload.report(self.driver.now()))
     }
 
-    /// Uploads `files` (path, name) in order with up to `window` in flight,
-    /// calling `on_stored` with each one's index as the server confirms it
-    /// durable. On an error, the files confirmed so far were reported and
-    /// the rest were not stored (they resume on a later call).
-    pub fn upload_batch(
+    /// Uploads what `queue` gives, in order, with up to `window` in flight,
+    /// telling it as the server confirms each one durable. Returns when the
+    /// queue has ended and everything taken is confirmed. On an error, the
+    /// files confirmed so far were reported and the rest were not stored
+    /// (they resume on a later call).
+    pub fn upload_queue(
         &mut self,
-        files: &[(std::path::PathBuf, String)],
+        queue: &mut dyn UploadQueue,
         window: usize,
-        on_stored: &mut dyn FnMut(usize, UploadReport),
     ) -> Result<(), NetError> {
-        let mut app = BatchApp {
+        let mut app = QueueApp {
             h: self.handle,
             server: self.server,
-            files: files.iter(),
+            queue,
+            ended: false,
             index: 0,
             window: window.max(1),
             active: Default::default(),
             scratch: vec![0; SCRATCH],
-            on_stored,
         };
         self.run_transfer(&mut app)
     }

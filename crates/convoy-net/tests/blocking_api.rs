@@ -101,9 +101,38 @@ fn interrupted_upload_resumes_on_the_next_client() {
     again.close();
 }
 
+/// A queue over a list of files that records the confirmations.
+struct Files {
+    files: Vec<(std::path::PathBuf, String)>,
+    given: usize,
+    confirmed: Vec<usize>,
+}
+
+impl convoy_net::UploadQueue for Files {
+    fn next(&mut self) -> Option<(std::path::PathBuf, String)> {
+        let f = self.files.get(self.given).cloned();
+        self.given += f.is_some() as usize;
+        f
+    }
+    fn stored(&mut self, index: usize, report: convoy_net::UploadReport) {
+        assert_eq!(report.name, self.files[index].1);
+        self.confirmed.push(index);
+    }
+}
+
+impl Files {
+    fn new(files: Vec<(std::path::PathBuf, String)>) -> Files {
+        Files {
+            files,
+            given: 0,
+            confirmed: Vec::new(),
+        }
+    }
+}
+
 #[test]
-fn a_batch_of_uploads_is_confirmed_in_order_and_stored_whole() {
-    let dir = TempDir::new("blocking-batch");
+fn a_queue_of_uploads_is_confirmed_in_order_and_stored_whole() {
+    let dir = TempDir::new("blocking-queue");
     let store = dir.path().join("store");
     std::fs::create_dir(&store).unwrap();
     let server = Running::start(&store);
@@ -117,30 +146,26 @@ fn a_batch_of_uploads_is_confirmed_in_order_and_stored_whole() {
         })
         .collect();
     let mut client = Client::connect(ClientOptions::new(server.addr, server.key)).unwrap();
-    let mut confirmed = Vec::new();
-    client
-        .upload_batch(&files, 8, &mut |i, report| {
-            assert_eq!(report.name, files[i].1);
-            confirmed.push(i);
-        })
-        .unwrap();
-    assert_eq!(confirmed, (0..files.len()).collect::<Vec<_>>());
+    let mut q = Files::new(files.clone());
+    client.upload_queue(&mut q, 8).unwrap();
+    assert_eq!(q.confirmed, (0..files.len()).collect::<Vec<_>>());
     for (p, name) in &files {
         assert_identical(p, &store.join(name));
     }
-    // The connection is still good for more after a batch.
+    // The connection is still good for more after a queue ends.
     let (p, name) = &files[0];
-    let again = client.upload_batch(&[(p.clone(), format!("{name}-again"))], 8, &mut |_, _| {});
-    again.unwrap();
-    // A missing file ends the batch with an error after what came before
-    // it was confirmed.
-    let broken = vec![
+    let mut again = Files::new(vec![(p.clone(), format!("{name}-again"))]);
+    client.upload_queue(&mut again, 8).unwrap();
+    assert_eq!(again.confirmed, [0]);
+    // A missing file ends the queue with an error; nothing after it is
+    // reported stored.
+    let mut broken = Files::new(vec![
         files[1].clone(),
         (dir.path().join("missing"), "missing".to_owned()),
-    ];
-    let mut got = Vec::new();
-    let r = client.upload_batch(&broken, 8, &mut |i, _| got.push(i));
-    assert!(r.is_err());
-    assert!(got.len() <= 1);
+        files[2].clone(),
+    ]);
+    assert!(client.upload_queue(&mut broken, 8).is_err());
+    assert!(broken.confirmed.len() <= 1);
     client.close();
 }
+
