@@ -51,10 +51,10 @@ const REFUSED_WAIT: Duration = Duration::from_secs(30);
 /// second at 80 ms round trips (16 measured ~100 a second).
 const WINDOW: usize = 64;
 
-fn retry_wait(error: &str, backoff: Duration) -> Duration {
-    // The server's refusal reads "refused: NAME is revoked"; an OS error's
-    // "Connection refused" is a server restarting, worth the usual backoff.
-    if error.contains("refused: ") {
+fn retry_wait(error: &convoy_net::NetError, backoff: Duration) -> Duration {
+    // A refused key waits; a refused request (a full disk at the server)
+    // or a server restarting is worth the usual backoff.
+    if error.is_key_refused() {
         REFUSED_WAIT
     } else {
         backoff
@@ -227,9 +227,8 @@ impl Uploader {
                         backoff = Duration::from_millis(250);
                     }
                     Err(e) => {
-                        let msg = e.to_string();
-                        queue.fail(&msg);
-                        self.sleep_unless_stopped(retry_wait(&msg, backoff));
+                        queue.fail(&e.to_string());
+                        self.sleep_unless_stopped(retry_wait(&e, backoff));
                         backoff = (backoff * 2).min(MAX_BACKOFF);
                         continue;
                     }
@@ -245,10 +244,9 @@ impl Uploader {
                     }
                 }
                 Err(e) => {
-                    let msg = e.to_string();
-                    queue.fail(&msg);
+                    queue.fail(&e.to_string());
                     client = None;
-                    self.sleep_unless_stopped(retry_wait(&msg, backoff));
+                    self.sleep_unless_stopped(retry_wait(&e, backoff));
                     backoff = (backoff * 2).min(MAX_BACKOFF);
                 }
             }

@@ -26,6 +26,10 @@ pub const REAUTH_EVERY: Duration = Duration::from_secs(1);
 /// The close code of a connection refused by the registry.
 pub const REFUSED_CODE: u64 = 0x4E4F;
 
+/// How the server's refusals of a key begin (the close reason, or the
+/// error of an upload whose key was revoked mid-way).
+pub const REFUSED_PREFIX: &str = "refused: ";
+
 /// What a key may do.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]

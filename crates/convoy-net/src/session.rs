@@ -146,7 +146,7 @@ impl SessionCtx<'_> {
     fn still_allowed(&self) -> Result<(), NetError> {
         if let (Some(auth), Some(key)) = (self.auth, self.key.as_ref()) {
             auth.identify(key)
-                .map_err(|why| NetError::Remote(format!("refused: {why}")))?;
+                .map_err(|why| NetError::Remote(format!("{}{why}", crate::auth::REFUSED_PREFIX)))?;
         }
         Ok(())
     }

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use convoy_proto::{Connection, ConnectionHandle, Endpoint, Event, StreamId};
 
-use crate::auth::{Authorizer, CommitHook, Identity, REAUTH_EVERY, REFUSED_CODE};
+use crate::auth::{Authorizer, CommitHook, Identity, REAUTH_EVERY, REFUSED_CODE, REFUSED_PREFIX};
 use crate::driver::{Application, Step};
 use crate::error::NetError;
 use crate::session::{ServerEvent, Session, SessionCtx, PROGRESS_EVERY};
@@ -142,7 +142,7 @@ impl ServerApp {
             }
             Err(reason) => {
                 let was = self.who.remove(&h).flatten();
-                c.close(REFUSED_CODE, &format!("refused: {reason}"));
+                c.close(REFUSED_CODE, &format!("{REFUSED_PREFIX}{reason}"));
                 if let Some(list) = self.sessions.remove(&h) {
                     for (_, r) in list {
                         if let Some((p, id)) = r.claim {
