@@ -137,6 +137,8 @@ def client_side(root: Path, before: float, outage: float, settle: float, after_m
             tmp.write_bytes(os.urandom(bulk_bytes))
             tmp.rename(f)
             next_bulk += BULK_EVERY_S
+        if outage == 0 and now >= outage_end:
+            break  # only the steady state was asked for
         if now >= outage_end and drained_at is None and queued_before(root / "spool" / "agent.db", outage_end_ns) == 0:
             drained_at = now
             print(f"backlog drained {now - outage_end:.1f} s after the outage", file=sys.stderr, flush=True)
@@ -167,8 +169,9 @@ def client_side(root: Path, before: float, outage: float, settle: float, after_m
 def link_spec(trace: Path | None, rate: str, delay_ms: float, queue: int, before: float,
               outage: float) -> str:
     keys = [f"up={trace},down={twin(trace)}" if trace else f"rate={rate}",
-            f"delay={delay_ms:g}ms", f"queue={queue}",
-            f"outage={before:g}s-{before + outage:g}s", "outage-policy=drop"]
+            f"delay={delay_ms:g}ms", f"queue={queue}"]
+    if outage > 0:
+        keys += [f"outage={before:g}s-{before + outage:g}s", "outage-policy=drop"]
     return "lte:" + ",".join(keys)
 
 
@@ -207,7 +210,7 @@ def figures(root: Path, trace: Path | None, rate_mbit: float, before: float, out
     doc["backlog"] = {"segments": len(backlog), "bytes": sum(r[1] for r in backlog),
                       "unacknowledged": len(unacked),
                       "dropped": sum(r[3] == "dropped" for r in rows)}
-    if drained_ns is not None:
+    if drained_ns is not None and outage > 0:
         span = (drained_ns - end_ns) / 1e9
         moved = sum(r[1] for r in rows if r[3] == "acked" and end_ns < r[4] <= drained_ns)
         cap = (window_capacity_mbit(trace, (end_ns - start_ns) / 1e9, span) if trace else rate_mbit)
@@ -251,7 +254,8 @@ def run(out: Path, trace: Path | None, rate: str, delay_ms: float, queue: int, b
            "--", *me, "side-client", str(root), str(before), str(outage), str(settle), str(after_max),
            str(bulk_bytes)]
     (root / "command.txt").write_text(shlex.join(cmd) + "\n")
-    say(f"{spec}: {before:g} s, then a {outage:g} s outage, then the drain (at most {after_max:g} s)")
+    say(f"{spec}: {before:g} s, then a {outage:g} s outage, then the drain (at most {after_max:g} s)"
+        if outage else f"{spec}: {before:g} s")
     p = subprocess.run(cmd, stdout=sys.stderr, stderr=sys.stderr,
                        timeout=before + outage + after_max + settle + 120)
     if p.returncode != 0:
@@ -269,11 +273,14 @@ def print_table(doc: dict) -> None:
                  f"p50 {fb['p50_s']:.2f} s, p99 {fb['p99_s']:.2f} s, {fb['samples']} samples",
                  fb["p50_s"] < 2 and fb["p99_s"] < 10))
     t = doc["telemetry"]
-    rows.append((f"0 acked samples lost/duplicated across the {doc['outage_s']:g} s outage",
+    across = f" across the {doc['outage_s']:g} s outage" if doc["outage_s"] else ""
+    rows.append((f"0 acked samples lost/duplicated{across}",
                  f"{t['lost']} lost, {t['duplicated']} duplicated of {t['sent']}",
                  t["lost"] == 0 and t["duplicated"] == 0))
     b = doc["backlog"]
-    if "drain" in doc:
+    if doc["outage_s"] == 0:
+        pass
+    elif "drain" in doc:
         d, fd = doc["drain"], doc["fresh_during_drain"]
         rows.append(("backlog drains at >= 90 % of link capacity",
                      f"{d['of_capacity']:.3f} ({d['goodput_mbit_s']:.2f} of {d['capacity_mbit_s']:.2f} Mbit/s, "
@@ -285,7 +292,7 @@ def print_table(doc: dict) -> None:
     else:
         rows.append(("backlog drains at >= 90 % of link capacity",
                      f"not drained: {b['unacknowledged']} of {b['segments']} segments left", False))
-    print(f"link: {doc['link']}, outage {doc['outage_s']:g} s")
+    print(f"link: {doc['link']}, outage {doc['outage_s']:g} s" if doc["outage_s"] else f"link: {doc['link']}, no outage")
     w = max(len(r[0]) for r in rows)
     for name, fig, ok in rows:
         print(f"{name:<{w}}  {'met ' if ok else 'MISSED'}  {fig}")
@@ -311,7 +318,8 @@ def add_parser(sub) -> None:
     p.add_argument("--delay", type=float, default=20, help="one-way delay, ms (default 20)")
     p.add_argument("--queue", type=int, default=200, help="bottleneck queue, packets (default 200)")
     p.add_argument("--before", type=float, default=60, help="seconds of steady state first (default 60)")
-    p.add_argument("--outage", type=float, default=300, help="outage length, s (default 300; 3600 for 1 h)")
+    p.add_argument("--outage", type=float, default=300,
+                   help="outage length, s (default 300; 3600 for 1 h; 0: the steady state only)")
     p.add_argument("--settle", type=float, default=20, help="seconds after the drain (default 20)")
     p.add_argument("--after-max", type=float, default=1800, help="give up on the drain after this long")
     p.add_argument("--bulk-rate", type=float, default=100, help="bulk data made while driving, kB/s (default 100)")
@@ -325,6 +333,10 @@ def from_args(a) -> int:
         return 2
     if a.trace and not a.trace.is_file():
         print(f"fleet lte: {a.trace}: no such trace", file=sys.stderr)
+        return 2
+    if a.before < 10 or a.outage < 0 or a.settle < 0 or a.after_max <= 0 or a.bulk_rate < 0:
+        print("fleet lte: --before takes at least 10 s; --outage, --settle and --bulk-rate no negative values",
+              file=sys.stderr)
         return 2
     if not a.trace and not a.rate.endswith("mbit"):
         print("fleet lte: --rate takes Mbit/s, like 10mbit", file=sys.stderr)
