@@ -4,6 +4,13 @@
 //! `max_seconds` or `max_bytes` the open file is compressed into a zstd
 //! segment, fsynced, admitted by the quota rule and queued. At start-up a
 //! leftover open file becomes a segment first.
+//!
+//! A full disk applies the overflow rule: a write that fails for want of
+//! space drops the oldest waiting segment of the lowest class (never an
+//! event) and tries once more; a sample that still finds no room is
+//! counted as lost. [`FullDisk`] keeps the log to a line when the disk
+//! fills, a summary a minute while it stays full, and a line when it has
+//! room again.
 
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Write};
@@ -15,8 +22,99 @@ use convoy_telemetry::{Sample, SegmentWriter};
 
 use crate::log;
 use crate::policy::Class;
-use crate::spool::Spool;
+use crate::spool::{is_full_db, is_full_io, AddError, Spool};
 use crate::status::Shared;
+
+/// How long writes must succeed before a full disk counts as having room
+/// again (while it is full, shedding a segment makes every other write
+/// succeed, which is not recovery).
+const ROOM_AGAIN_AFTER: Duration = Duration::from_secs(10);
+/// How often a disk that stays full is reported.
+const STILL_FULL_EVERY: Duration = Duration::from_secs(60);
+
+/// How often (in bytes appended to the open file) the free space is checked.
+const ROOM_CHECK_EVERY: u64 = 64 << 10;
+
+/// An open file of `open_len` bytes of JSON lines must be compressed now
+/// when less than half its size is free: its segment is rarely more than
+/// a fifth of it, but the margin is for the catalog and other writers.
+pub fn needs_room_now(open_len: u64, free: u64) -> bool {
+    free < open_len / 2
+}
+
+/// What the log says about a spool disk that is full (sans-IO: the
+/// segmenter reports what happened and when, and logs what this returns).
+#[derive(Debug, Default)]
+pub struct FullDisk {
+    since: Option<Instant>,
+    last_failure: Option<Instant>,
+    last_report: Option<Instant>,
+    dropped: u64,
+    dropped_bytes: u64,
+    lost: u64,
+}
+
+impl FullDisk {
+    /// A write failed for want of space.
+    pub fn failed(&mut self, now: Instant, class: Class, error: &str) -> Option<String> {
+        self.last_failure = Some(now);
+        if self.since.is_none() {
+            self.since = Some(now);
+            self.last_report = Some(now);
+            return Some(format!(
+                "spool disk full ({error}) writing {}: dropping the oldest waiting segments \
+                 of the lowest class to make room (events are kept); samples that find no \
+                 room are counted as lost",
+                class.as_str()
+            ));
+        }
+        self.summary(now, "spool disk still full")
+    }
+
+    /// The overflow rule dropped a segment of `bytes` to make room.
+    pub fn dropped(&mut self, bytes: u64) {
+        self.dropped += 1;
+        self.dropped_bytes += bytes;
+    }
+
+    /// `n` samples found no room.
+    pub fn lost(&mut self, n: u64) {
+        self.lost += n;
+    }
+
+    /// A write succeeded.
+    pub fn wrote(&mut self, now: Instant) -> Option<String> {
+        let since = self.since?;
+        if now.duration_since(self.last_failure.unwrap_or(since)) < ROOM_AGAIN_AFTER {
+            return None;
+        }
+        let line = format!(
+            "spool disk has room again after {:.0} s full: {} segments ({} bytes) dropped, \
+             {} samples lost",
+            self.last_failure
+                .unwrap_or(since)
+                .duration_since(since)
+                .as_secs_f64(),
+            self.dropped,
+            self.dropped_bytes,
+            self.lost
+        );
+        *self = FullDisk::default();
+        Some(line)
+    }
+
+    fn summary(&mut self, now: Instant, what: &str) -> Option<String> {
+        let last = self.last_report?;
+        if now.duration_since(last) < STILL_FULL_EVERY {
+            return None;
+        }
+        self.last_report = Some(now);
+        Some(format!(
+            "{what}: {} segments ({} bytes) dropped, {} samples lost so far",
+            self.dropped, self.dropped_bytes, self.lost
+        ))
+    }
+}
 
 pub struct Segmenter {
     class: Class,
@@ -24,6 +122,14 @@ pub struct Segmenter {
     status: Arc<Shared>,
     open_path: PathBuf,
     open: Option<File>,
+    /// Length of the open file up to its last whole line: a write that
+    /// fails midway is cut back to it, so no torn line swallows the next.
+    open_len: u64,
+    /// `open_len` at which to check the free space next.
+    next_room_check: u64,
+    full: FullDisk,
+    /// The last close failed: retry at the deadline, not at every sample.
+    close_failed: bool,
     raw: u64,
     lines: u64,
     opened: Option<Instant>,
@@ -52,6 +158,10 @@ impl Segmenter {
             status,
             open_path,
             open: None,
+            open_len: 0,
+            next_room_check: ROOM_CHECK_EVERY,
+            full: FullDisk::default(),
+            close_failed: false,
             raw: 0,
             lines: 0,
             opened: None,
@@ -105,41 +215,103 @@ impl Segmenter {
             return;
         }
         self.line.push(b'\n');
-        if self.open.is_none() {
-            match OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(&self.open_path)
-            {
-                Ok(f) => {
-                    self.open = Some(f);
-                    self.opened = Some(Instant::now());
-                }
-                Err(e) => {
-                    self.status
-                        .note_error(&format!("cannot write the spool: {e}"));
-                    return;
+        let mut written = self.append();
+        if let Err(e) = &written {
+            if is_full_io(e) {
+                // A full disk: make room by the overflow rule (or, with
+                // nothing left to drop, by compressing the open file into
+                // a segment) and try once more.
+                self.note_full(&e.to_string());
+                if self.shed() || self.close_early() {
+                    written = self.append();
                 }
             }
         }
-        let f = self.open.as_mut().expect("opened");
-        if let Err(e) = f.write_all(&self.line) {
-            // A full disk: make room by the overflow rule and try once more.
-            self.status.note_error(&format!(
-                "spool write failed ({e}); applying the overflow rule"
-            ));
-            self.spool.lock().expect("spool lock").shed_one(self.class);
-            if f.write_all(&self.line).is_err() {
-                self.status.count_lost(1);
-                return;
+        if let Err(e) = written {
+            self.status.count_lost(1);
+            if is_full_io(&e) {
+                self.full.lost(1);
+            } else {
+                self.status
+                    .note_error(&format!("cannot write the spool: {e}"));
             }
+            return;
+        }
+        if let Some(line) = self.full.wrote(Instant::now()) {
+            log(&line);
         }
         self.first_t.get_or_insert(s.t_ns);
         self.lines += 1;
         self.raw += self.line.len() as u64;
         self.status.count_sample();
-        if self.raw >= self.max_bytes {
+        if (self.raw >= self.max_bytes || self.short_of_room()) && !self.close_failed {
             self.close_segment();
+        }
+    }
+
+    /// Whether the open file should become a segment now, before the disk
+    /// has too little room left to hold its compressed copy: a full disk
+    /// with nothing but one big open file in it could never be compressed
+    /// (checked every [`ROOM_CHECK_EVERY`] bytes written).
+    fn short_of_room(&mut self) -> bool {
+        if self.open_len < self.next_room_check {
+            return false;
+        }
+        self.next_room_check = self.open_len + ROOM_CHECK_EVERY;
+        let free = crate::spool::free_bytes(self.spool_dir()).unwrap_or(u64::MAX);
+        needs_room_now(self.open_len, free)
+    }
+
+    fn spool_dir(&self) -> &std::path::Path {
+        self.open_path.parent().unwrap_or(std::path::Path::new("."))
+    }
+
+    /// Closes the open segment ahead of time; true if it closed.
+    fn close_early(&mut self) -> bool {
+        if self.lines == 0 {
+            return false;
+        }
+        self.close_segment();
+        self.lines == 0
+    }
+
+    /// Appends `self.line` to the open file, opening it if need be; on a
+    /// failure the file is cut back to its last whole line.
+    fn append(&mut self) -> std::io::Result<()> {
+        if self.open.is_none() {
+            let f = OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&self.open_path)?;
+            self.open_len = f.metadata()?.len();
+            self.next_room_check = self.open_len + ROOM_CHECK_EVERY;
+            self.open = Some(f);
+            self.opened.get_or_insert_with(Instant::now);
+        }
+        let f = self.open.as_mut().expect("opened");
+        if let Err(e) = f.write_all(&self.line) {
+            let _ = f.set_len(self.open_len);
+            return Err(e);
+        }
+        self.open_len += self.line.len() as u64;
+        Ok(())
+    }
+
+    fn note_full(&mut self, error: &str) {
+        if let Some(line) = self.full.failed(Instant::now(), self.class, error) {
+            self.status.note_error(&line);
+        }
+    }
+
+    /// Drops one waiting segment by the overflow rule; false if none may go.
+    fn shed(&mut self) -> bool {
+        let dropped = self.spool.lock().expect("spool lock").shed_one(self.class);
+        match dropped {
+            Some((_, _, bytes)) => {
+                self.full.dropped(bytes);
+                true
+            }
+            None => false,
         }
     }
 
@@ -160,12 +332,17 @@ impl Segmenter {
         match self.compress() {
             Ok(()) => {
                 let _ = std::fs::remove_file(&self.open_path);
+                self.close_failed = false;
             }
             Err(e) => {
-                // Keep the open file: the next close tries again.
-                self.status
-                    .note_error(&format!("closing a segment failed: {e}"));
+                // Keep the open file: the next close tries again, at its
+                // deadline rather than at every sample past `max_bytes`.
+                if !e.disk_full {
+                    self.status
+                        .note_error(&format!("closing a segment failed: {}", e.message));
+                }
                 self.opened = Some(Instant::now());
+                self.close_failed = true;
                 return;
             }
         }
@@ -174,9 +351,33 @@ impl Segmenter {
         self.first_t = None;
     }
 
-    fn compress(&mut self) -> Result<(), String> {
-        let mut spool = self.spool.lock().map_err(|_| "spool lock")?;
-        let seq = spool.next_seq().map_err(|e| e.to_string())?;
+    /// Compresses the open file into a queued segment; on a full disk,
+    /// drops waiting segments by the overflow rule until it fits or none
+    /// may go.
+    fn compress(&mut self) -> Result<(), AddError> {
+        loop {
+            match self.compress_once() {
+                Err(e) if e.disk_full => {
+                    self.note_full(&e.message);
+                    if !self.shed() {
+                        return Err(e);
+                    }
+                }
+                r => return r,
+            }
+        }
+    }
+
+    fn compress_once(&mut self) -> Result<(), AddError> {
+        let other = |message: String| AddError {
+            disk_full: false,
+            message,
+        };
+        let mut spool = self.spool.lock().map_err(|_| other("spool lock".into()))?;
+        let seq = spool.next_seq().map_err(|e| AddError {
+            disk_full: is_full_db(&e),
+            message: format!("spool catalog: {e}"),
+        })?;
         let t0 = self.first_t.unwrap_or_else(convoy_telemetry::now_ns);
         let name = format!(
             "{}/{}/{:010}.jsonl.zst",
@@ -205,8 +406,10 @@ impl Segmenter {
             Ok(b) => b,
             Err(e) => {
                 let _ = std::fs::remove_file(&tmp);
-                spool.shed_one(self.class);
-                return Err(e.to_string());
+                return Err(AddError {
+                    disk_full: is_full_io(&e),
+                    message: e.to_string(),
+                });
             }
         };
         match spool.make_room(self.class, bytes) {
@@ -232,9 +435,59 @@ impl Segmenter {
                 return Ok(());
             }
         }
-        spool.add(&tmp, &name, self.class, bytes)?;
+        if let Err(e) = spool.add(&tmp, &name, self.class, bytes) {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(e);
+        }
         drop(spool);
         self.status.wake_uploaders();
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_full_disk_is_one_line_then_a_summary_a_minute_then_one_line_when_it_has_room() {
+        let t0 = Instant::now();
+        let at = |s: f64| t0 + Duration::from_secs_f64(s);
+        let mut d = FullDisk::default();
+        assert_eq!(d.wrote(at(0.0)), None, "nothing to say while all is well");
+        let first = d
+            .failed(at(1.0), Class::Telemetry, "No space left on device")
+            .unwrap();
+        assert!(first.starts_with("spool disk full (No space left on device) writing telemetry"));
+        d.dropped(1000);
+        for s in [1.1, 2.0, 30.0] {
+            assert_eq!(d.failed(at(s), Class::Telemetry, "x"), None);
+            // Shedding made this write succeed: the disk is still full.
+            assert_eq!(d.wrote(at(s + 0.01)), None);
+        }
+        d.lost(3);
+        let still = d.failed(at(61.5), Class::Telemetry, "x").unwrap();
+        assert_eq!(
+            still,
+            "spool disk still full: 1 segments (1000 bytes) dropped, 3 samples lost so far"
+        );
+        assert_eq!(d.wrote(at(71.0)), None, "under 10 s since the last failure");
+        let room = d.wrote(at(71.6)).unwrap();
+        assert_eq!(
+            room,
+            "spool disk has room again after 60 s full: 1 segments (1000 bytes) dropped, 3 samples lost"
+        );
+        assert_eq!(d.wrote(at(80.0)), None);
+        assert!(d
+            .failed(at(90.0), Class::Events, "y")
+            .unwrap()
+            .contains("writing events"));
+    }
+
+    #[test]
+    fn the_open_file_closes_early_when_its_segment_might_not_fit() {
+        assert!(!needs_room_now(1 << 20, 1 << 30));
+        assert!(!needs_room_now(1 << 20, 512 << 10));
+        assert!(needs_room_now(1 << 20, (512 << 10) - 1));
     }
 }

@@ -182,19 +182,33 @@ fn take_file(
         }
     }
     let tmp = sp.tmp_path(&format!("inbox-{}", convoy_telemetry::now_ns()));
-    if std::fs::rename(p, &tmp).is_err() {
-        // Another filesystem: copy, fsync, then remove the original.
-        std::fs::copy(p, &tmp).map_err(|e| e.to_string())?;
-        std::fs::File::open(&tmp)
+    let moved = std::fs::rename(p, &tmp).is_ok();
+    let sync = |f: &Path| {
+        std::fs::File::open(f)
             .and_then(|f| f.sync_all())
-            .map_err(|e| e.to_string())?;
-        std::fs::remove_file(p).map_err(|e| e.to_string())?;
+            .map_err(|e| e.to_string())
+    };
+    let queued = if moved {
+        sync(&tmp).and_then(|_| sp.add(&tmp, &name, class, len).map_err(String::from))
     } else {
-        std::fs::File::open(&tmp)
-            .and_then(|f| f.sync_all())
-            .map_err(|e| e.to_string())?;
+        // Another filesystem: copy, fsync, then remove the original.
+        std::fs::copy(p, &tmp)
+            .map_err(|e| e.to_string())
+            .and_then(|_| sync(&tmp))
+            .and_then(|_| std::fs::remove_file(p).map_err(|e| e.to_string()))
+            .and_then(|_| sp.add(&tmp, &name, class, len).map_err(String::from))
+    };
+    if let Err(e) = queued {
+        // Not queued (a full disk, say). Files left in tmp/ are deleted at
+        // start-up, so put it back into the inbox for a later try, or just
+        // remove a copy whose original is still there.
+        if !moved && p.exists() {
+            let _ = std::fs::remove_file(&tmp);
+        } else {
+            let _ = std::fs::rename(&tmp, p);
+        }
+        return Err(e);
     }
-    sp.add(&tmp, &name, class, len)?;
     drop(sp);
     status.wake_uploaders();
     Ok(())

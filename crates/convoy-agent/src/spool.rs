@@ -12,6 +12,12 @@
 //! kept until acknowledged even past the quota. If no droppable segment
 //! is left, a new segment that is not an event is refused (and counted).
 //! Acknowledged segments are deleted at once; their rows stay.
+//!
+//! **Full disk.** The catalog lives on the spool's disk too, so its writes
+//! may fail when the segments fill it: a write that fails for want of
+//! space empties SQLite's write-ahead log into the database and tries once
+//! more, and the overflow rule deletes a segment's file before it records
+//! the drop, so that the record finds room.
 
 use std::path::{Path, PathBuf};
 
@@ -41,6 +47,45 @@ pub enum Lane {
     Live,
     /// Everything, by class then age.
     Backlog,
+}
+
+/// Whether an error means the disk (or the user's quota on it) is full.
+pub fn is_full_io(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded
+    )
+}
+
+pub fn is_full_db(e: &rusqlite::Error) -> bool {
+    e.sqlite_error_code() == Some(rusqlite::ErrorCode::DiskFull)
+}
+
+/// Bytes still free for this process on the filesystem holding `dir`.
+pub fn free_bytes(dir: &Path) -> Option<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let path = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
+    // SAFETY: statvfs reads a NUL-terminated path and fills the struct we
+    // own; all-zero bytes are a valid statvfs.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statvfs(path.as_ptr(), &mut st) } != 0 {
+        return None;
+    }
+    Some((st.f_bavail as u64).saturating_mul(st.f_frsize as u64))
+}
+
+/// Why [`Spool::add`] failed; the file is back at its temporary path.
+#[derive(Debug)]
+pub struct AddError {
+    /// The disk is full: dropping a segment may make room.
+    pub disk_full: bool,
+    pub message: String,
+}
+
+impl From<AddError> for String {
+    fn from(e: AddError) -> String {
+        e.message
+    }
 }
 
 /// Why a segment was not admitted.
@@ -111,6 +156,11 @@ impl Spool {
             .map_err(|e| err(&e))?;
         db.pragma_update(None, "synchronous", "FULL")
             .map_err(|e| err(&e))?;
+        // The WAL shares the spool's disk: checkpoint it every 128 pages
+        // (512 KiB) rather than SQLite's 1,000 (4 MiB), which on a small
+        // disk was most of what filled it.
+        db.pragma_update(None, "wal_autocheckpoint", 128)
+            .map_err(|e| err(&e))?;
         db.execute_batch(SCHEMA).map_err(|e| err(&e))?;
         db.execute(
             "UPDATE items SET state = 'queued' WHERE state = 'uploading'",
@@ -152,13 +202,35 @@ impl Spool {
         self.dir.join("segments").join(class.as_str()).join(name)
     }
 
+    /// Runs a catalog write; if it fails for want of space, checkpoints
+    /// the write-ahead log into the database and truncates it (which frees
+    /// more than it takes unless the database itself must grow a lot), then
+    /// tries once more. SQLite has rolled the failed attempt back, so `f`
+    /// may run again.
+    fn write<T>(
+        &mut self,
+        f: impl Fn(&mut Connection) -> rusqlite::Result<T>,
+    ) -> rusqlite::Result<T> {
+        match f(&mut self.db) {
+            Err(e) if is_full_db(&e) => {
+                let _ = self
+                    .db
+                    .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
+                f(&mut self.db)
+            }
+            r => r,
+        }
+    }
+
     /// A number that grows across restarts (segment names).
     pub fn next_seq(&mut self) -> rusqlite::Result<i64> {
-        self.db.execute(
-            "INSERT INTO seq (k, v) VALUES ('segment', 1)
-             ON CONFLICT (k) DO UPDATE SET v = v + 1",
-            [],
-        )?;
+        self.write(|db| {
+            db.execute(
+                "INSERT INTO seq (k, v) VALUES ('segment', 1)
+                 ON CONFLICT (k) DO UPDATE SET v = v + 1",
+                [],
+            )
+        })?;
         self.db
             .query_row("SELECT v FROM seq WHERE k = 'segment'", [], |r| r.get(0))
     }
@@ -226,11 +298,7 @@ impl Spool {
                 )
                 .unwrap_or(0);
             if used.saturating_add(bytes) > self.quota.saturating_add(droppable.max(0) as u64) {
-                let _ = self.db.execute(
-                    "INSERT INTO refused (class, n) VALUES (?1, 1)
-                     ON CONFLICT (class) DO UPDATE SET n = n + 1",
-                    [class as i64],
-                );
+                self.count_refused(class);
                 return Err(Refused {
                     needed: bytes,
                     used,
@@ -243,76 +311,122 @@ impl Spool {
             if used.saturating_add(bytes) <= self.quota || class == Class::Events {
                 return Ok(dropped);
             }
-            // Lowest priority first, oldest first; never events, never
-            // what is being sent right now.
-            let victim: Option<(i64, String, i64, i64)> = self
-                .db
-                .query_row(
-                    "SELECT id, name, class, bytes FROM items
-                     WHERE state = 'queued' AND class > 0 AND class >= ?1
-                     ORDER BY class DESC, id ASC LIMIT 1",
-                    [class as i64],
-                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
-                )
-                .optional()
-                .unwrap_or(None);
-            let Some((id, name, c, b)) = victim else {
-                let _ = self.db.execute(
-                    "INSERT INTO refused (class, n) VALUES (?1, 1)
-                     ON CONFLICT (class) DO UPDATE SET n = n + 1",
-                    [class as i64],
-                );
-                return Err(Refused {
-                    needed: bytes,
-                    used,
-                    quota: self.quota,
-                });
-            };
-            let c = Class::from_index(c);
-            let _ = std::fs::remove_file(self.final_path(c, &name));
-            let _ = self.db.execute(
-                "UPDATE items SET state = 'dropped', done_ns = ?2 WHERE id = ?1",
-                params![id, convoy_telemetry::now_ns()],
-            );
-            dropped.push((name, c, b as u64));
+            match self.drop_oldest(class) {
+                Some(d) => dropped.push(d),
+                None => {
+                    self.count_refused(class);
+                    return Err(Refused {
+                        needed: bytes,
+                        used,
+                        quota: self.quota,
+                    });
+                }
+            }
         }
     }
 
-    /// Drops the one segment the overflow rule gives up first (for a full
-    /// disk, where the quota was not reached); false if none may go.
-    pub fn shed_one(&mut self, for_class: Class) -> bool {
-        let quota = self.quota;
-        self.quota = self.used().unwrap_or(0).saturating_sub(1);
+    /// Drops the waiting segment the overflow rule gives up first for a
+    /// newcomer of `class`: lowest priority first, oldest first; never an
+    /// event, never a class above `class`, never what is being sent right
+    /// now. `None` if none may go, or if the drop could not be recorded.
+    fn drop_oldest(&mut self, class: Class) -> Option<(String, Class, u64)> {
+        let (id, name, c, b): (i64, String, i64, i64) = self
+            .db
+            .query_row(
+                "SELECT id, name, class, bytes FROM items
+                 WHERE state = 'queued' AND class > 0 AND class >= ?1
+                 ORDER BY class DESC, id ASC LIMIT 1",
+                [class as i64],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+            )
+            .optional()
+            .ok()
+            .flatten()?;
+        let c = Class::from_index(c);
+        // The file first: on a full disk, recording the drop may need the
+        // room its deletion frees. If the record fails all the same, give
+        // up (picking the same victim again would loop for ever while
+        // holding the spool's lock); `take` marks a row whose file is gone
+        // as dropped when the catalog can be written again.
+        let _ = std::fs::remove_file(self.final_path(c, &name));
+        let now = convoy_telemetry::now_ns();
+        self.write(|db| {
+            db.execute(
+                "UPDATE items SET state = 'dropped', done_ns = ?2 WHERE id = ?1",
+                params![id, now],
+            )
+        })
+        .ok()?;
+        Some((name, c, b as u64))
+    }
+
+    fn count_refused(&mut self, class: Class) {
+        let _ = self.write(|db| {
+            db.execute(
+                "INSERT INTO refused (class, n) VALUES (?1, 1)
+                 ON CONFLICT (class) DO UPDATE SET n = n + 1",
+                [class as i64],
+            )
+        });
+    }
+
+    /// Drops the one segment the overflow rule gives up first, for a full
+    /// disk (where the quota was not reached): what it dropped, or `None`
+    /// if nothing may go. Not counted as a refusal: no segment was refused.
+    pub fn shed_one(&mut self, for_class: Class) -> Option<(String, Class, u64)> {
         let as_class = if for_class <= Class::Telemetry {
             Class::Telemetry
         } else {
             for_class
         };
-        let dropped = self.make_room(as_class, 1);
-        self.quota = quota;
-        match dropped {
-            Ok(d) => !d.is_empty(),
-            Err(_) => false,
-        }
+        self.drop_oldest(as_class)
     }
 
     /// Moves a complete file from `tmp/` into the spool and queues it.
-    pub fn add(&mut self, tmp: &Path, name: &str, class: Class, bytes: u64) -> Result<(), String> {
+    pub fn add(
+        &mut self,
+        tmp: &Path,
+        name: &str,
+        class: Class,
+        bytes: u64,
+    ) -> Result<(), AddError> {
         let dest = self.final_path(class, name);
-        if let Some(parent) = dest.parent() {
-            std::fs::create_dir_all(parent).map_err(|e| format!("{}: {e}", parent.display()))?;
+        let io_err = |p: &Path, e: std::io::Error| AddError {
+            disk_full: is_full_io(&e),
+            message: format!("{}: {e}", p.display()),
+        };
+        if dest.exists() {
+            // rename would replace it, and lose a segment still queued.
+            return Err(AddError {
+                disk_full: false,
+                message: format!("{}: already in the spool", dest.display()),
+            });
         }
-        std::fs::rename(tmp, &dest).map_err(|e| format!("{}: {e}", dest.display()))?;
+        if let Some(parent) = dest.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| io_err(parent, e))?;
+        }
+        std::fs::rename(tmp, &dest).map_err(|e| io_err(&dest, e))?;
         if let Some(parent) = dest.parent() {
             let _ = std::fs::File::open(parent).and_then(|d| d.sync_all());
         }
-        self.db
-            .execute(
+        let now = convoy_telemetry::now_ns();
+        let queued = self.write(|db| {
+            db.execute(
                 "INSERT INTO items (name, class, bytes, created_ns, state)
                  VALUES (?1, ?2, ?3, ?4, 'queued')",
-                params![name, class as i64, bytes as i64, convoy_telemetry::now_ns()],
+                params![name, class as i64, bytes as i64, now],
             )
-            .map_err(|e| e.to_string())?;
+        });
+        if let Err(e) = queued {
+            // Put the file back: left in place without its row, it would
+            // be adopted at the next start while the caller, told that
+            // this failed, queues the same data again (a duplicate).
+            let _ = std::fs::rename(&dest, tmp);
+            return Err(AddError {
+                disk_full: is_full_db(&e),
+                message: format!("spool catalog: {e}"),
+            });
+        }
         Ok(())
     }
 
@@ -341,60 +455,82 @@ impl Spool {
                  ORDER BY class ASC, id ASC LIMIT 1"
             ),
         };
-        let row = self
-            .db
-            .query_row(&sql, [now_ns - LIVE_WINDOW_NS], |r| {
-                Ok((
-                    r.get::<_, i64>(0)?,
-                    r.get::<_, String>(1)?,
-                    r.get(2)?,
-                    r.get::<_, i64>(3)?,
-                    r.get(4)?,
-                ))
-            })
-            .optional()?;
-        let Some((id, name, class, bytes, created_ns)) = row else {
-            return Ok(None);
-        };
-        self.db.execute(
-            "UPDATE items SET state = 'uploading', attempts = attempts + 1 WHERE id = ?1",
-            [id],
-        )?;
-        let class = Class::from_index(class);
-        Ok(Some(Item {
-            path: self.final_path(class, &name),
-            id,
-            name,
-            class,
-            bytes: bytes as u64,
-            created_ns,
-        }))
+        loop {
+            let row = self
+                .db
+                .query_row(&sql, [now_ns - LIVE_WINDOW_NS], |r| {
+                    Ok((
+                        r.get::<_, i64>(0)?,
+                        r.get::<_, String>(1)?,
+                        r.get(2)?,
+                        r.get::<_, i64>(3)?,
+                        r.get(4)?,
+                    ))
+                })
+                .optional()?;
+            let Some((id, name, class, bytes, created_ns)) = row else {
+                return Ok(None);
+            };
+            let class = Class::from_index(class);
+            let path = self.final_path(class, &name);
+            if !path.exists() {
+                // Its drop was not recorded (a full disk): record it now
+                // rather than retry, for ever, an upload that cannot be.
+                self.write(|db| {
+                    db.execute(
+                        "UPDATE items SET state = 'dropped', done_ns = ?2,
+                         last_error = 'segment file missing' WHERE id = ?1",
+                        params![id, now_ns],
+                    )
+                })?;
+                continue;
+            }
+            self.write(|db| {
+                db.execute(
+                    "UPDATE items SET state = 'uploading', attempts = attempts + 1 WHERE id = ?1",
+                    [id],
+                )
+            })?;
+            return Ok(Some(Item {
+                path,
+                id,
+                name,
+                class,
+                bytes: bytes as u64,
+                created_ns,
+            }));
+        }
     }
 
     /// The server has it durably: record, count it against the link, and
     /// delete the file.
     pub fn acked(&mut self, item: &Item, link: &str, day: i64) -> rusqlite::Result<()> {
-        let tx = self.db.transaction()?;
-        tx.execute(
-            "UPDATE items SET state = 'acked', done_ns = ?2, last_error = NULL WHERE id = ?1",
-            params![item.id, convoy_telemetry::now_ns()],
-        )?;
-        tx.execute(
-            "INSERT INTO link_bytes (link, day, bytes) VALUES (?1, ?2, ?3)
-             ON CONFLICT (link, day) DO UPDATE SET bytes = bytes + excluded.bytes",
-            params![link, day, item.bytes as i64],
-        )?;
-        tx.commit()?;
+        let now = convoy_telemetry::now_ns();
+        self.write(|db| {
+            let tx = db.transaction()?;
+            tx.execute(
+                "UPDATE items SET state = 'acked', done_ns = ?2, last_error = NULL WHERE id = ?1",
+                params![item.id, now],
+            )?;
+            tx.execute(
+                "INSERT INTO link_bytes (link, day, bytes) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (link, day) DO UPDATE SET bytes = bytes + excluded.bytes",
+                params![link, day, item.bytes as i64],
+            )?;
+            tx.commit()
+        })?;
         let _ = std::fs::remove_file(&item.path);
         Ok(())
     }
 
     /// Sending failed; the segment waits for the next try.
     pub fn failed(&mut self, item: &Item, error: &str) -> rusqlite::Result<()> {
-        self.db.execute(
-            "UPDATE items SET state = 'queued', last_error = ?2 WHERE id = ?1",
-            params![item.id, error],
-        )?;
+        self.write(|db| {
+            db.execute(
+                "UPDATE items SET state = 'queued', last_error = ?2 WHERE id = ?1",
+                params![item.id, error],
+            )
+        })?;
         Ok(())
     }
 
@@ -536,6 +672,61 @@ mod tests {
         s.acked(&a, "wifi", 7).unwrap();
         assert_eq!(s.spent("wifi", 7), 10);
         assert!(!a.path.exists());
+    }
+
+    #[test]
+    fn a_row_whose_file_is_gone_is_dropped_not_retried_for_ever() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Spool::open(dir.path(), 1 << 20).unwrap();
+        put(&mut s, "gone", Class::Telemetry, 10);
+        put(&mut s, "here", Class::Telemetry, 10);
+        // What a full disk leaves when the drop's record fails.
+        std::fs::remove_file(dir.path().join("segments/telemetry/gone")).unwrap();
+        let it = s.take(Lane::Backlog, &Class::ALL, 0).unwrap().unwrap();
+        assert_eq!(it.name, "here");
+        assert!(s.take(Lane::Backlog, &Class::ALL, 0).unwrap().is_none());
+        assert_eq!(s.status().unwrap()[1].dropped, 1);
+    }
+
+    #[test]
+    fn a_segment_the_catalog_did_not_take_goes_back_to_tmp() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Spool::open(dir.path(), 1 << 20).unwrap();
+        put(&mut s, "a", Class::Telemetry, 10);
+        // A name already queued is not overwritten.
+        let tmp = s.tmp_path("y");
+        std::fs::write(&tmp, b"again").unwrap();
+        let e = s.add(&tmp, "a", Class::Telemetry, 5).unwrap_err();
+        assert!(!e.disk_full, "{}", e.message);
+        assert_eq!(std::fs::read(&tmp).unwrap(), b"again");
+        let a = dir.path().join("segments/telemetry/a");
+        assert_eq!(std::fs::read(&a).unwrap(), vec![0u8; 10]);
+        // The catalog refuses the row (here: the name was acknowledged
+        // before; on a full disk, SQLITE_FULL). The file must not stay in
+        // segments/, where the next start would adopt it while the caller
+        // queues the same data again.
+        let it = s.take(Lane::Backlog, &Class::ALL, 0).unwrap().unwrap();
+        s.acked(&it, "wifi", 0).unwrap();
+        let e = s.add(&tmp, "a", Class::Telemetry, 5).unwrap_err();
+        assert!(e.message.starts_with("spool catalog:"), "{}", e.message);
+        assert_eq!(std::fs::read(&tmp).unwrap(), b"again");
+        assert!(!a.exists());
+    }
+
+    #[test]
+    fn shedding_for_a_full_disk_drops_one_segment_and_refuses_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Spool::open(dir.path(), 1 << 20).unwrap();
+        put(&mut s, "e", Class::Events, 10);
+        put(&mut s, "t1", Class::Telemetry, 10);
+        put(&mut s, "b1", Class::Bulk, 10);
+        let d = s.shed_one(Class::Telemetry).unwrap();
+        assert_eq!(d, ("b1".to_string(), Class::Bulk, 10));
+        assert_eq!(s.shed_one(Class::Events).unwrap().0, "t1");
+        assert_eq!(s.shed_one(Class::Telemetry), None, "never an event");
+        let st = s.status().unwrap();
+        assert_eq!((st[0].queued, st[1].dropped, st[3].dropped), (1, 1, 1));
+        assert!(st.iter().all(|c| c.refused == 0));
     }
 
     #[test]

@@ -113,12 +113,18 @@ impl Shared {
         s
     }
 
-    /// Writes `status.json` atomically.
+    /// Writes `status.json` atomically, or, when there is no room for a
+    /// second copy (a full disk), in place: a reader may then catch it
+    /// half-written once, but `convoy agent status` keeps showing the
+    /// agent running and why the disk is full.
     pub fn write(&self, spool: &Path) {
         let tmp = spool.join("status.json.tmp");
         if let Ok(text) = serde_json::to_vec_pretty(&self.snapshot()) {
-            if std::fs::write(&tmp, text).is_ok() {
+            if std::fs::write(&tmp, &text).is_ok() {
                 let _ = std::fs::rename(&tmp, spool.join("status.json"));
+            } else {
+                let _ = std::fs::remove_file(&tmp);
+                let _ = std::fs::write(spool.join("status.json"), &text);
             }
         }
     }
