@@ -102,6 +102,17 @@ impl SqliteCatalog {
         db.execute_batch(SCHEMA)?;
         Ok(SqliteCatalog { db })
     }
+
+    /// A transaction that reads, then writes. Taking the write lock at
+    /// BEGIN (IMMEDIATE) makes it wait out other writers (the commit
+    /// hook's connection) under the busy timeout: a deferred one that
+    /// read first fails at once with "database is locked" when another
+    /// connection wrote in between, which left the indexer's claim to
+    /// time out (60 s) before the segment was indexed.
+    fn write_tx(&mut self) -> rusqlite::Result<rusqlite::Transaction<'_>> {
+        self.db
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+    }
 }
 
 impl Catalog for SqliteCatalog {
@@ -180,7 +191,7 @@ impl Catalog for SqliteCatalog {
     }
 
     fn claim_pending(&mut self, limit: usize, now_ns: i64) -> Result<Vec<SegmentRow>> {
-        let tx = self.db.transaction()?;
+        let tx = self.write_tx()?;
         let rows = {
             let mut st = tx.prepare_cached(&format!(
                 "SELECT {SEGMENT_COLUMNS} FROM segments
@@ -217,7 +228,7 @@ impl Catalog for SqliteCatalog {
     }
 
     fn finish_indexed(&mut self, id: i64, out: &IndexOutcome, now_ns: i64) -> Result<()> {
-        let tx = self.db.transaction()?;
+        let tx = self.write_tx()?;
         let vehicle: String =
             tx.query_row("SELECT vehicle FROM segments WHERE id = ?1", [id], |r| {
                 r.get(0)
