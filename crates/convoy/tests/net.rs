@@ -443,30 +443,15 @@ fn bad_input_unreachable_host() {
     assert_clear_failure(&out, "nothing is listening");
 }
 
-/// A tmpfs mounted for the test and unmounted (then removed) on drop.
-struct Tmpfs(std::path::PathBuf);
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg(&self.0).status();
-    }
-}
-
 #[test]
 fn bad_input_disk_full() {
     let dir = TempDir::new("diskfull");
     let (key, pubkey) = keygen(dir.path());
     let store = dir.path().join("small");
-    std::fs::create_dir(&store).unwrap();
-    let mounted = Command::new("mount")
-        .args(["-t", "tmpfs", "-o", "size=4m", "tmpfs"])
-        .arg(&store)
-        .output();
-    if !mounted.is_ok_and(|o| o.status.success()) {
+    let Some(_tmpfs) = Tmpfs::mount(&store, "4m") else {
         eprintln!("skipped: mounting a tmpfs needs root");
         return;
-    }
-    let _tmpfs = Tmpfs(store.clone());
+    };
     let port = free_port();
     let _server = serve(port, &store, &key, &[]);
     let src = dir.path().join("big.log");

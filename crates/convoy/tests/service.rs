@@ -147,27 +147,11 @@ fn a_key_revoked_mid_upload_gets_no_acknowledgement() {
     assert!(!f.store.join("v1/big.bin").exists());
 }
 
-fn agent_config(f: &Fleet, who: &str, spool: &std::path::Path, extra: &str) -> std::path::PathBuf {
-    let cfg = f.dir.path().join(format!("{who}.toml"));
-    std::fs::write(
-        &cfg,
-        format!(
-            "key = {:?}\nserver = {:?}\nserver_key = {:?}\nspool = {:?}\nidle_timeout = 3\n{extra}",
-            f.key_of(who),
-            f.addr(),
-            f.pubkey,
-            spool
-        ),
-    )
-    .unwrap();
-    cfg
-}
-
 #[test]
 fn the_agent_uploads_telemetry_the_indexer_and_api_show_and_rejects_bad_lines() {
     let f = Fleet::start("agent", &["v1"], &[]);
     let spool = f.dir.path().join("spool");
-    let cfg = agent_config(&f, "v1", &spool, "[[source]]\nkind = \"stdin\"\n");
+    let cfg = f.agent_config("v1", &spool, "[[source]]\nkind = \"stdin\"\n");
     let now_s = convoy_telemetry_now_s();
     let mut input = drive_lines(120, now_s - 120, 45.0);
     input += "this is not json\n{\"path\":\"Vehicle.Sped\",\"value\":3}\n{\"path\":\"Vehicle.Speed\",\"value\":[1]}\n";
@@ -267,8 +251,7 @@ fn kill_9_of_agent_and_server_loses_and_duplicates_nothing_acknowledged() {
     let mut f = Fleet::start("kill9", &["v1"], &[]);
     let spool = f.dir.path().join("spool");
     let sock = f.dir.path().join("tele.sock");
-    let cfg = agent_config(
-        &f,
+    let cfg = f.agent_config(
         "v1",
         &spool,
         &format!("[segments]\nmax_seconds = 0.2\n[[source]]\nkind = \"socket\"\npath = {sock:?}\n"),

@@ -129,6 +129,54 @@ pub fn make_file(path: &Path, size: usize, seed: u64) {
     std::fs::write(path, v).unwrap();
 }
 
+/// A tmpfs mounted for a test (a small disk that fills) and unmounted on
+/// drop, so that even a failing test leaves no mount behind. Drop it
+/// after the processes that use it (declare it before them).
+pub struct Tmpfs(pub PathBuf);
+
+impl Tmpfs {
+    /// Mounts a tmpfs of `size` (`mount -o size=`, e.g. "2m") on `dir`,
+    /// created if need be; `None` if that fails (mounting needs root).
+    pub fn mount(dir: &Path, size: &str) -> Option<Tmpfs> {
+        std::fs::create_dir_all(dir).ok()?;
+        let out = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir)
+            .output()
+            .ok()?;
+        out.status.success().then(|| Tmpfs(dir.to_owned()))
+    }
+
+    /// Fills the free space with `name` (until ENOSPC); returns its size.
+    pub fn fill(&self, name: &str) -> u64 {
+        use std::io::Write;
+        let mut f = std::fs::File::create(self.0.join(name)).unwrap();
+        let mut n = 0u64;
+        for chunk in [1 << 16, 4096, 1] {
+            let buf = vec![0x5a_u8; chunk];
+            while f.write_all(&buf).is_ok() {
+                n += chunk as u64;
+            }
+        }
+        let _ = f.sync_all();
+        n
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let ok = Command::new("umount")
+            .arg(&self.0)
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok {
+            // Still busy (a child not yet reaped): detach it now, the
+            // kernel frees it when the last user goes.
+            let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+        }
+    }
+}
+
 /// Makes the child get SIGKILL when the thread that spawned it (the test)
 /// goes away, so a test process that is killed or aborts, and so never
 /// runs its Drop guards, still leaves no server or client behind.

@@ -39,10 +39,22 @@ pub fn ok(out: &Output) -> String {
 impl Fleet {
     /// A server with vehicles `names` (keys DIR/NAME.key) and operator `ops`.
     pub fn start(tag: &str, names: &[&str], extra: &[&str]) -> Fleet {
+        Fleet::start_at(tag, names, extra, None)
+    }
+
+    /// The same with its store (and catalog) in `store`, an existing
+    /// directory such as a small tmpfs, instead of DIR/store.
+    pub fn start_at(tag: &str, names: &[&str], extra: &[&str], store: Option<&Path>) -> Fleet {
         let dir = TempDir::new(tag);
         let (key, pubkey) = keygen(dir.path());
-        let store = dir.path().join("store");
-        std::fs::create_dir(&store).unwrap();
+        let store = match store {
+            Some(s) => s.to_owned(),
+            None => {
+                let s = dir.path().join("store");
+                std::fs::create_dir(&s).unwrap();
+                s
+            }
+        };
         let s = store.to_str().unwrap().to_owned();
         let mut catalog: Vec<String> = vec!["--dir".into(), s];
         if let Some(i) = extra.iter().position(|a| *a == "--catalog") {
@@ -88,6 +100,24 @@ impl Fleet {
         let args: Vec<&str> = self.extra.iter().map(String::as_str).collect();
         self.server = serve(self.port, &self.store, &self.key, &args);
         wait_tcp(self.http);
+    }
+
+    /// An agent configuration for `who` spooling in `spool`, with
+    /// `extra` TOML (sources, segments) appended.
+    pub fn agent_config(&self, who: &str, spool: &Path, extra: &str) -> PathBuf {
+        let cfg = self.dir.path().join(format!("{who}.toml"));
+        std::fs::write(
+            &cfg,
+            format!(
+                "key = {:?}\nserver = {:?}\nserver_key = {:?}\nspool = {:?}\nidle_timeout = 3\n{extra}",
+                self.key_of(who),
+                self.addr(),
+                self.pubkey,
+                spool
+            ),
+        )
+        .unwrap();
+        cfg
     }
 
     pub fn key_of(&self, name: &str) -> PathBuf {
