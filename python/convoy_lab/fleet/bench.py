@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import sqlite3
 import subprocess
@@ -123,7 +124,7 @@ def freshness(root: Path, seconds: float = 20) -> dict:
             "link": "loopback (no LTE emulation)", "target": "p50 < 2 s, p99 < 10 s"}
 
 
-def budget(root: Path) -> dict:
+def budget(root: Path, seconds: float = 15) -> dict:
     with Service(root / "t6", ["metered"]) as s:
         sock = root / "t6.sock"
         inbox = root / "t6.inbox"
@@ -151,7 +152,7 @@ name = "wifi"
         s.start_agent(cfg)
         (inbox / "cam.mcap").write_bytes(os.urandom(2 << 20))
         conn = feeder(sock)
-        end = time.time() + 15
+        end = time.time() + seconds
         i = 0
         while time.time() < end:
             conn.sendall(b"".join(fix(time.time_ns() + k, 45 + (i + k) * 1e-6) for k in range(50)))
@@ -205,6 +206,166 @@ def outage(root: Path, down_s: float = 30) -> dict:
     return {"outage_s": down_s, "sent": len(sent), "stored": len(stored), "lost": lost, "duplicated": dup}
 
 
+def noisy_fixes(t0_ns: int, first: int, n: int, rng) -> tuple[bytes, list[int]]:
+    """`n` fixes 10 ms apart whose values compress like sensor noise, so a
+    small disk fills in seconds."""
+    out, times = [], []
+    for i in range(first, first + n):
+        t = t0_ns + i * 10_000_000
+        out.append(f'{{"t_ns":{t},"path":"Vehicle.CurrentLocation.Latitude","value":{45 + rng.random()!r}}}\n'
+                   f'{{"t_ns":{t},"path":"Vehicle.CurrentLocation.Longitude","value":{7 + rng.random()!r}}}\n'
+                   f'{{"t_ns":{t},"path":"Vehicle.Speed","value":{100 * rng.random()!r}}}\n')
+        times.append(t)
+    return "".join(out).encode(), times
+
+
+def mount_tmpfs(path: Path, size: str) -> bool:
+    path.mkdir(parents=True, exist_ok=True)
+    return subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
+                          capture_output=True).returncode == 0
+
+
+def umount(path: Path) -> None:
+    if subprocess.run(["umount", str(path)], capture_output=True).returncode != 0:
+        subprocess.run(["umount", "-l", str(path)], capture_output=True)
+
+
+def acked_names(spool: Path) -> list[str]:
+    db = sqlite3.connect(f"file:{spool / 'agent.db'}?mode=ro", uri=True)
+    try:
+        return [r[0] for r in db.execute("SELECT name FROM items WHERE state = 'acked'")]
+    finally:
+        db.close()
+
+
+def full_spool(root: Path) -> dict:
+    """The agent's spool on a 2 MB tmpfs: telemetry keeps coming while the
+    server is down until the disk is full, then 2 s more; the server comes
+    back. Samples dropped by the overflow rule (oldest waiting first) are
+    counted apart from acknowledged ones lost."""
+    import random
+    rng = random.Random(7)
+    shutil.rmtree(root / "t7", ignore_errors=True)  # a previous run's store and keys
+    spool = root / "t7" / "car.spool"
+    if not mount_tmpfs(spool, "2m"):
+        return {"skipped": "needs root (mounts a tmpfs)"}
+    try:
+        with Service(root / "t7", ["car"]) as s:
+            sock = root / "t7.sock"
+            cfg = s.agent_config("car", f'[[source]]\nkind = "socket"\npath = "{sock}"\n',
+                                 "[segments]\nmax_seconds = 0.2\n")
+            s.start_agent(cfg)
+            log = cfg.with_suffix(".log")
+            conn = feeder(sock)
+            t0 = (time.time_ns() // 1_000_000_000 - 3600) * 1_000_000_000
+            sent: list[int] = []
+
+            def send(n: int) -> None:
+                data, times = noisy_fixes(t0, len(sent), n, rng)
+                conn.sendall(data)
+                sent.extend(times)
+
+            send(600)
+            wait(lambda: len(stored_times(s.store, "car")) >= 600, 60, "stored before the outage")
+            s.kill()
+            end = time.time() + 60
+            while "spool disk full" not in log.read_text(errors="replace"):
+                if time.time() > end:
+                    raise RuntimeError("the spool never filled")
+                send(200)
+                time.sleep(0.01)
+            filled_at = len(sent)
+            end = time.time() + 2
+            while time.time() < end:
+                send(200)
+                time.sleep(0.01)
+            running = s.agents[-1].poll() is None
+            full_lines = [ln for ln in log.read_text(errors="replace").splitlines() if "spool disk full" in ln]
+            s.start()
+            back_at = len(sent)
+            send(600)
+            wait(lambda: s.agent_status(cfg)["spool_bytes"] == 0 and sent[-1] in set(stored_times(s.store, "car")),
+                 120, "drain")
+            st = s.agent_status(cfg)
+            stored = stored_times(s.store, "car")
+            acked = acked_names(spool)
+            conn.close()
+    finally:
+        umount(spool)
+    have = set(stored)
+    missing = [i for i, t in enumerate(sent) if t not in have]
+    acked_missing = [n for n in acked if not (s.store / "car" / n).exists()]
+    # The overflow rule may drop only what waited while the server was away.
+    outside = [i for i in missing if not 600 <= i < back_at]
+    return {"disk": "2 MB tmpfs", "sent": len(sent), "sent_before_full": filled_at, "stored": len(stored),
+            "dropped_by_overflow_rule": len(missing) - len(outside),
+            "segments_dropped": st["classes"][1]["dropped"], "samples_without_room": st["agent"]["samples_lost"],
+            "lost_acknowledged": len(outside) + len(acked_missing),
+            "duplicated": len(stored) - len(have), "agent_kept_running": running,
+            "log_lines": full_lines}
+
+
+def full_store(root: Path) -> dict:
+    """The server's store (and catalog) on an 8 MB tmpfs that another
+    program fills under a live stream for 3 s, then frees."""
+    import random
+    rng = random.Random(8)
+    shutil.rmtree(root / "t8", ignore_errors=True)  # keys registered in a previous run's store
+    store = root / "t8" / "store"
+    if not mount_tmpfs(store, "8m"):
+        return {"skipped": "needs root (mounts a tmpfs)"}
+    try:
+        with Service(root / "t8", ["car"]) as s:
+            sock = root / "t8.sock"
+            cfg = s.agent_config("car", f'[[source]]\nkind = "socket"\npath = "{sock}"\n',
+                                 "[segments]\nmax_seconds = 0.2\n")
+            s.start_agent(cfg)
+            conn = feeder(sock)
+            t0 = (time.time_ns() // 1_000_000_000 - 3600) * 1_000_000_000
+            sent: list[int] = []
+
+            def send(n: int) -> None:
+                data, times = noisy_fixes(t0, len(sent), n, rng)
+                conn.sendall(data)
+                sent.extend(times)
+
+            send(300)
+            wait(lambda: len(stored_times(s.store, "car")) >= 300, 60, "stored before the disk fills")
+            token = s.token("ops")
+            wait(lambda: all(u["state"] == "indexed" for u in s.api("/api/uploads", token=token)["uploads"]),
+                 60, "indexed before the disk fills")
+            fd = os.open(store / ".filler", os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+            for chunk in (1 << 16, 4096, 1):
+                try:
+                    while True:
+                        os.write(fd, b"\x5a" * chunk)
+                except OSError:
+                    pass
+            os.close(fd)
+            spool = s.root / "car.spool"
+            acked_before = len(acked_names(spool))
+            end = time.time() + 3
+            while time.time() < end:
+                send(50)
+                time.sleep(0.05)
+            wait(lambda: "No space left on device" in s.log(), 15, "the server's log line")
+            acked_while_full = len(acked_names(spool)) - acked_before
+            (store / ".filler").unlink()
+            freed = time.time()
+            wait(lambda: s.agent_status(cfg)["spool_bytes"] == 0 and sent[-1] in set(stored_times(s.store, "car")),
+                 120, "drain")
+            drain_s = time.time() - freed
+            stored = stored_times(s.store, "car")
+            line = next((ln for ln in s.log().splitlines() if "No space left on device" in ln), "")
+            conn.close()
+    finally:
+        umount(store)
+    have = set(stored)
+    return {"disk": "8 MB tmpfs", "sent": len(sent), "stored": len(stored), "lost": len(set(sent) - have),
+            "duplicated": len(stored) - len(have), "acknowledged_while_full": acked_while_full,
+            "drained_s_after_room": drain_s, "log_line": line}
+
+
 def bench(out: Path, as_json: bool) -> int:
     out = out.resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -219,16 +380,30 @@ def bench(out: Path, as_json: bool) -> int:
     t6 = budget(out)
     say("a 30 s server outage (kill -9, restart) under a live stream")
     t1 = outage(out)
+    say("full disks: the agent's spool on a 2 MB tmpfs, then the server's store on an 8 MB one")
+    t7 = {"spool": full_spool(out), "store": full_store(out)}
     doc = {"load_average": " ".join(load), "index_and_queries": server, "upload": t2, "freshness": t4,
-           "budget": t6, "outage_30s": t1}
+           "budget": t6, "outage_30s": t1, "full_disk": t7}
     (out / "bench.json").write_text(json.dumps(doc, indent=2))
     if as_json:
         print(json.dumps(doc))
         return 0
     ix, fq, tq = server["index"], server["fleet_query_ms"], server["track_query_ms"]
+    sp, so = t7["spool"], t7["store"]
+    if "skipped" in sp or "skipped" in so:
+        full_row = ("0 acked samples lost/duplicated, full disk (spool, store)",
+                    f"skipped: {sp.get('skipped') or so.get('skipped')}", None)
+    else:
+        full_row = ("0 acked samples lost/duplicated, full disk (spool, store)",
+                    f"spool: {sp['lost_acknowledged']} lost, {sp['duplicated']} duplicated of {sp['sent']} "
+                    f"({sp['dropped_by_overflow_rule']} dropped by the overflow rule); "
+                    f"store: {so['lost']} lost, {so['duplicated']} duplicated of {so['sent']}",
+                    sp["lost_acknowledged"] == 0 and sp["duplicated"] == 0 and sp["agent_kept_running"]
+                    and so["lost"] == 0 and so["duplicated"] == 0 and so["acknowledged_while_full"] == 0)
     rows = [
         ("0 acked samples lost/duplicated, 30 s outage (server kill -9)",
          f"{t1['lost']} lost, {t1['duplicated']} duplicated of {t1['sent']}", t1["lost"] == 0 and t1["duplicated"] == 0),
+        full_row,
         (">= 50 MB/s upload into fsynced storage incl. indexing",
          f"{t2['mb_per_s']:.1f} MB/s ({t2['bytes'] >> 20} MiB in {t2['seconds']:.1f} s)", t2["mb_per_s"] >= 50),
         (">= 250k telemetry samples/s indexed on one core",
@@ -246,7 +421,7 @@ def bench(out: Path, as_json: bool) -> int:
     print(f"load average: {' '.join(load)} (start of run)")
     w = max(len(r[0]) for r in rows)
     for name, fig, ok in rows:
-        print(f"{name:<{w}}  {'met ' if ok else 'MISSED'}  {fig}")
+        print(f"{name:<{w}}  {'n/a ' if ok is None else 'met ' if ok else 'MISSED'}  {fig}")
     print("not measured here: kill -9 of the agent (tests/service.rs checks it), full disk, 5 min and 1 h outages, "
           "LTE-emulated freshness and drain at >= 90 % of link capacity (docs/SERVICE.md)")
     return 0
