@@ -168,4 +168,3 @@ fn a_queue_of_uploads_is_confirmed_in_order_and_stored_whole() {
     assert!(broken.confirmed.len() <= 1);
     client.close();
 }
-
