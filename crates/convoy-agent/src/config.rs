@@ -62,10 +62,19 @@ pub struct SegmentConfig {
     /// ...or this many uncompressed bytes, whichever comes first.
     #[serde(default = "default_seg_bytes")]
     pub max_bytes: String,
+    /// While the server cannot be reached, a telemetry segment closes
+    /// after this many seconds instead: nobody sees it before the link
+    /// returns, and an hour's outage is then 60 segments to send, not
+    /// 3,600. The open one closes as soon as a connection is made.
+    #[serde(default = "default_offline_seconds")]
+    pub offline_seconds: f64,
 }
 
 fn default_seconds() -> f64 {
     1.0
+}
+fn default_offline_seconds() -> f64 {
+    60.0
 }
 fn default_seg_bytes() -> String {
     "4MB".into()
@@ -76,6 +85,7 @@ impl Default for SegmentConfig {
         SegmentConfig {
             max_seconds: default_seconds(),
             max_bytes: default_seg_bytes(),
+            offline_seconds: default_offline_seconds(),
         }
     }
 }
@@ -194,6 +204,9 @@ impl Config {
         parse_size(&c.segments.max_bytes)?;
         if c.segments.max_seconds.is_nan() || c.segments.max_seconds <= 0.0 {
             return Err("segments.max_seconds must be positive".into());
+        }
+        if c.segments.offline_seconds.is_nan() || c.segments.offline_seconds <= 0.0 {
+            return Err("segments.offline_seconds must be positive".into());
         }
         Ok(c)
     }

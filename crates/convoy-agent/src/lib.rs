@@ -154,12 +154,13 @@ pub fn run(cfg: Config, stop: Arc<AtomicBool>, until_idle: bool) -> Result<(), S
 
     // The segmenters run here, on the main thread.
     let max_age = Duration::from_secs_f64(cfg.segments.max_seconds);
+    let offline_age = Duration::from_secs_f64(cfg.segments.offline_seconds).max(max_age);
     let mut segs: HashMap<Class, Segmenter> = HashMap::new();
     for class in [Class::Events, Class::Telemetry] {
-        let age = if class == Class::Events {
-            Duration::ZERO
+        let (age, offline) = if class == Class::Events {
+            (Duration::ZERO, Duration::ZERO)
         } else {
-            max_age
+            (max_age, offline_age)
         };
         segs.insert(
             class,
@@ -168,6 +169,7 @@ pub fn run(cfg: Config, stop: Arc<AtomicBool>, until_idle: bool) -> Result<(), S
                 spool.clone(),
                 status.clone(),
                 age,
+                offline,
                 cfg.segment_bytes(),
             ),
         );

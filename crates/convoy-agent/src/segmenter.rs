@@ -135,6 +135,8 @@ pub struct Segmenter {
     opened: Option<Instant>,
     first_t: Option<i64>,
     max_age: Duration,
+    /// `max_age` while the uploaders find the server unreachable.
+    offline_age: Duration,
     max_bytes: u64,
     line: Vec<u8>,
 }
@@ -145,6 +147,7 @@ impl Segmenter {
         spool: Arc<Mutex<Spool>>,
         status: Arc<Shared>,
         max_age: Duration,
+        offline_age: Duration,
         max_bytes: u64,
     ) -> Segmenter {
         let open_path = spool
@@ -167,6 +170,7 @@ impl Segmenter {
             opened: None,
             first_t: None,
             max_age,
+            offline_age,
             max_bytes,
             line: Vec::with_capacity(160),
         };
@@ -204,9 +208,16 @@ impl Segmenter {
         }
     }
 
-    /// Deadline of the open segment, if any.
+    /// Deadline of the open segment, if any: `max_age` after it opened,
+    /// or `offline_age` while the server is out of reach (when it comes
+    /// back, an open segment older than `max_age` is due at once).
     pub fn deadline(&self) -> Option<Instant> {
-        self.opened.map(|t| t + self.max_age)
+        let age = if self.status.is_offline() {
+            self.offline_age.max(self.max_age)
+        } else {
+            self.max_age
+        };
+        self.opened.map(|t| t + age)
     }
 
     pub fn push(&mut self, s: &Sample) {
@@ -482,6 +493,27 @@ mod tests {
             .failed(at(90.0), Class::Events, "y")
             .unwrap()
             .contains("writing events"));
+    }
+
+    #[test]
+    fn segments_are_cut_less_often_while_the_server_is_out_of_reach() {
+        let dir = tempfile::tempdir().unwrap();
+        let spool = Arc::new(Mutex::new(Spool::open(dir.path(), 1 << 20).unwrap()));
+        let status = Arc::new(Shared::default());
+        let (one, sixty) = (Duration::from_secs(1), Duration::from_secs(60));
+        let mut seg = Segmenter::new(Class::Telemetry, spool, status.clone(), one, sixty, 1 << 20);
+        assert_eq!(seg.deadline(), None, "nothing open");
+        seg.push(&Sample {
+            t_ns: 1,
+            path: "Vehicle.Speed".into(),
+            value: convoy_telemetry::Value::Number(1.0),
+        });
+        let opened = seg.opened.unwrap();
+        assert_eq!(seg.deadline(), Some(opened + one));
+        status.set_offline(true);
+        assert_eq!(seg.deadline(), Some(opened + sixty));
+        status.set_offline(false);
+        assert_eq!(seg.deadline(), Some(opened + one));
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! every second to `SPOOL/status.json` for `convoy agent status`.
 
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex};
 
 use serde::{Deserialize, Serialize};
@@ -33,6 +33,10 @@ pub struct Snapshot {
     pub pid: u32,
     pub written_ns: i64,
     pub link: Option<String>,
+    /// The last connection attempt or transfer found the server
+    /// unreachable (telemetry segments are then cut less often).
+    #[serde(default)]
+    pub offline: bool,
     pub samples_in: u64,
     pub lines_rejected: u64,
     pub samples_lost: u64,
@@ -49,6 +53,7 @@ pub struct Shared {
     samples_in: AtomicU64,
     rejected: AtomicU64,
     lost: AtomicU64,
+    offline: AtomicBool,
     inner: Mutex<Snapshot>,
     wake: Condvar,
     wake_lock: Mutex<u64>,
@@ -57,6 +62,16 @@ pub struct Shared {
 impl Shared {
     pub fn count_sample(&self) {
         self.samples_in.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The uploaders' view of the link: `true` after a connection failed,
+    /// `false` once one is made or an upload confirmed.
+    pub fn set_offline(&self, offline: bool) {
+        self.offline.store(offline, Ordering::Relaxed);
+    }
+
+    pub fn is_offline(&self) -> bool {
+        self.offline.load(Ordering::Relaxed)
     }
 
     pub fn count_lost(&self, n: u64) {
@@ -110,6 +125,7 @@ impl Shared {
         s.samples_in = self.samples_in.load(Ordering::Relaxed);
         s.lines_rejected = self.rejected.load(Ordering::Relaxed);
         s.samples_lost = self.lost.load(Ordering::Relaxed);
+        s.offline = self.is_offline();
         s
     }
 

@@ -223,11 +223,13 @@ impl Uploader {
                         if let Ok(mut slot) = self.interrupt.lock() {
                             *slot = Some(c.interrupt_flag());
                         }
+                        self.status.set_offline(false);
                         client = Some(c);
                         backoff = Duration::from_millis(250);
                     }
                     Err(e) => {
                         queue.fail(&e.to_string());
+                        self.note_unreachable(&e);
                         self.sleep_unless_stopped(retry_wait(&e, backoff));
                         backoff = (backoff * 2).min(MAX_BACKOFF);
                         continue;
@@ -245,6 +247,7 @@ impl Uploader {
                 }
                 Err(e) => {
                     queue.fail(&e.to_string());
+                    self.note_unreachable(&e);
                     client = None;
                     self.sleep_unless_stopped(retry_wait(&e, backoff));
                     backoff = (backoff * 2).min(MAX_BACKOFF);
@@ -305,6 +308,19 @@ impl Uploader {
             l.state = "waiting to retry".into();
             l.last_error = Some(msg.to_owned());
         });
+    }
+
+    /// A lost or failed connection (not a refused request or key) tells
+    /// the segmenters the server is out of reach.
+    fn note_unreachable(&self, e: &convoy_net::NetError) {
+        use convoy_net::NetError::*;
+        let unreachable = matches!(
+            e,
+            Closed { .. } | Unreachable { .. } | Refused(_) | Socket(_)
+        );
+        if unreachable && !e.is_key_refused() {
+            self.status.set_offline(true);
+        }
     }
 
     fn sleep_unless_stopped(&self, d: Duration) {
