@@ -39,6 +39,11 @@ pub struct Uploader {
 /// backoff. An attempt into a dead link costs a few KB a minute.
 const MAX_BACKOFF: Duration = Duration::from_secs(2);
 
+/// The longest an idle lane waits for a segment before serving its
+/// connection again ([`Client::idle`]): within the idle timeout (at least
+/// 1 s), whose keep-alive pings are due every third of it.
+const IDLE_WAIT: Duration = Duration::from_millis(500);
+
 /// How long to wait after the server refused our key (revoked or unknown):
 /// it will not change its mind soon.
 const REFUSED_WAIT: Duration = Duration::from_secs(30);
@@ -206,7 +211,20 @@ impl Uploader {
             match queue.take() {
                 Ok(false) => {
                     self.set(|l| l.state = "idle".into());
-                    self.status.wait(Duration::from_millis(500));
+                    // The client is driven only inside its calls: an idle
+                    // lane must serve its connection (answer the server's
+                    // pings, send ours), or after the idle timeout both
+                    // ends drop it. The backlog lane also takes telemetry,
+                    // so the live lane can idle for seconds beside a
+                    // working link; its connection died of "nothing
+                    // heard" then, and its next segment failed once.
+                    if client
+                        .as_mut()
+                        .is_some_and(|c| c.idle(Duration::ZERO).is_err())
+                    {
+                        client = None;
+                    }
+                    self.status.wait(IDLE_WAIT);
                     continue;
                 }
                 Ok(true) => {}
@@ -242,7 +260,10 @@ impl Uploader {
                     let pause = queue.rule.pause_after(queue.bytes, queue.started.elapsed());
                     if !pause.is_zero() {
                         self.set(|l| l.state = format!("rate cap on {}", queue.rule.name));
-                        std::thread::sleep(pause);
+                        // Serving the connection meanwhile (see above).
+                        if c.idle(pause).is_err() {
+                            client = None;
+                        }
                     }
                 }
                 Err(e) => {
@@ -261,6 +282,11 @@ impl Uploader {
 
     /// The server confirmed `item` durable: acknowledge it in the spool.
     fn stored(&self, item: &Item, link: &str, day: i64, bytes: u64, took: Duration) {
+        // The server is in reach (`Shared::set_offline`): a lane whose
+        // connection failed set it offline, and only a new connection
+        // cleared it, so while the other lane's connection kept working
+        // the segmenters went on cutting offline-length segments.
+        self.status.set_offline(false);
         if let Ok(mut sp) = self.spool.lock() {
             if let Err(e) = sp.acked(item, link, day) {
                 self.status.note_error(&format!("spool catalog: {e}"));

@@ -199,6 +199,36 @@ impl Application for CloseApp {
     }
 }
 
+/// Serves the connection without a transfer until `until` (set on the
+/// first turn, `span` after it), after at least one pass over what arrived.
+struct IdleApp {
+    h: ConnectionHandle,
+    server: SocketAddr,
+    span: Duration,
+    until: Option<Duration>,
+}
+
+impl Application for IdleApp {
+    fn step(&mut self, ep: &mut Endpoint, now: Duration) -> Result<Step, NetError> {
+        live(ep, self.h, self.server)?;
+        match self.until {
+            // The first turn runs the timers before anything is read; the
+            // driver's wait reads the socket (at once when this deadline
+            // has passed), and the next turn answers what came.
+            None => {
+                self.until = Some(now + self.span);
+                Ok(Step::Continue)
+            }
+            Some(t) if now >= t => Ok(Step::Done),
+            Some(_) => Ok(Step::Continue),
+        }
+    }
+
+    fn wake_at(&self) -> Option<Duration> {
+        self.until
+    }
+}
+
 impl Client {
     /// Connects and finishes the handshake.
     pub fn connect(opts: ClientOptions) -> Result<Client, NetError> {
@@ -277,6 +307,28 @@ impl Client {
             self.shut_down(INTERRUPTED_CODE, "transfer interrupted");
         }
         r
+    }
+
+    /// Serves the connection for `d` without a transfer: reads what the
+    /// server sent, acknowledges it, and sends the keep-alive ping when one
+    /// is due. With `Duration::ZERO` it makes one pass and returns at once.
+    ///
+    /// A blocking client is driven only inside its calls. Left alone for
+    /// the idle timeout between transfers, its connection is dead at both
+    /// ends: the server heard nothing (no ping, no acknowledgment of its
+    /// own pings) and times it out, and the client's first turn afterwards
+    /// times it out too, before reading the server's pings still queued in
+    /// the socket. A caller that keeps a client across idle periods (the
+    /// agent's upload lanes) calls this every fraction of the idle timeout.
+    /// `Err`: the connection is gone; connect again.
+    pub fn idle(&mut self, d: Duration) -> Result<(), NetError> {
+        let mut app = IdleApp {
+            h: self.handle,
+            server: self.server,
+            span: d,
+            until: None,
+        };
+        self.run_transfer(&mut app)
     }
 
     /// Tells the server the connection is closed; waits at most 50 ms.
