@@ -1,0 +1,375 @@
+//! The agent's two lanes in virtual time: two connections from one vehicle
+//! over one cellular link, a bulk one (a 200 kB upload every 2 s) and a
+//! live one (a ~300-byte upload every second, idle in between), each
+//! upload the exchange `convoy_net::upload` makes: a request, the
+//! server's resume offset, the data and FIN, the server's confirmation.
+//! The live connection's few packets a second, after silences, are what a
+//! forward-stall state, a probe backoff or a coasting budget could starve:
+//! none may hold its uploads back beyond the link's own silences, or let
+//! it time out. (With both endpoints driven all along, as here, it never
+//! did: the live lane's deaths over `convoy emu` were its blocking client
+//! left undriven while idle, `convoy-agent/tests/idle_lane.rs`.)
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use convoy_link::{Dur, Link, LinkConfig, MahimahiTrace, QueueLimit, Time};
+use convoy_proto::{Config, ConnectionHandle, Endpoint, Event, Keypair, Mode, StreamId};
+
+const SEC: Duration = Duration::from_secs(1);
+const REQUEST: usize = 60;
+const REPLY: usize = 40;
+
+/// One upload's client side.
+struct Upload {
+    stream: StreamId,
+    started: Duration,
+    size: usize,
+    /// Request bytes written.
+    request: usize,
+    replies: usize,
+    written: usize,
+    finished: bool,
+}
+
+/// A client connection that starts an upload of `size` bytes every
+/// `every`, and records how long each took.
+struct Lane {
+    ep: Endpoint,
+    h: ConnectionHandle,
+    addr: SocketAddr,
+    size: usize,
+    every: Duration,
+    next: Duration,
+    uploads: Vec<Upload>,
+    /// (start, duration) of every confirmed upload.
+    done: Vec<(Duration, Duration)>,
+    closed: Option<(Duration, String)>,
+}
+
+impl Lane {
+    fn new(port: u16, server: SocketAddr, key: &[u8; 32], size: usize, every: Duration) -> Lane {
+        let mut cfg = Config::for_mode(Keypair::generate(), Mode::Tide);
+        cfg.seed = Some(u64::from(port));
+        cfg.idle_timeout = 5 * SEC;
+        let mut ep = Endpoint::new(cfg, false).unwrap();
+        let h = ep.connect(Duration::ZERO, server, Some(key)).unwrap();
+        Lane {
+            ep,
+            h,
+            addr: SocketAddr::from(([10, 0, 0, 1], port)),
+            size,
+            every,
+            next: SEC,
+            uploads: Vec::new(),
+            done: Vec::new(),
+            closed: None,
+        }
+    }
+
+    fn step(&mut self, now: Duration, buf: &mut [u8]) {
+        let Some(c) = self.ep.connection(self.h) else {
+            return;
+        };
+        while let Some(ev) = c.poll_event() {
+            if let Event::Closed(why) = ev {
+                self.closed.get_or_insert((now, why.to_string()));
+            }
+        }
+        if !c.is_established() || c.is_closed() {
+            return;
+        }
+        if now >= self.next {
+            self.next += self.every;
+            let stream = c.open_stream().unwrap();
+            self.uploads.push(Upload {
+                stream,
+                started: now,
+                size: self.size,
+                request: 0,
+                replies: 0,
+                written: 0,
+                finished: false,
+            });
+        }
+        let mut confirmed = Vec::new();
+        for (i, u) in self.uploads.iter_mut().enumerate() {
+            // The request, as the send budget takes it (a bulk upload
+            // before it may still fill the budget).
+            if u.request < REQUEST {
+                if let Ok(n) = c.write(u.stream, &[1; REQUEST][u.request..]) {
+                    u.request += n;
+                }
+            }
+            loop {
+                match c.read(u.stream, buf) {
+                    Ok(0) => {
+                        confirmed.push(i);
+                        break;
+                    }
+                    Ok(n) => u.replies += n,
+                    Err(_) => break,
+                }
+            }
+            // The data goes once the resume offset came back.
+            if u.replies >= REPLY && !u.finished {
+                while u.written < u.size {
+                    let want = (u.size - u.written).min(buf.len());
+                    buf[..want].fill(2);
+                    match c.write(u.stream, &buf[..want]) {
+                        Ok(n) if n > 0 => u.written += n,
+                        _ => break,
+                    }
+                }
+                if u.written == u.size {
+                    c.finish(u.stream).unwrap();
+                    u.finished = true;
+                }
+            }
+        }
+        for i in confirmed.into_iter().rev() {
+            let u = self.uploads.remove(i);
+            self.done.push((u.started, now - u.started));
+        }
+    }
+
+    /// The longest an upload started in [from, to) took, or has been
+    /// waiting at `to`.
+    fn worst(&self, from: Duration, to: Duration) -> Duration {
+        let done = self
+            .done
+            .iter()
+            .filter(|(s, _)| *s >= from && *s < to)
+            .map(|(_, d)| *d);
+        let open = self.uploads.iter().map(|u| to.saturating_sub(u.started));
+        done.chain(open).max().unwrap_or_default()
+    }
+}
+
+/// The server's side of every upload: the resume offset once the request
+/// is in, the confirmation and FIN once the data's FIN is.
+#[derive(Default)]
+struct ServerStream {
+    read: usize,
+    replied: bool,
+    confirmed: bool,
+}
+
+fn serve(
+    ep: &mut Endpoint,
+    conns: &mut Vec<(ConnectionHandle, Vec<(StreamId, ServerStream)>)>,
+    buf: &mut [u8],
+) {
+    while let Some(h) = ep.accept() {
+        conns.push((h, Vec::new()));
+    }
+    for (h, streams) in conns.iter_mut() {
+        let Some(c) = ep.connection(*h) else { continue };
+        while c.poll_event().is_some() {}
+        while let Some(id) = c.accept_stream() {
+            streams.push((id, ServerStream::default()));
+        }
+        for (id, s) in streams.iter_mut().filter(|(_, s)| !s.confirmed) {
+            let mut fin = false;
+            loop {
+                match c.read(*id, buf) {
+                    Ok(0) => {
+                        fin = true;
+                        break;
+                    }
+                    Ok(n) => s.read += n,
+                    Err(_) => break,
+                }
+            }
+            if s.read >= REQUEST && !s.replied {
+                c.write(*id, &[3; REPLY]).unwrap();
+                s.replied = true;
+            }
+            if fin && s.replied {
+                c.write(*id, &[4; REPLY]).unwrap();
+                c.finish(*id).unwrap();
+                s.confirmed = true;
+            }
+        }
+    }
+}
+
+/// Runs the two lanes over `up`/`down` for `duration`: (live, bulk).
+fn run(up: LinkConfig, down: LinkConfig, duration: Duration) -> (Lane, Lane) {
+    let server_kp = Keypair::generate();
+    let key = server_kp.public;
+    let mut scfg = Config::for_mode(server_kp, Mode::Tide);
+    scfg.seed = Some(1);
+    let mut server = Endpoint::new(scfg, true).unwrap();
+    let server_addr = SocketAddr::from(([10, 0, 0, 2], 4433));
+    let mut lanes = [
+        Lane::new(40001, server_addr, &key, 300, SEC),
+        Lane::new(40002, server_addr, &key, 200_000, 2 * SEC),
+    ];
+    let mut link: Link = Link::new(up, down).unwrap();
+    // Datagrams on the link by id: (to the server, client lane, bytes).
+    let mut in_flight = std::collections::HashMap::new();
+    let mut next_id = 0u64;
+    let mut conns = Vec::new();
+    let mut buf = vec![0u8; 65_536];
+    let mut app_buf = vec![0u8; 64 * 1024];
+    let mut now = Duration::ZERO;
+    while now < duration {
+        for l in lanes.iter_mut() {
+            l.step(now, &mut app_buf);
+        }
+        serve(&mut server, &mut conns, &mut app_buf);
+        let t = Time::from_nanos(now.as_nanos() as u64);
+        for (i, l) in lanes.iter_mut().enumerate() {
+            while let Some(tx) = l.ep.poll_transmit(now, &mut buf) {
+                next_id += 1;
+                let len = tx.len as u32 + 28;
+                if link.uplink.enqueue(t, len, next_id) == convoy_link::Enqueued::Accepted {
+                    in_flight.insert(next_id, (true, i, buf[..tx.len].to_vec()));
+                }
+            }
+        }
+        while let Some(tx) = server.poll_transmit(now, &mut buf) {
+            let Some(i) = lanes.iter().position(|l| l.addr == tx.remote) else {
+                continue;
+            };
+            next_id += 1;
+            let len = tx.len as u32 + 28;
+            if link.downlink.enqueue(t, len, next_id) == convoy_link::Enqueued::Accepted {
+                in_flight.insert(next_id, (false, i, buf[..tx.len].to_vec()));
+            }
+        }
+        let next = lanes
+            .iter()
+            .flat_map(|l| [l.ep.poll_timeout(), Some(l.next)])
+            .chain([
+                server.poll_timeout(),
+                link.next_event_time()
+                    .map(|t| Duration::from_nanos(t.as_nanos())),
+            ])
+            .flatten()
+            .min()
+            .unwrap_or(duration)
+            .min(duration);
+        now = next.max(now + Duration::from_micros(1));
+        let t = Time::from_nanos(now.as_nanos() as u64);
+        for dir in [&mut link.uplink, &mut link.downlink] {
+            while let Some(d) = dir.poll_delivery(t) {
+                let Some((to_server, i, bytes)) = in_flight.remove(&d.id) else {
+                    continue;
+                };
+                let at = Duration::from_nanos(d.at.as_nanos());
+                if to_server {
+                    server.handle(at, lanes[i].addr, &bytes);
+                } else {
+                    lanes[i].ep.handle(at, server_addr, &bytes);
+                }
+            }
+        }
+        for l in lanes.iter_mut() {
+            l.ep.handle_timeout(now);
+        }
+        server.handle_timeout(now);
+    }
+    let [live, bulk] = lanes;
+    (live, bulk)
+}
+
+/// Neither connection closed, every live upload was confirmed within
+/// `bound`, none was left behind.
+fn check(live: &Lane, bulk: &Lane, duration: Duration, bound: Duration) {
+    assert_eq!(live.closed, None, "the live connection closed");
+    assert_eq!(bulk.closed, None, "the bulk connection closed");
+    let worst = live.worst(SEC, duration - 5 * SEC);
+    eprintln!(
+        "live: {} uploads, worst {worst:?}; bulk: {} uploads, worst {:?}",
+        live.done.len(),
+        bulk.done.len(),
+        bulk.worst(SEC, duration - 10 * SEC)
+    );
+    assert!(worst < bound, "a live upload took {worst:?}");
+    let expected = (duration - 5 * SEC).as_secs() as usize;
+    assert!(
+        live.done.len() + 1 >= expected,
+        "{} live uploads",
+        live.done.len()
+    );
+}
+
+/// A link whose capacity swings every 250 ms between 0.3 and 25 Mbit/s,
+/// with a silence of 1.5 s every 10 s or so, each direction on its own
+/// schedule: (up, down) Mahimahi traces of `secs` seconds.
+fn swinging(secs: u64) -> (MahimahiTrace, MahimahiTrace) {
+    let trace = |seed: u64| {
+        let mut x = seed;
+        let mut next = move || {
+            x = x
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            x >> 33
+        };
+        let mut ms = Vec::new();
+        let mut t = 0;
+        while t < secs * 1000 {
+            let r = next();
+            let (len, mbit) = if r % 40 == 0 {
+                (1500, 0.0)
+            } else {
+                (250, [0.3, 2.0, 8.0, 25.0][(r % 4) as usize])
+            };
+            // A 1500-byte opportunity every 12 / mbit ms.
+            if mbit > 0.0 {
+                let gap = 12.0 / mbit;
+                let mut at = t as f64;
+                while at < (t + len) as f64 {
+                    ms.push(at as u64 + 1);
+                    at += gap;
+                }
+            }
+            t += len;
+        }
+        ms.push(secs * 1000);
+        MahimahiTrace::from_millis(&ms, "swinging").unwrap()
+    };
+    (trace(1), trace(2))
+}
+
+fn link(t: &MahimahiTrace) -> LinkConfig {
+    LinkConfig::mahimahi(Arc::new(t.clone()))
+        .with_delay(Dur::from_millis(20))
+        .with_queue(QueueLimit::Packets(200))
+}
+
+#[test]
+fn a_live_lane_beside_a_bulk_one_over_a_swinging_link() {
+    let duration = 120 * SEC;
+    let (up, down) = swinging(120);
+    let (live, bulk) = run(link(&up), link(&down), duration);
+    // Its silences last up to 3 s (two in a row), and the bulk upload
+    // fills the queue after them: 4.6 s at worst when this was written.
+    check(&live, &bulk, duration, 6 * SEC);
+}
+
+/// The emulator runs' link: the TMobile LTE trace (not in the
+/// repository: `CONVOY_SHARED` or /work/shared), 20 ms each way, 200
+/// packets of queue.
+#[test]
+fn a_live_lane_beside_a_bulk_one_over_the_tmobile_trace() {
+    let shared = std::env::var("CONVOY_SHARED").unwrap_or_else(|_| "/work/shared".into());
+    let dir = std::path::Path::new(&shared).join("traces");
+    let (Ok(up), Ok(down)) = (
+        MahimahiTrace::from_file(dir.join("TMobile-LTE-short.up")),
+        MahimahiTrace::from_file(dir.join("TMobile-LTE-short.down")),
+    ) else {
+        eprintln!("no TMobile trace under {}: skipped", dir.display());
+        return;
+    };
+    let duration = 180 * SEC;
+    for offset in [0, 37, 91] {
+        let at = |t: &MahimahiTrace| link(&t.starting_at(Dur::from_secs(offset)));
+        let (live, bulk) = run(at(&up), at(&down), duration);
+        // Under 1 s at worst when this was written (the trace's gaps).
+        check(&live, &bulk, duration, 3 * SEC);
+    }
+}
