@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import shutil
 import socket
 import sqlite3
@@ -60,6 +61,31 @@ def fix(t_ns: int, lat: float) -> bytes:
             + json.dumps({"t_ns": t_ns, "path": "Vehicle.Speed", "value": 40.0}) + "\n").encode()
 
 
+def socket_agent(s: Service, name: str, sock: Path, max_seconds: float) -> Path:
+    """Starts `name`'s agent reading JSON lines on `sock`; its config."""
+    cfg = s.agent_config(name, f'[[source]]\nkind = "socket"\npath = "{sock}"\n',
+                         f"[segments]\nmax_seconds = {max_seconds}\n")
+    s.start_agent(cfg)
+    return cfg
+
+
+def freshness_in(seen: list[tuple[int, int]], sent: list[int], lo_ns: int, hi_ns: int) -> list[float]:
+    """Seconds from each sample taken in [lo_ns, hi_ns) to the first poll
+    of the map, `seen` as (poll time, newest sample time shown), that
+    showed it or a newer one."""
+    out = []
+    j = 0
+    for t in sorted(sent):
+        if not lo_ns <= t < hi_ns:
+            continue
+        while j < len(seen) and seen[j][1] < t:
+            j += 1
+        if j == len(seen):
+            break
+        out.append((seen[j][0] - t) / 1e9)
+    return out
+
+
 def upload_throughput(root: Path) -> dict:
     names = [f"v{i}" for i in range(4)]
     size = 96 << 20
@@ -90,36 +116,27 @@ def upload_throughput(root: Path) -> dict:
 def freshness(root: Path, seconds: float = 20) -> dict:
     with Service(root / "t4", ["live"]) as s:
         sock = root / "t4.sock"
-        cfg = s.agent_config("live", f'[[source]]\nkind = "socket"\npath = "{sock}"\n',
-                             "[segments]\nmax_seconds = 0.5\n")
-        s.start_agent(cfg)
+        socket_agent(s, "live", sock, 0.5)
         conn = feeder(sock)
         token = s.token("ops")
-        lat = []
-        sent = {}
-        last_seen = 0
+        sent: list[int] = []
+        seen: list[tuple[int, int]] = []
         end = time.time() + seconds
         next_send = time.time()
-        i = 0
         while time.time() < end:
             now = time.time()
             if now >= next_send:
                 t = time.time_ns()
-                conn.sendall(fix(t, 45 + i * 1e-5))
-                sent[t] = t
-                i += 1
+                conn.sendall(fix(t, 45 + len(sent) * 1e-5))
+                sent.append(t)
                 next_send = now + 0.2
             v = s.api("/api/vehicles", token=token)["vehicles"]
             last = next((x["last"] for x in v if x["name"] == "live" and x["last"]), None)
-            if last and last["t_ns"] > last_seen:
-                seen = time.time_ns()
-                # Every sample newer than the last one seen became visible now.
-                for t in sorted(sent):
-                    if last_seen < t <= last["t_ns"]:
-                        lat.append((seen - t) / 1e9)
-                last_seen = last["t_ns"]
+            if last and (not seen or last["t_ns"] > seen[-1][1]):
+                seen.append((time.time_ns(), last["t_ns"]))
             time.sleep(0.05)
         conn.close()
+    lat = freshness_in(seen, sent, 0, sent[-1] + 1 if sent else 0)
     return {"samples": len(lat), "p50_s": pct(lat, 0.5), "p99_s": pct(lat, 0.99),
             "link": "loopback (no LTE emulation)", "target": "p50 < 2 s, p99 < 10 s"}
 
@@ -177,9 +194,7 @@ name = "wifi"
 def outage(root: Path, down_s: float = 30) -> dict:
     with Service(root / "t1", ["car"]) as s:
         sock = root / "t1.sock"
-        cfg = s.agent_config("car", f'[[source]]\nkind = "socket"\npath = "{sock}"\n',
-                             "[segments]\nmax_seconds = 0.5\n")
-        s.start_agent(cfg)
+        cfg = socket_agent(s, "car", sock, 0.5)
         conn = feeder(sock)
         sent = []
         t_end = time.time() + down_s + 15
@@ -219,6 +234,27 @@ def noisy_fixes(t0_ns: int, first: int, n: int, rng) -> tuple[bytes, list[int]]:
     return "".join(out).encode(), times
 
 
+class NoisyStream:
+    """Noisy fixes into an agent's socket (`noisy_fixes`), an hour in the
+    past, and the times of all it sent."""
+
+    def __init__(self, sock: Path, seed: int):
+        self.conn = feeder(sock)
+        self.rng = random.Random(seed)
+        self.t0 = (time.time_ns() // 1_000_000_000 - 3600) * 1_000_000_000
+        self.sent: list[int] = []
+
+    def send(self, n: int) -> None:
+        data, times = noisy_fixes(self.t0, len(self.sent), n, self.rng)
+        self.conn.sendall(data)
+        self.sent.extend(times)
+
+    def wait_drained(self, s: Service, cfg: Path) -> None:
+        """Until the agent's spool is empty and the last sample is stored."""
+        wait(lambda: s.agent_status(cfg)["spool_bytes"] == 0 and self.sent[-1] in set(stored_times(s.store, "car")),
+             120, "drain")
+
+
 def mount_tmpfs(path: Path, size: str) -> bool:
     path.mkdir(parents=True, exist_ok=True)
     return subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
@@ -243,27 +279,16 @@ def full_spool(root: Path) -> dict:
     server is down until the disk is full, then 2 s more; the server comes
     back. Samples dropped by the overflow rule (oldest waiting first) are
     counted apart from acknowledged ones lost."""
-    import random
-    rng = random.Random(7)
     shutil.rmtree(root / "t7", ignore_errors=True)  # a previous run's store and keys
     spool = root / "t7" / "car.spool"
     if not mount_tmpfs(spool, "2m"):
         return {"skipped": "needs root (mounts a tmpfs)"}
     try:
         with Service(root / "t7", ["car"]) as s:
-            sock = root / "t7.sock"
-            cfg = s.agent_config("car", f'[[source]]\nkind = "socket"\npath = "{sock}"\n',
-                                 "[segments]\nmax_seconds = 0.2\n")
-            s.start_agent(cfg)
+            cfg = socket_agent(s, "car", root / "t7.sock", 0.2)
             log = cfg.with_suffix(".log")
-            conn = feeder(sock)
-            t0 = (time.time_ns() // 1_000_000_000 - 3600) * 1_000_000_000
-            sent: list[int] = []
-
-            def send(n: int) -> None:
-                data, times = noisy_fixes(t0, len(sent), n, rng)
-                conn.sendall(data)
-                sent.extend(times)
+            stream = NoisyStream(root / "t7.sock", 7)
+            send, sent = stream.send, stream.sent
 
             send(600)
             wait(lambda: len(stored_times(s.store, "car")) >= 600, 60, "stored before the outage")
@@ -284,12 +309,11 @@ def full_spool(root: Path) -> dict:
             s.start()
             back_at = len(sent)
             send(600)
-            wait(lambda: s.agent_status(cfg)["spool_bytes"] == 0 and sent[-1] in set(stored_times(s.store, "car")),
-                 120, "drain")
+            stream.wait_drained(s, cfg)
             st = s.agent_status(cfg)
             stored = stored_times(s.store, "car")
             acked = acked_names(spool)
-            conn.close()
+            stream.conn.close()
     finally:
         umount(spool)
     have = set(stored)
@@ -308,26 +332,15 @@ def full_spool(root: Path) -> dict:
 def full_store(root: Path) -> dict:
     """The server's store (and catalog) on an 8 MB tmpfs that another
     program fills under a live stream for 3 s, then frees."""
-    import random
-    rng = random.Random(8)
     shutil.rmtree(root / "t8", ignore_errors=True)  # keys registered in a previous run's store
     store = root / "t8" / "store"
     if not mount_tmpfs(store, "8m"):
         return {"skipped": "needs root (mounts a tmpfs)"}
     try:
         with Service(root / "t8", ["car"]) as s:
-            sock = root / "t8.sock"
-            cfg = s.agent_config("car", f'[[source]]\nkind = "socket"\npath = "{sock}"\n',
-                                 "[segments]\nmax_seconds = 0.2\n")
-            s.start_agent(cfg)
-            conn = feeder(sock)
-            t0 = (time.time_ns() // 1_000_000_000 - 3600) * 1_000_000_000
-            sent: list[int] = []
-
-            def send(n: int) -> None:
-                data, times = noisy_fixes(t0, len(sent), n, rng)
-                conn.sendall(data)
-                sent.extend(times)
+            cfg = socket_agent(s, "car", root / "t8.sock", 0.2)
+            stream = NoisyStream(root / "t8.sock", 8)
+            send, sent = stream.send, stream.sent
 
             send(300)
             wait(lambda: len(stored_times(s.store, "car")) >= 300, 60, "stored before the disk fills")
@@ -352,12 +365,11 @@ def full_store(root: Path) -> dict:
             acked_while_full = len(acked_names(spool)) - acked_before
             (store / ".filler").unlink()
             freed = time.time()
-            wait(lambda: s.agent_status(cfg)["spool_bytes"] == 0 and sent[-1] in set(stored_times(s.store, "car")),
-                 120, "drain")
+            stream.wait_drained(s, cfg)
             drain_s = time.time() - freed
             stored = stored_times(s.store, "car")
             line = next((ln for ln in s.log().splitlines() if "No space left on device" in ln), "")
-            conn.close()
+            stream.conn.close()
     finally:
         umount(store)
     have = set(stored)

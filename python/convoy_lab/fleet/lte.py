@@ -36,7 +36,7 @@ from pathlib import Path
 
 from ..runner import convoy_binary
 from ..traces import twin, window_capacity_mbit
-from .bench import fix, pct, stored_times
+from .bench import fix, freshness_in, pct, stored_times
 from .service import Service, http_json
 
 SERVER_IP = "10.7.0.2"
@@ -173,22 +173,6 @@ def link_spec(trace: Path | None, rate: str, delay_ms: float, queue: int, before
     if outage > 0:
         keys += [f"outage={before:g}s-{before + outage:g}s", "outage-policy=drop"]
     return "lte:" + ",".join(keys)
-
-
-def freshness_in(seen: list[tuple[int, int]], sent: list[int], lo_ns: int, hi_ns: int) -> list[float]:
-    """Seconds from each sample taken in [lo_ns, hi_ns) to the first poll
-    that showed it or a newer one on the map."""
-    out = []
-    j = 0
-    for t in sent:
-        if not lo_ns <= t < hi_ns:
-            continue
-        while j < len(seen) and seen[j][1] < t:
-            j += 1
-        if j == len(seen):
-            break
-        out.append((seen[j][0] - t) / 1e9)
-    return out
 
 
 def summary(xs: list[float]) -> dict:
