@@ -485,12 +485,24 @@ impl Spool {
                 })?;
                 continue;
             }
-            self.write(|db| {
+            let marked = self.write(|db| {
                 db.execute(
                     "UPDATE items SET state = 'uploading', attempts = attempts + 1 WHERE id = ?1",
                     [id],
                 )
-            })?;
+            });
+            match marked {
+                // Still no room for the catalog: the overflow rule makes
+                // some (it may drop this very segment, so pick again).
+                // Otherwise a disk left full once the writers stopped
+                // would keep every lane from sending, and so from ever
+                // freeing room by acknowledgements.
+                Err(e) if is_full_db(&e) => {
+                    self.shed_one(Class::Telemetry).ok_or(e)?;
+                    continue;
+                }
+                r => r?,
+            };
             return Ok(Some(Item {
                 path,
                 id,
