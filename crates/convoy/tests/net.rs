@@ -512,3 +512,75 @@ fn send_with_background_priority_round_trips() {
         "{err}"
     );
 }
+
+#[test]
+fn send_with_several_files_overlaps_them_and_stores_each() {
+    let Site {
+        dir,
+        key,
+        pubkey,
+        store,
+    } = site("several");
+    let port = free_port();
+    let _server = serve(port, &store, &key, &[]);
+    let addr = format!("127.0.0.1:{port}");
+    // A directory of small segments and one larger file, as an agent's
+    // spool or a drive's logs are.
+    let mut files: Vec<PathBuf> = (0..40)
+        .map(|i| {
+            let f = dir.path().join(format!("seg{i:03}.jsonl"));
+            make_file(&f, 500 + i * 37, i as u64);
+            f
+        })
+        .collect();
+    let big = dir.path().join("cam0.mcap");
+    make_file(&big, 3_000_000, 99);
+    files.insert(20, big);
+    let mut args: Vec<String> = vec!["send".into()];
+    args.extend(files.iter().map(|f| f.to_str().unwrap().to_owned()));
+    args.extend([
+        addr.clone(),
+        "--prefix".into(),
+        "2026-11-25".into(),
+        "--server-key".into(),
+        pubkey.to_str().unwrap().into(),
+    ]);
+    let out = Command::new(bin()).args(&args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    for f in &files {
+        let name = f.file_name().unwrap().to_str().unwrap();
+        assert_identical(f, &store.join("2026-11-25").join(name));
+        assert!(
+            text.contains(&format!("stored as 2026-11-25/{name} ")),
+            "{name} missing from {text}"
+        );
+    }
+    assert!(text.contains("41 files stored"), "{text}");
+
+    // Again with --json: everything was stored already, and each file
+    // is reported in the order given.
+    args.push("--json".into());
+    let out = Command::new(bin()).args(&args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v = json_of(&out);
+    let names: Vec<&str> = v["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["name"].as_str().unwrap())
+        .collect();
+    let expected: Vec<String> = files
+        .iter()
+        .map(|f| format!("2026-11-25/{}", f.file_name().unwrap().to_str().unwrap()))
+        .collect();
+    assert_eq!(names, expected);
+}
