@@ -8,17 +8,16 @@
 //! about a point of the link's capacity. An attempt that spent its whole
 //! handshake timeout now counts as the wait.
 
+mod support;
+
 use std::net::UdpSocket;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use convoy_agent::policy::{Class, LinkRule};
 use convoy_agent::spool::{Lane, Spool};
-use convoy_agent::status::Shared;
-use convoy_agent::uploader::Uploader;
 use convoy_net::ClientOptions;
 use convoy_proto::Keypair;
+use support::{queue_segment, RunningLane};
 
 /// Short, so that the old backoff (250 ms, 500 ms, 1 s, 2 s after
 /// successive failures) would show within the test: Initials at 0, 0.6
@@ -37,29 +36,10 @@ fn a_lane_into_dead_air_sends_an_initial_at_least_every_1_2_s() {
     let spool = Arc::new(Mutex::new(
         Spool::open(&dir.path().join("spool"), 1 << 30).unwrap(),
     ));
-    {
-        let mut sp = spool.lock().unwrap();
-        let tmp = sp.tmp_path("segment");
-        std::fs::write(&tmp, vec![b'x'; 300]).unwrap();
-        sp.add(&tmp, "day/telemetry/0001.jsonl.zst", Class::Telemetry, 300)
-            .unwrap();
-    }
-    let status = Arc::new(Shared::default());
-    let stop = Arc::new(AtomicBool::new(false));
-    let interrupt = Arc::new(Mutex::new(None));
+    queue_segment(&spool, "day/telemetry/0001.jsonl.zst");
     let mut client = ClientOptions::new(hole.local_addr().unwrap(), Keypair::generate().public);
     client.handshake_timeout = HANDSHAKE_TIMEOUT;
-    let lane = Uploader {
-        lane: Lane::Backlog,
-        client,
-        spool: spool.clone(),
-        status: status.clone(),
-        rules: vec![LinkRule::unmetered("test")],
-        link_file: None,
-        stop: stop.clone(),
-        interrupt,
-    };
-    let running = std::thread::spawn(move || lane.run());
+    let lane = RunningLane::start(Lane::Backlog, client, spool);
 
     let start = Instant::now();
     let mut arrivals = Vec::new();
@@ -69,9 +49,7 @@ fn a_lane_into_dead_air_sends_an_initial_at_least_every_1_2_s() {
             arrivals.push(start.elapsed());
         }
     }
-    stop.store(true, Ordering::Relaxed);
-    status.wake_uploaders();
-    running.join().unwrap();
+    lane.stop();
 
     assert!(
         arrivals.len() >= 8,

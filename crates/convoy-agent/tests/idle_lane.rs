@@ -10,18 +10,18 @@
 //! connection cleared that, telemetry was cut into 60 s segments while the
 //! backlog lane's connection kept uploading.
 
+mod support;
+
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use convoy_agent::policy::{Class, LinkRule};
 use convoy_agent::spool::{Lane, Spool};
-use convoy_agent::status::Shared;
-use convoy_agent::uploader::Uploader;
 use convoy_net::{ClientOptions, Server, ServerEvent, ServerOptions};
 use convoy_proto::Keypair;
+use support::{queue_segment as queue, RunningLane};
 
 const IDLE_TIMEOUT: Duration = Duration::from_millis(1500);
 
@@ -50,14 +50,6 @@ fn server(store: &Path, log: Log) -> (SocketAddr, [u8; 32], Arc<AtomicBool>) {
     });
     let (addr, stop) = rx.recv().unwrap();
     (addr, key, stop)
-}
-
-/// Queues a telemetry segment of a few hundred bytes.
-fn queue(spool: &Mutex<Spool>, name: &str) {
-    let mut sp = spool.lock().unwrap();
-    let tmp = sp.tmp_path("segment");
-    std::fs::write(&tmp, vec![b'x'; 300]).unwrap();
-    sp.add(&tmp, name, Class::Telemetry, 300).unwrap();
 }
 
 /// Upload attempts of the segment `name`, once it is acknowledged.
@@ -90,23 +82,11 @@ fn an_idle_lane_keeps_its_connection_and_an_upload_clears_offline() {
     let log = Log::default();
     let (addr, key, server_stop) = server(&store, log.clone());
     let spool = Arc::new(Mutex::new(Spool::open(&spool_dir, 1 << 30).unwrap()));
-    let status = Arc::new(Shared::default());
-    let stop = Arc::new(AtomicBool::new(false));
-    let interrupt = Arc::new(Mutex::new(None));
     let mut client = ClientOptions::new(addr, key);
     client.idle_timeout = IDLE_TIMEOUT;
     client.handshake_timeout = Duration::from_secs(5);
-    let lane = Uploader {
-        lane: Lane::Live,
-        client,
-        spool: spool.clone(),
-        status: status.clone(),
-        rules: vec![LinkRule::unmetered("test")],
-        link_file: None,
-        stop: stop.clone(),
-        interrupt: interrupt.clone(),
-    };
-    let running = std::thread::spawn(move || lane.run());
+    let lane = RunningLane::start(Lane::Live, client, spool.clone());
+    let status = lane.status.clone();
 
     queue(&spool, "day/telemetry/0001.jsonl.zst");
     status.wake_uploaders();
@@ -134,11 +114,6 @@ fn an_idle_lane_keeps_its_connection_and_an_upload_clears_offline() {
         "an upload was confirmed, yet the agent still thinks it is offline"
     );
 
-    stop.store(true, Ordering::Relaxed);
-    if let Some(flag) = interrupt.lock().unwrap().clone() {
-        flag.store(true, Ordering::Relaxed);
-    }
-    status.wake_uploaders();
-    running.join().unwrap();
+    lane.stop();
     server_stop.store(true, Ordering::Relaxed);
 }
