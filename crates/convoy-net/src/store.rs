@@ -218,11 +218,10 @@ impl PartialUpload {
 
     /// fsync, check the hash, rename into place, fsync the directory.
     pub fn commit(mut self) -> Result<[u8; 32], NetError> {
-        let path = self.path.clone();
-        self.open()?
-            .sync_all()
-            .map_err(|e| NetError::file(&path, e))?;
-        self.file = None;
+        self.open()?;
+        let file = self.file.take().expect("just opened");
+        file.sync_all().map_err(|e| NetError::file(&self.path, e))?;
+        drop(file);
         let got = *self.hasher.finalize().as_bytes();
         if got != self.hash {
             let _ = fs::remove_file(&self.path);
