@@ -135,6 +135,16 @@ pub trait RateController: Send {
     ) {
     }
 
+    /// The share of packets lost on the air (random loss after the
+    /// bottleneck), for controllers that tell it apart from drops at a
+    /// full queue and from timeouts; `None` for those that do not. The
+    /// coding margins are sized from it: a burst of drops after a blind
+    /// second into a dead link is no reason to send the next blocks with
+    /// margins for 90 % loss.
+    fn air_loss(&self) -> Option<f64> {
+        None
+    }
+
     /// The controller's current sending rate, bytes per second.
     fn rate(&self) -> u64;
 

@@ -221,7 +221,13 @@ pub struct CodedSender {
     blocks: VecDeque<TxBlock>,
     next_block_id: u32,
     peer_max_blocks: u64,
+    /// Share of symbols lost, over about the last 200 (every loss the
+    /// connection proved, drops at a full queue included).
     loss: f64,
+    /// The paths' own reading of loss on the air, where their rate
+    /// controllers tell it apart (`RateController::air_loss`): when
+    /// known, it sizes the margins instead of `loss`.
+    air_loss: Option<f64>,
     stats: SenderStats,
 }
 
@@ -236,6 +242,7 @@ impl CodedSender {
             next_block_id: 0,
             peer_max_blocks,
             loss: 0.0,
+            air_loss: None,
             stats: SenderStats::default(),
         }
     }
@@ -338,8 +345,19 @@ impl CodedSender {
         self.symbol_with_margin(self.cfg.idle_margin_z.max(self.cfg.margin_z), true)
     }
 
+    /// Tells the sender what the paths' controllers read as loss on the
+    /// air (`None`: they cannot tell, use every proven loss).
+    pub fn set_air_loss(&mut self, air_loss: Option<f64>) {
+        self.air_loss = air_loss;
+    }
+
+    /// The loss rate margins are sized for.
+    fn margin_loss(&self) -> f64 {
+        self.air_loss.unwrap_or(self.loss)
+    }
+
     fn symbol_with_margin(&self, z: f64, top_up: bool) -> Option<NextSymbol> {
-        let (h, p) = (self.cfg.overhead(), self.loss);
+        let (h, p) = (self.cfg.overhead(), self.margin_loss());
         self.blocks
             .iter()
             .find(|b| b.deficit(h, p, z) > 0)
@@ -374,7 +392,7 @@ impl CodedSender {
     /// Encodes symbol `esi` of block `block_id` into `out` and counts it as
     /// in flight.
     pub fn emit(&mut self, s: NextSymbol, out: &mut [u8]) -> Result<(), CodecError> {
-        let (overhead, loss, z) = (self.cfg.overhead(), self.loss, self.cfg.margin_z);
+        let (overhead, loss, z) = (self.cfg.overhead(), self.margin_loss(), self.cfg.margin_z);
         let Some(b) = self.block_mut(s.block_id) else {
             return Err(CodecError::InvalidParams(
                 "block no longer in flight".into(),
@@ -473,6 +491,26 @@ mod tests {
         let (mean, sd) = (f64::from(n) * 0.7, (f64::from(n) * 0.21).sqrt());
         assert!(mean - sd >= 100.0 && mean - sd < 101.0, "n = {n}");
         assert!(symbols_for(100, 0.3, 2.0) > n);
+    }
+
+    #[test]
+    fn a_controller_that_tells_air_loss_from_drops_sizes_the_margins() {
+        let mut s = sender();
+        s.start_block(&[7u8; 400]).unwrap();
+        // Every loss counts into the sender's own rate (a burst of drops
+        // at a full queue, here)...
+        for _ in 0..100 {
+            s.on_lost(0);
+        }
+        assert!(s.loss_rate() > 0.3);
+        let inflated = symbols_for(4, s.margin_loss(), 1.0);
+        assert!(inflated > 6, "{inflated}");
+        // ...but a path's controller that tells loss on the air from drops
+        // at a full queue and timeouts sizes the margins with its reading.
+        s.set_air_loss(Some(0.0));
+        assert_eq!(symbols_for(4, s.margin_loss(), 1.0), 4);
+        s.set_air_loss(None);
+        assert_eq!(symbols_for(4, s.margin_loss(), 1.0), inflated);
     }
 
     fn sender() -> CodedSender {

@@ -451,6 +451,10 @@ impl RateController for Tide {
         }
     }
 
+    fn air_loss(&self) -> Option<f64> {
+        Some(self.loss.min(MAX_LOSS))
+    }
+
     fn rate(&self) -> u64 {
         self.pacing_rate
     }
