@@ -69,6 +69,8 @@ def main() -> int:
           f"{'qp95':>5s} {'budget':>6s} {'ok':>3s}")
     worst_c = worst_b = float("inf")
     met = 0
+    ratios_c: list = []
+    ratios_b: list = []
     idle: dict = {}
     for key in sorted(results):
         d = results[key]
@@ -81,12 +83,17 @@ def main() -> int:
         q, budget = d["queue_delay_p95_ms"], 0.5 * cubic[1]
         vs_c, vs_b = share / cubic[0], share / bbr[0]
         worst_c, worst_b, met = min(worst_c, vs_c), min(worst_b, vs_b), met + (q <= budget)
+        ratios_c.append(vs_c)
+        ratios_b.append(vs_b)
         print(f"{key[0]:28s} {key[1]:4.0f} | {share:6.3f} {cubic[0]:6.3f} {bbr[0]:6.3f} {vs_c:5.2f} {vs_b:5.2f} | "
               f"{q:5.0f} {budget:6.0f} {'yes' if q <= budget else 'NO':>3s}")
         capacity = up["capacity_bps"] * 60 / 8
         for state, unused in d["report"]["uplink_idle_by_state"].items():
             idle.setdefault(state or "before the handshake", []).append(unused / capacity)
-    print(f"worst vs cubic {worst_c:.3f}, worst vs bbr {worst_b:.3f}, delay bound met {met}/{len(results)}")
+    n = max(len(ratios_c), 1)
+    print(f"vs cubic: mean {sum(ratios_c) / n:.3f}, worst {worst_c:.3f}, at or above 1.0 at "
+          f"{sum(r >= 1.0 for r in ratios_c)}/{len(ratios_c)}; vs bbr: mean {sum(ratios_b) / n:.3f}, "
+          f"worst {worst_b:.3f}; delay bound met {met}/{len(results)}")
     print("unused capacity share by what limited the sender (mean over runs): "
           + ", ".join(f"{k}: {sum(v) / len(v):.3f}" for k, v in sorted(idle.items())))
     return 0
