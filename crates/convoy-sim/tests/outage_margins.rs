@@ -7,19 +7,13 @@
 //! fade sent with repair for 50-90 % loss, each extra symbol a redundant
 //! one at the receiver.
 
-use std::sync::Arc;
+mod support;
+
 use std::time::Duration;
 
-use convoy_link::{Dur, LinkConfig, MahimahiTrace, QueueLimit};
+use convoy_link::{Dur, MahimahiTrace};
 use convoy_proto::{Config, Keypair, Mode};
 use convoy_sim::{run, TransferSpec};
-
-/// The cellular experiment's link: 20 ms each way, 200 packets of queue.
-fn link(t: &MahimahiTrace) -> LinkConfig {
-    LinkConfig::mahimahi(Arc::new(t.clone()))
-        .with_delay(Dur::from_millis(20))
-        .with_queue(QueueLimit::Packets(200))
-}
 
 /// The TMobile downlink from 93 s into the drive (the shared traces, not
 /// in the repository: `CONVOY_SHARED` or /work/shared), where the fades
@@ -27,16 +21,10 @@ fn link(t: &MahimahiTrace) -> LinkConfig {
 /// while the fades sized the margins, 0.5 % since.
 #[test]
 fn fades_do_not_inflate_the_margins_on_a_drive() {
-    let shared = std::env::var("CONVOY_SHARED").unwrap_or_else(|_| "/work/shared".into());
-    let dir = std::path::Path::new(&shared).join("traces");
-    let (Ok(data), Ok(feedback)) = (
-        MahimahiTrace::from_file(dir.join("TMobile-LTE-short.down")),
-        MahimahiTrace::from_file(dir.join("TMobile-LTE-short.up")),
-    ) else {
-        eprintln!("no TMobile trace under {}: skipped", dir.display());
+    let Some((feedback, data)) = support::shared_drive("TMobile-LTE-short") else {
         return;
     };
-    let at = |t: &MahimahiTrace| link(&t.starting_at(Dur::from_secs(93)));
+    let at = |t: &MahimahiTrace| support::cellular_link(&t.starting_at(Dur::from_secs(93)));
     let mut c = Config::for_mode(Keypair::generate(), Mode::Tide);
     let mut s = Config::for_mode(Keypair::generate(), Mode::Tide);
     c.seed = Some(1);

@@ -10,11 +10,12 @@
 //! did: the live lane's deaths over `convoy emu` were its blocking client
 //! left undriven while idle, `convoy-agent/tests/idle_lane.rs`.)
 
+mod support;
+
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::Duration;
 
-use convoy_link::{Dur, Link, LinkConfig, MahimahiTrace, QueueLimit, Time};
+use convoy_link::{Dur, Link, LinkConfig, MahimahiTrace, Time};
 use convoy_proto::{Config, ConnectionHandle, Endpoint, Event, Keypair, Mode, StreamId};
 
 const SEC: Duration = Duration::from_secs(1);
@@ -335,11 +336,7 @@ fn swinging(secs: u64) -> (MahimahiTrace, MahimahiTrace) {
     (trace(1), trace(2))
 }
 
-fn link(t: &MahimahiTrace) -> LinkConfig {
-    LinkConfig::mahimahi(Arc::new(t.clone()))
-        .with_delay(Dur::from_millis(20))
-        .with_queue(QueueLimit::Packets(200))
-}
+use support::cellular_link as link;
 
 #[test]
 fn a_live_lane_beside_a_bulk_one_over_a_swinging_link() {
@@ -356,13 +353,7 @@ fn a_live_lane_beside_a_bulk_one_over_a_swinging_link() {
 /// packets of queue.
 #[test]
 fn a_live_lane_beside_a_bulk_one_over_the_tmobile_trace() {
-    let shared = std::env::var("CONVOY_SHARED").unwrap_or_else(|_| "/work/shared".into());
-    let dir = std::path::Path::new(&shared).join("traces");
-    let (Ok(up), Ok(down)) = (
-        MahimahiTrace::from_file(dir.join("TMobile-LTE-short.up")),
-        MahimahiTrace::from_file(dir.join("TMobile-LTE-short.down")),
-    ) else {
-        eprintln!("no TMobile trace under {}: skipped", dir.display());
+    let Some((up, down)) = support::shared_drive("TMobile-LTE-short") else {
         return;
     };
     let duration = 180 * SEC;
