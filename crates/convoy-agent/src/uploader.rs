@@ -97,6 +97,9 @@ struct LaneQueue<'u> {
     /// next turn that asks for a segment (one fsync for a burst of
     /// confirmations, not one each on the protocol thread).
     acks: Vec<Acked>,
+    /// `next` said the queue ended, so no turn asks again: each
+    /// confirmation is recorded as it comes.
+    ended: bool,
     /// Bytes confirmed, for a rate cap's pause.
     bytes: u64,
     started: Instant,
@@ -110,6 +113,7 @@ impl<'u> LaneQueue<'u> {
             taken: VecDeque::new(),
             given: 0,
             acks: Vec::new(),
+            ended: false,
             bytes: 0,
             started: Instant::now(),
         }
@@ -160,9 +164,9 @@ impl<'u> LaneQueue<'u> {
     }
 }
 
-impl UploadQueue for LaneQueue<'_> {
-    fn next(&mut self) -> Option<(PathBuf, String)> {
-        self.flush_acks();
+impl LaneQueue<'_> {
+    /// The next segment to hand the connection, if any.
+    fn next_file(&mut self) -> Option<(PathBuf, String)> {
         if self.given == self.taken.len() {
             // A rate-capped link sends one segment, then pauses; a change
             // of link (or stopping) ends the queue so its rules are read
@@ -188,6 +192,15 @@ impl UploadQueue for LaneQueue<'_> {
         self.up.set(|l| l.state = state);
         Some((item.path.clone(), item.name.clone()))
     }
+}
+
+impl UploadQueue for LaneQueue<'_> {
+    fn next(&mut self) -> Option<(PathBuf, String)> {
+        self.flush_acks();
+        let next = self.next_file();
+        self.ended = next.is_none();
+        next
+    }
 
     fn stored(&mut self, _index: usize, report: UploadReport) {
         // Confirmations come in the order the files were given.
@@ -204,6 +217,9 @@ impl UploadQueue for LaneQueue<'_> {
             at_ns,
             day: day_of(at_ns / 1_000_000_000),
         });
+        if self.ended {
+            self.flush_acks();
+        }
     }
 }
 
