@@ -40,6 +40,16 @@ pub struct Item {
     pub path: PathBuf,
 }
 
+/// A segment the server confirmed durable, waiting to be recorded.
+#[derive(Clone, Debug)]
+pub struct Acked {
+    pub item: Item,
+    /// When the confirmation arrived (the catalog's `done_ns`).
+    pub at_ns: i64,
+    /// The UTC day its bytes count against the link's budget.
+    pub day: i64,
+}
+
 /// Which uploads a lane takes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Lane {
@@ -220,6 +230,22 @@ impl Spool {
             }
             r => r,
         }
+    }
+
+    /// [`Spool::write`] for a row whose loss in a power cut is harmless:
+    /// committed without an fsync (WAL with `synchronous=NORMAL`), so
+    /// still visible at once to every reader; the next full commit makes
+    /// it durable with everything before it.
+    fn write_unsynced<T>(
+        &mut self,
+        f: impl Fn(&mut Connection) -> rusqlite::Result<T>,
+    ) -> rusqlite::Result<T> {
+        self.db.pragma_update(None, "synchronous", "NORMAL")?;
+        let r = self.write(f);
+        let back = self.db.pragma_update(None, "synchronous", "FULL");
+        let r = r?;
+        back?;
+        Ok(r)
     }
 
     /// A number that grows across restarts (segment names).
@@ -485,7 +511,11 @@ impl Spool {
                 })?;
                 continue;
             }
-            let marked = self.write(|db| {
+            // The mark keeps the other lane from taking this segment too;
+            // `open` re-queues every 'uploading' row, so it need not
+            // survive a power cut, and its fsync (1-3 ms) stalled the
+            // lane's protocol thread, which asks for each next segment.
+            let marked = self.write_unsynced(|db| {
                 db.execute(
                     "UPDATE items SET state = 'uploading', attempts = attempts + 1 WHERE id = ?1",
                     [id],
@@ -517,21 +547,38 @@ impl Spool {
     /// The server has it durably: record, count it against the link, and
     /// delete the file.
     pub fn acked(&mut self, item: &Item, link: &str, day: i64) -> rusqlite::Result<()> {
-        let now = convoy_telemetry::now_ns();
+        let done = Acked {
+            item: item.clone(),
+            at_ns: convoy_telemetry::now_ns(),
+            day,
+        };
+        self.acked_all(std::slice::from_ref(&done), link)
+    }
+
+    /// [`Spool::acked`] for several segments the server confirmed, in one
+    /// transaction: one fsync, however many confirmations came at once.
+    pub fn acked_all(&mut self, done: &[Acked], link: &str) -> rusqlite::Result<()> {
+        if done.is_empty() {
+            return Ok(());
+        }
         self.write(|db| {
             let tx = db.transaction()?;
-            tx.execute(
-                "UPDATE items SET state = 'acked', done_ns = ?2, last_error = NULL WHERE id = ?1",
-                params![item.id, now],
-            )?;
-            tx.execute(
-                "INSERT INTO link_bytes (link, day, bytes) VALUES (?1, ?2, ?3)
-                 ON CONFLICT (link, day) DO UPDATE SET bytes = bytes + excluded.bytes",
-                params![link, day, item.bytes as i64],
-            )?;
+            for d in done {
+                tx.execute(
+                    "UPDATE items SET state = 'acked', done_ns = ?2, last_error = NULL WHERE id = ?1",
+                    params![d.item.id, d.at_ns],
+                )?;
+                tx.execute(
+                    "INSERT INTO link_bytes (link, day, bytes) VALUES (?1, ?2, ?3)
+                     ON CONFLICT (link, day) DO UPDATE SET bytes = bytes + excluded.bytes",
+                    params![link, d.day, d.item.bytes as i64],
+                )?;
+            }
             tx.commit()
         })?;
-        let _ = std::fs::remove_file(&item.path);
+        for d in done {
+            let _ = std::fs::remove_file(&d.item.path);
+        }
         Ok(())
     }
 
@@ -684,6 +731,34 @@ mod tests {
         s.acked(&a, "wifi", 7).unwrap();
         assert_eq!(s.spent("wifi", 7), 10);
         assert!(!a.path.exists());
+    }
+
+    #[test]
+    fn a_burst_of_confirmations_is_recorded_in_one_call_with_its_times() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Spool::open(dir.path(), 1 << 20).unwrap();
+        put(&mut s, "a", Class::Telemetry, 10);
+        put(&mut s, "b", Class::Bulk, 30);
+        let a = s.take(Lane::Backlog, &Class::ALL, 0).unwrap().unwrap();
+        let b = s.take(Lane::Backlog, &Class::ALL, 0).unwrap().unwrap();
+        let done = [(a, 111, 7), (b, 222, 8)].map(|(item, at_ns, day)| Acked { item, at_ns, day });
+        s.acked_all(&done, "lte").unwrap();
+        assert_eq!((s.spent("lte", 7), s.spent("lte", 8)), (10, 30));
+        assert_eq!(s.acked_names().unwrap(), ["a", "b"]);
+        let times: Vec<i64> =
+            s.db.prepare("SELECT done_ns FROM items ORDER BY id")
+                .unwrap()
+                .query_map([], |r| r.get(0))
+                .unwrap()
+                .map(Result::unwrap)
+                .collect();
+        assert_eq!(times, [111, 222]);
+        assert!(done.iter().all(|d| !d.item.path.exists()));
+        // Taking left the catalog fully synchronous for what follows.
+        let sync: i64 =
+            s.db.query_row("PRAGMA synchronous", [], |r| r.get(0))
+                .unwrap();
+        assert_eq!(sync, 2, "synchronous=FULL");
     }
 
     #[test]

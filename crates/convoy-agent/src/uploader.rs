@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use convoy_net::{Client, ClientOptions, UploadQueue, UploadReport};
 
 use crate::policy::{day_of, Class, LinkRule};
-use crate::spool::{Item, Lane, Spool};
+use crate::spool::{Acked, Item, Lane, Spool};
 use crate::status::{LaneStatus, LastUpload, Shared};
 
 pub struct Uploader {
@@ -93,6 +93,13 @@ struct LaneQueue<'u> {
     /// `given` of them were handed to the connection.
     taken: VecDeque<Item>,
     given: usize,
+    /// Confirmed, not yet recorded in the spool: written together at the
+    /// next turn that asks for a segment (one fsync for a burst of
+    /// confirmations, not one each on the protocol thread).
+    acks: Vec<Acked>,
+    /// `next` said the queue ended, so no turn asks again: each
+    /// confirmation is recorded as it comes.
+    ended: bool,
     /// Bytes confirmed, for a rate cap's pause.
     bytes: u64,
     started: Instant,
@@ -105,6 +112,8 @@ impl<'u> LaneQueue<'u> {
             rule,
             taken: VecDeque::new(),
             given: 0,
+            acks: Vec::new(),
+            ended: false,
             bytes: 0,
             started: Instant::now(),
         }
@@ -117,7 +126,9 @@ impl<'u> LaneQueue<'u> {
         };
         let now_ns = convoy_telemetry::now_ns();
         let now_s = now_ns / 1_000_000_000;
-        let in_flight: u64 = self.taken.iter().map(|i| i.bytes).sum();
+        // Confirmed but unrecorded bytes are spent too.
+        let in_flight: u64 = self.taken.iter().map(|i| i.bytes).sum::<u64>()
+            + self.acks.iter().map(|a| a.item.bytes).sum::<u64>();
         let spent = sp.spent(&self.rule.name, day_of(now_s)) + in_flight;
         let allowed: Vec<Class> = Class::ALL
             .into_iter()
@@ -132,15 +143,30 @@ impl<'u> LaneQueue<'u> {
         }
     }
 
-    /// Puts back what was not confirmed.
+    /// Records the confirmed segments as acknowledged (their files go).
+    fn flush_acks(&mut self) {
+        if self.acks.is_empty() {
+            return;
+        }
+        if let Ok(mut sp) = self.up.spool.lock() {
+            if let Err(e) = sp.acked_all(&self.acks, &self.rule.name) {
+                self.up.status.note_error(&format!("spool catalog: {e}"));
+            }
+        }
+        self.acks.clear();
+    }
+
+    /// Records what was confirmed, and puts back what was not.
     fn fail(&mut self, msg: &str) {
+        self.flush_acks();
         let items: Vec<Item> = self.taken.drain(..).collect();
         self.up.fail(&items, msg);
     }
 }
 
-impl UploadQueue for LaneQueue<'_> {
-    fn next(&mut self) -> Option<(PathBuf, String)> {
+impl LaneQueue<'_> {
+    /// The next segment to hand the connection, if any.
+    fn next_file(&mut self) -> Option<(PathBuf, String)> {
         if self.given == self.taken.len() {
             // A rate-capped link sends one segment, then pauses; a change
             // of link (or stopping) ends the queue so its rules are read
@@ -166,6 +192,15 @@ impl UploadQueue for LaneQueue<'_> {
         self.up.set(|l| l.state = state);
         Some((item.path.clone(), item.name.clone()))
     }
+}
+
+impl UploadQueue for LaneQueue<'_> {
+    fn next(&mut self) -> Option<(PathBuf, String)> {
+        self.flush_acks();
+        let next = self.next_file();
+        self.ended = next.is_none();
+        next
+    }
 
     fn stored(&mut self, _index: usize, report: UploadReport) {
         // Confirmations come in the order the files were given.
@@ -174,14 +209,17 @@ impl UploadQueue for LaneQueue<'_> {
         };
         self.given -= 1;
         self.bytes += item.bytes;
-        let day = day_of(convoy_telemetry::now_ns() / 1_000_000_000);
-        self.up.stored(
-            &item,
-            &self.rule.name,
-            day,
-            report.bytes,
-            self.started.elapsed(),
-        );
+        let at_ns = convoy_telemetry::now_ns();
+        self.up
+            .stored(&item, &self.rule.name, report.bytes, self.started.elapsed());
+        self.acks.push(Acked {
+            item,
+            at_ns,
+            day: day_of(at_ns / 1_000_000_000),
+        });
+        if self.ended {
+            self.flush_acks();
+        }
     }
 }
 
@@ -262,7 +300,9 @@ impl Uploader {
                 }
             }
             let c = client.as_mut().expect("connected");
-            match c.upload_queue(&mut queue, WINDOW) {
+            let sent = c.upload_queue(&mut queue, WINDOW);
+            queue.flush_acks();
+            match sent {
                 Ok(()) => {
                     let pause = queue.rule.pause_after(queue.bytes, queue.started.elapsed());
                     if !pause.is_zero() {
@@ -287,18 +327,14 @@ impl Uploader {
         }
     }
 
-    /// The server confirmed `item` durable: acknowledge it in the spool.
-    fn stored(&self, item: &Item, link: &str, day: i64, bytes: u64, took: Duration) {
+    /// The server confirmed `item` durable (the spool records it with
+    /// the lane's next turn, [`LaneQueue::flush_acks`]).
+    fn stored(&self, item: &Item, link: &str, bytes: u64, took: Duration) {
         // The server is in reach (`Shared::set_offline`): a lane whose
         // connection failed set it offline, and only a new connection
         // cleared it, so while the other lane's connection kept working
         // the segmenters went on cutting offline-length segments.
         self.status.set_offline(false);
-        if let Ok(mut sp) = self.spool.lock() {
-            if let Err(e) = sp.acked(item, link, day) {
-                self.status.note_error(&format!("spool catalog: {e}"));
-            }
-        }
         let age = (convoy_telemetry::now_ns() - item.created_ns) as f64 / 1e9;
         self.set(|l| {
             l.uploads += 1;

@@ -9,11 +9,12 @@ use std::time::Duration;
 
 use convoy_proto::{Connection, StreamError, StreamId};
 
-use crate::auth::{read_name, write_name, Authorizer, CommitHook, Committed, Identity};
+use crate::auth::{read_name, write_name, Authorizer, Identity};
 use crate::error::NetError;
 use crate::perf_stamps::{wall_ns, LatencyMeter};
 use crate::perf_timeline::ReadTimeline;
 use crate::request::{Reply, Request};
+use crate::server::committer::{Job, Outcome, Work};
 use crate::store::{PartialUpload, PutStart, Store};
 
 /// How often a perf server reports what it has received.
@@ -133,7 +134,6 @@ pub struct SessionCtx<'a> {
     pub auth: Option<&'a dyn Authorizer>,
     /// The peer's static key.
     pub key: Option<[u8; 32]>,
-    pub hook: Option<&'a dyn CommitHook>,
 }
 
 impl SessionCtx<'_> {
@@ -150,22 +150,6 @@ impl SessionCtx<'_> {
         }
         Ok(())
     }
-
-    /// Runs the commit hook for a stored file.
-    fn committed(&self, stored_name: &str, bytes: u64, blake3: [u8; 32]) -> Result<(), NetError> {
-        let (Some(hook), Some(store)) = (self.hook, self.store) else {
-            return Ok(());
-        };
-        let path = store.final_path(stored_name);
-        hook.committed(&Committed {
-            who: self.who,
-            stored_name,
-            path: &path,
-            bytes,
-            blake3,
-        })
-        .map_err(|e| NetError::Remote(format!("stored but not queued for indexing: {e}")))
-    }
 }
 
 enum Phase {
@@ -176,6 +160,16 @@ enum Phase {
         name: String,
         stored: String,
         from: u64,
+    },
+    /// The upload is complete and handed to the commit thread
+    /// ([`Session::take_job`]); "stored" waits for [`Session::committed`].
+    Committing {
+        name: String,
+        from: u64,
+        bytes: u64,
+        /// Logged as stored once durable (not for a re-confirmation of
+        /// what an earlier run stored).
+        announce: bool,
     },
     Get {
         file: File,
@@ -206,8 +200,10 @@ pub struct Session {
     phase: Phase,
     peer: SocketAddr,
     /// The partial file this session writes, so a newer run of the same
-    /// upload can take it over.
+    /// upload can take it over. Kept until the commit is done.
     pub partial: Option<PathBuf>,
+    /// Storage work for the commit thread, waiting to be handed over.
+    job: Option<Job>,
 }
 
 /// CPU time (user + system) this process has used.
@@ -227,6 +223,51 @@ impl Session {
             phase: Phase::Header,
             peer,
             partial: None,
+            job: None,
+        }
+    }
+
+    /// The storage work this session waits for, to run off the protocol
+    /// thread; its outcome comes back through [`Session::committed`].
+    pub fn take_job(&mut self) -> Option<Job> {
+        self.job.take()
+    }
+
+    /// The commit thread is done with this session's job: say "stored"
+    /// only now, with the file fsynced, renamed, its directory fsynced and
+    /// the hook run; or report why not.
+    pub fn committed(
+        &mut self,
+        outcome: Outcome,
+        ctx: &SessionCtx<'_>,
+        events: &mut Vec<ServerEvent>,
+    ) {
+        let Phase::Committing {
+            name,
+            from,
+            bytes,
+            announce,
+        } = std::mem::replace(&mut self.phase, Phase::Done)
+        else {
+            return;
+        };
+        self.partial = None;
+        match outcome {
+            Ok(hash) => {
+                self.out.push(&Reply::Stored { hash }.encode());
+                self.out.finish_when_empty();
+                if announce {
+                    events.push(ServerEvent::Stored {
+                        peer: self.peer,
+                        vehicle: ctx.vehicle(),
+                        name,
+                        bytes,
+                        resumed_from: from,
+                        blake3: convoy_proto::crypto::hex(&hash),
+                    });
+                }
+            }
+            Err(e) => self.fail(&e, ctx, events),
         }
     }
 
@@ -257,22 +298,28 @@ impl Session {
                     upload.discard();
                 }
             }
-            self.phase = Phase::Done;
-            self.partial = None;
-            events.push(ServerEvent::Failed {
-                peer: self.peer,
-                vehicle: ctx.vehicle(),
-                error: e.to_string(),
-            });
-            self.out.push(
-                &Reply::Error {
-                    message: e.to_string(),
-                }
-                .encode(),
-            );
-            self.out.finish_when_empty();
+            self.fail(&e, ctx, events);
         }
         let _ = self.out.flush(c, id);
+    }
+
+    /// Ends the request with an error the client reads.
+    fn fail(&mut self, e: &NetError, ctx: &SessionCtx<'_>, events: &mut Vec<ServerEvent>) {
+        self.phase = Phase::Done;
+        self.partial = None;
+        self.job = None;
+        events.push(ServerEvent::Failed {
+            peer: self.peer,
+            vehicle: ctx.vehicle(),
+            error: e.to_string(),
+        });
+        self.out.push(
+            &Reply::Error {
+                message: e.to_string(),
+            }
+            .encode(),
+        );
+        self.out.finish_when_empty();
     }
 
     fn advance(
@@ -284,8 +331,12 @@ impl Session {
         scratch: &mut [u8],
         events: &mut Vec<ServerEvent>,
     ) -> Result<(), NetError> {
-        if let Phase::Get { .. } = self.phase {
-            return self.send_file(c, id, ctx, scratch, events);
+        match self.phase {
+            Phase::Get { .. } => return self.send_file(c, id, ctx, scratch, events),
+            // The request side has ended; nothing to do until the commit
+            // thread answers.
+            Phase::Committing { .. } => return Ok(()),
+            _ => {}
         }
         loop {
             let fin = match c.read(id, scratch) {
@@ -366,7 +417,9 @@ impl Session {
                 Ok(())
             }
             Phase::PerfOver => Ok(()),
-            Phase::Get { .. } | Phase::Done => Err(NetError::Protocol("unexpected data".into())),
+            Phase::Committing { .. } | Phase::Get { .. } | Phase::Done => {
+                Err(NetError::Protocol("unexpected data".into()))
+            }
         }
     }
 
@@ -382,11 +435,21 @@ impl Session {
                     PutStart::AlreadyStored => {
                         // An earlier run stored it but its client never
                         // heard: queue it again (idempotent), then confirm.
-                        ctx.committed(&stored, size, hash)?;
                         self.out.push(&Reply::PutFrom { offset: size }.encode());
-                        self.out.push(&Reply::Stored { hash }.encode());
-                        self.out.finish_when_empty();
-                        self.phase = Phase::Done;
+                        self.job = Some(Job {
+                            stored,
+                            who: ctx.who.cloned(),
+                            work: Work::Requeue {
+                                bytes: size,
+                                blake3: hash,
+                            },
+                        });
+                        self.phase = Phase::Committing {
+                            name,
+                            from: size,
+                            bytes: size,
+                            announce: false,
+                        };
                     }
                     PutStart::Resume(upload) => {
                         self.out.push(
@@ -470,19 +533,22 @@ impl Session {
                 // A key revoked during the upload gets no acknowledgement;
                 // its bytes stay in the partial file, never committed.
                 ctx.still_allowed()?;
+                // fsync, rename, directory fsync and the hook block for
+                // milliseconds: they run on the commit thread, and the
+                // reply waits for them (`committed`).
                 let bytes = upload.size;
-                let hash = upload.commit()?;
-                self.partial = None;
-                ctx.committed(&stored, bytes, hash)?;
-                self.out.push(&Reply::Stored { hash }.encode());
-                events.push(ServerEvent::Stored {
-                    peer: self.peer,
-                    vehicle: ctx.vehicle(),
-                    name,
-                    bytes,
-                    resumed_from: from,
-                    blake3: convoy_proto::crypto::hex(&hash),
+                self.job = Some(Job {
+                    stored,
+                    who: ctx.who.cloned(),
+                    work: Work::Commit(upload),
                 });
+                self.phase = Phase::Committing {
+                    name,
+                    from,
+                    bytes,
+                    announce: true,
+                };
+                return Ok(());
             }
             Phase::Perf {
                 expected,

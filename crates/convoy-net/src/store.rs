@@ -14,6 +14,7 @@ use crate::error::NetError;
 
 pub const PARTIAL_DIR: &str = ".convoy-partial";
 
+#[derive(Clone)]
 pub struct Store {
     dir: PathBuf,
     partial_dir: PathBuf,

@@ -218,7 +218,7 @@ def figures(root: Path, trace: Path | None, rate_mbit: float, before: float, out
 
 
 def run(out: Path, trace: Path | None, rate: str, delay_ms: float, queue: int, before: float,
-        outage: float, settle: float, after_max: float, bulk_bytes: int) -> dict:
+        outage: float, settle: float, after_max: float, bulk_bytes: int, records: bool = False) -> dict:
     root = out.resolve()
     if root.exists():
         subprocess.run(["rm", "-rf", str(root)], check=True)
@@ -234,6 +234,7 @@ def run(out: Path, trace: Path | None, rate: str, delay_ms: float, queue: int, b
     me = [sys.executable, "-m", "convoy_lab.fleet.lte"]
     spec = link_spec(trace, rate, delay_ms, queue, before, outage)
     cmd = [str(convoy_binary()), "emu", "--link", spec,
+           *(["--records", str(root / "records")] if records else []),
            "--server", "exec " + shlex.join([*me, "side-server", str(root)]),
            "--", *me, "side-client", str(root), str(before), str(outage), str(settle), str(after_max),
            str(bulk_bytes)]
@@ -308,6 +309,8 @@ def add_parser(sub) -> None:
     p.add_argument("--after-max", type=float, default=1800, help="give up on the drain after this long")
     p.add_argument("--bulk-rate", type=float, default=100, help="bulk data made while driving, kB/s (default 100)")
     p.add_argument("--out", type=Path, default=Path("results/fleet-lte"))
+    p.add_argument("--records", action="store_true",
+                   help="keep the link's per-packet records in OUT/records (convoy emu --records)")
     p.add_argument("--json", action="store_true")
 
 
@@ -326,7 +329,7 @@ def from_args(a) -> int:
         print("fleet lte: --rate takes Mbit/s, like 10mbit", file=sys.stderr)
         return 2
     doc = run(a.out, a.trace.resolve() if a.trace else None, a.rate, a.delay, a.queue, a.before, a.outage,
-              a.settle, a.after_max, int(a.bulk_rate * 1000 * BULK_EVERY_S))
+              a.settle, a.after_max, int(a.bulk_rate * 1000 * BULK_EVERY_S), a.records)
     if a.json:
         print(json.dumps(doc))
     else:

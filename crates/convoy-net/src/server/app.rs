@@ -15,6 +15,7 @@ use convoy_proto::{Connection, ConnectionHandle, Endpoint, Event, StreamId};
 use crate::auth::{Authorizer, CommitHook, Identity, REAUTH_EVERY, REFUSED_CODE, REFUSED_PREFIX};
 use crate::driver::{Application, Step};
 use crate::error::NetError;
+use crate::server::committer::{Committer, JobKey, Outcome};
 use crate::session::{ServerEvent, Session, SessionCtx, PROGRESS_EVERY};
 use crate::store::Store;
 use crate::wake::Waker;
@@ -90,6 +91,10 @@ pub struct ServerApp {
     events: Vec<ServerEvent>,
     touched: Vec<ConnectionHandle>,
     next_tick: Duration,
+    /// Where complete uploads are made durable, off this thread.
+    pub committer: Committer,
+    /// Outcomes back from the committer, for sessions stepped this turn.
+    outcomes: HashMap<JobKey, Outcome>,
 }
 
 impl ServerApp {
@@ -101,7 +106,6 @@ impl ServerApp {
         access: Access,
     ) -> ServerApp {
         ServerApp {
-            store,
             sessions: HashMap::new(),
             peers: HashMap::new(),
             once,
@@ -110,13 +114,16 @@ impl ServerApp {
             sink: Sink::Local(Box::new(|_| {})),
             inbox: None,
             claims,
-            access,
             who: HashMap::new(),
             next_reauth: Duration::ZERO,
             scratch: vec![0; 256 * 1024],
             events: Vec::new(),
             touched: Vec::new(),
             next_tick: Duration::ZERO,
+            committer: Committer::new(store.clone(), access.hook.clone()),
+            outcomes: HashMap::new(),
+            store,
+            access,
         }
     }
 
@@ -235,7 +242,6 @@ impl ServerApp {
             who: who.as_ref(),
             auth: self.access.auth.as_deref(),
             key: c.peer_static(),
-            hook: self.access.hook.as_deref(),
         };
         list.retain_mut(|(id, r)| {
             if let Some((p, claim)) = &r.claim {
@@ -244,8 +250,14 @@ impl ServerApp {
                     r.claim = None;
                 }
             }
+            if let Some(outcome) = self.outcomes.remove(&(h, *id)) {
+                r.session.committed(outcome, &ctx, &mut self.events);
+            }
             r.session
                 .step(c, *id, &ctx, now, &mut self.scratch, &mut self.events);
+            if let Some(job) = r.session.take_job() {
+                self.committer.submit((h, *id), job);
+            }
             match (&r.claim, &r.session.partial) {
                 (None, Some(p)) => r.claim = Some((p.clone(), self.claims.claim(p))),
                 (Some((p, claim)), None) => {
@@ -304,6 +316,15 @@ impl Application for ServerApp {
         }
         let mut touched = std::mem::take(&mut self.touched);
         ep.take_touched(&mut touched);
+        // Sessions whose storage work finished: stepped now, to answer.
+        for (key, outcome) in self.committer.finished() {
+            touched.push(key.0);
+            self.outcomes.insert(key, outcome);
+        }
+        if !self.outcomes.is_empty() {
+            touched.sort();
+            touched.dedup();
+        }
         if now >= self.next_tick {
             // Perf sessions report progress on a clock of their own.
             self.next_tick = now + PROGRESS_EVERY;
@@ -323,6 +344,9 @@ impl Application for ServerApp {
         for &h in &touched {
             self.step_connection(ep, h, now, reauth);
         }
+        // Outcomes for sessions that are gone (closed or taken over): the
+        // file is stored all the same; a retry finds it.
+        self.outcomes.clear();
         self.touched = touched;
         self.emit();
         if self.once && self.served && ep.is_empty() {

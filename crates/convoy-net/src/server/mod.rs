@@ -8,6 +8,7 @@
 //! [`Server::run`] and reports every worker's events.
 
 mod app;
+pub(crate) mod committer;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -233,6 +234,7 @@ impl Server {
                 w
             }
         };
+        self.app.committer.set_waker(waker.clone());
         let (tx, rx) = mpsc::channel();
         self.app.inbox = Some(rx);
         let stop = self.app.stop.clone();
@@ -249,6 +251,10 @@ impl Server {
                     endpoint.set_cookie_key(key);
                     let mut driver = Driver::new(endpoint, p.socket, driver_cfg);
                     let mut app = ServerApp::new(p.store, false, stop.clone(), claims, access);
+                    // Its own, for its commit thread's answers.
+                    let own = Arc::new(Waker::new().map_err(NetError::Socket)?);
+                    driver.set_waker(own.clone());
+                    app.committer.set_waker(own);
                     app.sink = Sink::Forward(tx, waker.clone());
                     let r = driver.run(&mut app);
                     // One worker failing stops the server.
