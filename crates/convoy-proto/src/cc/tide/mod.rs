@@ -169,6 +169,10 @@ pub struct Tide {
     near_empty_at: Duration,
     /// Rate and window before the probe timeout, restored after it.
     saved: Option<(u64, u64)>,
+    /// When the last probe timeout fired: packets sent before it waited
+    /// out a silence, and are declared lost only once the link is heard
+    /// again.
+    silenced_at: Option<Duration>,
     app_limited: bool,
     /// The link's rate: measured while it was busy, raised by whatever
     /// arrives faster, kept through silences.
@@ -200,6 +204,7 @@ impl Tide {
             latest_rtt: Duration::ZERO,
             near_empty_at: Duration::ZERO,
             saved: None,
+            silenced_at: None,
             app_limited: false,
             capacity: None,
             loss: 0.0,
@@ -434,12 +439,17 @@ impl RateController for Tide {
 
     fn on_loss(&mut self, _now: Duration, lost: &[SentPacket]) {
         // Losses with a long queue may be drops at a full queue, and
-        // losses declared by the probe timeout may be packets waiting out
-        // an outage: neither is loss on the air.
+        // packets sent before a probe timeout may have been waiting out
+        // an outage (they are declared lost when the link is heard again):
+        // neither is loss on the air.
         let (queue, _) = self.est.queue_mean_max();
         let short_queue = queue <= 2 * self.target_queue(self.capacity.unwrap_or(0));
         if self.phase != Phase::Silent && short_queue {
-            for _ in lost {
+            let on_air = lost
+                .iter()
+                .filter(|p| self.silenced_at.is_none_or(|t| p.time > t))
+                .count();
+            for _ in 0..on_air {
                 self.loss = self.loss * (1.0 - LOSS_EWMA) + LOSS_EWMA;
             }
         }
@@ -453,7 +463,8 @@ impl RateController for Tide {
         self.only_path = only;
     }
 
-    fn on_probe_timeout(&mut self, _now: Duration) {
+    fn on_probe_timeout(&mut self, now: Duration) {
+        self.silenced_at = Some(now);
         if self.phase != Phase::Silent {
             self.saved = Some((self.pacing_rate, self.cwnd));
             self.phase = Phase::Silent;
