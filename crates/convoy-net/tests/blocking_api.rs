@@ -3,64 +3,18 @@
 
 mod support;
 
-use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::thread::JoinHandle;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use convoy_net::{Client, ClientOptions, NetError, Server, ServerOptions};
-use convoy_proto::Keypair;
-use support::{assert_identical, make_file, partial_size, Relay, TempDir};
-
-/// A blocking server running on a thread, stopped and joined on drop.
-struct Running {
-    addr: SocketAddr,
-    key: [u8; 32],
-    stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<Result<(), NetError>>>,
-}
-
-impl Running {
-    fn start(store: &std::path::Path) -> Running {
-        let keypair = Keypair::generate();
-        let key = keypair.public;
-        let mut opts = ServerOptions::new("127.0.0.1:0".parse().unwrap(), keypair);
-        opts.dir = Some(store.to_owned());
-        let (tx, rx) = std::sync::mpsc::channel();
-        // The server is not Send (its event callback need not be), so it
-        // is bound on the thread that runs it.
-        let thread = std::thread::spawn(move || {
-            let mut server = Server::bind(opts)?;
-            tx.send((server.local_addr().unwrap(), server.stop_flag()))
-                .unwrap();
-            server.run()
-        });
-        let (addr, stop) = rx.recv().unwrap();
-        Running {
-            addr,
-            key,
-            stop,
-            thread: Some(thread),
-        }
-    }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            t.join().unwrap().unwrap();
-        }
-    }
-}
+use convoy_net::{Client, ClientOptions, NetError};
+use support::{assert_identical, make_file, partial_size, Relay, ServerThread, TempDir};
 
 #[test]
 fn interrupted_upload_resumes_on_the_next_client() {
     let dir = TempDir::new("blocking-interrupt");
     let store = dir.path().join("store");
     std::fs::create_dir(&store).unwrap();
-    let server = Running::start(&store);
+    let server = ServerThread::start(&store, |_| {});
     let size = 4_000_000;
     let src = dir.path().join("drive.log");
     make_file(&src, size, 5);
@@ -135,7 +89,7 @@ fn a_queue_of_uploads_is_confirmed_in_order_and_stored_whole() {
     let dir = TempDir::new("blocking-queue");
     let store = dir.path().join("store");
     std::fs::create_dir(&store).unwrap();
-    let server = Running::start(&store);
+    let server = ServerThread::start(&store, |_| {});
     // Small segments and a few larger files, more than one window's worth.
     let files: Vec<(std::path::PathBuf, String)> = (0..40)
         .map(|i| {

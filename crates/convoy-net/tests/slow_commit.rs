@@ -6,16 +6,12 @@
 
 mod support;
 
-use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
 use std::time::Duration;
 
-use convoy_net::{Client, ClientOptions, CommitHook, Committed, NetError, Server, ServerOptions};
-use convoy_proto::Keypair;
-use support::{assert_identical, make_file, partial_size, TempDir};
+use convoy_net::{Client, ClientOptions, CommitHook, Committed, NetError};
+use support::{assert_identical, make_file, partial_size, ServerThread, TempDir};
 
 /// Holds uploads named `slow*` in the hook until released; records the
 /// order in which hooks returned.
@@ -39,47 +35,6 @@ impl CommitHook for GateHook {
         }
         self.returned.lock().unwrap().push(c.stored_name.to_owned());
         Ok(())
-    }
-}
-
-struct Running {
-    addr: SocketAddr,
-    key: [u8; 32],
-    stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<Result<(), NetError>>>,
-}
-
-impl Running {
-    fn start(store: &std::path::Path, hook: Arc<GateHook>, workers: usize) -> Running {
-        let keypair = Keypair::generate();
-        let key = keypair.public;
-        let mut opts = ServerOptions::new("127.0.0.1:0".parse().unwrap(), keypair);
-        opts.dir = Some(store.to_owned());
-        opts.commit_hook = Some(hook);
-        opts.workers = workers;
-        let (tx, rx) = mpsc::channel();
-        let thread = std::thread::spawn(move || {
-            let mut server = Server::bind(opts)?;
-            tx.send((server.local_addr().unwrap(), server.stop_flag()))
-                .unwrap();
-            server.run()
-        });
-        let (addr, stop) = rx.recv().unwrap();
-        Running {
-            addr,
-            key,
-            stop,
-            thread: Some(thread),
-        }
-    }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            t.join().unwrap().unwrap();
-        }
     }
 }
 
@@ -123,7 +78,10 @@ fn serves_others_while_a_commit_hook_blocks(workers: usize) {
     // A file already stored, for a download during the blocked commit.
     make_file(&store.join("old.bin"), 2_000_000, 9);
     let (hook, entered, release) = gate();
-    let server = Running::start(&store, hook.clone(), workers);
+    let server = ServerThread::start(&store, |opts| {
+        opts.commit_hook = Some(hook.clone());
+        opts.workers = workers;
+    });
 
     let slow_src = dir.path().join("slow.bin");
     make_file(&slow_src, 300_000, 1);

@@ -1,7 +1,7 @@
 //! Helpers for the in-process library tests: temporary directories that
-//! are removed even when a test fails, test files, and a UDP relay that
-//! goes silent after a byte budget (to stop an upload midway, however
-//! fast the machine is).
+//! are removed even when a test fails, test files, a server on a thread of
+//! its own, and a UDP relay that goes silent after a byte budget (to stop
+//! an upload midway, however fast the machine is).
 
 #![allow(dead_code)]
 
@@ -9,7 +9,11 @@ use std::net::{SocketAddr, UdpSocket};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
 use std::time::Duration;
+
+use convoy_net::{NetError, Server, ServerOptions};
+use convoy_proto::Keypair;
 
 /// A directory removed on drop.
 pub struct TempDir(PathBuf);
@@ -35,6 +39,52 @@ impl TempDir {
 impl Drop for TempDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A blocking server on 127.0.0.1 (a port the system picks) running on a
+/// thread of its own, stopped and joined on drop.
+pub struct ServerThread {
+    pub addr: SocketAddr,
+    pub key: [u8; 32],
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<Result<(), NetError>>>,
+}
+
+impl ServerThread {
+    /// A server storing into `store`, with a fresh key and whatever
+    /// `configure` sets on its options.
+    pub fn start(store: &Path, configure: impl FnOnce(&mut ServerOptions)) -> ServerThread {
+        let keypair = Keypair::generate();
+        let key = keypair.public;
+        let mut opts = ServerOptions::new("127.0.0.1:0".parse().unwrap(), keypair);
+        opts.dir = Some(store.to_owned());
+        configure(&mut opts);
+        let (tx, rx) = std::sync::mpsc::channel();
+        // The server is not Send (its event callback need not be), so it
+        // is bound on the thread that runs it.
+        let thread = std::thread::spawn(move || {
+            let mut server = Server::bind(opts)?;
+            tx.send((server.local_addr().unwrap(), server.stop_flag()))
+                .unwrap();
+            server.run()
+        });
+        let (addr, stop) = rx.recv().unwrap();
+        ServerThread {
+            addr,
+            key,
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for ServerThread {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            t.join().unwrap().unwrap();
+        }
     }
 }
 
