@@ -707,7 +707,7 @@ impl Connection {
         let mut t: Option<Duration> = None;
         let mut consider = |x: Duration| t = Some(t.map_or(x, |t| t.min(x)));
         for (i, p) in self.paths.iter().enumerate() {
-            if let Some(oldest) = self.probe_timer_start(p.id) {
+            if let Some(oldest) = self.probe_timer_start(i) {
                 consider(oldest + self.path_pto(i));
             }
             if let Some((_, sent)) = p.challenge.filter(|_| !p.challenge_due) {
@@ -760,16 +760,12 @@ impl Connection {
     /// (it is the fastest): until the peer notices and moves it, the
     /// others' acknowledgments are late, and a probe timeout there would
     /// throw away the one path that still works.
-    fn probe_timer_start(&self, id: u8) -> Option<Duration> {
-        let oldest = self.recovery.oldest_in_flight(Some(id))?;
-        let fired = self
-            .paths
-            .iter()
-            .find(|p| p.id == id)
-            .and_then(|p| p.last_probe_timeout);
+    fn probe_timer_start(&self, i: usize) -> Option<Duration> {
+        let p = &self.paths[i];
+        let oldest = self.recovery.oldest_in_flight(Some(p.id))?;
         Some(
             oldest
-                .max(fired.unwrap_or(oldest))
+                .max(p.last_probe_timeout.unwrap_or(oldest))
                 .max(self.last_suspicion.unwrap_or(oldest)),
         )
     }
@@ -778,10 +774,11 @@ impl Connection {
     pub(crate) fn on_path_timers(&mut self, now: Duration) {
         for i in 0..self.paths.len() {
             let id = self.paths[i].id;
-            if let Some(oldest) = self.probe_timer_start(id) {
+            if let Some(oldest) = self.probe_timer_start(i) {
                 let pto = self.path_pto(i);
                 if now >= oldest + pto {
                     let suspect = self.may_suspect(i, now);
+                    let lone = self.paths.len() == 1;
                     // A standby path's pings say nothing about what it can
                     // carry: its controller keeps its start-up state for
                     // the moment it takes over.
@@ -794,7 +791,7 @@ impl Connection {
                         let lost = self.recovery.on_probe_timeout(id, now.saturating_sub(pto));
                         self.on_path_lost(now, &lost);
                         self.suspect(now, i);
-                    } else if self.paths.len() > 1 {
+                    } else if !lone {
                         // Multipath keeps its rules: a standby taking over
                         // starts from its first window, and a failover
                         // counts on the symbols its timeouts free.
@@ -818,7 +815,7 @@ impl Connection {
                     self.paths[i].pto_count += 1;
                     // (Only a lone path keeps its packets: elsewhere the
                     // oldest in flight moved on with the timeout.)
-                    self.paths[i].last_probe_timeout = (self.paths.len() == 1).then_some(now);
+                    self.paths[i].last_probe_timeout = lone.then_some(now);
                     self.pto_count += 1;
                     if i == self.feedback_path(now) {
                         self.ping_due = true;
