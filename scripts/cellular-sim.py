@@ -6,11 +6,18 @@ queueing delay. Seconds instead of hours, so it is the tuning loop for a
 rate controller; the emulator (`experiments run cellular`) is the check.
 
     scripts/cellular-sim.py --kernel results/cellular/runs.csv [--loss 0] [--mode tide]
+    scripts/cellular-sim.py --offsets 12 [--loss 0] [--bin target/release/convoy]
 
 The kernel CSV comes from `experiments run cellular --schemes tcp-cubic,tcp-bbr`.
 Prints per point: convoy's share of the capacity, Cubic's and BBR's, the
 ratios, p95 queueing delay against the 0.5x-Cubic budget; then the worst
-ratios and where unused capacity went (what limited the sender)."""
+ratios and where unused capacity went (what limited the sender).
+
+Without --kernel it runs convoy alone over every shared trace direction at
+--offsets points spread evenly over each trace, and prints the mean and
+worst share of capacity, the mean p95 queueing delay, and the packets the
+sender declared lost and the receiver got redundant: a build against
+another, more points than the kernel grid has."""
 import argparse
 import concurrent.futures as cf
 import csv
@@ -24,19 +31,22 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--kernel", type=Path, required=True, help="runs.csv of a cellular run with tcp-cubic and tcp-bbr")
+    ap.add_argument("--kernel", type=Path, help="runs.csv of a cellular run with tcp-cubic and tcp-bbr")
+    ap.add_argument("--offsets", type=int, default=12, help="without --kernel: offsets per trace direction")
     ap.add_argument("--traces", type=Path, default=ROOT.parent / "shared" / "traces")
     ap.add_argument("--loss", type=float, default=0.0, help="added loss in %% (a loss setting of the kernel runs)")
     ap.add_argument("--mode", default="tide")
     ap.add_argument("--bin", type=Path, default=ROOT / "target" / "release" / "convoy")
     ap.add_argument("-j", type=int, default=2, help="simulations at once")
     a = ap.parse_args()
-    if not a.kernel.is_file():
+    if a.kernel is not None and not a.kernel.is_file():
         print(f"error: {a.kernel}: no such file", file=sys.stderr)
         return 2
     if not a.bin.is_file():
         print(f"error: {a.bin}: no convoy binary (cargo build --release -p convoy)", file=sys.stderr)
         return 2
+    if a.kernel is None:
+        return convoy_alone(a)
     ref: dict = {}
     for r in csv.DictReader(a.kernel.open()):
         if float(r["loss_pct"]) != a.loss or r["status"] != "ok":
@@ -50,20 +60,7 @@ def main() -> int:
         print(f"error: {a.kernel}: no successful runs at {a.loss:g} % loss", file=sys.stderr)
         return 2
 
-    def simulate(key):
-        trace, offset = key
-        twin = trace[:-3] + ".down" if trace.endswith(".up") else trace[:-5] + ".up"
-        link = (f"up={a.traces / trace},down={a.traces / twin},delay=20ms,queue=200,"
-                f"offset={offset:g}s,up-loss={a.loss:g}%")
-        cmd = [str(a.bin), "simulate", "--mode", a.mode, "--link", link, "--duration", "60s", "--json"]
-        p = subprocess.run(cmd, capture_output=True, text=True)
-        try:
-            return key, json.loads(p.stdout)
-        except json.JSONDecodeError:
-            return key, {"error": p.stderr.strip()}
-
-    with cf.ThreadPoolExecutor(a.j) as pool:
-        results = dict(pool.map(simulate, sorted(ref)))
+    results = simulate_all(a, sorted(ref))
     nan = (float("nan"), float("nan"))
     print(f"{'trace':28s} {'off':>4s} | {'ours':>6s} {'cubic':>6s} {'bbr':>6s} {'vsC':>5s} {'vsB':>5s} | "
           f"{'qp95':>5s} {'budget':>6s} {'ok':>3s}")
@@ -97,6 +94,61 @@ def main() -> int:
     print("unused capacity share by what limited the sender (mean over runs): "
           + ", ".join(f"{k}: {sum(v) / len(v):.3f}" for k, v in sorted(idle.items())))
     return 0
+
+
+def simulate_all(a, keys) -> dict:
+    """`convoy simulate` at each (trace direction, offset) of `keys`, as the
+    cellular experiment's link: 20 ms, 200 packets, the twin direction for
+    feedback, 60 s."""
+    def simulate(key):
+        trace, offset = key
+        twin = trace[:-3] + ".down" if trace.endswith(".up") else trace[:-5] + ".up"
+        link = (f"up={a.traces / trace},down={a.traces / twin},delay=20ms,queue=200,"
+                f"offset={offset:g}s,up-loss={a.loss:g}%")
+        cmd = [str(a.bin), "simulate", "--mode", a.mode, "--link", link, "--duration", "60s", "--json"]
+        p = subprocess.run(cmd, capture_output=True, text=True)
+        try:
+            return key, json.loads(p.stdout)
+        except json.JSONDecodeError:
+            return key, {"error": p.stderr.strip()}
+
+    with cf.ThreadPoolExecutor(a.j) as pool:
+        return dict(pool.map(simulate, keys))
+
+
+def trace_span_s(path: Path) -> float:
+    """The last delivery opportunity of a Mahimahi trace, in seconds."""
+    last = 0
+    for line in path.open():
+        if line.strip():
+            last = int(line)
+    return last / 1000
+
+
+def convoy_alone(a) -> int:
+    keys = []
+    for path in sorted(a.traces.glob("*.up")) + sorted(a.traces.glob("*.down")):
+        span = trace_span_s(path)
+        keys += [(path.name, round(k * span / a.offsets)) for k in range(a.offsets)]
+    if not keys:
+        print(f"error: {a.traces}: no *.up or *.down traces", file=sys.stderr)
+        return 2
+    results = simulate_all(a, keys)
+    errors = [k for k, d in results.items() if "error" in d]
+    for k in errors:
+        print(f"{k[0]} at {k[1]} s: error: {results[k]['error']}", file=sys.stderr)
+    ok = [d for d in results.values() if "error" not in d]
+    if not ok:
+        return 1
+    shares = [d["goodput_bps"] / d["report"]["upload"]["capacity_bps"] for d in ok]
+    q = [d["queue_delay_p95_ms"] for d in ok]
+    lost = sum(d["packets_lost"] for d in ok)
+    redundant = sum(d["redundant_received"] for d in ok)
+    print(f"{len(ok)} points ({a.offsets} offsets per direction, {a.loss:g} % loss, {a.mode}): "
+          f"share of capacity mean {sum(shares) / len(shares):.4f}, worst {min(shares):.3f}; "
+          f"p95 queueing mean {sum(q) / len(q):.0f} ms; packets declared lost {lost}, "
+          f"redundant at the receiver {redundant}")
+    return 1 if errors else 0
 
 
 if __name__ == "__main__":
