@@ -805,9 +805,9 @@ impl Connection {
                     // capacity, and arrives; declared lost, its symbols were
                     // replaced for nothing. The PING's acknowledgment (or the
                     // next data's) declares lost, by packet and time
-                    // threshold, whatever really was. Tide, `convoy
-                    // simulate`, six drive directions at 12 offsets each
-                    // (60 s, 20 ms, 200 packets): 0.915 -> 0.918 of
+                    // threshold, whatever really was. Tide over six drive
+                    // directions at 12 offsets each in the simulator
+                    // (`scripts/cellular-sim.py --offsets 12`): 0.915 -> 0.918 of
                     // capacity at 0 % loss, 0.893 -> 0.895 at 2 %, packets
                     // declared lost 43 k -> 21 k and redundant symbols
                     // 7.2 k -> 1.9 k at 0 %; links pausing 50-400 ms every
