@@ -19,6 +19,7 @@ fn params() -> TransportParams {
         max_blocks: 16,
         idle_timeout_ms: 30_000,
         receive_times: true,
+        aes_gcm: true,
     }
 }
 

@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use convoy_proto::cc::Priority;
 use convoy_proto::{
-    Config, Connection, ConnectionHandle, ConnectionStats, Endpoint, Event, Keypair, Mode, StreamId,
+    AeadChoice, Config, Connection, ConnectionHandle, ConnectionStats, Endpoint, Event, Keypair,
+    Mode, StreamId,
 };
 
 use crate::driver::{Application, Driver, DriverConfig, Step};
@@ -45,6 +46,9 @@ pub struct ClientOptions {
     pub handshake_timeout: Duration,
     /// Pacing, batching and timestamp settings of the driver.
     pub driver: DriverConfig,
+    /// Which packet AEADs the handshake offers (AES-256-GCM where this CPU
+    /// has AES instructions, by default).
+    pub aead: AeadChoice,
     /// `None`: one socket, routed by the kernel (the default). `Some`:
     /// one path per chosen local IPv4 address, following the host's
     /// interfaces through netlink ([`crate::multipath`]); an empty
@@ -67,6 +71,7 @@ impl ClientOptions {
             idle_timeout: Duration::from_secs(30),
             handshake_timeout: Duration::from_secs(10),
             driver: DriverConfig::default(),
+            aead: AeadChoice::Auto,
             paths: None,
         }
     }
@@ -247,6 +252,7 @@ impl Client {
         opts.priority.apply(&mut cfg);
         cfg.idle_timeout = opts.idle_timeout;
         cfg.handshake_timeout = opts.handshake_timeout;
+        cfg.aead = opts.aead;
         let endpoint = Endpoint::new(cfg, false).map_err(|e| NetError::Config(e.to_string()))?;
         let (socket, multipath) = client_socket(&opts)?;
         let mut driver = Driver::new(endpoint, socket, opts.driver);

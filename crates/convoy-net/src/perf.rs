@@ -76,6 +76,8 @@ impl From<LatencySummary> for LatencyMs {
 #[derive(Clone, Debug, Default, serde::Serialize)]
 pub struct PerfReport {
     pub mode: String,
+    /// The packet AEAD the handshake chose.
+    pub aead: String,
     /// Bytes the server's application read: all of them, or, timed, those
     /// that arrived within `seconds` of the request.
     pub bytes: u64,
@@ -294,6 +296,7 @@ impl Client {
         let stats = self.stats();
         Ok(PerfReport {
             mode: mode.to_owned(),
+            aead: stats.aead.to_owned(),
             bytes: received,
             seconds,
             goodput_mbps: received as f64 * 8.0 / seconds.max(1e-9) / 1e6,

@@ -10,7 +10,7 @@ use crate::cc::{
     TideConfig,
 };
 use crate::coding::CodingConfig;
-use crate::crypto::Keypair;
+use crate::crypto::{cpu_has_aes_gcm, Keypair};
 use crate::stream::StreamLimits;
 use crate::wire::packet::{SHORT_HEADER_LEN, TAG_LEN};
 
@@ -125,6 +125,54 @@ impl RateControl {
     }
 }
 
+/// Which packet AEADs an endpoint offers in its handshake
+/// (`crate::crypto::Aead`): ChaCha20-Poly1305 always, AES-256-GCM per this
+/// choice. The connection uses AES-256-GCM only if both ends offer it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum AeadChoice {
+    /// Offer AES-256-GCM where this CPU has AES instructions, where it is
+    /// about three times as fast as ChaCha20-Poly1305 (the default).
+    #[default]
+    Auto,
+    /// Offer only ChaCha20-Poly1305, so the connection uses it.
+    ChaCha20Poly1305,
+    /// Offer AES-256-GCM whatever the CPU.
+    Aes256Gcm,
+}
+
+impl AeadChoice {
+    /// The name `FromStr` reads (the `--aead` of every command).
+    pub fn name(self) -> &'static str {
+        match self {
+            AeadChoice::Auto => "auto",
+            AeadChoice::ChaCha20Poly1305 => "chacha20-poly1305",
+            AeadChoice::Aes256Gcm => "aes-256-gcm",
+        }
+    }
+
+    pub fn offers_aes_gcm(self) -> bool {
+        match self {
+            AeadChoice::Auto => cpu_has_aes_gcm(),
+            AeadChoice::ChaCha20Poly1305 => false,
+            AeadChoice::Aes256Gcm => true,
+        }
+    }
+}
+
+impl std::str::FromStr for AeadChoice {
+    type Err = String;
+    fn from_str(s: &str) -> Result<AeadChoice, String> {
+        [
+            AeadChoice::Auto,
+            AeadChoice::ChaCha20Poly1305,
+            AeadChoice::Aes256Gcm,
+        ]
+        .into_iter()
+        .find(|c| c.name() == s)
+        .ok_or_else(|| format!("{s:?}: expected auto, chacha20-poly1305 or aes-256-gcm"))
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct Config {
     /// This endpoint's static key (its identity).
@@ -159,6 +207,8 @@ pub struct Config {
     /// Packets sealed under one key before the sender moves to the next
     /// (a key update, `crate::crypto::KeyUpdate`).
     pub key_update_packets: u64,
+    /// Which packet AEADs the handshake offers.
+    pub aead: AeadChoice,
     /// Seeds connection ids and cookie keys, so simulations replay exactly.
     pub seed: Option<u64>,
 }
@@ -180,6 +230,7 @@ impl Config {
             retry_rate: 500,
             routing: crate::cid::Routing::default(),
             key_update_packets: 1 << 30,
+            aead: AeadChoice::Auto,
             seed: None,
         }
     }

@@ -11,7 +11,7 @@
 //! travel only in encrypted Noise payloads (XX's first message is cleartext,
 //! so the client's parameters wait for its second message).
 
-use crate::crypto::{Keypair, RecvKeys, SendKeys, NOISE_IK, NOISE_XX, PROLOGUE};
+use crate::crypto::{Aead, Keypair, RecvKeys, SendKeys, NOISE_IK, NOISE_XX, PROLOGUE};
 use crate::wire::cursor::{Reader, Writer};
 use crate::wire::WireError;
 use convoy_codec::CodeKind;
@@ -61,7 +61,13 @@ pub struct TransportParams {
     /// each acknowledgment (its rate controller measures the forward path
     /// with them). Encoded as bit 0 of an optional trailing flags varint.
     pub receive_times: bool,
+    /// The sender of these parameters offers AES-256-GCM for packets
+    /// (bit 1 of the flags; ChaCha20-Poly1305 is always offered).
+    pub aes_gcm: bool,
 }
+
+const FLAG_RECEIVE_TIMES: u64 = 1;
+const FLAG_AES_GCM: u64 = 2;
 
 impl TransportParams {
     pub fn encode(&self) -> Vec<u8> {
@@ -77,7 +83,7 @@ impl TransportParams {
             self.max_stream_data,
             self.max_blocks,
             self.idle_timeout_ms,
-            u64::from(self.receive_times),
+            flag(self.receive_times, FLAG_RECEIVE_TIMES) | flag(self.aes_gcm, FLAG_AES_GCM),
         ] {
             w.varint(v).expect("64 bytes hold six varints");
         }
@@ -91,15 +97,29 @@ impl TransportParams {
             1 => CodeKind::RaptorQ,
             _ => return Err(HandshakeError::Malformed("unknown code")),
         };
-        let p = TransportParams {
+        let max_data = r.varint()?;
+        let max_stream_data = r.varint()?;
+        let max_blocks = r.varint()?;
+        let idle_timeout_ms = r.varint()?;
+        // Absent from older peers: no flags set. Unknown bits are ignored.
+        let flags = if r.is_empty() { 0 } else { r.varint()? };
+        Ok(TransportParams {
             code,
-            max_data: r.varint()?,
-            max_stream_data: r.varint()?,
-            max_blocks: r.varint()?,
-            idle_timeout_ms: r.varint()?,
-            receive_times: !r.is_empty() && r.varint()? & 1 == 1,
-        };
-        Ok(p)
+            max_data,
+            max_stream_data,
+            max_blocks,
+            idle_timeout_ms,
+            receive_times: flags & FLAG_RECEIVE_TIMES != 0,
+            aes_gcm: flags & FLAG_AES_GCM != 0,
+        })
+    }
+}
+
+fn flag(set: bool, bit: u64) -> u64 {
+    if set {
+        bit
+    } else {
+        0
     }
 }
 
@@ -125,6 +145,7 @@ fn builder(pattern: &str) -> snow::Builder<'static> {
 
 fn finish(
     mut hs: snow::HandshakeState,
+    own_params: &TransportParams,
     peer_params: TransportParams,
 ) -> Result<Established, HandshakeError> {
     let peer_static: [u8; 32] = hs
@@ -137,9 +158,10 @@ fn finish(
     } else {
         (to_initiator, to_responder)
     };
+    let aead = Aead::negotiate(own_params.aes_gcm, peer_params.aes_gcm);
     Ok(Established {
-        send: SendKeys::new(&send),
-        recv: RecvKeys::new(&recv),
+        send: SendKeys::new(aead, &send),
+        recv: RecvKeys::new(aead, &recv),
         peer_static,
         peer_params,
     })
@@ -214,7 +236,7 @@ impl ClientHandshake {
             Some(write(&mut self.hs, &self.params.encode())?)
         };
         Ok(ClientDone {
-            established: finish(self.hs, peer_params)?,
+            established: finish(self.hs, &self.params, peer_params)?,
             final_message,
         })
     }
@@ -223,6 +245,7 @@ impl ClientHandshake {
 /// The server's side of an XX handshake waiting for the client's last message.
 pub struct ServerHandshake {
     hs: snow::HandshakeState,
+    params: TransportParams,
 }
 
 /// What the server does with a client's Initial.
@@ -264,13 +287,13 @@ impl ServerHandshake {
             let reply = write(&mut hs, &params.encode())?;
             return Ok(ServerStep::Done {
                 reply,
-                established: Box::new(finish(hs, peer_params)?),
+                established: Box::new(finish(hs, &params, peer_params)?),
             });
         }
         let reply = write(&mut hs, &params.encode())?;
         Ok(ServerStep::AwaitFinal {
             reply,
-            handshake: Box::new(ServerHandshake { hs }),
+            handshake: Box::new(ServerHandshake { hs, params }),
         })
     }
 
@@ -278,7 +301,7 @@ impl ServerHandshake {
     pub fn on_final(mut self, msg: &[u8]) -> Result<Established, HandshakeError> {
         let payload = read(&mut self.hs, msg)?;
         let peer_params = TransportParams::decode(&payload)?;
-        finish(self.hs, peer_params)
+        finish(self.hs, &self.params, peer_params)
     }
 }
 
@@ -294,6 +317,7 @@ mod tests {
             max_blocks: 16,
             idle_timeout_ms: 30_000,
             receive_times: code == CodeKind::Rlnc,
+            aes_gcm: code == CodeKind::Rlnc,
         }
     }
 
@@ -303,11 +327,17 @@ mod tests {
             let p = params(code);
             assert_eq!(TransportParams::decode(&p.encode()).unwrap(), p);
         }
-        // Without the trailing flags (an older peer): no receive times.
+        // Without the trailing flags (an older peer): no receive times,
+        // no AES-GCM.
         let mut old = params(CodeKind::Rlnc).encode();
         old.pop();
         let p = TransportParams::decode(&old).unwrap();
-        assert!(!p.receive_times);
+        assert!(!p.receive_times && !p.aes_gcm);
+        // Flag bits we do not know yet are ignored.
+        let mut newer = old.clone();
+        newer.extend_from_slice(&[0x40, 0x0e]);
+        let p = TransportParams::decode(&newer).unwrap();
+        assert!(!p.receive_times && p.aes_gcm);
     }
 
     fn check_keys(a: &mut Established, b: &mut Established) {
@@ -327,11 +357,15 @@ mod tests {
         let server = Keypair::generate();
         let client = Keypair::generate();
         for known in [true, false] {
-            let key = known.then_some(&server.public);
-            let (c, initial) =
-                ClientHandshake::start(&client, key, params(CodeKind::Rlnc)).unwrap();
-            let (reply, s_est) =
-                match ServerHandshake::accept(&server, &initial, params(CodeKind::Rlnc)).unwrap() {
+            for (client_aes, server_aes) in [(true, true), (true, false), (false, true)] {
+                let key = known.then_some(&server.public);
+                let mut cp = params(CodeKind::Rlnc);
+                cp.aes_gcm = client_aes;
+                let mut sp = params(CodeKind::Rlnc);
+                sp.aes_gcm = server_aes;
+                let expected = Aead::negotiate(client_aes, server_aes);
+                let (c, initial) = ClientHandshake::start(&client, key, cp).unwrap();
+                let (reply, s_est) = match ServerHandshake::accept(&server, &initial, sp).unwrap() {
                     ServerStep::Done { reply, established } => (reply, Some(*established)),
                     ServerStep::AwaitFinal { reply, handshake } => {
                         let mut done = c.on_response(&reply).unwrap();
@@ -339,19 +373,31 @@ mod tests {
                             .on_final(done.final_message.as_ref().unwrap())
                             .unwrap();
                         assert_eq!(s.peer_static, client.public);
+                        assert_eq!(s.peer_params, cp);
+                        assert_eq!(done.established.peer_params, sp);
+                        assert_eq!(
+                            (s.send.aead(), done.established.send.aead()),
+                            (expected, expected)
+                        );
                         check_keys(&mut done.established, &mut s);
                         check_keys(&mut s, &mut done.established);
                         continue;
                     }
                 };
-            assert!(known);
-            let mut s_est = s_est.unwrap();
-            let mut done = c.on_response(&reply).unwrap();
-            assert!(done.final_message.is_none());
-            assert_eq!(done.established.peer_static, server.public);
-            assert_eq!(s_est.peer_static, client.public);
-            assert_eq!(s_est.peer_params, params(CodeKind::Rlnc));
-            check_keys(&mut done.established, &mut s_est);
+                assert!(known);
+                let mut s_est = s_est.unwrap();
+                let mut done = c.on_response(&reply).unwrap();
+                assert!(done.final_message.is_none());
+                assert_eq!(done.established.peer_static, server.public);
+                assert_eq!(s_est.peer_static, client.public);
+                assert_eq!(s_est.peer_params, cp);
+                assert_eq!(done.established.peer_params, sp);
+                assert_eq!(
+                    (s_est.send.aead(), done.established.send.aead()),
+                    (expected, expected)
+                );
+                check_keys(&mut done.established, &mut s_est);
+            }
         }
     }
 

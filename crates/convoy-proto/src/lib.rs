@@ -18,7 +18,7 @@ pub mod rtt;
 pub mod stream;
 pub mod wire;
 
-pub use config::{Config, Mode, RateControl};
+pub use config::{AeadChoice, Config, Mode, RateControl};
 pub use connection::{
     CloseReason, Connection, ConnectionStats, Event, PathError, PathEvent, PathInfo, PathState,
     Role, Transmit,

@@ -168,6 +168,8 @@ pub struct StatsView {
     pub auth_failures: u64,
     pub replays: u64,
     pub key_updates: u64,
+    /// The packet AEAD the handshake chose.
+    pub aead: &'static str,
 }
 
 impl From<ConnectionStats> for StatsView {
@@ -189,6 +191,7 @@ impl From<ConnectionStats> for StatsView {
             auth_failures: s.auth_failures,
             key_updates: s.key_updates,
             replays: s.replays,
+            aead: s.aead,
         }
     }
 }

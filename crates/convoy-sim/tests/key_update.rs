@@ -1,13 +1,14 @@
 //! A long-lived connection moves to new packet keys before one key has
 //! protected too much (crate::crypto::SendKeys): here every 300 packets,
 //! both ways, over a lossy link that reorders, and every byte still
-//! arrives. The default is every 2^30 packets; the nonce (the 64-bit
-//! packet number) never repeats either way.
+//! arrives, under either packet AEAD. The default is every 2^30 packets
+//! (2^23 under AES-256-GCM); the nonce (the 64-bit packet number) never
+//! repeats either way.
 
 use std::time::Duration;
 
 use convoy_link::{Dur, LinkConfig, LossModel, QueueLimit};
-use convoy_proto::{CodeKind, Config, Keypair};
+use convoy_proto::{AeadChoice, CodeKind, Config, Keypair};
 use convoy_sim::{run, TransferSpec};
 
 fn link(seed: u64) -> LinkConfig {
@@ -21,9 +22,14 @@ fn link(seed: u64) -> LinkConfig {
 
 #[test]
 fn keys_update_every_few_hundred_packets_and_nothing_is_lost() {
-    for code in [CodeKind::RaptorQ, CodeKind::Rlnc] {
+    for (code, aead) in [
+        (CodeKind::RaptorQ, AeadChoice::ChaCha20Poly1305),
+        (CodeKind::Rlnc, AeadChoice::Aes256Gcm),
+    ] {
         let mut c = Config::new(Keypair::generate()).with_code(code);
         let mut s = Config::new(Keypair::generate()).with_code(code);
+        c.aead = aead;
+        s.aead = aead;
         c.seed = Some(11);
         s.seed = Some(12);
         c.key_update_packets = 300;
@@ -33,6 +39,8 @@ fn keys_update_every_few_hundred_packets_and_nothing_is_lost() {
         spec.download = 2_000_000;
         spec.time_limit = Duration::from_secs(60);
         let r = run(spec).expect("simulation runs");
+        assert_eq!(r.client.aead, r.server.aead);
+        assert_eq!(r.client.aead.parse(), Ok(aead), "{code:?}");
         assert_eq!(r.upload.delivered, r.upload.bytes, "{code:?} upload");
         assert_eq!(r.download.delivered, r.download.bytes, "{code:?} download");
         assert!(

@@ -100,6 +100,7 @@ pub fn serve(args: ServeArgs) -> Result<()> {
     opts.once = args.once;
     opts.idle_timeout = args.transfer.idle()?;
     opts.driver = args.transfer.driver();
+    opts.aead = args.transfer.aead;
     args.cluster.apply(&mut opts);
     let service = if args.fleet.enabled(&args.dir) {
         if !args.dir.is_dir() {

@@ -13,7 +13,7 @@ use clap::Args;
 use convoy_net::netlink::{Choice, Selection};
 use convoy_net::{ClientOptions, DriverConfig, Progress};
 use convoy_proto::cc::Priority;
-use convoy_proto::Mode;
+use convoy_proto::{AeadChoice, Mode};
 
 pub const DEFAULT_PORT: u16 = 4433;
 
@@ -64,6 +64,15 @@ pub struct TransferOpts {
     /// Without it each run uses a fresh key, which a fleet server refuses.
     #[arg(long, value_name = "FILE")]
     pub identity: Option<std::path::PathBuf>,
+    /// Packet encryption this side offers: `auto` (AES-256-GCM where this
+    /// CPU has AES instructions, else ChaCha20-Poly1305), `chacha20-poly1305`
+    /// or `aes-256-gcm`. AES-256-GCM is used only if both sides offer it.
+    #[arg(long, value_name = "AEAD", default_value = "auto", value_parser = parse_aead)]
+    pub aead: AeadChoice,
+}
+
+fn parse_aead(s: &str) -> Result<AeadChoice, String> {
+    s.parse()
 }
 
 fn parse_on_off(s: &str) -> Result<bool, String> {
@@ -113,6 +122,7 @@ impl TransferOpts {
         o.priority = self.priority;
         o.idle_timeout = self.idle()?;
         o.driver = self.driver();
+        o.aead = self.aead;
         if let Some(path) = &self.identity {
             o.keypair = Some(convoy_net::load_keypair(path)?);
         }

@@ -64,6 +64,7 @@ pub fn run(args: PerfArgs) -> Result<()> {
         opts.once = args.once;
         opts.idle_timeout = args.transfer.idle()?;
         opts.driver = args.transfer.driver();
+        opts.aead = args.transfer.aead;
         return crate::net_cmd::run_server(opts, args.json, None);
     }
     let addr = args
@@ -123,7 +124,7 @@ fn print_report(r: &convoy_net::PerfReport, json: bool) -> Result<()> {
     println!(
         "{} bytes in {:.2} s: {:.1} Mbit/s goodput, rtt mean {:.3} ms min {:.3} ms, {} packets sent, {} lost\n\
          write to read: p50 {:.1} ms, p95 {:.1} ms, p99 {:.1} ms ({} samples)\n\
-         CPU: client {:.2} s, server {}\n\
+         CPU: client {:.2} s, server {} (packets sealed with {})\n\
          pacing lateness: p50 {:.0} µs, p99 {:.0} µs, max {:.0} µs, {:.1} % within 50 µs ({} wake-ups)",
         r.bytes,
         r.seconds,
@@ -138,6 +139,7 @@ fn print_report(r: &convoy_net::PerfReport, json: bool) -> Result<()> {
         r.latency_ms.samples,
         r.cpu_seconds,
         r.server_cpu_seconds.map_or("?".into(), |s| format!("{s:.2} s")),
+        r.aead,
         p.p50_us,
         p.p99_us,
         p.max_us,
@@ -208,6 +210,7 @@ fn loopback_bench(args: &PerfArgs) -> Result<()> {
             .args(["--mode", t.mode.name(), "--batch"])
             .arg(t.batch.to_string())
             .args(["--gso", on_off(t.gso), "--gro", on_off(t.gro)])
+            .args(["--aead", t.aead.name()])
             .arg(format!("--spin-us={}", t.spin_us))
             .args(t.no_kernel_timestamps.then_some("--no-kernel-timestamps"))
             .stdout(Stdio::piped())
@@ -226,6 +229,13 @@ fn loopback_bench(args: &PerfArgs) -> Result<()> {
     let _ = std::fs::remove_dir_all(&dir);
     let tcp = iperf3(secs)?;
     let ratio = convoy.goodput_mbps / tcp.goodput_mbps.max(1e-9);
+    // Issue 20's target: CPU per byte, both ends together, against TCP's.
+    let convoy_ns_per_byte = (convoy.cpu_seconds + convoy.server_cpu_seconds.unwrap_or(f64::NAN))
+        / convoy.bytes.max(1) as f64
+        * 1e9;
+    let tcp_ns_per_byte =
+        (tcp.client_cpu_seconds + tcp.server_cpu_seconds) / tcp.bytes.max(1.0) * 1e9;
+    let cpu_ratio = convoy_ns_per_byte / tcp_ns_per_byte.max(1e-12);
     if args.json {
         println!(
             "{}",
@@ -234,6 +244,7 @@ fn loopback_bench(args: &PerfArgs) -> Result<()> {
                 "convoy_server_driver": server_driver,
                 "iperf3": tcp,
                 "ratio": ratio,
+                "cpu_per_byte_ratio": cpu_ratio,
                 "loadavg": loadavg(),
             })
         );
@@ -248,12 +259,12 @@ fn loopback_bench(args: &PerfArgs) -> Result<()> {
     };
     let server_cpu = convoy.server_cpu_seconds.unwrap_or(f64::NAN);
     println!(
-        "\n{:<28} {:>14} {:>18} {:>18} {:>14}",
+        "\n{:<42} {:>14} {:>18} {:>18} {:>14}",
         "loopback, 127.0.0.1", "goodput Mbit/s", "client CPU", "server CPU", "CPU ns/byte"
     );
     println!(
-        "{:<28} {:>14.1} {:>9.2} s ({:>3.0} %) {:>9.2} s ({:>3.0} %) {:>6.2} + {:.2}",
-        format!("convoy {} ({offload})", convoy.mode),
+        "{:<42} {:>14.1} {:>9.2} s ({:>3.0} %) {:>9.2} s ({:>3.0} %) {:>6.2} + {:.2}",
+        format!("convoy {} ({offload}, {})", convoy.mode, convoy.aead),
         convoy.goodput_mbps,
         convoy.cpu_seconds,
         pct(convoy.cpu_seconds, convoy.seconds),
@@ -263,7 +274,7 @@ fn loopback_bench(args: &PerfArgs) -> Result<()> {
         server_cpu / convoy.bytes.max(1) as f64 * 1e9,
     );
     println!(
-        "{:<28} {:>14.1} {:>9.2} s ({:>3.0} %) {:>9.2} s ({:>3.0} %) {:>6.2} + {:.2}",
+        "{:<42} {:>14.1} {:>9.2} s ({:>3.0} %) {:>9.2} s ({:>3.0} %) {:>6.2} + {:.2}",
         "iperf3 TCP",
         tcp.goodput_mbps,
         tcp.client_cpu_seconds,
@@ -274,6 +285,9 @@ fn loopback_bench(args: &PerfArgs) -> Result<()> {
         tcp.server_cpu_seconds / tcp.bytes.max(1.0) * 1e9,
     );
     println!("convoy / iperf3 TCP goodput ratio: {ratio:.3}");
+    println!(
+        "convoy / iperf3 TCP CPU per byte, both ends: {convoy_ns_per_byte:.2} / {tcp_ns_per_byte:.2} ns = {cpu_ratio:.1}x"
+    );
     if let Some(d) = &server_driver {
         println!(
             "convoy server: {} datagrams in {} receive syscalls, {} dropped by its socket (buffer full)",

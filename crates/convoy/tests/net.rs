@@ -145,6 +145,8 @@ fn perf_reports_json_with_intervals_and_cpu() {
             "--bytes",
             "20MB",
             "--json",
+            "--aead",
+            "chacha20-poly1305",
             "--server-key",
         ])
         .arg(&pubkey)
@@ -158,6 +160,8 @@ fn perf_reports_json_with_intervals_and_cpu() {
     let v = json_of(&out);
     assert_eq!(v["bytes"], 20_000_000);
     assert_eq!(v["mode"], "tide");
+    // The client did not offer AES-256-GCM, whatever the server offered.
+    assert_eq!(v["aead"], "chacha20-poly1305");
     assert!(v["goodput_mbps"].as_f64().unwrap() > 1.0);
     assert!(v["cpu_seconds"].as_f64().unwrap() > 0.0);
     assert!(v["server_cpu_seconds"].as_f64().unwrap() > 0.0);
@@ -183,6 +187,8 @@ fn a_timed_perf_ends_on_time_and_reports_write_to_read_latency() {
             "--mode",
             "tide",
             "--json",
+            "--aead",
+            "aes-256-gcm",
             "--server-key",
         ])
         .arg(&pubkey)
@@ -201,11 +207,53 @@ fn a_timed_perf_ends_on_time_and_reports_write_to_read_latency() {
     assert!(v["bytes"].as_u64().unwrap() > 0);
     assert!(v["latency_ms"]["samples"].as_u64().unwrap() > 0);
     assert!(v["latency_ms"]["p50"].as_f64().unwrap() > 0.0);
+    // The server (--aead auto) offers AES-256-GCM where the CPU has AES
+    // instructions; the client offered it whatever the CPU.
+    let aes = cpu_flags().contains(&"aes".to_owned());
+    assert_eq!(
+        v["aead"],
+        if aes {
+            "aes-256-gcm"
+        } else {
+            "chacha20-poly1305"
+        }
+    );
     // Generous for a loaded machine (process start, handshake); before
     // the bounded send side a timed run drained what it had buffered.
     assert!(took < Duration::from_secs(6), "took {took:?}");
     let s = server.wait_output(Duration::from_secs(10));
     assert!(s.status.success(), "{}", String::from_utf8_lossy(&s.stderr));
+}
+
+/// The CPU feature words of /proc/cpuinfo (x86 "flags", arm "Features").
+fn cpu_flags() -> Vec<String> {
+    let info = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    info.lines()
+        .find(|l| l.starts_with("flags") || l.starts_with("Features"))
+        .and_then(|l| l.split_once(':'))
+        .map(|(_, words)| words.split_whitespace().map(str::to_owned).collect())
+        .unwrap_or_default()
+}
+
+#[test]
+fn an_unknown_aead_is_a_one_line_error() {
+    let out = Command::new(bin())
+        .args([
+            "perf",
+            "127.0.0.1:9",
+            "--server-key",
+            "00",
+            "--aead",
+            "rot13",
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("expected auto, chacha20-poly1305 or aes-256-gcm"),
+        "{err}"
+    );
 }
 
 /// Runs `convoy ARGS EXTRA` to the end, killing it after `limit` so a hung

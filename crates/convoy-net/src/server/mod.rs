@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use convoy_proto::cid::Routing;
 use convoy_proto::endpoint::EndpointStats;
-use convoy_proto::{Config, Endpoint, Keypair, Mode};
+use convoy_proto::{AeadChoice, Config, Endpoint, Keypair, Mode};
 
 use crate::auth::{Authorizer, CommitHook};
 use crate::driver::{Driver, DriverConfig};
@@ -48,6 +48,9 @@ pub struct ServerOptions {
     pub idle_timeout: Duration,
     /// Pacing, batching and timestamp settings of the driver.
     pub driver: DriverConfig,
+    /// Which packet AEADs the handshake offers (AES-256-GCM where this CPU
+    /// has AES instructions, by default).
+    pub aead: AeadChoice,
     /// Worker threads, each with its own socket on the port (1).
     pub workers: usize,
     /// This server's id in its fleet, carried in every connection id so a
@@ -88,6 +91,7 @@ impl ServerOptions {
             once: false,
             idle_timeout: Duration::from_secs(30),
             driver: DriverConfig::default(),
+            aead: AeadChoice::Auto,
             workers: 1,
             server_id: 0,
             authorizer: None,
@@ -143,6 +147,7 @@ impl Server {
         let config = |worker: usize| {
             let mut cfg = Config::for_mode(opts.keypair.clone(), opts.mode);
             cfg.idle_timeout = opts.idle_timeout;
+            cfg.aead = opts.aead;
             cfg.routing = Routing {
                 rotation: 0,
                 server_id: opts.server_id,

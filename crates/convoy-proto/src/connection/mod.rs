@@ -139,6 +139,9 @@ pub struct ConnectionStats {
     /// What limits sending now: the rate controller's own state ("track",
     /// "silent", ...), or "window" when its window is full.
     pub limited_by: &'static str,
+    /// The packet AEAD the handshake chose (`crate::crypto::Aead::name`);
+    /// empty before the handshake ends.
+    pub aead: &'static str,
 }
 
 pub(crate) enum Handshake {
@@ -319,6 +322,7 @@ impl Connection {
             max_blocks: u64::from(cfg.coding.window),
             idle_timeout_ms: cfg.idle_timeout.as_millis() as u64,
             receive_times: cfg.rate_control.wants_receive_times(),
+            aes_gcm: cfg.aead.offers_aes_gcm(),
         }
     }
 
@@ -465,6 +469,7 @@ impl Connection {
             s.receiver = e.rx.stats();
             s.loss_rate = e.tx.loss_rate();
             s.key_updates = e.send.updates();
+            s.aead = e.send.aead().name();
             s.peer_key_updates = e.recv.updates();
         }
         s
