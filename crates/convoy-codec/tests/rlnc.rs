@@ -55,6 +55,19 @@ proptest! {
                 prop_assert_eq!(outcome, Pushed::Redundant);
             }
             prop_assert_eq!(decoder.is_complete(), decoder.rank() == g);
+            // A source symbol known on its own is the right one (the
+            // receiver hands these to the application before the
+            // generation decodes), and once complete every one is known.
+            for i in 0..g {
+                match decoder.source_symbol(i) {
+                    Some(sym) => {
+                        let mut want = data[(i * s).min(len)..((i + 1) * s).min(len)].to_vec();
+                        want.resize(s, 0);
+                        prop_assert_eq!(sym, &want[..], "source symbol {}", i);
+                    }
+                    None => prop_assert!(!decoder.is_complete()),
+                }
+            }
             if decoder.is_complete() {
                 prop_assert_eq!(&decoder.decoded().unwrap()[..len], &data[..]);
             } else {

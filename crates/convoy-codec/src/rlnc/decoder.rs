@@ -96,6 +96,15 @@ impl Decoder {
                     self.stats.redundant += 1;
                     return Ok(Pushed::Redundant);
                 }
+                if self.basis.takes_unit_freely(i) {
+                    // The common case: nothing to reduce or eliminate, the
+                    // payload is row i as it stands.
+                    self.basis.insert_unit(i);
+                    let s = self.generation.symbol_size();
+                    self.payloads[i * s..(i + 1) * s].copy_from_slice(payload);
+                    self.stats.last_push_row_ops = 0;
+                    return Ok(Pushed::Useful);
+                }
                 self.coeffs.fill(0);
                 self.coeffs[i] = 1;
             }
