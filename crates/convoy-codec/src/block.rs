@@ -204,6 +204,17 @@ pub fn new_encoder(
     data: &[u8],
     symbol_size: u16,
 ) -> Result<Box<dyn BlockEncoder>, CodecError> {
+    new_encoder_owned(code, block_id, data.to_vec(), symbol_size)
+}
+
+/// [`new_encoder`] on data it keeps: the bytes become the encoder's source
+/// symbols where they lie (a sender's block is not copied again).
+pub fn new_encoder_owned(
+    code: CodeKind,
+    block_id: u32,
+    data: Vec<u8>,
+    symbol_size: u16,
+) -> Result<Box<dyn BlockEncoder>, CodecError> {
     let data_len = u32::try_from(data.len())
         .map_err(|_| CodecError::InvalidParams(format!("block of {} bytes", data.len())))?;
     let info = BlockInfo::new(code, block_id, data_len, symbol_size)?;

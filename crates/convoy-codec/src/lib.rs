@@ -18,6 +18,7 @@ pub mod rlnc;
 pub mod workload;
 
 pub use block::{
-    new_decoder, new_encoder, BlockDecoder, BlockEncoder, BlockInfo, CodeKind, Pushed,
+    new_decoder, new_encoder, new_encoder_owned, BlockDecoder, BlockEncoder, BlockInfo, CodeKind,
+    Pushed,
 };
 pub use error::CodecError;

@@ -54,12 +54,11 @@ pub struct RaptorQEncoder {
 }
 
 impl RaptorQEncoder {
-    pub fn new(info: BlockInfo, data: &[u8]) -> Result<Self, CodecError> {
+    pub fn new(info: BlockInfo, mut padded: Vec<u8>) -> Result<Self, CodecError> {
         info.validate_for(CodeKind::RaptorQ)?;
-        info.check_data(data)?;
+        info.check_data(&padded)?;
         let k = info.source_symbols();
-        let mut padded = vec![0u8; k as usize * usize::from(info.symbol_size)];
-        padded[..data.len()].copy_from_slice(data);
+        padded.resize(k as usize * usize::from(info.symbol_size), 0);
         Ok(RaptorQEncoder {
             info,
             padded,

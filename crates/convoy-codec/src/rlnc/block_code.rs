@@ -12,10 +12,10 @@ pub struct RlncBlockEncoder {
 }
 
 impl RlncBlockEncoder {
-    pub fn new(info: BlockInfo, data: &[u8]) -> Result<Self, CodecError> {
+    pub fn new(info: BlockInfo, data: Vec<u8>) -> Result<Self, CodecError> {
         info.validate_for(CodeKind::Rlnc)?;
-        info.check_data(data)?;
-        let encoder = Encoder::new(data, info.symbol_size.into())?;
+        info.check_data(&data)?;
+        let encoder = Encoder::from_vec(data, info.symbol_size.into())?;
         Ok(RlncBlockEncoder { info, encoder })
     }
 }

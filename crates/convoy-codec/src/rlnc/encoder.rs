@@ -17,13 +17,19 @@ impl Encoder {
     /// Cuts `data` into `symbol_size`-byte source symbols, zero-padding the
     /// last; the generation size is however many symbols that makes (≤ 255).
     pub fn new(data: &[u8], symbol_size: usize) -> Result<Self, CodecError> {
+        Encoder::from_vec(data.to_vec(), symbol_size)
+    }
+
+    /// [`Encoder::new`] on data it may keep: the block's bytes become the
+    /// source symbols where they lie, only the padding is written.
+    pub fn from_vec(mut data: Vec<u8>, symbol_size: usize) -> Result<Self, CodecError> {
         let generation = Generation::for_data(data.len(), symbol_size)?;
-        let mut source = vec![0; generation.size() * symbol_size];
-        source[..data.len()].copy_from_slice(data);
+        let data_len = data.len();
+        data.resize(generation.size() * symbol_size, 0);
         Ok(Encoder {
             generation,
-            source,
-            data_len: data.len(),
+            source: data,
+            data_len,
         })
     }
 

@@ -22,7 +22,7 @@
 
 use std::collections::VecDeque;
 
-use convoy_codec::{new_encoder, BlockEncoder, CodeKind, CodecError};
+use convoy_codec::{new_encoder_owned, BlockEncoder, CodeKind, CodecError};
 
 use crate::wire::BlockStatus;
 
@@ -306,16 +306,17 @@ impl CodedSender {
     }
 
     /// Seals `data` (at most `block_bytes`) as the next block.
-    pub fn start_block(&mut self, data: &[u8]) -> Result<u32, CodecError> {
+    pub fn start_block(&mut self, data: Vec<u8>) -> Result<u32, CodecError> {
         let id = self.next_block_id;
-        let encoder = new_encoder(self.cfg.code, id, data, self.cfg.symbol_size)?;
+        let len = data.len() as u32;
+        let encoder = new_encoder_owned(self.cfg.code, id, data, self.cfg.symbol_size)?;
         let k = encoder.info().source_symbols();
         let first_round = symbols_for(k + self.cfg.overhead(), self.loss, self.cfg.margin_z);
         self.blocks.push_back(TxBlock {
             id,
             encoder,
             k,
-            len: data.len() as u32,
+            len,
             next_source: 0,
             next_repair: k,
             in_flight: 0,
@@ -496,7 +497,7 @@ mod tests {
     #[test]
     fn a_controller_that_tells_air_loss_from_drops_sizes_the_margins() {
         let mut s = sender();
-        s.start_block(&[7u8; 400]).unwrap();
+        s.start_block(vec![7u8; 400]).unwrap();
         // Every loss counts into the sender's own rate (a burst of drops
         // at a full queue, here)...
         for _ in 0..100 {
@@ -529,7 +530,7 @@ mod tests {
     #[test]
     fn sources_lost_with_a_path_go_again_first_while_they_could_all_be_missing() {
         let mut s = sender();
-        s.start_block(&[1u8; 400]).unwrap();
+        s.start_block(vec![1u8; 400]).unwrap();
         let mut out = [0u8; 100];
         for _ in 0..4 {
             let n = s.next_symbol().unwrap();
@@ -554,7 +555,7 @@ mod tests {
     #[test]
     fn resends_give_way_to_repairs_once_the_block_lacks_fewer_symbols() {
         let mut s = sender();
-        s.start_block(&[1u8; 400]).unwrap();
+        s.start_block(vec![1u8; 400]).unwrap();
         let mut out = [0u8; 100];
         for _ in 0..4 {
             let n = s.next_symbol().unwrap();
@@ -576,7 +577,7 @@ mod tests {
     #[test]
     fn sends_sources_then_waits_then_repairs_after_loss() {
         let mut s = sender();
-        s.start_block(&[1u8; 400]).unwrap();
+        s.start_block(vec![1u8; 400]).unwrap();
         let mut out = [0u8; 100];
         for esi in 0..4 {
             let n = s.next_symbol().unwrap();
@@ -610,7 +611,7 @@ mod tests {
     fn an_idle_sender_tops_blocks_up_to_the_idle_margin() {
         let mut s = sender();
         let mut out = [0u8; 100];
-        s.start_block(&[1u8; 400]).unwrap();
+        s.start_block(vec![1u8; 400]).unwrap();
         for _ in 0..20 {
             s.on_lost(0);
         }
@@ -632,11 +633,11 @@ mod tests {
     fn blocks_that_needed_more_than_their_plan_are_counted() {
         let mut s = sender();
         let mut out = [0u8; 100];
-        s.start_block(&[1u8; 400]).unwrap();
+        s.start_block(vec![1u8; 400]).unwrap();
         while let Some(n) = s.next_symbol() {
             s.emit(n, &mut out).unwrap();
         }
-        s.start_block(&[2u8; 400]).unwrap();
+        s.start_block(vec![2u8; 400]).unwrap();
         while let Some(n) = s.next_symbol() {
             s.emit(n, &mut out).unwrap();
         }
@@ -656,11 +657,11 @@ mod tests {
     fn repair_of_an_older_block_goes_before_newer_sources() {
         let mut s = sender();
         let mut out = [0u8; 100];
-        s.start_block(&[1u8; 400]).unwrap();
+        s.start_block(vec![1u8; 400]).unwrap();
         while let Some(n) = s.next_symbol() {
             s.emit(n, &mut out).unwrap();
         }
-        s.start_block(&[2u8; 400]).unwrap();
+        s.start_block(vec![2u8; 400]).unwrap();
         assert!(!s.can_start_block(), "window of 2");
         s.on_lost(0);
         assert_eq!(s.next_symbol().unwrap().block_id, 0);

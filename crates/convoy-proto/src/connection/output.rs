@@ -379,10 +379,13 @@ impl Connection {
         }
         if e.tx.can_start_block() && self.streams.has_sendable() {
             let max = e.tx.config().block_bytes_at(rate, rtt);
-            let mut block = Vec::with_capacity(max);
+            // Room for the padding of the last symbol too: the encoder
+            // keeps this buffer as its source symbols.
+            let symbol = usize::from(e.tx.config().symbol_size);
+            let mut block = Vec::with_capacity(max.next_multiple_of(symbol.max(1)));
             let packed = self.streams.fill_block(&mut block, max);
             if !block.is_empty() {
-                let id = e.tx.start_block(&block).ok()?;
+                let id = e.tx.start_block(block).ok()?;
                 e.block_contents.insert(id, packed);
                 return e.tx.next_symbol();
             }
