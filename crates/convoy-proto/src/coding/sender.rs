@@ -176,6 +176,10 @@ struct TxBlock {
     /// back it waits for the whole block to decode, which after a failover
     /// to a slower path takes the whole block's time on that path.
     resend: Vec<u32>,
+    /// The last `symbols_for` this block computed, with its inputs
+    /// (missing, p, z): every packet scans the blocks in flight, and the
+    /// inputs rarely change between two packets.
+    target: std::cell::Cell<(u32, u64, u64, u32)>,
 }
 
 impl TxBlock {
@@ -185,11 +189,27 @@ impl TxBlock {
         (self.k + overhead).saturating_sub(useful)
     }
 
-    fn deficit(&self, overhead: u32, p: f64, z: f64) -> u32 {
+    /// Whether the block needs another symbol in flight: fewer than
+    /// `symbols_for(missing)` are (the margin for loss rate `p`).
+    fn wants_more(&self, overhead: u32, p: f64, z: f64) -> bool {
         if self.done {
-            return 0;
+            return false;
         }
-        symbols_for(self.missing(overhead), p, z).saturating_sub(self.in_flight)
+        let missing = self.missing(overhead);
+        if self.in_flight < missing {
+            // symbols_for(missing, ..) >= missing: no need to compute it.
+            return true;
+        }
+        let key = (missing, p.to_bits(), z.to_bits());
+        let (m, pb, zb, cached) = self.target.get();
+        let target = if (m, pb, zb) == key {
+            cached
+        } else {
+            let t = symbols_for(missing, p, z);
+            self.target.set((key.0, key.1, key.2, t));
+            t
+        };
+        target > self.in_flight
     }
 }
 
@@ -328,6 +348,7 @@ impl CodedSender {
             second_round: false,
             resend: Vec::new(),
             done: false,
+            target: std::cell::Cell::new((u32::MAX, 0, 0, 0)),
         });
         self.next_block_id += 1;
         self.stats.blocks += 1;
@@ -361,7 +382,7 @@ impl CodedSender {
         let (h, p) = (self.cfg.overhead(), self.margin_loss());
         self.blocks
             .iter()
-            .find(|b| b.deficit(h, p, z) > 0)
+            .find(|b| b.wants_more(h, p, z))
             .map(|b| NextSymbol {
                 block_id: b.id,
                 // Lost sources go again while they could all be missing; once

@@ -90,8 +90,8 @@ struct Slot {
 pub struct Endpoint {
     cfg: Arc<Config>,
     is_server: bool,
-    slots: HashMap<u64, Slot>,
-    by_cid: HashMap<ConnectionId, u64>,
+    slots: HashMap<u64, Slot, foldhash::fast::RandomState>,
+    by_cid: HashMap<ConnectionId, u64, foldhash::fast::RandomState>,
     next_handle: u64,
     rng: StdRng,
     cookies: CookieKey,
@@ -117,8 +117,8 @@ impl Endpoint {
         Ok(Endpoint {
             cfg: Arc::new(cfg),
             is_server,
-            slots: HashMap::new(),
-            by_cid: HashMap::new(),
+            slots: HashMap::default(),
+            by_cid: HashMap::default(),
             next_handle: 0,
             rng,
             cookies,
