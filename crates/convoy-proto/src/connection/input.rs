@@ -319,7 +319,7 @@ impl Connection {
                         }
                     }
                     for (i, sent) in progressed {
-                        self.on_path_progress(now, i, sent);
+                        self.on_path_progress(now, i, sent, path_idx);
                     }
                     self.on_lost(now, &out.lost);
                     if out.acked.is_empty() {
