@@ -365,38 +365,33 @@ mod tests {
                 sp.aes_gcm = server_aes;
                 let expected = Aead::negotiate(client_aes, server_aes);
                 let (c, initial) = ClientHandshake::start(&client, key, cp).unwrap();
-                let (reply, s_est) = match ServerHandshake::accept(&server, &initial, sp).unwrap() {
-                    ServerStep::Done { reply, established } => (reply, Some(*established)),
-                    ServerStep::AwaitFinal { reply, handshake } => {
-                        let mut done = c.on_response(&reply).unwrap();
-                        let mut s = handshake
-                            .on_final(done.final_message.as_ref().unwrap())
-                            .unwrap();
-                        assert_eq!(s.peer_static, client.public);
-                        assert_eq!(s.peer_params, cp);
-                        assert_eq!(done.established.peer_params, sp);
-                        assert_eq!(
-                            (s.send.aead(), done.established.send.aead()),
-                            (expected, expected)
-                        );
-                        check_keys(&mut done.established, &mut s);
-                        check_keys(&mut s, &mut done.established);
-                        continue;
-                    }
-                };
-                assert!(known);
-                let mut s_est = s_est.unwrap();
-                let mut done = c.on_response(&reply).unwrap();
-                assert!(done.final_message.is_none());
-                assert_eq!(done.established.peer_static, server.public);
-                assert_eq!(s_est.peer_static, client.public);
-                assert_eq!(s_est.peer_params, cp);
-                assert_eq!(done.established.peer_params, sp);
+                let (mut client_end, mut server_end) =
+                    match ServerHandshake::accept(&server, &initial, sp).unwrap() {
+                        ServerStep::Done { reply, established } => {
+                            assert!(known, "IK finishes in one round trip");
+                            let done = c.on_response(&reply).unwrap();
+                            assert!(done.final_message.is_none());
+                            (done.established, *established)
+                        }
+                        ServerStep::AwaitFinal { reply, handshake } => {
+                            assert!(!known, "XX needs the client's last message");
+                            let done = c.on_response(&reply).unwrap();
+                            let s = handshake
+                                .on_final(done.final_message.as_ref().unwrap())
+                                .unwrap();
+                            (done.established, s)
+                        }
+                    };
+                assert_eq!(client_end.peer_static, server.public);
+                assert_eq!(server_end.peer_static, client.public);
+                assert_eq!(server_end.peer_params, cp);
+                assert_eq!(client_end.peer_params, sp);
                 assert_eq!(
-                    (s_est.send.aead(), done.established.send.aead()),
+                    (server_end.send.aead(), client_end.send.aead()),
                     (expected, expected)
                 );
-                check_keys(&mut done.established, &mut s_est);
+                check_keys(&mut client_end, &mut server_end);
+                check_keys(&mut server_end, &mut client_end);
             }
         }
     }
