@@ -170,7 +170,10 @@ def run_upload(u: Upload, timing: dict, work: Path, store: Store, key: Path, tim
         deadline = time.monotonic() + 60
         held = 0
         while time.monotonic() < deadline and proc.poll() is None:
-            held = sum(p.stat().st_size for p in partial_dir.glob(f"{src.name}.*.part")) if partial_dir.exists() else 0
+            # One upload at a time, so any partial file is this one's (the
+            # server names them after a hash of the upload's name; matching
+            # the name itself found nothing, and no kill ever landed).
+            held = sum(p.stat().st_size for p in partial_dir.glob("*.part")) if partial_dir.exists() else 0
             if held >= share * u.size:
                 break
             time.sleep(0.02)
