@@ -190,6 +190,8 @@ pub struct Tide {
     forward_stalled: bool,
     /// No other path carries data beside this one.
     only_path: bool,
+    /// Window added by start-up growth before a rate was measured.
+    ramped: u64,
 }
 
 impl Tide {
@@ -214,6 +216,7 @@ impl Tide {
             blind_sent: 0,
             forward_stalled: false,
             only_path: true,
+            ramped: 0,
         }
     }
 
@@ -409,8 +412,22 @@ impl RateController for Tide {
         for _ in e.acked {
             self.loss *= 1.0 - LOSS_EWMA;
         }
-        self.est
-            .on_acked(e.acked.iter().map(|p| u64::from(p.bytes)).sum::<u64>());
+        let acked: u64 = e.acked.iter().map(|p| u64::from(p.bytes)).sum();
+        self.est.on_acked(acked);
+        if self.est.rate_short.is_none() && self.phase == Phase::Track && self.only_path {
+            // Start-up, before the receive rate has `rate_window` of
+            // arrivals to measure: each acknowledged byte lets two more
+            // out (slow start), paced at twice the window per round trip.
+            // Without it the first 32 packets were all that left for the
+            // first two round trips. Not on a path beside others: there a
+            // path that carries little but probes would grow its window on
+            // them for as long as it had no rate (the multipath tests'
+            // failover to LTE stalled 280 ms on such a window).
+            self.cwnd += acked;
+            self.ramped += acked;
+            let ramp = 2.0 * self.cwnd as f64 / self.base_rtt().as_secs_f64();
+            self.pacing_rate = self.pacing_rate.max(ramp as u64);
+        }
         if e.rtt.has_samples() {
             let rtt = e.rtt.latest();
             self.latest_rtt = rtt;
@@ -460,6 +477,16 @@ impl RateController for Tide {
     }
 
     fn set_only_path(&mut self, only: bool) {
+        if self.only_path && !only && self.est.rate_short.is_none() && self.ramped > 0 {
+            // Company before any rate was measured: the start-up growth
+            // was for a lone path. Back to the first flight's window and
+            // pace, or a path that then carries little keeps them and
+            // floods its queue when it is left alone again.
+            self.cwnd -= self.ramped.min(self.cwnd - self.cfg.mss);
+            self.ramped = 0;
+            let first = 2.0 * self.cwnd as f64 / self.base_rtt().as_secs_f64();
+            self.pacing_rate = self.pacing_rate.min(first as u64).max(self.cfg.mss);
+        }
         self.only_path = only;
     }
 
