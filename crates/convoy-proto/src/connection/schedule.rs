@@ -86,9 +86,10 @@ impl Connection {
         if ready(best) {
             return Some(best);
         }
-        let backlog = self.one_rtt.as_ref().map_or(0, |e| {
-            self.streams.unsent_bytes() as u64 + e.tx.bytes_undelivered()
-        });
+        let backlog = self
+            .one_rtt
+            .as_ref()
+            .map_or(0, |e| e.tx.bytes_undelivered());
         let fast_rate = self.paths[best].cc.rate() as f64;
         let mut free: Vec<usize> = usable.iter().copied().filter(|&i| ready(i)).collect();
         free.sort_by_key(|&i| arrival(i));
