@@ -61,9 +61,13 @@ impl Connection {
     /// data may use (active, else standby) whose window has room, the one
     /// where a packet sent at its next send time arrives first. While that
     /// one's pacer holds it back, a slower path that is free now is used
-    /// only if there is more data waiting than the fast path would carry in
-    /// the time the slow one takes longer (ECF, Lim et al. 2017): at the end
-    /// of a transfer, waiting for the fast path finishes sooner.
+    /// only if the blocks in flight still lack more data than the fast path
+    /// would carry in the time the slow one takes longer (ECF, Lim et al.
+    /// 2017, the blocks under way standing for its backlog): a symbol that
+    /// arrives after the fast path finished its block only holds the
+    /// in-order reader up, and at the end of a transfer waiting for the fast
+    /// path finishes sooner. (The application's send buffer is not counted:
+    /// 4 MB of it let a path 3 s behind take data.)
     pub(crate) fn data_path(&self, now: Duration) -> Option<usize> {
         let max = self.cfg.max_datagram;
         let ready = |i: usize| self.paths[i].cc.next_send_time().is_none_or(|t| t <= now);
