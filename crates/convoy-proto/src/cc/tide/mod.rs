@@ -421,8 +421,7 @@ impl RateController for Tide {
             // Without it the first 32 packets were all that left for the
             // first two round trips. Not on a path beside others: there a
             // path that carries little but probes would grow its window on
-            // them for as long as it had no rate (the multipath tests'
-            // failover to LTE stalled 280 ms on such a window).
+            // them for as long as it had no rate.
             self.cwnd += acked;
             self.ramped += acked;
             let ramp = 2.0 * self.cwnd as f64 / self.base_rtt().as_secs_f64();
