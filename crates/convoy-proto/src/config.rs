@@ -10,7 +10,7 @@ use crate::cc::{
     TideConfig,
 };
 use crate::coding::CodingConfig;
-use crate::crypto::{cpu_has_aes_gcm, Keypair};
+use crate::crypto::{cpu_has_aes_gcm, Aead, Keypair};
 use crate::stream::StreamLimits;
 use crate::wire::packet::{SHORT_HEADER_LEN, TAG_LEN};
 
@@ -145,8 +145,8 @@ impl AeadChoice {
     pub fn name(self) -> &'static str {
         match self {
             AeadChoice::Auto => "auto",
-            AeadChoice::ChaCha20Poly1305 => "chacha20-poly1305",
-            AeadChoice::Aes256Gcm => "aes-256-gcm",
+            AeadChoice::ChaCha20Poly1305 => Aead::ChaCha20Poly1305.name(),
+            AeadChoice::Aes256Gcm => Aead::Aes256Gcm.name(),
         }
     }
 

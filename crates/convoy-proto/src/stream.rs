@@ -144,6 +144,17 @@ impl RecvSide {
     }
 }
 
+/// Removes the first `n` bytes of `queue`, handing them to `put` in at
+/// most two slices. Slice by slice: draining a VecDeque<u8> byte by byte
+/// was a tenth of the sender's CPU at 1 Gbit/s.
+fn drain_front(queue: &mut VecDeque<u8>, n: usize, mut put: impl FnMut(&[u8])) {
+    let (a, b) = queue.as_slices();
+    let from_a = n.min(a.len());
+    put(&a[..from_a]);
+    put(&b[..n - from_a]);
+    queue.drain(..n);
+}
+
 /// All streams of one connection.
 #[derive(Debug)]
 pub struct Streams {
@@ -291,11 +302,11 @@ impl Streams {
             return Err(StreamError::Reset(code));
         }
         let n = r.ready.len().min(buf.len());
-        let (front, back) = r.ready.as_slices();
-        let from_front = front.len().min(n);
-        buf[..from_front].copy_from_slice(&front[..from_front]);
-        buf[from_front..n].copy_from_slice(&back[..n - from_front]);
-        r.ready.drain(..n);
+        let mut at = 0;
+        drain_front(&mut r.ready, n, |piece| {
+            buf[at..at + piece.len()].copy_from_slice(piece);
+            at += piece.len();
+        });
         r.read += n as u64;
         if n == 0 {
             if r.final_size == Some(r.read) {
@@ -489,13 +500,7 @@ impl Streams {
             let mut w = Writer::new(&mut header);
             write_stream_header(&mut w, id, s.offset, fin, take).expect("32 bytes hold it");
             block.extend_from_slice(w.into_written());
-            // Copied slice by slice: draining a VecDeque<u8> byte by byte
-            // was a tenth of the sender's CPU at 1 Gbit/s.
-            let (a, b) = s.unsent.as_slices();
-            let from_a = take.min(a.len());
-            block.extend_from_slice(&a[..from_a]);
-            block.extend_from_slice(&b[..take - from_a]);
-            s.unsent.drain(..take);
+            drain_front(&mut s.unsent, take, |piece| block.extend_from_slice(piece));
             s.offset += take as u64;
             s.fin_sent |= fin;
             self.sent_data += take as u64;

@@ -801,18 +801,20 @@ impl Connection {
                     if self.paths[i].state != PathState::Standby {
                         self.paths[i].cc.on_probe_timeout(now);
                     }
-                    if suspect {
-                        // Another path works: what this one holds is
-                        // repaired there now.
+                    if suspect || !lone {
                         let lost = self.recovery.on_probe_timeout(id, now.saturating_sub(pto));
-                        self.on_path_lost(now, &lost);
-                        self.suspect(now, i);
-                    } else if !lone {
-                        // Multipath keeps its rules: a standby taking over
-                        // starts from its first window, and a failover
-                        // counts on the symbols its timeouts free.
-                        let lost = self.recovery.on_probe_timeout(id, now.saturating_sub(pto));
-                        self.on_lost(now, &lost);
+                        if suspect {
+                            // Another path works: what this one holds is
+                            // repaired there now.
+                            self.on_path_lost(now, &lost);
+                            self.suspect(now, i);
+                        } else {
+                            // Multipath keeps its rules: a standby taking
+                            // over starts from its first window, and a
+                            // failover counts on the symbols its timeouts
+                            // free.
+                            self.on_lost(now, &lost);
+                        }
                     }
                     // A lone path only went quiet: the controller holds back
                     // and a PING goes out, but what is in flight is not
