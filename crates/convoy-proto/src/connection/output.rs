@@ -366,12 +366,7 @@ impl Connection {
     /// order, each scanned once).
     fn next_symbol(&mut self) -> Option<crate::coding::NextSymbol> {
         let (rate, rtt) = self.data_rate_and_rtt();
-        // The worst air loss of the paths data may take, if every one of
-        // their controllers can tell it from queue drops.
-        let air_loss = self
-            .data_paths()
-            .map(|i| self.paths[i].cc.air_loss())
-            .try_fold(0.0f64, |worst, l| l.map(|l| worst.max(l)));
+        let air_loss = self.data_air_loss();
         let e = self.one_rtt.as_mut()?;
         e.tx.set_air_loss(air_loss);
         if let Some(s) = e.tx.next_symbol() {
