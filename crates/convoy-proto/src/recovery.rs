@@ -69,6 +69,8 @@ pub struct Outcome {
     /// Paths of packets declared lost and acknowledged now, late: their
     /// path works after all.
     pub late_paths: Vec<u8>,
+    /// Those packets: their symbols arrived after all.
+    pub late: Vec<SentPacket>,
 }
 
 impl Outcome {
@@ -241,6 +243,7 @@ impl Recovery {
             }
             *acked = true;
             self.spurious += 1;
+            out.late.push(*p);
             if !out.late_paths.contains(&p.path) {
                 out.late_paths.push(p.path);
             }
@@ -509,6 +512,12 @@ mod tests {
         assert_eq!(out.rtt_sample, Some((ms(2000), Duration::ZERO)));
         assert!(out.acked.is_empty(), "already resolved as lost");
         assert_eq!(r.spurious_losses(), 2);
+        let late: Vec<u64> = out.late.iter().map(|p| p.pn).collect();
+        assert_eq!(late, [0, 1], "reported late, once");
+        let again = with_ack(&ack_bytes(&[0..=2]), |a| {
+            r.on_ack(ms(2010), a, &|_| loss_delay(&rtt))
+        });
+        assert!(again.late.is_empty());
     }
 
     #[test]

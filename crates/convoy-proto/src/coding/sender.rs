@@ -458,6 +458,22 @@ impl CodedSender {
         }
     }
 
+    /// A symbol declared lost was acknowledged after all. If it was lost
+    /// with its path and waits to go again, it arrived and need not. (A
+    /// dying path's packets are all declared lost, but those that had
+    /// just left arrive, and their acknowledgments come late over another
+    /// path; counted as missing, the block looked short of more sources
+    /// than it lacked, and was finished with repairs, which the in-order
+    /// reader cannot use before the whole block decodes.)
+    pub fn on_late_ack(&mut self, block_id: u32, esi: u32) {
+        if let Some(b) = self.block_mut(block_id) {
+            if let Some(i) = b.resend.iter().position(|&e| e == esi) {
+                b.resend.remove(i);
+                b.acked += 1;
+            }
+        }
+    }
+
     /// A symbol lost because its path died (not to the link's random loss:
     /// the loss rate that sizes the margins is left alone). A source
     /// symbol is sent again first.
@@ -593,6 +609,37 @@ mod tests {
         }
         let n = s.next_symbol().unwrap();
         assert!(n.esi >= 4, "a repair, not source {}", n.esi);
+    }
+
+    #[test]
+    fn a_late_acknowledgment_takes_a_source_off_the_resend_list() {
+        let mut s = sender();
+        s.start_block(vec![1u8; 400]).unwrap();
+        let mut out = [0u8; 100];
+        for _ in 0..4 {
+            let n = s.next_symbol().unwrap();
+            s.emit(n, &mut out).unwrap();
+        }
+        // Source 0 was acknowledged; 1, 2 and 3 were in flight on a path
+        // that died, but 1 and 2 had got through: their acknowledgments
+        // arrive late, over another path.
+        s.on_acked(0);
+        for esi in 1..4 {
+            s.on_path_lost(0, esi);
+        }
+        s.on_late_ack(0, 1);
+        s.on_late_ack(0, 2);
+        // Only 3 goes again, as a source the in-order reader can use at
+        // once (three candidates for one missing symbol would have been
+        // a repair).
+        let n = s.next_symbol().unwrap();
+        assert_eq!(n.esi, 3);
+        s.emit(n, &mut out).unwrap();
+        assert_eq!(s.next_symbol(), None);
+        // A late acknowledgment of a symbol no longer waiting changes
+        // nothing (it was counted when it went again).
+        s.on_late_ack(0, 3);
+        assert_eq!(s.next_symbol(), None);
     }
 
     #[test]

@@ -318,6 +318,13 @@ impl Connection {
                             progressed.push((i, None));
                         }
                     }
+                    if let Some(e) = self.one_rtt.as_mut() {
+                        for p in &out.late {
+                            if let Some(b) = p.block {
+                                e.tx.on_late_ack(b, p.esi);
+                            }
+                        }
+                    }
                     for (i, sent) in progressed {
                         self.on_path_progress(now, i, sent, path_idx);
                     }
