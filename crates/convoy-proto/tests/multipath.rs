@@ -185,18 +185,21 @@ fn path_calls_refuse_bad_input() {
 }
 
 #[test]
-fn a_wifi_that_turns_slow_stops_carrying_data_and_returns_when_good() {
+fn a_wifi_that_turns_slow_leaves_lte_the_transfer_and_is_used_again_when_good() {
     // From 3 s the Wi-Fi is alive but nearly useless: 0.1 Mbit/s behind a
-    // 150 ms queue (an overloaded hotspot at the edge of coverage). Either
-    // rule may act first: the probe timers (silent for a PTO) or CapProbe
-    // (graded bad N = 5 times); the test takes either and reports which.
+    // 150 ms queue (an overloaded hotspot at the edge of coverage). It may
+    // be demoted (CapProbe grades it bad N = 5 times, or it goes silent
+    // for a probe timeout) or stay active at the trickle it carries; which
+    // depends on start-up timing, so the test reports it and asks for
+    // what matters: LTE carries the transfer, coded for LTE's loss, with
+    // no long stall, and the Wi-Fi is used again once it is good.
     let mut w = world(wifi(), u64::MAX);
     let id = with_wifi_path(&mut w, false);
     w.run_until(3 * SEC, |_| {});
     w.links[WIFI].up.bits_per_sec = 100_000;
     w.links[WIFI].down.bits_per_sec = 100_000;
     let mut dropped_at = None;
-    w.run_until(12 * SEC, |w| {
+    let mut watch = |w: &mut World| {
         let now = w.now;
         let out = w
             .client_conn()
@@ -206,32 +209,52 @@ fn a_wifi_that_turns_slow_stops_carrying_data_and_returns_when_good() {
         if out && dropped_at.is_none() {
             dropped_at = Some(now);
         }
-    });
-    let at = dropped_at.expect("the slow Wi-Fi was dropped");
+    };
+    w.run_until(8 * SEC, &mut watch);
+    let before = w.client_conn().stats().sender;
+    w.run_until(12 * SEC, &mut watch);
+    let after = w.client_conn().stats().sender;
     let how = w.client_conn().path_events().to_vec();
     eprintln!(
-        "slow Wi-Fi dropped {:?} after it turned slow: {how:?}",
-        at - 3 * SEC
+        "slow Wi-Fi out of use {:?} after it turned slow: {how:?}",
+        dropped_at.map(|at| at - 3 * SEC)
     );
-    let carried = w.link_bytes(WIFI, 11 * SEC, 12 * SEC);
-    assert!(carried < 20_000, "Wi-Fi still carried {carried} B/s");
+    // Blocks are coded for the loss their symbols meet: the paths'
+    // readings weighted by the rate each carries. With the worst path's
+    // reading (the Wi-Fi's, whose one-packet queue drops read as air
+    // loss) 14-46 % of LTE's symbols were repairs, depending on start-up
+    // timing; now 2-3 %.
+    let source = after.source_symbols - before.source_symbols;
+    let repair = after.repair_symbols - before.repair_symbols;
     assert!(
-        w.goodput(11 * SEC, 12 * SEC) > 7e6,
-        "LTE carries the transfer"
+        (repair as f64) < 0.1 * source as f64,
+        "{repair} repair symbols for {source} source symbols"
     );
-    // Back to 30 Mbit/s: used again once CapProbe's pairs (every 100 ms on
-    // a demoted path) have measured it good: its EWMA (α = 1/8) forgets
-    // the poor spell in about 20 pairs.
+    // Over 4 s: while the Wi-Fi stays in use, a block that waits for a
+    // symbol on it holds the in-order reader up for up to ~0.5 s, so any
+    // one second is bursty. (Before the ECF and rate fixes, 6 s.)
+    let goodput = w.goodput(8 * SEC, 12 * SEC);
+    let stall = w.longest_gap(5 * SEC, 12 * SEC);
+    eprintln!("slow Wi-Fi beside LTE: {goodput:.0} bit/s in 8-12 s, longest stall {stall:?}");
+    assert!(
+        goodput > 8.5e6,
+        "LTE carries the transfer: {goodput:.0} bit/s"
+    );
+    assert!(stall < 600 * MS, "the reader stalled {stall:?}");
+    // Back to 30 Mbit/s: used again, carrying at least 10 Mbit/s, once
+    // the path is active and CapProbe's pairs (every 100 ms on a demoted
+    // path) have measured it good: its EWMA (α = 1/8) forgets the poor
+    // spell in about 20 pairs. (Whether the path was demoted or only
+    // suspected for a moment before depends on start-up timing.)
     w.links[WIFI].up.bits_per_sec = 30_000_000;
     w.links[WIFI].down.bits_per_sec = 30_000_000;
-    let mut back = None;
-    w.run_until(16 * SEC, |w| {
-        if back.is_none() && state_of(w, id) == PathState::Active {
-            back = Some(w.now);
-        }
-    });
-    let back = back.expect("Wi-Fi used again") - 12 * SEC;
-    eprintln!("slow Wi-Fi good again: active {back:?} later");
+    w.run_until(16 * SEC, |_| {});
+    let back = (120..160u32)
+        .map(|bin| bin * 100 * MS)
+        .find(|&t| w.link_bytes(WIFI, t, t + 100 * MS) > 125_000)
+        .expect("Wi-Fi used again")
+        - 12 * SEC;
+    eprintln!("slow Wi-Fi good again: carrying over 10 Mbit/s {back:?} later");
     assert!(back <= 3 * SEC, "{back:?}");
 }
 

@@ -170,6 +170,7 @@ impl Connection {
             path.receive_time_due = true;
         }
         path.last_received = Some(now);
+        path.count_received(now, len);
         path.pto_count = 0;
         if path.suspect_since.is_some() {
             // Heard from: not silent, so not abandoned yet (only an

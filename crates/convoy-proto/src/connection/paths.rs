@@ -54,6 +54,11 @@ const MAX_CHALLENGE_INTERVAL: Duration = Duration::from_millis(250);
 const MIN_SILENCE: Duration = Duration::from_millis(20);
 /// See [`Connection::feedback_path`].
 const FEEDBACK_ALIVE: Duration = Duration::from_millis(10);
+/// The window of [`Path::received_lately`].
+const RECEIVE_WINDOW: Duration = Duration::from_millis(100);
+/// Feedback avoids a path that brought less than this share of what the
+/// busiest path brought lately.
+const FEEDBACK_MIN_SHARE: u64 = 10;
 /// Path events kept for [`Connection::path_events`].
 const MAX_EVENTS: usize = 4096;
 
@@ -165,6 +170,9 @@ pub(crate) struct Path {
     pub unvalidated_received: u64,
     pub unvalidated_sent: u64,
     pub last_received: Option<Duration>,
+    /// Bytes received on it recently: (start of the current window, bytes
+    /// in it, bytes in the window before).
+    pub received_recent: (Duration, u64, u64),
     /// When an acknowledgment last covered a packet of this path.
     pub last_progress: Option<Duration>,
     /// That acknowledgment arrived on this path (not on another).
@@ -208,6 +216,29 @@ pub(crate) struct Path {
 }
 
 impl Path {
+    /// Counts a datagram received at `now` into the recent bytes.
+    pub(crate) fn count_received(&mut self, now: Duration, len: usize) {
+        let (start, cur, _) = self.received_recent;
+        if now >= start + 2 * RECEIVE_WINDOW {
+            self.received_recent = (now, 0, 0);
+        } else if now >= start + RECEIVE_WINDOW {
+            self.received_recent = (now, 0, cur);
+        }
+        self.received_recent.1 += len as u64;
+    }
+
+    /// Bytes received over the last one or two windows.
+    fn received_lately(&self, now: Duration) -> u64 {
+        let (start, cur, prev) = self.received_recent;
+        if now >= start + 2 * RECEIVE_WINDOW {
+            0
+        } else if now >= start + RECEIVE_WINDOW {
+            cur
+        } else {
+            cur + prev
+        }
+    }
+
     pub(crate) fn new(id: u8, remote: SocketAddr, cc: Box<dyn RateController>) -> Path {
         Path {
             id,
@@ -229,6 +260,7 @@ impl Path {
             unvalidated_received: 0,
             unvalidated_sent: 0,
             last_received: None,
+            received_recent: (Duration::ZERO, 0, 0),
             last_progress: None,
             feedback_on_it: false,
             last_sent: Duration::ZERO,
@@ -660,11 +692,27 @@ impl Connection {
                             .min(p.rtt.pto(self.cfg.max_ack_delay))
                 })
         };
+        // The peer's data shows which paths work now; our RTT samples of
+        // a path that carries only our feedback may be seconds old. A
+        // path that brings a trickle (a Wi-Fi hotspot gone to 0.1 Mbit/s,
+        // whose RTT we measured when it was fast) would queue and drop
+        // our acknowledgments: the peer then found its good path silent
+        // and suspected it.
+        let busiest = self
+            .paths
+            .iter()
+            .filter(|p| alive(p))
+            .map(|p| p.received_lately(now))
+            .max()
+            .unwrap_or(0);
+        let busy_enough = |p: &Path| p.received_lately(now) * FEEDBACK_MIN_SHARE >= busiest;
         let best = |standby: bool| {
             self.paths
                 .iter()
                 .enumerate()
-                .filter(|(_, p)| alive(p) && (p.state == PathState::Standby) == standby)
+                .filter(|(_, p)| {
+                    alive(p) && busy_enough(p) && (p.state == PathState::Standby) == standby
+                })
                 .min_by_key(|(_, p)| p.rtt.smoothed())
                 .map(|(i, _)| i)
         };
@@ -948,5 +996,33 @@ impl Connection {
         self.paths.push(p);
         self.record_event(now, path_id, PathState::Validating);
         Some(self.paths.len() - 1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cc::tide::{Tide, TideConfig};
+
+    #[test]
+    fn bytes_received_lately_cover_one_or_two_windows() {
+        let ms = |v: u64| Duration::from_millis(v);
+        let mut p = Path::new(
+            0,
+            "10.0.0.1:1".parse().unwrap(),
+            Box::new(Tide::new(TideConfig::default())),
+        );
+        assert_eq!(p.received_lately(ms(0)), 0);
+        p.count_received(ms(0), 1000);
+        p.count_received(ms(50), 500);
+        assert_eq!(p.received_lately(ms(99)), 1500);
+        // A new window: the last one still counts...
+        p.count_received(ms(120), 200);
+        assert_eq!(p.received_lately(ms(150)), 1700);
+        // ...until it is two windows old.
+        assert_eq!(p.received_lately(ms(230)), 200);
+        assert_eq!(p.received_lately(ms(330)), 0);
+        p.count_received(ms(400), 10);
+        assert_eq!(p.received_lately(ms(400)), 10);
     }
 }

@@ -110,6 +110,10 @@ pub(super) struct PathEstimate {
     /// What arrived over the averaging window, busy or not: the link
     /// carries at least this.
     pub rate_arrived: Option<u64>,
+    /// Arrival time of the newest report, and of the newest one that added
+    /// busy time (peer clock).
+    newest_at: Duration,
+    busy_at: Duration,
 }
 
 impl PathEstimate {
@@ -148,8 +152,10 @@ impl PathEstimate {
             if busy && gap <= OUTAGE_GAP {
                 busy_time += gap;
                 busy_bytes += self.delivered - prev.delivered;
+                self.busy_at = r.received;
             }
         }
+        self.newest_at = r.received;
         self.arrivals.push_back(Arrival {
             at: r.received,
             delivered: self.delivered,
@@ -186,6 +192,13 @@ impl PathEstimate {
         let first = self.sends.partition_point(|&(s, _)| s < r.sent);
         self.sends.drain(..first.saturating_sub(1));
         self.recent_queue.push_back((now, self.queue_bytes));
+    }
+
+    /// How long data has been arriving with no busy interval measured (a
+    /// trickle whose packets arrive over `OUTAGE_GAP` apart reads as
+    /// nothing but outages).
+    pub fn busy_rate_age(&self) -> Duration {
+        self.newest_at.saturating_sub(self.busy_at)
     }
 
     /// The lowest short-window busy rate over the last `span`: what the

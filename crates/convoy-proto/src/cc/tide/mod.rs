@@ -267,6 +267,18 @@ impl Tide {
         let on_air = 1.0 / (1.0 - self.loss.min(MAX_LOSS));
         let measured = |r: u64| (r as f64 * on_air) as u64;
         let mut avg = match (self.est.rate_busy, self.capacity) {
+            // On a path that fell to a trickle (a Wi-Fi gone to 0.1
+            // Mbit/s, half its packets dropped at its queue), packets
+            // arrive more than `OUTAGE_GAP` apart, and every interval
+            // reads as an outage: the busy rate from before would stand
+            // for seconds (a 30 Mbit/s reading held 6 s beside LTE, and
+            // the path was given a hundred times what it carried). Beside
+            // other paths, past an averaging window of arrivals without a
+            // busy interval, what arrives is the rate. Alone, the link's
+            // rate is kept through its silences, as before.
+            _ if !self.only_path && self.est.busy_rate_age() > self.cfg.average_window => {
+                measured(arrived)
+            }
             (Some(busy), _) => measured(busy.max(arrived)),
             (None, Some(c)) => c.max(measured(arrived)),
             (None, None) => measured(arrived),
@@ -518,6 +530,7 @@ impl RateController for Tide {
 mod tests {
     use super::*;
     use crate::cc::bottleneck::{drive, Bottleneck};
+    use crate::cc::PeerReceive;
 
     fn ms(v: u64) -> Duration {
         Duration::from_millis(v)
@@ -561,6 +574,58 @@ mod tests {
         assert!(lone.est.rate_short.is_none() && lone.cwnd > first);
         lone.set_only_path(false);
         assert_eq!(lone.cwnd, first);
+    }
+
+    #[test]
+    fn beside_other_paths_a_stale_busy_rate_gives_way_to_what_arrives() {
+        // 30 Mbit/s, then a trickle whose packets arrive 300 ms apart:
+        // every interval looks like an outage, so no busy rate is
+        // measured after the fall.
+        let run = |only_path: bool| {
+            let mut tide = Tide::new(TideConfig::default());
+            tide.set_only_path(only_path);
+            drive(&mut tide, &Bottleneck::new(3_750_000, ms(40)), ms(2000));
+            let before = tide.capacity().unwrap();
+            let rtt = crate::rtt::RttEstimator::default();
+            let mut pn = 1_000_000;
+            for i in 0..8u64 {
+                let t = ms(2000 + 300 * i);
+                // Two packets per report, one of them lost: a queue stands.
+                for k in 0..2 {
+                    tide.on_sent(t + ms(100 * k), pn + k, 1472, 2944);
+                }
+                let p = SentPacket {
+                    pn,
+                    time: t,
+                    bytes: 1472,
+                    path: 0,
+                    seq: pn,
+                    block: None,
+                    esi: 0,
+                    ack_eliciting: true,
+                };
+                tide.on_ack(&AckEvent {
+                    now: t + ms(260),
+                    acked: &[p],
+                    rtt: &rtt,
+                    bytes_in_flight: 1472,
+                    peer_receive: Some(PeerReceive {
+                        pn,
+                        sent: t,
+                        received: t + ms(240),
+                    }),
+                });
+                pn += 2;
+            }
+            (before, tide.capacity().unwrap())
+        };
+        let (before, beside) = run(false);
+        assert!(before > 3_000_000, "measured {before} B/s");
+        assert!(beside < 20_000, "still {beside} B/s beside other paths");
+        // Alone, the same silence of the link's reports is an outage (the
+        // link carries what it did before once it is back).
+        let (_, alone) = run(true);
+        assert!(alone > 3_000_000, "alone: {alone} B/s");
     }
 
     #[test]
