@@ -564,8 +564,8 @@ mod tests {
         CodedSender::new(cfg, 10)
     }
 
-    #[test]
-    fn sources_lost_with_a_path_go_again_first_while_they_could_all_be_missing() {
+    /// A sender with one block of four source symbols, all sent.
+    fn one_block_sent() -> (CodedSender, [u8; 100]) {
         let mut s = sender();
         s.start_block(vec![1u8; 400]).unwrap();
         let mut out = [0u8; 100];
@@ -573,6 +573,12 @@ mod tests {
             let n = s.next_symbol().unwrap();
             s.emit(n, &mut out).unwrap();
         }
+        (s, out)
+    }
+
+    #[test]
+    fn sources_lost_with_a_path_go_again_first_while_they_could_all_be_missing() {
+        let (mut s, mut out) = one_block_sent();
         let before = s.loss_rate();
         // Sources 1 and 3 died with their path (2 and 0 were acknowledged).
         s.on_acked(0);
@@ -591,13 +597,7 @@ mod tests {
 
     #[test]
     fn resends_give_way_to_repairs_once_the_block_lacks_fewer_symbols() {
-        let mut s = sender();
-        s.start_block(vec![1u8; 400]).unwrap();
-        let mut out = [0u8; 100];
-        for _ in 0..4 {
-            let n = s.next_symbol().unwrap();
-            s.emit(n, &mut out).unwrap();
-        }
+        let (mut s, _) = one_block_sent();
         // Three acknowledged, then all four declared lost with the path:
         // the block lacks one symbol, so of four candidates at most one is
         // missing and a repair (always useful) is the better bet.
@@ -613,13 +613,7 @@ mod tests {
 
     #[test]
     fn a_late_acknowledgment_takes_a_source_off_the_resend_list() {
-        let mut s = sender();
-        s.start_block(vec![1u8; 400]).unwrap();
-        let mut out = [0u8; 100];
-        for _ in 0..4 {
-            let n = s.next_symbol().unwrap();
-            s.emit(n, &mut out).unwrap();
-        }
+        let (mut s, mut out) = one_block_sent();
         // Source 0 was acknowledged; 1, 2 and 3 were in flight on a path
         // that died, but 1 and 2 had got through: their acknowledgments
         // arrive late, over another path.
