@@ -222,8 +222,8 @@ fn a_wifi_that_turns_slow_leaves_lte_the_transfer_and_is_used_again_when_good() 
     // Blocks are coded for the loss their symbols meet: the paths'
     // readings weighted by the rate each carries. With the worst path's
     // reading (the Wi-Fi's, whose one-packet queue drops read as air
-    // loss) 14-46 % of LTE's symbols were repairs, depending on start-up
-    // timing; now 2-3 %.
+    // loss) there were 0.17-0.46 repair symbols per source symbol,
+    // depending on start-up timing; now 0.02-0.03.
     let source = after.source_symbols - before.source_symbols;
     let repair = after.repair_symbols - before.repair_symbols;
     assert!(
