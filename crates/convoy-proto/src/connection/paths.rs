@@ -170,9 +170,8 @@ pub(crate) struct Path {
     pub unvalidated_received: u64,
     pub unvalidated_sent: u64,
     pub last_received: Option<Duration>,
-    /// Bytes received on it recently: (start of the current window, bytes
-    /// in it, bytes in the window before).
-    pub received_recent: (Duration, u64, u64),
+    /// Bytes received on it lately (feedback goes on a busy path).
+    pub received_recent: RecentBytes,
     /// When an acknowledgment last covered a packet of this path.
     pub last_progress: Option<Duration>,
     /// That acknowledgment arrived on this path (not on another).
@@ -215,28 +214,56 @@ pub(crate) struct Path {
     pub full_size_checked: bool,
 }
 
+/// Bytes counted over the window of `RECEIVE_WINDOW` under way and the one
+/// before it.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct RecentBytes {
+    start: Duration,
+    current: u64,
+    previous: u64,
+}
+
+impl RecentBytes {
+    /// The counts as they stand at `now`: windows that ended are moved
+    /// back or forgotten.
+    fn at(self, now: Duration) -> RecentBytes {
+        if now >= self.start + 2 * RECEIVE_WINDOW {
+            RecentBytes {
+                start: now,
+                ..RecentBytes::default()
+            }
+        } else if now >= self.start + RECEIVE_WINDOW {
+            RecentBytes {
+                start: now,
+                current: 0,
+                previous: self.current,
+            }
+        } else {
+            self
+        }
+    }
+
+    pub(crate) fn add(&mut self, now: Duration, bytes: usize) {
+        *self = self.at(now);
+        self.current += bytes as u64;
+    }
+
+    /// Bytes over the last one or two windows.
+    fn total(self, now: Duration) -> u64 {
+        let r = self.at(now);
+        r.current + r.previous
+    }
+}
+
 impl Path {
     /// Counts a datagram received at `now` into the recent bytes.
     pub(crate) fn count_received(&mut self, now: Duration, len: usize) {
-        let (start, cur, _) = self.received_recent;
-        if now >= start + 2 * RECEIVE_WINDOW {
-            self.received_recent = (now, 0, 0);
-        } else if now >= start + RECEIVE_WINDOW {
-            self.received_recent = (now, 0, cur);
-        }
-        self.received_recent.1 += len as u64;
+        self.received_recent.add(now, len);
     }
 
     /// Bytes received over the last one or two windows.
     fn received_lately(&self, now: Duration) -> u64 {
-        let (start, cur, prev) = self.received_recent;
-        if now >= start + 2 * RECEIVE_WINDOW {
-            0
-        } else if now >= start + RECEIVE_WINDOW {
-            cur
-        } else {
-            cur + prev
-        }
+        self.received_recent.total(now)
     }
 
     pub(crate) fn new(id: u8, remote: SocketAddr, cc: Box<dyn RateController>) -> Path {
@@ -260,7 +287,7 @@ impl Path {
             unvalidated_received: 0,
             unvalidated_sent: 0,
             last_received: None,
-            received_recent: (Duration::ZERO, 0, 0),
+            received_recent: RecentBytes::default(),
             last_progress: None,
             feedback_on_it: false,
             last_sent: Duration::ZERO,
