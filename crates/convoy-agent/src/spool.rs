@@ -19,11 +19,12 @@
 //! more, and the overflow rule deletes a segment's file before it records
 //! the drop, so that the record finds room.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use rusqlite::{params, Connection, OptionalExtension};
 
-use crate::policy::Class;
+use crate::policy::{day_of, Class, LinkRule};
 
 /// Segments created within this long count as live: a lane of their own
 /// sends them before the backlog, so live telemetry stays fresh while an
@@ -122,6 +123,19 @@ pub struct Spool {
     dir: PathBuf,
     db: Connection,
     quota: u64,
+    /// Segments taken for upload on a link with a budget and not yet
+    /// recorded acknowledged or given back, by item id: their bytes count
+    /// as spent on that link from the moment they are taken. Kept here,
+    /// under the one lock every lane and connection takes the spool by,
+    /// so that no two lanes can both see room for "one more segment".
+    reserved: HashMap<i64, Reservation>,
+}
+
+/// Bytes of one taken segment held against a link's budget.
+#[derive(Debug)]
+struct Reservation {
+    link: String,
+    bytes: u64,
 }
 
 const SCHEMA: &str = "
@@ -181,6 +195,7 @@ impl Spool {
             dir: dir.to_owned(),
             db,
             quota,
+            reserved: HashMap::new(),
         };
         s.adopt_orphans().map_err(|e| err(&e))?;
         Ok(s)
@@ -197,6 +212,7 @@ impl Spool {
             dir: dir.to_owned(),
             db,
             quota: 0,
+            reserved: HashMap::new(),
         })
     }
 
@@ -456,6 +472,48 @@ impl Spool {
         Ok(())
     }
 
+    /// The next upload for `lane` that `link`'s rules allow now, marked as
+    /// being sent and its bytes reserved against the link's budget until
+    /// [`Spool::acked_all`] records it or [`Spool::failed`] gives it back.
+    ///
+    /// A class is allowed while the bytes acknowledged today plus every
+    /// reservation on the link (all lanes, all connections) are under the
+    /// budget, so the budget is overrun by at most the one segment taken
+    /// at its edge, whatever the timing of the lanes.
+    pub fn take_for_link(
+        &mut self,
+        lane: Lane,
+        link: &LinkRule,
+        now_ns: i64,
+    ) -> rusqlite::Result<Option<Item>> {
+        let now_s = now_ns.div_euclid(1_000_000_000);
+        let committed = self.spent(&link.name, day_of(now_s)) + self.reserved_on(&link.name);
+        let allowed: Vec<Class> = Class::ALL
+            .into_iter()
+            .filter(|c| link.allows(*c, now_s, committed).is_ok())
+            .collect();
+        let item = self.take(lane, &allowed, now_ns)?;
+        if let Some(item) = &item {
+            self.reserved.insert(
+                item.id,
+                Reservation {
+                    link: link.name.clone(),
+                    bytes: item.bytes,
+                },
+            );
+        }
+        Ok(item)
+    }
+
+    /// Bytes taken for upload on `link` and not yet acknowledged or given back.
+    pub fn reserved_on(&self, link: &str) -> u64 {
+        self.reserved
+            .values()
+            .filter(|r| r.link == link)
+            .map(|r| r.bytes)
+            .sum()
+    }
+
     /// The next upload for `lane` among the classes `allowed`, marked as
     /// being sent.
     pub fn take(
@@ -577,6 +635,8 @@ impl Spool {
             tx.commit()
         })?;
         for d in done {
+            // Now counted in `link_bytes`: the reservation's work is done.
+            self.reserved.remove(&d.item.id);
             let _ = std::fs::remove_file(&d.item.path);
         }
         Ok(())
@@ -584,6 +644,9 @@ impl Spool {
 
     /// Sending failed; the segment waits for the next try.
     pub fn failed(&mut self, item: &Item, error: &str) -> rusqlite::Result<()> {
+        // Given back: its bytes were not spent. Released even if the
+        // catalog write fails, since the segment is no longer in flight.
+        self.reserved.remove(&item.id);
         self.write(|db| {
             db.execute(
                 "UPDATE items SET state = 'queued', last_error = ?2 WHERE id = ?1",
@@ -672,6 +735,63 @@ mod tests {
         let tmp = s.tmp_path("x");
         std::fs::write(&tmp, vec![0u8; bytes]).unwrap();
         s.add(&tmp, name, class, bytes as u64).unwrap();
+    }
+
+    /// A metered link with a 1,000-byte budget and 400-byte segments.
+    fn budgeted() -> LinkRule {
+        LinkRule {
+            metered: true,
+            daily_budget: Some(1000),
+            ..LinkRule::unmetered("lte")
+        }
+    }
+
+    fn taken(s: &mut Spool, lane: Lane, link: &LinkRule) -> Option<Item> {
+        s.take_for_link(lane, link, convoy_telemetry::now_ns()).unwrap()
+    }
+
+    #[test]
+    fn two_lanes_interleaved_at_the_budget_edge_overrun_it_by_at_most_one_segment() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Spool::open(dir.path(), 1 << 20).unwrap();
+        for i in 0..8 {
+            put(&mut s, &format!("t{i}"), Class::Telemetry, 400);
+        }
+        let link = budgeted();
+        // Live and backlog take in turn, nothing acknowledged yet: each
+        // sees the other's segments in flight.
+        let mut out = Vec::new();
+        for lane in [Lane::Live, Lane::Backlog].into_iter().cycle().take(8) {
+            if let Some(item) = taken(&mut s, lane, &link) {
+                out.push(item);
+            }
+        }
+        // 0, 400 and 800 are under 1,000; 1,200 is not.
+        assert_eq!(out.len(), 3, "{out:?}");
+        assert_eq!(s.reserved_on("lte"), 1200);
+        assert_eq!(s.reserved_on("wifi"), 0);
+        // A segment given back frees its bytes for another...
+        s.failed(&out.pop().unwrap(), "link lost").unwrap();
+        assert_eq!(s.reserved_on("lte"), 800);
+        out.push(taken(&mut s, Lane::Backlog, &link).expect("room again"));
+        assert!(taken(&mut s, Lane::Live, &link).is_none());
+        // ...and acknowledged ones count once, as spent, not twice.
+        let day = day_of(convoy_telemetry::now_ns() / 1_000_000_000);
+        let acks: Vec<Acked> = out
+            .drain(..2)
+            .map(|item| Acked {
+                item,
+                at_ns: convoy_telemetry::now_ns(),
+                day,
+            })
+            .collect();
+        s.acked_all(&acks, "lte").unwrap();
+        assert_eq!(s.spent("lte", day), 800);
+        assert_eq!(s.reserved_on("lte"), 400);
+        assert!(taken(&mut s, Lane::Live, &link).is_none());
+        // An unmetered link is not held back by the metered one's spending.
+        let wifi = LinkRule::unmetered("wifi");
+        assert!(taken(&mut s, Lane::Backlog, &wifi).is_some());
     }
 
     #[test]

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use convoy_net::{Client, ClientOptions, UploadQueue, UploadReport};
 
-use crate::policy::{day_of, Class, LinkRule};
+use crate::policy::{day_of, LinkRule};
 use crate::spool::{Acked, Item, Lane, Spool};
 use crate::status::{LaneStatus, LastUpload, Shared};
 
@@ -83,9 +83,10 @@ pub fn current_link<'a>(rules: &'a [LinkRule], file: Option<&PathBuf>) -> Option
 }
 
 /// A lane's uploads on one connection: segments taken from the spool as
-/// the window has room, each checked against the link's rules with what is
-/// in flight counted as spent (so a daily budget is still overrun by at
-/// most one segment), and acknowledged in the spool as each is confirmed.
+/// the window has room, each checked against the link's rules with what
+/// every lane has in flight counted as spent ([`Spool::take_for_link`], so
+/// a daily budget is overrun by at most one segment), and acknowledged in
+/// the spool as each is confirmed.
 struct LaneQueue<'u> {
     up: &'u Uploader,
     rule: LinkRule,
@@ -119,22 +120,14 @@ impl<'u> LaneQueue<'u> {
         }
     }
 
-    /// Takes the next segment the link allows now; `Ok(false)`: none.
+    /// Takes the next segment the link allows now; `Ok(false)`: none. The
+    /// spool reserves its bytes against the link's budget (for every lane
+    /// at once) until it is recorded acknowledged or given back.
     fn take(&mut self) -> rusqlite::Result<bool> {
         let Ok(mut sp) = self.up.spool.lock() else {
             return Ok(false);
         };
-        let now_ns = convoy_telemetry::now_ns();
-        let now_s = now_ns / 1_000_000_000;
-        // Confirmed but unrecorded bytes are spent too.
-        let in_flight: u64 = self.taken.iter().map(|i| i.bytes).sum::<u64>()
-            + self.acks.iter().map(|a| a.item.bytes).sum::<u64>();
-        let spent = sp.spent(&self.rule.name, day_of(now_s)) + in_flight;
-        let allowed: Vec<Class> = Class::ALL
-            .into_iter()
-            .filter(|c| self.rule.allows(*c, now_s, spent).is_ok())
-            .collect();
-        match sp.take(self.up.lane, &allowed, now_ns)? {
+        match sp.take_for_link(self.up.lane, &self.rule, convoy_telemetry::now_ns())? {
             Some(item) => {
                 self.taken.push_back(item);
                 Ok(true)
