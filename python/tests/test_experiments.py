@@ -15,12 +15,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from convoy_lab import catalog, experiments, multipath_exp, report, scheduled
-from convoy_lab.catalog import ExperimentError, get_experiment
-from convoy_lab.linkstats import data_direction_stats
-from convoy_lab.scenarios import Scenario, default_queue_packets
-from convoy_lab.schemes import SCHEMES, SchemeError, Transfer, get_scheme
-from convoy_lab.sweep import run_sweep
+from convoy_lab.experiments import catalog, cli as experiments, multipath as multipath_exp, scheduled
+from convoy_lab.report import html as report
+from convoy_lab.experiments.catalog import ExperimentError, get_experiment
+from convoy_lab.emu.linkstats import data_direction_stats
+from convoy_lab.emu.scenarios import Scenario, default_queue_packets
+from convoy_lab.emu.schemes import SCHEMES, SchemeError, Transfer, get_scheme
+from convoy_lab.emu.sweep import run_sweep
 from convoy_lab.traces import summarize_mahimahi
 
 
@@ -202,13 +203,13 @@ def test_tcp_sender_counts_exact_bytes_on_loopback(tmp_path):
         port = probe.getsockname()[1]
     for amount, recv_extra in [(["--bytes", "3000001"], []), (["--time", "0.3"], ["--time", "0.3"])]:
         server = subprocess.Popen(
-            [sys.executable, "-m", "convoy_lab.measure", "--out", str(tmp_path / "server.json"), "--",
-             sys.executable, "-m", "convoy_lab.tcpxfer", "recv", "--listen", f"127.0.0.1:{port}", *recv_extra],
+            [sys.executable, "-m", "convoy_lab.emu.measure", "--out", str(tmp_path / "server.json"), "--",
+             sys.executable, "-m", "convoy_lab.emu.tcpxfer", "recv", "--listen", f"127.0.0.1:{port}", *recv_extra],
             stdout=subprocess.PIPE, text=True,
         )
         for _ in range(100):  # until the receiver listens
             sender = subprocess.run(
-                [sys.executable, "-m", "convoy_lab.tcpxfer", "send", "--to", f"127.0.0.1:{port}", "--cc", "reno", *amount],
+                [sys.executable, "-m", "convoy_lab.emu.tcpxfer", "send", "--to", f"127.0.0.1:{port}", "--cc", "reno", *amount],
                 capture_output=True, text=True, timeout=30,
             )
             if "ConnectionRefused" not in sender.stderr:

@@ -16,7 +16,7 @@ import subprocess
 from pathlib import Path
 
 from .catalog import ExperimentError
-from .runner import convoy_binary
+from ..runner import convoy_binary
 
 GRID_N, BLOCK_M = 6, 400.0
 # RSUs at ring junctions, (x, y) in metres: coverage along part of each side
@@ -43,8 +43,8 @@ def _ring_edges() -> list[str]:
 
 def drive_wifi_trace(work: Path, seconds: float) -> Path:
     """The car's 802.11p trace for `seconds` of driving (cached)."""
-    from .mobility import SumoError, grid_network, sumo_binary
-    from .mobility.sumo_tools import run
+    from ..mobility import SumoError, grid_network, sumo_binary
+    from ..mobility.sumo_tools import run
 
     work.mkdir(parents=True, exist_ok=True)
     lap_s = 4 * (GRID_N - 1) * BLOCK_M / 13.89
@@ -88,5 +88,5 @@ def bad_wifi_trace(path: Path, bad_at: float) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     lines = ["start_ms,rate_kbps,delay_ms,loss_p", f"0,{GOOD[0]},{GOOD[1]},{GOOD[2]}"]
     lines += [f"{int((bad_at + s) * 1000)},{r},{d},{p}" for s, r, d, p in BAD_STEPS]
-    path.write_text("# mp-capprobe: Wi-Fi at the edge of coverage (convoy_lab.multipath_drive)\n" + "\n".join(lines) + "\n")
+    path.write_text("# mp-capprobe: Wi-Fi at the edge of coverage (convoy_lab.experiments.multipath_drive)\n" + "\n".join(lines) + "\n")
     return path

@@ -22,9 +22,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from .cellular_analysis import loss_label, ok_rows, points  # noqa: E402
+from ..analysis.cellular import loss_label, ok_rows, points  # noqa: E402
 from .plots import COLORS  # noqa: E402
-from .traces import window_capacity_mbit  # noqa: E402
+from ..traces import window_capacity_mbit  # noqa: E402
 
 MARKERS = {"convoy": "*", "convoy-rcdp": "s", "convoy-rlnc-bbr": "D", "tcp-cubic": "o", "tcp-bbr": "^", "tcp-reno": "v"}
 

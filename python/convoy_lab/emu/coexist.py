@@ -8,9 +8,9 @@ the two sides. Flows:
 
 * VoIP: the real `irtt` (client on the client side, 20 ms / 172 B), its
   per-packet one-way delays read from its own JSON;
-* game, movie, chat: convoy_lab.rtflows, per-packet send and kernel receive
+* game, movie, chat: convoy_lab.emu.rtflows, per-packet send and kernel receive
   timestamps;
-* bulk: kernel TCP (convoy_lab.tcpxfer, any congestion control the kernel
+* bulk: kernel TCP (convoy_lab.emu.tcpxfer, any congestion control the kernel
   has) or `convoy perf` (with `--priority background` for the scavenger).
 
 Every figure is computed from per-packet timestamps (pandas on the
@@ -34,7 +34,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .runner import convoy_binary
+from ..runner import convoy_binary
 
 CLIENT_IP, SERVER_IP = "10.7.0.1", "10.7.0.2"
 LINK = "ap"
@@ -46,7 +46,7 @@ PY = sys.executable
 
 @dataclass(frozen=True)
 class RtFlow:
-    """A real-time flow: `pattern` of convoy_lab.rtflows, or "voip" (irtt)."""
+    """A real-time flow: `pattern` of convoy_lab.emu.rtflows, or "voip" (irtt)."""
 
     name: str
     pattern: str
@@ -133,8 +133,8 @@ def _bulk_commands(b: Bulk, t0: int, work: Path, i: int) -> tuple[str, str, str]
     rx_ip = SERVER_IP if up else CLIENT_IP
     if b.scheme.startswith("tcp-"):
         port = BULK_PORT + i  # bulk i of a schedule listens on 5201 + i
-        rx = [PY, "-m", "convoy_lab.tcpxfer", "recv", "--listen", f"{rx_ip}:{port}", "--time", f"{dur:g}"]
-        tx = [PY, "-m", "convoy_lab.tcpxfer", "send", "--to", f"{rx_ip}:{port}", "--cc", b.scheme[4:], "--time", f"{dur:g}"]
+        rx = [PY, "-m", "convoy_lab.emu.tcpxfer", "recv", "--listen", f"{rx_ip}:{port}", "--time", f"{dur:g}"]
+        tx = [PY, "-m", "convoy_lab.emu.tcpxfer", "send", "--to", f"{rx_ip}:{port}", "--cc", b.scheme[4:], "--time", f"{dur:g}"]
         out = f" > {work}/bulk{i}-rx.json 2>&1", f" > {work}/bulk{i}.json 2>&1"
         return shlex.join(rx) + out[0], _at(t0, b.start, tx) + out[1], "server" if up else "client"
     if not up:
@@ -161,9 +161,9 @@ def scripts(s: Schedule, t0: int, work: Path) -> tuple[str, str]:
             continue
         rx_side, tx_side = ("server", "client") if f.direction == "up" else ("client", "server")
         rx_ip = SERVER_IP if f.direction == "up" else CLIENT_IP
-        recv = [PY, "-m", "convoy_lab.rtflows", "recv", "--listen", f"{rx_ip}:{f.port}",
+        recv = [PY, "-m", "convoy_lab.emu.rtflows", "recv", "--listen", f"{rx_ip}:{f.port}",
                 "--out", str(work / f"{f.name}.csv"), "--until", str(end_ns)]
-        send = [PY, "-m", "convoy_lab.rtflows", "send", "--to", f"{rx_ip}:{f.port}", "--pattern", f.pattern,
+        send = [PY, "-m", "convoy_lab.emu.rtflows", "send", "--to", f"{rx_ip}:{f.port}", "--pattern", f.pattern,
                 "--at", str(t0), "--start", f"{f.start:g}", "--duration", f"{f.end - f.start:g}"]
         side[rx_side].append(shlex.join(recv) + f" > {work}/{f.name}.rx.json 2>&1")
         side[tx_side].append(shlex.join(send) + f" > {work}/{f.name}.tx.json 2>&1")
@@ -193,7 +193,7 @@ def run(s: Schedule, work: Path, seed: int = 1) -> dict:
                "--link", f"{LINK}:{s.link},seed={seed}", "--server", server, "--", "sh", "-c", client]
     (work / "command.txt").write_text(shlex.join(command) + "\n")
     (work / "t0").write_text(str(t0))
-    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
     (work / "launch").write_text(str(time.time_ns()))
     proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
     status = "ok"

@@ -22,7 +22,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .traces import trace_length_s, twin, window_capacity_mbit
+from ..traces import trace_length_s, twin, window_capacity_mbit
 
 MTU_BYTES = 1500
 TRACE_QUEUE_PACKETS = 200

@@ -6,7 +6,7 @@ engine runs them wherever it likes, and `convoy sim sweep --collect` builds
 runs.csv from their summaries in (point, seed) order, so runs.csv is the
 same bytes whichever engine ran the runs and with how many workers.
 
-    python -m convoy_lab.fleet_sweep SCENARIO --seeds 1-10 --param KEY=A,B --out DIR
+    python -m convoy_lab.sim SCENARIO --seeds 1-10 --param KEY=A,B --out DIR
         [--engine local|dask|ray] [--workers N] [--address ADDR]
 
 `--address` joins an existing cluster (a Dask scheduler `tcp://host:8786`,
@@ -126,7 +126,7 @@ def _on_ray(convoy: str, argvs: list[list[str]], workers: int, address: str | No
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m convoy_lab.fleet_sweep", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m convoy_lab.sim", description=__doc__.split("\n\n")[0])
     p.add_argument("scenario", type=Path)
     p.add_argument("--seeds", default="1")
     p.add_argument("--param", action="append", default=[], metavar="KEY=V1,V2")

@@ -1,6 +1,6 @@
 """The experiments: the papers' conditions (SPEC S1, S2), what is swept, the
 schemes compared, and how our rows are turned into the figures the papers
-report, printed beside the papers' own (convoy_lab.paper).
+report, printed beside the papers' own (convoy_lab.experiments.paper).
 
 "TCP" in RCDP's claims is the HTTP/TCP of its Linux testbed, whose default
 congestion control is Cubic: our tcp-cubic. "RCDP" is convoy-rcdp, and
@@ -18,9 +18,9 @@ from typing import Callable
 import pandas as pd
 
 from . import paper
-from .runner import REPO_ROOT
-from .scenarios import Scenario
-from .schemes import Transfer
+from ..runner import REPO_ROOT
+from ..emu.scenarios import Scenario
+from ..emu.schemes import Transfer
 
 ALL_SCHEMES = ["convoy-rcdp", "convoy-rlnc-bbr", "tcp-cubic", "tcp-bbr", "tcp-reno"]
 LTE_SCHEMES = ["convoy-rcdp", "convoy-rlnc-bbr", "tcp-cubic", "tcp-bbr"]
@@ -307,7 +307,7 @@ _add(
     )
 )
 
-# Run with their quick settings; `cellular` (convoy_lab.cellular, a grid of
+# Run with their quick settings; `cellular` (convoy_lab.experiments.cellular, a grid of
 # its own rather than a sweep of this catalogue) replaced `lte-upload` here.
 DEMO = ["loss-50mbit", "cellular"]
 

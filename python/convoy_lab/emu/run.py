@@ -2,8 +2,8 @@
 
 The receiver runs on the emulator's server side, the sender on its client
 side, both unmodified programs under `convoy emu` and both wrapped by
-convoy_lab.measure for CPU time. The link's per-packet records give the
-one-way delay (convoy_lab.linkstats).
+convoy_lab.emu.measure for CPU time. The link's per-packet records give the
+one-way delay (convoy_lab.emu.linkstats).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from .linkstats import data_direction_stats, empty_stats
-from .runner import convoy_binary
+from ..runner import convoy_binary
 from .scenarios import LINK_NAME, Scenario
 from .schemes import Scheme, Transfer
 
@@ -40,7 +40,7 @@ def check_emulator() -> None:
 
 
 def _measured(out: Path, stdout: Path, command: list[str], wait_for: Path | None = None) -> list[str]:
-    wrapper = [sys.executable, "-m", "convoy_lab.measure", "--out", str(out), "--stdout", str(stdout)]
+    wrapper = [sys.executable, "-m", "convoy_lab.emu.measure", "--out", str(out), "--stdout", str(stdout)]
     if wait_for is not None:
         wrapper += ["--wait-for", str(wait_for)]
     return [*wrapper, "--", *command]

@@ -23,7 +23,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import background_exp, coexist, smartap_exp
+from . import background as background_exp, smart_ap as smartap_exp
+from ..emu import coexist
 from .catalog import shared_traces_dir
 
 TITLES = {
@@ -174,7 +175,7 @@ def _f(v, digits=1) -> str:
 
 
 def _table(headers: list[str], rows: list[list[str]]) -> str:
-    from .report import text_table
+    from ..report.html import text_table
 
     return text_table(headers, rows)
 
@@ -332,7 +333,7 @@ def report_section(name: str, out: Path) -> str | None:
     d = out / name
     if not (d / "runs.csv").is_file():
         return None
-    from .report import _html_table, _img
+    from ..report.html import _html_table, _img
 
     df = pd.read_csv(d / "runs.csv")
     meta = json.loads((d / "meta.json").read_text()) if (d / "meta.json").is_file() else {}

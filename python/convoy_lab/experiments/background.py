@@ -25,8 +25,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import coexist
-from .coexist import Bulk, RtFlow, Schedule
+from ..emu import coexist
+from ..emu.coexist import Bulk, RtFlow, Schedule
 
 BULKS = ["tcp-cubic", "tcp-bbr", "tcp-lp", "convoy", "convoy-background"]
 TARGET_CELL = (10, 250)

@@ -39,11 +39,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import multipath_analysis as mpa
+from ..analysis import multipath as mpa
 from .catalog import ExperimentError, shared_traces_dir
-from .multipath_schemes import LINKS, LTE, WIFI, DeliveryError, get
-from .runner import convoy_binary
-from .traces import window_capacity_mbit
+from ..emu.multipath import LINKS, LTE, WIFI, DeliveryError, get
+from ..runner import convoy_binary
+from ..traces import window_capacity_mbit
 
 TITLES = {
     "mp-aggregate": "Multipath aggregate: Wi-Fi 30 Mbit/s + LTE 10 Mbit/s, clean, lossy, LTE trace",
@@ -172,7 +172,7 @@ def emulate(case: Case, scheme, work: Path, seed: int = 1) -> str:
                "--server", scheme.server_script(work, case.seconds),
                "--", "sh", "-c", scheme.client_script(work, case.seconds)]
     (work / "command.txt").write_text(shlex.join(command) + "\n")
-    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
     proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
     status = "ok"
     try:

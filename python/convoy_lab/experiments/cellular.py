@@ -38,12 +38,12 @@ from typing import Callable, TextIO
 import pandas as pd
 
 from .catalog import ExperimentError, shared_traces_dir
-from .emurun import run_once
-from .runner import convoy_binary
-from .scenarios import Scenario
-from .schemes import Transfer, get_scheme
-from .sweep import run_sweep
-from .traces import TraceError, is_series, read_mahimahi, series_rate_steps, trace_length_s, twin
+from ..emu.run import run_once
+from ..runner import convoy_binary
+from ..emu.scenarios import Scenario
+from ..emu.schemes import Transfer, get_scheme
+from ..emu.sweep import run_sweep
+from ..traces import TraceError, is_series, read_mahimahi, series_rate_steps, trace_length_s, twin
 
 NAME = "cellular"
 TITLE = "Cellular drive traces, Pantheon-style: throughput against delay, uplink and downlink"

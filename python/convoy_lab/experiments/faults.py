@@ -39,7 +39,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from .runner import convoy_binary
+from ..runner import convoy_binary
 
 FAULTS = ["kill-client", "kill-server", "outage", "bursty-loss", "reorder", "duplicate", "corrupt", "disk-full"]
 STORE_MB = 96

@@ -14,8 +14,8 @@ still sitting in a socket buffer that autotuning grew to megabytes. The
 congestion control is the kernel's own, chosen per socket with
 TCP_CONGESTION (what `iperf3 -C` does).
 
-    python -m convoy_lab.tcpxfer recv --listen 10.7.0.2:5201 [--time T]
-    python -m convoy_lab.tcpxfer send --to 10.7.0.2:5201 --cc cubic (--bytes N | --time T)
+    python -m convoy_lab.emu.tcpxfer recv --listen 10.7.0.2:5201 [--time T]
+    python -m convoy_lab.emu.tcpxfer send --to 10.7.0.2:5201 --cc cubic (--bytes N | --time T)
 
 Both print one JSON document on stdout. Standard library only.
 """
@@ -59,7 +59,7 @@ def receive(listen: str, seconds: float | None = None, on_recv=None) -> dict:
     """Receives one transfer: to end-of-stream, or for `seconds` after accepting.
     `on_recv(monotonic_ns, nbytes)`, if given, sees every read, and once with
     0 bytes at accepting, where the window starts (the multipath experiments'
-    delivery gaps, convoy_lab.mpxfer)."""
+    delivery gaps, convoy_lab.emu.mpxfer)."""
     server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     server.bind(address(listen))
@@ -186,7 +186,7 @@ def send(to: str, cc: str, nbytes: int | None, seconds: float | None) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m convoy_lab.tcpxfer")
+    parser = argparse.ArgumentParser(prog="python -m convoy_lab.emu.tcpxfer")
     sub = parser.add_subparsers(dest="role", required=True)
     recv = sub.add_parser("recv", help="receive one transfer, then answer with its count")
     recv.add_argument("--listen", default=f"0.0.0.0:{DEFAULT_PORT}")

@@ -1,5 +1,5 @@
 """Tables, targets, plots and the report section of the multipath
-experiments (convoy_lab.multipath_exp)."""
+experiments (convoy_lab.experiments.multipath)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import multipath_analysis as mpa
-from .multipath_exp import LTE_RTT_MS, TITLES
-from .multipath_schemes import LINKS, Delivery, DeliveryError, get
+from ..analysis import multipath as mpa
+from ..experiments.multipath import LTE_RTT_MS, TITLES
+from ..emu.multipath import LINKS, Delivery, DeliveryError, get
 
 OURS = {"mp-aggregate": "convoy-mp", "mp-drive": "convoy-mp"}
 # Anchors printed beside ours (issue 16, ../shared/research/multipath.md, SPEC S3).
@@ -176,7 +176,7 @@ def wifi_dies_targets(df: pd.DataFrame) -> list[list[str]]:
 
 def print_result(name: str, df: pd.DataFrame, stream=None) -> None:
     stream = stream or sys.stdout
-    from .report import text_table
+    from .html import text_table
 
     print(f"\n== {name}: {TITLES[name]}", file=stream)
     for _, r in df[df["status"] != "ok"].iterrows() if "status" in df else []:
@@ -253,8 +253,8 @@ def report_section(name: str, out: Path) -> str | None:
     d = out / name
     if not (d / "runs.csv").is_file():
         return None
-    from . import multipath_exp
-    from .report import _html_table, _img
+    from ..experiments import multipath as multipath_exp
+    from .html import _html_table, _img
 
     df = pd.read_csv(d / "runs.csv")
     meta = json.loads((d / "meta.json").read_text()) if (d / "meta.json").is_file() else {}

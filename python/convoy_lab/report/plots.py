@@ -16,9 +16,9 @@ matplotlib.use("Agg")  # files only: no display on servers and in CI
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from . import paper  # noqa: E402
-from .catalog import Experiment, shared_traces_dir  # noqa: E402
-from .traces import capacity_series  # noqa: E402
+from ..experiments import paper  # noqa: E402
+from ..experiments.catalog import Experiment, shared_traces_dir  # noqa: E402
+from ..traces import capacity_series  # noqa: E402
 
 COLORS = {
     "convoy": "#000000",

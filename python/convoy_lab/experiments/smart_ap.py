@@ -26,8 +26,8 @@ import json
 import math
 from dataclasses import dataclass
 
-from . import coexist
-from .coexist import Bulk, RtFlow, Schedule
+from ..emu import coexist
+from ..emu.coexist import Bulk, RtFlow, Schedule
 
 RATE_MBIT = 20
 POLICIES = {

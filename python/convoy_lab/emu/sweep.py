@@ -18,7 +18,7 @@ from typing import Callable, TextIO
 
 import pandas as pd
 
-from .emurun import run_once
+from .run import run_once
 from .scenarios import Scenario
 from .schemes import Scheme, Transfer
 

@@ -4,7 +4,7 @@ Every scheme's sender and receiver run under this wrapper inside `convoy
 emu`'s namespaces, so CPU time is measured the same way for iperf-like TCP
 senders and for the convoy binary, whatever each reports about itself.
 
-    python -m convoy_lab.measure --out FILE [--stdout FILE] [--wait-for FILE] -- CMD [ARGS]...
+    python -m convoy_lab.emu.measure --out FILE [--stdout FILE] [--wait-for FILE] -- CMD [ARGS]...
 
 Standard library only: it starts inside the namespaces for every run, so it
 must start fast.
@@ -30,7 +30,7 @@ def write_atomically(path: Path, doc: dict) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m convoy_lab.measure")
+    parser = argparse.ArgumentParser(prog="python -m convoy_lab.emu.measure")
     parser.add_argument("--out", required=True, type=Path, help="JSON file for the cost")
     parser.add_argument("--stdout", type=Path, help="file for the command's standard output")
     parser.add_argument(

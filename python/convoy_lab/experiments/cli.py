@@ -7,7 +7,7 @@
     python -m convoy_lab.experiments demo        # the short default subset, then the report
     python -m convoy_lab.experiments reproduce   # every experiment at full length
     python -m convoy_lab.experiments report      # rebuild results/report.html from the CSVs
-    python -m convoy_lab.experiments run faults [--uploads 100] [--quick]   # the fault campaign (convoy_lab.faults)
+    python -m convoy_lab.experiments run faults [--uploads 100] [--quick]   # the fault campaign (convoy_lab.experiments.faults)
     python -m convoy_lab.experiments run smart-ap|background [--quick] [--scale F] [--only KIND]
     python -m convoy_lab.experiments run mp-aggregate|mp-wifi-dies|mp-drive|mp-capprobe [--quick] [--schemes A,B]
 
@@ -26,12 +26,14 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from . import catalog, cellular, cellular_analysis, fleet_experiments, multipath_exp, report, scheduled
+from . import catalog, cellular, fleet_sim as fleet_experiments, multipath as multipath_exp, scheduled
+from ..analysis import cellular as cellular_analysis
+from ..report import html as report
 from .catalog import DEMO, EXPERIMENTS, ExperimentError, get_experiment
-from .emurun import EmulatorUnavailable, check_emulator
-from .runner import ConvoyNotFound, convoy_binary
-from .schemes import SCHEMES, SchemeError, get_scheme
-from .sweep import run_sweep
+from ..emu.run import EmulatorUnavailable, check_emulator
+from ..runner import ConvoyNotFound, convoy_binary
+from ..emu.schemes import SCHEMES, SchemeError, get_scheme
+from ..emu.sweep import run_sweep
 
 
 def _clean(value):
@@ -236,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
                 catalog.check_inputs(get_experiment(name), quick)
         for s in schemes or []:
             if multi and not names:
-                from .multipath_schemes import get as get_mp_scheme
+                from ..emu.multipath import get as get_mp_scheme
 
                 get_mp_scheme(s)
             else:
@@ -285,7 +287,7 @@ def main(argv: list[str] | None = None) -> int:
             print_result(res)
         for n, df in done.items():
             scheduled.print_result(n, df)
-        from . import multipath_plots
+        from ..report import multipath as multipath_plots
 
         for n, df in mp_done.items():
             multipath_plots.print_result(n, df)
@@ -294,7 +296,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _faults(args) -> int:
-    """The fault campaign (convoy_lab.faults): not a sweep of schemes."""
+    """The fault campaign (convoy_lab.experiments.faults): not a sweep of schemes."""
     from . import faults
 
     convoy_binary()
@@ -312,8 +314,8 @@ def _faults(args) -> int:
 def _run_fleet(fleet: list[str], quick: bool, seeds: int, out: Path, as_json_doc: bool, engine: str,
                workers: int | None, rest: list[str]) -> int:
     """Fleet experiments: each a `convoy sim sweep`, then the thesis's figures beside ours."""
-    from .fleet_sweep import SweepError
-    from .mobility import SumoError
+    from ..sim import SweepError
+    from ..mobility import SumoError
 
     if rest:
         print(f"error: run fleet experiments ({', '.join(fleet)}) apart from emulator ones ({', '.join(rest)})",

@@ -3,7 +3,7 @@
 10.7.1.2), the client (the vehicle) sending to the server:
 
 * `mptcp-fullmesh`, `mptcp-backup`: kernel MPTCP, the unmodified receiver
-  (convoy_lab.mpxfer) and sender (convoy_lab.tcpxfer) run through
+  (convoy_lab.emu.mpxfer) and sender (convoy_lab.emu.tcpxfer) run through
   `mptcpize`, with the kernel's default scheduler and Cubic (the kernel's
   stock congestion control); the in-kernel path manager gets both client
   addresses as `subflow` endpoints, LTE's flagged `backup` in backup mode;
@@ -28,7 +28,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .runner import ConvoyNotFound, convoy_binary
+from ..runner import ConvoyNotFound, convoy_binary
 
 WIFI, LTE = "wifi", "lte"
 LINKS = (WIFI, LTE)  # the order of --link: wifi is link 0
@@ -183,14 +183,14 @@ class KernelTcp(Scheme):
         return ("mptcpize run " if self.mptcp else "") + shlex.join(command)
 
     def server_script(self, work: Path, seconds: float) -> str:
-        recv = [sys.executable, "-m", "convoy_lab.mpxfer", "recv", "--listen", f"0.0.0.0:{TCP_PORT}",
+        recv = [sys.executable, "-m", "convoy_lab.emu.mpxfer", "recv", "--listen", f"0.0.0.0:{TCP_PORT}",
                 "--time", f"{seconds:g}", "--out", str(work / "server.json")]
         limits = f"{MPTCP_LIMITS}; " if self.mptcp else ""
         return f"{limits}exec {self._wrap(recv)} > {work}/server.out 2> {work}/server.err"
 
     def client_script(self, work: Path, seconds: float) -> str:
         server = ADDR[WIFI if self.mptcp else self.link][1]
-        send = [sys.executable, "-m", "convoy_lab.tcpxfer", "send", "--to", f"{server}:{TCP_PORT}",
+        send = [sys.executable, "-m", "convoy_lab.emu.tcpxfer", "send", "--to", f"{server}:{TCP_PORT}",
                 "--cc", self.cc, "--time", f"{seconds:g}"]
         setup = ""
         if self.mptcp:
@@ -270,7 +270,7 @@ SCHEMES: dict[str, Scheme] = {
 
 
 def get(name: str) -> Scheme:
-    from .catalog import ExperimentError
+    from ..experiments.catalog import ExperimentError
 
     try:
         return SCHEMES[name]

@@ -8,10 +8,10 @@ seconds, and how to read what the transfer achieved.
   (RaptorQ with RCDP's packet-train rate control; RLNC over BBR, ScalaNC's
   design).
 * `tcp-cubic`, `tcp-bbr`, `tcp-reno`: real kernel TCP with that congestion
-  control, through convoy_lab.tcpxfer, an exact-bytes sender (module
+  control, through convoy_lab.emu.tcpxfer, an exact-bytes sender (module
   docstring there says why not `iperf3 -n`).
 
-Each scheme's programs are wrapped by convoy_lab.measure (CPU time) by the
+Each scheme's programs are wrapped by convoy_lab.emu.measure (CPU time) by the
 runner, not here.
 """
 
@@ -25,7 +25,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
 
-from .runner import ConvoyNotFound, convoy_binary
+from ..runner import ConvoyNotFound, convoy_binary
 
 TCP_PORT = 5201
 CONVOY_PORT = 4433
@@ -130,7 +130,7 @@ class KernelTcp(Scheme):
         return None
 
     def server_command(self, server_ip: str, transfer: Transfer, workdir: Path) -> list[str]:
-        command = [sys.executable, "-m", "convoy_lab.tcpxfer", "recv", "--listen", f"{server_ip}:{TCP_PORT}"]
+        command = [sys.executable, "-m", "convoy_lab.emu.tcpxfer", "recv", "--listen", f"{server_ip}:{TCP_PORT}"]
         if transfer.seconds is not None:
             command += ["--time", f"{transfer.seconds:g}"]
         return command
@@ -138,7 +138,7 @@ class KernelTcp(Scheme):
     def client_command(self, server_ip: str, transfer: Transfer, workdir: Path) -> list[str]:
         amount = ["--bytes", str(transfer.bytes)] if transfer.bytes is not None else ["--time", f"{transfer.seconds:g}"]
         return [
-            sys.executable, "-m", "convoy_lab.tcpxfer", "send",
+            sys.executable, "-m", "convoy_lab.emu.tcpxfer", "send",
             "--to", f"{server_ip}:{TCP_PORT}", "--cc", self.cc, *amount,
         ]
 

@@ -9,8 +9,8 @@ time is the packet's exact one-way delay, whatever the sender's own timing
 jitter. The receiver writes one CSV row per packet:
 `seq,send_ns,recv_ns,len` (figures come from these, never from averages).
 
-    python -m convoy_lab.rtflows send --to 10.7.0.2:7001 --pattern game --at T0_NS --start 45 --duration 135
-    python -m convoy_lab.rtflows recv --listen 10.7.0.2:7001 --out game.csv --until T_NS
+    python -m convoy_lab.emu.rtflows send --to 10.7.0.2:7001 --pattern game --at T0_NS --start 45 --duration 135
+    python -m convoy_lab.emu.rtflows recv --listen 10.7.0.2:7001 --out game.csv --until T_NS
 
 Patterns (payload bytes every interval):
 
@@ -125,7 +125,7 @@ def recv(listen: str, out: str, until_ns: int) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m convoy_lab.rtflows", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m convoy_lab.emu.rtflows", description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="command", required=True)
     s = sub.add_parser("send")
     s.add_argument("--to", required=True)

@@ -26,8 +26,8 @@ import pandas as pd
 
 from . import fleet_city
 from .catalog import Claim
-from .fleet_sweep import sweep
-from .report import claims_text, text_table
+from ..sim import sweep
+from ..report.html import claims_text, text_table
 
 BAGUENA = "baguena-2017 (Báguena's thesis)"
 MENA = "mena-2017 (Mena's thesis)"

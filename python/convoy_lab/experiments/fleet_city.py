@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from .mobility import VacaConfig, import_osm, random_routes, run_vacamobil
+from ..mobility import VacaConfig, import_osm, random_routes, run_vacamobil
 
-DATA = Path(__file__).resolve().parent / "data"
+DATA = Path(__file__).resolve().parents[1] / "data"
 HELSINKI = DATA / "helsinki.osm.gz"
 
 

@@ -2,10 +2,10 @@
 application got, read by read, in the same shape as `convoy perf --server
 --json` prints for convoy, so both are measured the same way.
 
-    python -m convoy_lab.mpxfer recv --listen 0.0.0.0:5201 --time T --out FILE.json
-    mptcpize run python -m convoy_lab.mpxfer recv ...     # kernel MPTCP, unmodified
+    python -m convoy_lab.emu.mpxfer recv --listen 0.0.0.0:5201 --time T --out FILE.json
+    mptcpize run python -m convoy_lab.emu.mpxfer recv ...     # kernel MPTCP, unmodified
 
-The sender is convoy_lab.tcpxfer's (`send --time T`): it writes as fast as
+The sender is convoy_lab.emu.tcpxfer's (`send --time T`): it writes as fast as
 the socket takes data until this receiver answers at the end of its window.
 
 The document (also the answer the sender reads) holds `bytes`,
@@ -121,7 +121,7 @@ def receive(listen: str, seconds: float) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m convoy_lab.mpxfer", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m convoy_lab.emu.mpxfer", description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="role", required=True)
     r = sub.add_parser("recv", help="receive one timed transfer and write what the application got")
     r.add_argument("--listen", default="0.0.0.0:5201", help="address:port to listen on")

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from .multipath_schemes import LINKS, WIFI, Delivery
-from .traces import is_series, series_rate_steps, window_capacity_mbit
+from ..emu.multipath import LINKS, WIFI, Delivery
+from ..traces import is_series, series_rate_steps, window_capacity_mbit
 
 DATA_BYTES = 200  # smaller packets are acknowledgments and probes
 ANCHOR_BYTES = 1000

@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import cellular_analysis as cell
-from . import cellular_plots, plots
-from .catalog import EXPERIMENTS, Claim, Experiment
+from ..analysis import cellular as cell
+from . import cellular as cellular_plots, plots
+from ..experiments.catalog import EXPERIMENTS, Claim, Experiment
 
-from .cellular import NAME as CELLULAR  # noqa: E402
+from ..experiments.cellular import NAME as CELLULAR  # noqa: E402
 
 
 def _x_text(e: Experiment, value) -> str:
@@ -261,14 +261,15 @@ def write_report(out: Path) -> Path:
     if loaded is not None:
         sections.append(cellular_section(*loaded, out))
         index.append(f'<li><a href="#{CELLULAR}">Cellular drive traces (Pantheon-style)</a></li>')
-    from . import scheduled
+    from ..experiments import scheduled
 
     for name, title in scheduled.TITLES.items():
         section = scheduled.report_section(name, out)
         if section:
             sections.append(section)
             index.append(f'<li><a href="#{name}">{html.escape(title)}</a></li>')
-    from . import multipath_exp, multipath_plots
+    from ..experiments import multipath as multipath_exp
+    from . import multipath as multipath_plots
 
     for name, title in multipath_exp.TITLES.items():
         section = multipath_plots.report_section(name, out)
