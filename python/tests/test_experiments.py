@@ -149,6 +149,22 @@ def test_missing_scheme_gives_na_not_a_crash():
     assert claims[1].ours == "94 % (tcp-cubic)"
 
 
+def test_the_default_mode_is_in_every_sweep_and_in_the_50mbit_figures():
+    from convoy_lab.experiments.catalog import DEMO, EXPERIMENTS
+
+    assert all(e.schemes[0] == "convoy" for e in EXPERIMENTS.values())
+    assert "loss-50mbit" in DEMO
+    df = _rows("loss-50mbit", "loss_pct", {
+        "convoy": {0: 48.0, 5: 45.6, 10: 43.2},
+        "convoy-rcdp": {0: 40.0, 5: 38.0, 10: 36.0},
+        "tcp-cubic": {0: 47.0, 5: 3.0, 10: 1.0},
+    })
+    claims = {c.metric: c for c in get_experiment("loss-50mbit").claims(df)}
+    assert claims["convoy (default mode): worst loss of its loss-free goodput"].ours == "10 %"
+    # 43.2 of an ideal 45.0 at 10 % loss
+    assert claims["convoy (default mode): lowest share of capacity × (1 − loss)"].ours == "96 %"
+
+
 def test_lte_figures_are_the_scalanc_constants():
     trace = "ATT-LTE-driving-2016.up"
     df = _rows("lte-upload", "trace", {"tcp-cubic": {trace: 1.5}, "tcp-bbr": {trace: 2.0}}, extra={})
