@@ -43,6 +43,7 @@ from ..runner import convoy_binary
 from ..emu.scenarios import Scenario
 from ..emu.schemes import Transfer, get_scheme
 from ..emu.sweep import run_sweep
+from ..report import stamp
 from ..traces import TraceError, is_series, read_mahimahi, series_rate_steps, trace_length_s, twin
 
 NAME = "cellular"
@@ -249,7 +250,7 @@ def command_line(s: Settings, out: Path) -> str:
     return shlex.join(parts)
 
 
-def _meta(s: Settings, out: Path, started: float, skipped: dict, done: bool) -> dict:
+def _meta(s: Settings, out: Path, started: float, skipped: dict, done: bool, taken: dict) -> dict:
     return {
         "experiment": NAME,
         "quick": s.quick,
@@ -271,6 +272,7 @@ def _meta(s: Settings, out: Path, started: float, skipped: dict, done: bool) -> 
         "started": datetime.fromtimestamp(started, timezone.utc).isoformat(timespec="seconds"),
         "elapsed_s": round(time.time() - started, 1),
         "finished": done,
+        "stamp": stamp.finish(taken) if done else taken,
     }
 
 
@@ -287,9 +289,9 @@ def run(
     progress = progress or sys.stderr
     directory = out / NAME
     directory.mkdir(parents=True, exist_ok=True)
-    started = time.time()
+    started, taken = time.time(), stamp.stamp()
     meta_path = directory / "meta.json"
-    meta_path.write_text(json.dumps(_meta(s, out, started, {}, False), indent=1) + "\n")
+    meta_path.write_text(json.dumps(_meta(s, out, started, {}, False, taken), indent=1) + "\n")
     total = s.runs()
     first_guess = total * (s.duration_s + RUN_OVERHEAD_S)
     print(
@@ -309,7 +311,7 @@ def run(
         progress=progress,
         run=runner,
     )
-    meta = _meta(s, out, started, result.skipped, True)
+    meta = _meta(s, out, started, result.skipped, True, taken)
     meta_path.write_text(json.dumps(meta, indent=1) + "\n")
     return result.rows, meta
 

@@ -7,6 +7,7 @@
     python -m convoy_lab.experiments demo        # the short default subset, then the report
     python -m convoy_lab.experiments reproduce   # every experiment at full length
     python -m convoy_lab.experiments report      # rebuild results/report.html from the CSVs
+    python -m convoy_lab.experiments results     # docs/RESULTS.md and README's headline table from them
     python -m convoy_lab.experiments run faults [--uploads 100] [--quick]   # the fault campaign (convoy_lab.experiments.faults)
     python -m convoy_lab.experiments run smart-ap|background [--quick] [--scale F] [--only KIND]
     python -m convoy_lab.experiments run mp-aggregate|mp-wifi-dies|mp-drive|mp-capprobe [--quick] [--schemes A,B]
@@ -31,9 +32,10 @@ from ..analysis import cellular as cellular_analysis
 from ..report import html as report
 from .catalog import DEMO, EXPERIMENTS, ExperimentError, get_experiment
 from ..emu.run import EmulatorUnavailable, check_emulator
-from ..runner import ConvoyNotFound, convoy_binary
+from ..runner import REPO_ROOT, ConvoyNotFound, convoy_binary
 from ..emu.schemes import SCHEMES, SchemeError, get_scheme
 from ..emu.sweep import run_sweep
+from ..report import stamp
 
 
 def _clean(value):
@@ -48,7 +50,7 @@ def run_experiment(name: str, quick: bool, seeds: int, out: Path, schemes: list[
     catalog.check_inputs(e, quick)
     chosen = [get_scheme(s) for s in (schemes or e.schemes)]
     transfer = e.quick_transfer if quick else e.transfer
-    started = time.time()
+    started, taken = time.time(), stamp.stamp()
     result = run_sweep(
         e.name, chosen, e.scenarios(quick), transfer, list(range(1, seeds + 1)), out / e.name, keep_records=keep_records
     )
@@ -65,6 +67,7 @@ def run_experiment(name: str, quick: bool, seeds: int, out: Path, schemes: list[
         "convoy": str(convoy_binary()),
         "started": datetime.fromtimestamp(started, timezone.utc).isoformat(timespec="seconds"),
         "elapsed_s": round(time.time() - started, 1),
+        "stamp": stamp.finish(taken),
     }
     (out / e.name / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
     df = result.rows
@@ -193,6 +196,12 @@ def parser() -> argparse.ArgumentParser:
     common(sub.add_parser("reproduce", help="every experiment at full length, then the report"))
     rep = sub.add_parser("report", help="rebuild OUT/report.html from the results")
     rep.add_argument("--out", type=Path, default=Path("results"))
+    res = sub.add_parser("results", help="regenerate docs/RESULTS.md and README's headline table from OUT's files")
+    res.add_argument("--out", type=Path, default=Path("results"), help="results directory (default: results)")
+    res.add_argument("--doc", type=Path, default=REPO_ROOT / "docs" / "RESULTS.md", help="default: docs/RESULTS.md")
+    res.add_argument("--readme", type=Path, default=REPO_ROOT / "README.md",
+                     help="whose generated block to replace (default: README.md)")
+    res.add_argument("--no-readme", action="store_true", help="leave README alone")
     return p
 
 
@@ -204,6 +213,16 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "report":
             path = report.write_report(args.out)
             print(f"report: {path.resolve()}")
+            return 0
+        if args.command == "results":
+            from ..report import results
+
+            try:
+                path = results.write(args.out, args.doc, None if args.no_readme else args.readme)
+            except ValueError as err:
+                print(f"error: {err}", file=sys.stderr)
+                return 2
+            print(f"results: {path.resolve()}" + ("" if args.no_readme else f"; headline table in {args.readme}"))
             return 0
         overrides = {}
         if args.command == "run" and args.names == ["faults"]:

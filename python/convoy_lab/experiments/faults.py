@@ -39,6 +39,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from ..report import stamp
 from ..runner import convoy_binary
 
 FAULTS = ["kill-client", "kill-server", "outage", "bursty-loss", "reorder", "duplicate", "corrupt", "disk-full"]
@@ -237,7 +238,7 @@ def run_campaign(uploads: int, seed: int, quick: bool, out: Path, stream=sys.std
     subprocess.run([str(convoy_binary()), "keygen", "--out", str(key)], check=True, capture_output=True)
     store = Store(work / "store")
     rows: list[Upload] = []
-    started = time.time()
+    started, taken = time.time(), stamp.stamp()
     try:
         for i in range(uploads):
             size, faults, link, timing = plan(i, seed, quick)
@@ -275,6 +276,7 @@ def run_campaign(uploads: int, seed: int, quick: bool, out: Path, stream=sys.std
         "elapsed_s": round(time.time() - started, 1),
         "seed": seed,
         "quick": quick,
+        "stamp": stamp.finish(taken),
     }
     with open(work / "runs.csv", "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(asdict(rows[0]).keys()) if rows else ["index"])

@@ -26,6 +26,7 @@ import pandas as pd
 
 from . import fleet_city
 from .catalog import Claim
+from ..report import stamp
 from ..sim import sweep
 from ..report.html import claims_text, text_table
 
@@ -296,11 +297,11 @@ _add(FleetExperiment(
 
 def run(name: str, quick: bool, seeds: int, out: Path, engine: str = "local", workers: int | None = None) -> dict:
     e = FLEET[name]
-    started = time.time()
+    started, taken = time.time(), stamp.stamp()
     res = e.run(quick, seeds, out, engine, workers)
     res["experiment"] = e
     res["meta"].update({"experiment": name, "quick": quick, "seeds": seeds, "engine": engine,
-                        "elapsed_s": round(time.time() - started, 1)})
+                        "elapsed_s": round(time.time() - started, 1), "stamp": stamp.finish(taken)})
     (out / name / "meta.json").write_text(json.dumps(res["meta"], indent=1, default=str) + "\n")
     return res
 

@@ -43,6 +43,7 @@ from ..analysis import multipath as mpa
 from .catalog import ExperimentError, shared_traces_dir
 from ..emu.multipath import LINKS, LTE, WIFI, DeliveryError, get
 from ..runner import convoy_binary
+from ..report import stamp
 from ..traces import window_capacity_mbit
 
 TITLES = {
@@ -248,7 +249,7 @@ def run(name: str, quick: bool, out: Path, schemes: list[str] | None = None, see
         get(s)
     d = out / name
     d.mkdir(parents=True, exist_ok=True)
-    started = time.time()
+    started, taken = time.time(), stamp.stamp()
     todo = [(c, s) for c in cases(name, quick, out) for s in c.schemes if not schemes or s in schemes]
     rows = []
     for i, (case, sname) in enumerate(todo, 1):
@@ -286,7 +287,7 @@ def run(name: str, quick: bool, out: Path, schemes: list[str] | None = None, see
             "cases": {c.name: {"wifi": c.wifi, "lte": c.lte, "seconds": c.seconds, "outage": c.outage,
                                "bad_at": c.bad_at} for c in cases(name, quick, out)},
             "started": datetime.fromtimestamp(started, timezone.utc).isoformat(timespec="seconds"),
-            "elapsed_s": round(time.time() - started, 1)}
+            "elapsed_s": round(time.time() - started, 1), "stamp": stamp.finish(taken)}
     (d / "meta.json").write_text(json.dumps(meta, indent=1, default=str) + "\n")
     return df
 

@@ -26,6 +26,7 @@ import pandas as pd
 from . import background as background_exp, smart_ap as smartap_exp
 from ..emu import coexist
 from .catalog import shared_traces_dir
+from ..report import stamp
 
 TITLES = {
     "smart-ap": "Smart access point: Palazzi's home AP on kernel TCP (SPEC S4)",
@@ -87,7 +88,7 @@ def run(name: str, quick: bool, out: Path, scale: float | None, only: str | None
     d = out / name
     d.mkdir(parents=True, exist_ok=True)
     rows = []
-    started = time.time()
+    started, taken = time.time(), stamp.stamp()
     for i, cell in enumerate(cells, 1):
         label = " ".join(str(v) for v in cell.__dict__.values() if v is not None)
         why = _unavailable(name, cell)
@@ -118,7 +119,7 @@ def run(name: str, quick: bool, out: Path, scale: float | None, only: str | None
     df.to_csv(d / "runs.csv", index=False)
     meta = {"experiment": name, "quick": quick, "scale": scale, "only": only, "seed": seed,
             "started": datetime.fromtimestamp(started, timezone.utc).isoformat(timespec="seconds"),
-            "elapsed_s": round(time.time() - started, 1), "out": str(out)}
+            "elapsed_s": round(time.time() - started, 1), "out": str(out), "stamp": stamp.finish(taken)}
     (d / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
     return df
 
