@@ -57,11 +57,29 @@ def build(repo: Path = REPO_ROOT) -> str:
     return done.stdout.strip() if done.returncode == 0 and done.stdout.strip() else "unknown"
 
 
+def binary() -> dict | None:
+    """The convoy binary the run used: `CONVOY_BIN` may point outside this
+    checkout, so `build` alone would not say what ran."""
+    from ..runner import ConvoyNotFound, convoy_binary
+
+    try:
+        path = convoy_binary()
+    except ConvoyNotFound:
+        return None
+    try:
+        version = subprocess.run([str(path), "--version"], capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired):
+        version = ""
+    built = datetime.fromtimestamp(path.stat().st_mtime, timezone.utc).isoformat(timespec="seconds")
+    return {"path": str(path), "version": version, "built": built}
+
+
 def stamp() -> dict:
     """Taken when a run starts; `finish` adds the load at its end."""
     return {
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "build": build(),
+        "convoy": binary(),
         "cpu": cpu(),
         "load_start": load(),
     }
@@ -79,7 +97,9 @@ def describe(s: dict | None) -> str:
     flags = ", ".join(c.get("flags", [])) or "none of " + ", ".join(FLAGS)
     missing = ", ".join(c.get("missing_flags", []))
     loads = f"load {s['load_start'][0]:g}" + (f" → {s['load_end'][0]:g}" if s.get("load_end") else "")
+    b = s.get("convoy") or {}
+    binary_note = f" (convoy binary {b['path']}, built {b['built']})" if b.get("path") else ""
     return (
-        f"{s.get('date', '?')}, build `{s.get('build', '?')}`, {c.get('model', '?')} "
+        f"{s.get('date', '?')}, build `{s.get('build', '?')}`{binary_note}, {c.get('model', '?')} "
         f"({c.get('cores', '?')} cores; {flags}{f'; no {missing}' if missing else ''}), {loads}"
     )
