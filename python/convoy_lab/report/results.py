@@ -200,9 +200,14 @@ def update_readme(readme: Path, out: Path) -> bool:
         return False
     before, rest = text.split(BEGIN, 1)
     _, after = rest.split(END, 1)
-    stamps = [(_meta(out, n).get("stamp")) for n in ("loss-50mbit", "cellular")]
-    stamped = "; ".join(stamp.describe(s) for s in stamps if s)
-    note = f"\n\nMeasured {stamped}. Every table, with its stamp: [docs/RESULTS.md](docs/RESULTS.md).\n" if stamped else "\n"
+    runs = []
+    for name in ("loss-50mbit", "cellular"):
+        meta = _meta(out, name)
+        if meta:
+            seeds = meta.get("seeds", [1])
+            runs.append(f"`{name}`: {meta.get('transfer', '?')} per run, {len(seeds)} seed{'s' if len(seeds) != 1 else ''}, "
+                        f"{stamp.short(meta.get('stamp'))}")
+    note = ("\n\n" + "; ".join(runs) + ". Full tables and stamps: [docs/RESULTS.md](docs/RESULTS.md).\n") if runs else "\n"
     readme.write_text(before + BEGIN + "\n" + headline(out) + note + END + after)
     return True
 

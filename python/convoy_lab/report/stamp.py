@@ -103,3 +103,12 @@ def describe(s: dict | None) -> str:
         f"{s.get('date', '?')}, build `{s.get('build', '?')}`{binary_note}, {c.get('model', '?')} "
         f"({c.get('cores', '?')} cores; {flags}{f'; no {missing}' if missing else ''}), {loads}"
     )
+
+
+def short(s: dict | None) -> str:
+    """The stamp in a few words, for a line under a table that links the full one."""
+    if not s:
+        return "unstamped"
+    c = s.get("cpu", {})
+    loads = f"load {s['load_start'][0]:g}" + (f" → {s['load_end'][0]:g}" if s.get("load_end") else "")
+    return f"{s.get('date', '?')}, build `{s.get('build', '?')}`, {c.get('model', '?')} × {c.get('cores', '?')}, {loads}"
