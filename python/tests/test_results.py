@@ -64,6 +64,8 @@ def test_readme_block_is_replaced_and_the_rest_kept(tmp_path):
     assert "| 50 Mbit/s, 10 ms, 2 % loss: p95 one-way delay, ms | 40 | 15 | 15 |" in text
     lines = [line for line in text.splitlines() if line.startswith("| 50 Mbit/s")]
     assert len(lines) == 4 and all("run loss-50mbit --quick" in line for line in lines)
+    # README names no commit: the build is in docs/RESULTS.md's stamps only.
+    assert "v0-1-gabc" not in text and "v0-1-gabc" in (tmp_path / "RESULTS.md").read_text()
     # Without the markers README is not touched, and the command says why.
     readme.write_text("no block\n")
     assert cli.main(["results", "--out", str(tmp_path / "res"), "--doc", str(tmp_path / "R.md"),

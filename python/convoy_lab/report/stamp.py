@@ -106,9 +106,10 @@ def describe(s: dict | None) -> str:
 
 
 def short(s: dict | None) -> str:
-    """The stamp in a few words, for a line under a table that links the full one."""
+    """The stamp in a few words, for a line under a table that links the full
+    one. Without the build: README names no commit (docs/RESULTS.md does)."""
     if not s:
         return "unstamped"
     c = s.get("cpu", {})
     loads = f"load {s['load_start'][0]:g}" + (f" → {s['load_end'][0]:g}" if s.get("load_end") else "")
-    return f"{s.get('date', '?')}, build `{s.get('build', '?')}`, {c.get('model', '?')} × {c.get('cores', '?')}, {loads}"
+    return f"{s.get('date', '?')}, {c.get('model', '?')} × {c.get('cores', '?')}, {loads}"
