@@ -11,12 +11,13 @@ import math
 import pandas as pd
 import pytest
 
-from convoy_lab import cellular, experiments, report
-from convoy_lab import cellular_analysis as ca
-from convoy_lab.catalog import ExperimentError
-from convoy_lab.emurun import latency_columns
-from convoy_lab.linkstats import data_direction_stats
-from convoy_lab.scenarios import Scenario
+from convoy_lab.experiments import cellular, cli as experiments
+from convoy_lab.report import html as report
+from convoy_lab.analysis import cellular as ca
+from convoy_lab.experiments.catalog import ExperimentError
+from convoy_lab.emu.run import latency_columns
+from convoy_lab.emu.linkstats import data_direction_stats
+from convoy_lab.emu.scenarios import Scenario
 from convoy_lab.traces import window_capacity_mbit
 
 ATT, TMO, VZ = "ATT-LTE-driving-2016", "TMobile-LTE-short", "Verizon-LTE-short"

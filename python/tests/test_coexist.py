@@ -13,8 +13,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from convoy_lab import background_exp, coexist, rtflows, scheduled, smartap_exp
-from convoy_lab.coexist import Bulk, RtFlow, Schedule
+from convoy_lab.experiments import background as background_exp, scheduled, smart_ap as smartap_exp
+from convoy_lab.emu import coexist, rtflows
+from convoy_lab.emu.coexist import Bulk, RtFlow, Schedule
 
 
 def test_generator_and_sink_measure_one_way_delay_on_loopback(tmp_path):
@@ -70,7 +71,7 @@ def test_scripts_schedule_every_flow(tmp_path):
     s = Schedule([RtFlow("voip", "voip", "up", 0, 10), RtFlow("game-down", "game", "down", 2, 10, 7002)],
                  [Bulk("tcp-cubic", "up", 3, 8)], 10, "rate=10mbit")
     server, client = coexist.scripts(s.scaled(0.5), 123, tmp_path)
-    assert "irtt server" in server and "convoy_lab.tcpxfer recv" in server
+    assert "irtt server" in server and "convoy_lab.emu.tcpxfer recv" in server
     assert "irtt client" in client and "-d 5.000s" in client
     assert "rtflows send --to 10.7.0.1:7002" in server and "rtflows recv --listen 10.7.0.1:7002" in client
     assert "--cc cubic --time 2.5" in client

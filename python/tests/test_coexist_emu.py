@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from convoy_lab import report, scheduled
+from convoy_lab.report import html as report
+from convoy_lab.experiments import scheduled
 from convoy_lab.runner import ConvoyNotFound, convoy_binary
 
 pytestmark = pytest.mark.emu

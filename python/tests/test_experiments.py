@@ -15,12 +15,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from convoy_lab import catalog, experiments, multipath_exp, report, scheduled
-from convoy_lab.catalog import ExperimentError, get_experiment
-from convoy_lab.linkstats import data_direction_stats
-from convoy_lab.scenarios import Scenario, default_queue_packets
-from convoy_lab.schemes import SCHEMES, SchemeError, Transfer, get_scheme
-from convoy_lab.sweep import run_sweep
+from convoy_lab.experiments import catalog, cli as experiments, multipath as multipath_exp, scheduled
+from convoy_lab.report import html as report
+from convoy_lab.experiments.catalog import ExperimentError, get_experiment
+from convoy_lab.emu.linkstats import data_direction_stats
+from convoy_lab.emu.scenarios import Scenario, default_queue_packets
+from convoy_lab.emu.schemes import SCHEMES, SchemeError, Transfer, get_scheme
+from convoy_lab.emu.sweep import run_sweep
 from convoy_lab.traces import summarize_mahimahi
 
 
@@ -148,6 +149,22 @@ def test_missing_scheme_gives_na_not_a_crash():
     assert claims[1].ours == "94 % (tcp-cubic)"
 
 
+def test_the_default_mode_is_in_every_sweep_and_in_the_50mbit_figures():
+    from convoy_lab.experiments.catalog import DEMO, EXPERIMENTS
+
+    assert all(e.schemes[0] == "convoy" for e in EXPERIMENTS.values())
+    assert "loss-50mbit" in DEMO
+    df = _rows("loss-50mbit", "loss_pct", {
+        "convoy": {0: 48.0, 5: 45.6, 10: 43.2},
+        "convoy-rcdp": {0: 40.0, 5: 38.0, 10: 36.0},
+        "tcp-cubic": {0: 47.0, 5: 3.0, 10: 1.0},
+    })
+    claims = {c.metric: c for c in get_experiment("loss-50mbit").claims(df)}
+    assert claims["convoy (default mode): worst loss of its loss-free goodput"].ours == "10 %"
+    # 43.2 of an ideal 45.0 at 10 % loss
+    assert claims["convoy (default mode): lowest share of capacity × (1 − loss)"].ours == "96 %"
+
+
 def test_lte_figures_are_the_scalanc_constants():
     trace = "ATT-LTE-driving-2016.up"
     df = _rows("lte-upload", "trace", {"tcp-cubic": {trace: 1.5}, "tcp-bbr": {trace: 2.0}}, extra={})
@@ -202,13 +219,13 @@ def test_tcp_sender_counts_exact_bytes_on_loopback(tmp_path):
         port = probe.getsockname()[1]
     for amount, recv_extra in [(["--bytes", "3000001"], []), (["--time", "0.3"], ["--time", "0.3"])]:
         server = subprocess.Popen(
-            [sys.executable, "-m", "convoy_lab.measure", "--out", str(tmp_path / "server.json"), "--",
-             sys.executable, "-m", "convoy_lab.tcpxfer", "recv", "--listen", f"127.0.0.1:{port}", *recv_extra],
+            [sys.executable, "-m", "convoy_lab.emu.measure", "--out", str(tmp_path / "server.json"), "--",
+             sys.executable, "-m", "convoy_lab.emu.tcpxfer", "recv", "--listen", f"127.0.0.1:{port}", *recv_extra],
             stdout=subprocess.PIPE, text=True,
         )
         for _ in range(100):  # until the receiver listens
             sender = subprocess.run(
-                [sys.executable, "-m", "convoy_lab.tcpxfer", "send", "--to", f"127.0.0.1:{port}", "--cc", "reno", *amount],
+                [sys.executable, "-m", "convoy_lab.emu.tcpxfer", "send", "--to", f"127.0.0.1:{port}", "--cc", "reno", *amount],
                 capture_output=True, text=True, timeout=30,
             )
             if "ConnectionRefused" not in sender.stderr:

@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from convoy_lab import report
-from convoy_lab.catalog import get_experiment
-from convoy_lab.emurun import run_once
+from convoy_lab.report import html as report
+from convoy_lab.experiments.catalog import get_experiment
+from convoy_lab.emu.run import run_once
 from convoy_lab.runner import ConvoyNotFound, convoy_binary
-from convoy_lab.scenarios import Scenario
-from convoy_lab.schemes import Transfer, get_scheme
-from convoy_lab.sweep import run_sweep
+from convoy_lab.emu.scenarios import Scenario
+from convoy_lab.emu.schemes import Transfer, get_scheme
+from convoy_lab.emu.sweep import run_sweep
 
 
 def _emulator_or_skip():
@@ -92,8 +92,8 @@ def test_cellular_grid_over_a_drive_trace_from_an_offset(tmp_path, shared_traces
     direction (the ATT downlink on the data direction), from 40 s into the
     drive, convoy's default mode and kernel Cubic, 3 s each."""
     _emulator_or_skip()
-    from convoy_lab import cellular
-    from convoy_lab import cellular_analysis as ca
+    from convoy_lab.experiments import cellular
+    from convoy_lab.analysis import cellular as ca
     from convoy_lab.traces import window_capacity_mbit
 
     data = shared_traces / "ATT-LTE-driving-2016.down"

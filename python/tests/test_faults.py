@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from convoy_lab import faults
+from convoy_lab.experiments import faults
 from convoy_lab.runner import ConvoyNotFound, convoy_binary
 
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from convoy_lab import experiments, fleet_city
-from convoy_lab.fleet_sweep import SweepError, sweep
+from convoy_lab.experiments import cli as experiments, fleet_city
+from convoy_lab.sim import SweepError, sweep
 
 SCENARIO = """name = "py"
 duration_s = 10

@@ -13,11 +13,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from convoy_lab import multipath_analysis as mpa
-from convoy_lab.catalog import ExperimentError
-from convoy_lab.multipath_drive import _ring_edges, bad_wifi_trace
-from convoy_lab.multipath_schemes import SCHEMES, Delivery, DeliveryError, get, last_json, parse_delivery
-from convoy_lab.mpxfer import Deliveries
+from convoy_lab.analysis import multipath as mpa
+from convoy_lab.experiments.catalog import ExperimentError
+from convoy_lab.experiments.multipath_drive import _ring_edges, bad_wifi_trace
+from convoy_lab.emu.multipath import SCHEMES, Delivery, DeliveryError, get, last_json, parse_delivery
+from convoy_lab.emu.mpxfer import Deliveries
 from convoy_lab.traces import series_rate_steps
 
 MS = 1_000_000
@@ -216,7 +216,7 @@ def test_scheme_scripts(tmp_path, monkeypatch):
     assert "--path wifi --backup lte" in mp
     # With a multipath convoy (its help names --single-path), the single-path
     # baseline asks for one socket; an older convoy has only that.
-    from convoy_lab import multipath_schemes
+    from convoy_lab.emu import multipath as multipath_schemes
 
     multipath_schemes._perf_help.cache_clear()
     (tmp_path / "convoy").write_text("#!/bin/sh\necho '  --path <IFACE>  --single-path  One socket'\n")
@@ -232,7 +232,7 @@ def test_scheme_scripts(tmp_path, monkeypatch):
 def test_kernel_mptcp_fullmesh_uses_both_links(tmp_path):
     """A 3 s kernel MPTCP transfer over the two emulated links: both carry
     data, the receiver's sockets are MPTCP, and the row is filled in."""
-    from convoy_lab import multipath_exp
+    from convoy_lab.experiments import multipath as multipath_exp
     from convoy_lab.runner import ConvoyNotFound, convoy_binary
 
     if os.geteuid() != 0 or not Path("/dev/net/tun").exists():
@@ -260,7 +260,7 @@ def test_kernel_mptcp_fullmesh_uses_both_links(tmp_path):
     (["run", "mp-aggregate", "loss-50mbit", "--schemes", "tcp-cubic"], "run them apart"),
 ])
 def test_bad_input_stops_before_any_run(argv, message, capsys, tmp_path):
-    from convoy_lab import experiments
+    from convoy_lab.experiments import cli as experiments
 
     assert experiments.main([*argv, "--out", str(tmp_path)]) == 2
     assert message in capsys.readouterr().err
@@ -268,7 +268,7 @@ def test_bad_input_stops_before_any_run(argv, message, capsys, tmp_path):
 
 
 def test_list_names_the_multipath_experiments(capsys):
-    from convoy_lab import experiments
+    from convoy_lab.experiments import cli as experiments
 
     assert experiments.main(["list"]) == 0
     out = capsys.readouterr().out

@@ -21,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-from ..catalog import shared_traces_dir
+from ..experiments.catalog import shared_traces_dir
 from ..runner import convoy_binary
 from .browser import screenshot
 from .service import Service, http_json

@@ -1,0 +1,2 @@
+"""An experiment's rows turned into its figures and target checks (numbers,
+not pictures: those are in `report`)."""

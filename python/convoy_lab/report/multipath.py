@@ -1,0 +1,272 @@
+"""Tables, targets, plots and the report section of the multipath
+experiments (convoy_lab.experiments.multipath)."""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from ..analysis import multipath as mpa
+from ..experiments.multipath import LTE_RTT_MS, TITLES
+from ..emu.multipath import LINKS, Delivery, DeliveryError, get
+
+OURS = {"mp-aggregate": "convoy-mp", "mp-drive": "convoy-mp"}
+# Anchors printed beside ours (issue 16, ../shared/research/multipath.md, SPEC S3).
+MPTCP_LITERATURE = "kernel MPTCP reaches 0.67–0.84 of Σ capacity (issue 16; mqvpn, MPTCP #168)"
+THESIS = {"first_bad_s": (4, 19), "handover_s": (9, 24)}
+
+
+def _f(v, digits=1) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "–"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    return f"{v:.{digits}f}"
+
+
+def _never(r, key, digits=1) -> str:
+    """A time that was measured but never came within the run: "never"."""
+    v = _get(r, key)
+    return "never" if key in r and isinstance(v, float) and math.isnan(v) else _f(v, digits)
+
+
+def _get(r, key):
+    v = r.get(key, math.nan)
+    return math.nan if v is None or (isinstance(v, str) and not v) else v
+
+
+def _verdict(value, limit, le=True) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "n/a"
+    return "met" if (value <= limit if le else value >= limit) else "missed"
+
+
+def _verdict_time(r: dict, key: str, limit: float) -> str:
+    """A time target: n/a without a run, missed if the time never came."""
+    if not r:
+        return "n/a"
+    v = _get(r, key)
+    return "missed" if isinstance(v, float) and math.isnan(v) else _verdict(v, limit)
+
+
+def _ok(df: pd.DataFrame) -> pd.DataFrame:
+    return df[df["status"] == "ok"] if "status" in df else df
+
+
+def _one(df: pd.DataFrame, case: str, scheme: str) -> dict:
+    m = _ok(df)
+    m = m[(m["case"] == case) & (m["scheme"] == scheme)]
+    return m.iloc[0].to_dict() if len(m) else {}
+
+
+def tables(name: str, df: pd.DataFrame) -> list[tuple[str, list[str], list[list[str]]]]:
+    """(title, headers, rows) of every table the experiment prints."""
+    ok = _ok(df)
+    out = []
+    if name == "mp-aggregate":
+        rows = []
+        for _, r in ok.iterrows():
+            ratio = _get(r, "goodput_mbit_s") / _get(r, "ideal_mbit_s") if _get(r, "ideal_mbit_s") else math.nan
+            rows.append([r["case"], r["scheme"], _f(_get(r, "goodput_mbit_s"), 2), _f(_get(r, "wifi_mbit_s"), 2),
+                         _f(_get(r, "lte_mbit_s"), 2), _f(_get(r, "ideal_mbit_s"), 2), _f(ratio, 2),
+                         _f(_get(r, "stall_p99_ms"), 0), _f(_get(r, "stall_max_ms"), 0)])
+        out.append(("Goodput (Mbit/s) and what each link carried toward the receiver (IP Mbit/s, from the link "
+                     "records); ideal = Σ capacities × (1 − loss); stalls: gaps ≥ 20 ms in delivery to the application",
+                     ["case", "scheme", "goodput", "wifi", "lte", "ideal", "of ideal", "stall p99 ms", "stall max ms"], rows))
+        out.append(("Targets for convoy-mp, per case (kernel MPTCP fullmesh beside it)",
+                    ["case", "target", "limit", "convoy-mp", "mptcp-fullmesh", ""], aggregate_targets(df)))
+    elif name == "mp-wifi-dies":
+        rows = [[r["case"], r["scheme"], _f(_get(r, "gap_at_outage_ms"), 0), _never(r, "lte90_s", 2),
+                 _f(_get(r, "stall_p99_ms"), 0),
+                 _f(_get(r, "stall_max_ms"), 0), _f(_get(r, "resumed")), _never(r, "return_s", 2),
+                 _f(_get(r, "wifi_mbit_s"), 2), _f(_get(r, "lte_mbit_s"), 2), _f(_get(r, "goodput_mbit_s"), 2)]
+                for _, r in ok.iterrows()]
+        out.append(("Wi-Fi outage mid-transfer: the application's delivery gap at the outage (ms), seconds until its "
+                    "goodput (0.3 s) reached 90 % of LTE's capacity, all its stalls "
+                    "(≥ 20 ms), whether delivery resumed, seconds until Wi-Fi carried traffic again after its return",
+                    ["case", "scheme", "gap at outage", "90 % of LTE s", "stall p99", "stall max", "resumed", "back on Wi-Fi s",
+                     "wifi Mbit/s", "lte Mbit/s", "goodput"], rows))
+        out.append(("Targets (MPTCP beside convoy)", ["case", "target", "limit", "convoy", "kernel MPTCP", ""],
+                    wifi_dies_targets(df)))
+    elif name == "mp-drive":
+        rows = [[r["scheme"], _f(_get(r, "goodput_mbit_s"), 2), _f(_get(r, "wifi_mbit_s"), 2), _f(_get(r, "lte_mbit_s"), 2),
+                 _f(_get(r, "capacity_mbit_s"), 2), _f(_get(r, "stall_max_ms"), 0),
+                 _f(_get(r, "stalls_over_1s_with_capacity"), 0), _f(_get(r, "longest_such_stall_s"), 1)]
+                for _, r in ok.iterrows()]
+        out.append(("Drive: goodput, per-link IP rate, the links' capacity (Wi-Fi rate while up, not less its loss), "
+                    "stalls over 1 s while some link had capacity",
+                    ["scheme", "goodput", "wifi", "lte", "capacity", "stall max ms", "stalls > 1 s", "longest s"], rows))
+        mp, ours = _one(df, "drive", "mptcp-fullmesh"), _one(df, "drive", "convoy-mp")
+        g_mp, g = _get(mp, "goodput_mbit_s"), _get(ours, "goodput_mbit_s")
+        out.append(("Targets", ["target", "limit", "convoy-mp", "kernel MPTCP fullmesh", ""], [
+            ["goodput / MPTCP fullmesh's", "≥ 1.5", _f(g / g_mp if g_mp else math.nan, 2), _f(g_mp, 2) + " Mbit/s",
+             _verdict(g / g_mp if g_mp else math.nan, 1.5, le=False)],
+            ["stalls > 1 s while a link has capacity", "0", _f(_get(ours, "stalls_over_1s_with_capacity"), 0),
+             _f(_get(mp, "stalls_over_1s_with_capacity"), 0), _verdict(_get(ours, "stalls_over_1s_with_capacity"), 0)],
+        ]))
+    else:
+        rows = [[r["scheme"], _never(r, "detection_s") if str(r["scheme"]).startswith("convoy") else "– (no path events)",
+                 _never(r, "moved_s"),
+                 f"{THESIS['first_bad_s'][0]}–{THESIS['first_bad_s'][1]}",
+                 f"{THESIS['handover_s'][0]}–{THESIS['handover_s'][1]}", _f(_get(r, "goodput_mbit_s"), 2),
+                 _f(_get(r, "stall_max_ms"), 0)]
+                for _, r in ok.iterrows()]
+        out.append(("Bad Wi-Fi (interface up) with LTE standby: seconds from the degradation to the Wi-Fi path's "
+                    "demotion (convoy's path event) and until LTE carried more than Wi-Fi, beside the thesis "
+                    "(CapProbe: first bad grade 4–19 s, handover after 5 more grades)",
+                    ["scheme", "demoted s", "traffic on LTE s", "thesis first bad s", "thesis handover s", "goodput",
+                     "longest stall ms"], rows))
+    return out
+
+
+def aggregate_targets(df: pd.DataFrame) -> list[list[str]]:
+    rows = []
+    ok = _ok(df)
+    for case in ok["case"].unique() if len(ok) else []:
+        ours, mp = _one(df, case, "convoy-mp"), _one(df, case, "mptcp-fullmesh")
+        ideal = _get(ours or mp, "ideal_mbit_s")
+        singles = ok[(ok["case"] == case) & ok["scheme"].isin(["tcp-bbr-wifi", "tcp-bbr-lte", "convoy-wifi", "convoy-lte"])]
+        best = float(singles["goodput_mbit_s"].max()) if len(singles) else math.nan
+        ratio = lambda r: _get(r, "goodput_mbit_s") / ideal if ideal else math.nan  # noqa: E731
+        rows.append([case, "goodput / (Σ capacity × (1 − loss))", "≥ 0.90", _f(ratio(ours), 2), _f(ratio(mp), 2),
+                     _verdict(ratio(ours), 0.9, le=False)])
+        rows.append([case, "goodput / best single path", f"≥ 1 ({_f(best, 2)} Mbit/s)",
+                     _f(_get(ours, "goodput_mbit_s") / best if best else math.nan, 2),
+                     _f(_get(mp, "goodput_mbit_s") / best if best else math.nan, 2),
+                     _verdict(_get(ours, "goodput_mbit_s") / best if best else math.nan, 1.0, le=False)])
+    rows.append(["", "literature", MPTCP_LITERATURE, "", "", ""])
+    return rows
+
+
+LTE90_LIMIT_S = 2 * LTE_RTT_MS / 1000 + 0.3  # 2 RTT_LTE (T2), plus the 0.3 s the goodput is taken over
+
+
+def _lte90_row(case: str, ours: dict, mp: dict) -> list[str]:
+    return [case, "goodput back at 90 % of LTE's capacity (s)", f"≤ {LTE90_LIMIT_S:.2f} (2 RTT_LTE + 0.3 s window)",
+            _never(ours, "lte90_s", 2), _never(mp, "lte90_s", 2), _verdict_time(ours, "lte90_s", LTE90_LIMIT_S)]
+
+
+def wifi_dies_targets(df: pd.DataFrame) -> list[list[str]]:
+    rows = []
+    for case in ("both-drop", "both-down"):
+        ours, mp = _one(df, case, "convoy-mp"), _one(df, case, "mptcp-fullmesh")
+        rows.append([case, "p99 application gap (ms)", "≤ 150", _f(_get(ours, "stall_p99_ms"), 0),
+                     _f(_get(mp, "stall_p99_ms"), 0), _verdict(_get(ours, "stall_p99_ms"), 150)])
+        rows.append([case, "0 bytes lost (ran to the end, delivery resumed)", "yes", _f(_get(ours, "resumed")),
+                     _f(_get(mp, "resumed")), "n/a" if not ours else ("met" if ours.get("resumed") else "missed")])
+        rows.append(_lte90_row(case, ours, mp))
+        rows.append([case, "back on Wi-Fi after its return (s)", "≤ 2", _never(ours, "return_s", 2),
+                     _never(mp, "return_s", 2), _verdict_time(ours, "return_s", 2)])
+    for case, slack in (("backup-drop", 200), ("backup-down", 20)):
+        ours, mp = _one(df, case, "convoy-mp-backup"), _one(df, case, "mptcp-backup")
+        limit = LTE_RTT_MS + slack
+        rows.append([case, "failover to standby LTE: the gap (ms)", f"≤ {limit:g} (LTE RTT + {slack})",
+                     _f(_get(ours, "gap_at_outage_ms"), 0), _f(_get(mp, "gap_at_outage_ms"), 0),
+                     _verdict(_get(ours, "gap_at_outage_ms"), limit)])
+        rows.append(_lte90_row(case, ours, mp))
+        rows.append([case, "back on Wi-Fi after its return (s)", "≤ 2", _never(ours, "return_s", 2),
+                     _never(mp, "return_s", 2), _verdict_time(ours, "return_s", 2)])
+    return rows
+
+
+def print_result(name: str, df: pd.DataFrame, stream=None) -> None:
+    stream = stream or sys.stdout
+    from .html import text_table
+
+    print(f"\n== {name}: {TITLES[name]}", file=stream)
+    for _, r in df[df["status"] != "ok"].iterrows() if "status" in df else []:
+        print(f"   not run / failed: {r['case']} {r['scheme']}: {r['status']}: {r.get('error', '')}", file=stream)
+    for _, r in _ok(df).iterrows():
+        note = r.get("delivery_note")
+        if isinstance(note, str) and note:
+            print(f"   {r['case']} {r['scheme']}: no application-level gaps: {note}", file=stream)
+    for title, headers, rows in tables(name, df):
+        print(f"\n{title}\n", file=stream)
+        print(text_table(headers, rows), file=stream)
+
+
+# ---- plots -------------------------------------------------------------------
+
+
+def plot_case(name: str, case: str, df: pd.DataFrame, meta: dict, path: Path) -> Path | None:
+    """Per-path throughput over time for every scheme of one case (link
+    records, 0.5 s means), the application's goodput over it, the outage
+    shaded."""
+    runs = _ok(df)[_ok(df)["case"] == case]
+    if runs.empty:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    info = (meta.get("cases") or {}).get(case, {})
+    fig, axes = plt.subplots(len(runs), 1, figsize=(8, 1.9 * len(runs) + 0.6), sharex=True, squeeze=False)
+    for ax, (_, r) in zip(axes[:, 0], runs.iterrows()):
+        work = Path(r["work"])
+        rates = mpa.path_rates(work / "records")
+        for link, color in zip(LINKS, ("#1f77b4", "#d62728")):
+            if len(rates):
+                ax.plot(rates["t"], rates[link].rolling(5, min_periods=1).mean(), lw=0.9, color=color, label=link)
+        try:
+            d: Delivery = get(r["scheme"]).delivery(work)
+            anchor = mpa.first_data_s(work / "records")
+            t = [anchor + i * d.bin_s for i in range(len(d.timeline))]
+            app = pd.Series(d.timeline, dtype=float) * 8 / d.bin_s / 1e6
+            ax.plot(t, app.rolling(5, min_periods=1).mean(), lw=0.8, ls="--", color="black", label="application")
+        except (DeliveryError, OSError, KeyError):
+            pass
+        if info.get("outage"):
+            ax.axvspan(*info["outage"], color="grey", alpha=0.2, label="Wi-Fi outage")
+        if info.get("bad_at") is not None:
+            ax.axvline(info["bad_at"], color="grey", ls=":", label="Wi-Fi turns bad")
+        ax.set_ylabel("Mbit/s")
+        ax.set_title(r["scheme"], fontsize=8, loc="left")
+        ax.grid(alpha=0.3)
+    axes[0, 0].legend(fontsize=7, ncol=4, loc="upper right")
+    axes[-1, 0].set_xlabel("link time (s)")
+    fig.suptitle(f"{name} {case}: per-path throughput (link records, 0.5 s means)", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
+
+
+def draw(name: str, out: Path) -> list[Path]:
+    d = out / name
+    df = pd.read_csv(d / "runs.csv")
+    meta = json.loads((d / "meta.json").read_text()) if (d / "meta.json").is_file() else {}
+    made = []
+    for case in _ok(df)["case"].unique() if "status" in df else []:
+        p = plot_case(name, case, df, meta, d / f"{case}.png")
+        if p:
+            made.append(p)
+    return made
+
+
+def report_section(name: str, out: Path) -> str | None:
+    d = out / name
+    if not (d / "runs.csv").is_file():
+        return None
+    from ..experiments import multipath as multipath_exp
+    from .html import _html_table, _img
+
+    df = pd.read_csv(d / "runs.csv")
+    meta = json.loads((d / "meta.json").read_text()) if (d / "meta.json").is_file() else {}
+    parts = [f'<h2 id="{name}">{html.escape(TITLES[name])}</h2>']
+    parts.append(f"<pre class='note'>{html.escape(multipath_exp.__doc__.strip())}</pre>")
+    cmd = f".venv/bin/python -m convoy_lab.experiments run {name}" + (" --quick" if meta.get("quick") else "")
+    parts.append(f"<p>Regenerate: <code>{html.escape(cmd)}</code></p>")
+    for _, r in df[df["status"] != "ok"].iterrows():
+        parts.append(f"<p class='note'>Not run / failed: {html.escape(str(r['case']))} {html.escape(str(r['scheme']))}: "
+                     f"{html.escape(str(r.get('error', '')))}</p>")
+    for title, headers, rows in tables(name, df):
+        parts.append(f"<h3>{html.escape(title)}</h3>" + _html_table(headers, rows))
+    for png in draw(name, out):
+        parts.append(_img(png))
+    return "\n".join(parts)
