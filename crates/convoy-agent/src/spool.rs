@@ -747,7 +747,8 @@ mod tests {
     }
 
     fn taken(s: &mut Spool, lane: Lane, link: &LinkRule) -> Option<Item> {
-        s.take_for_link(lane, link, convoy_telemetry::now_ns()).unwrap()
+        s.take_for_link(lane, link, convoy_telemetry::now_ns())
+            .unwrap()
     }
 
     #[test]
