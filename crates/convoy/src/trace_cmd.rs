@@ -6,6 +6,7 @@ mod from_mobility;
 mod lte;
 mod obstacle;
 mod pdr;
+mod scale;
 
 use std::path::{Path, PathBuf};
 
@@ -38,6 +39,10 @@ pub enum TraceCommand {
     /// One convoy time-series trace per vehicle per interface (802.11p to the
     /// nearest RSU, LTE to the nearest eNodeB) from SUMO FCD output.
     FromMobility(from_mobility::FromMobilityArgs),
+    /// A slower or faster twin of a Mahimahi or time-series trace, with its
+    /// bursts, gaps and outages where they were: `scale --factor 0.25 IN
+    /// OUT` turns a 4 Mbit/s LTE uplink into a 1 Mbit/s one.
+    Scale(scale::ScaleArgs),
 }
 
 pub fn run(cmd: TraceCommand) -> Result<()> {
@@ -47,6 +52,7 @@ pub fn run(cmd: TraceCommand) -> Result<()> {
         TraceCommand::Shadow(a) => obstacle::run_shadow(&a),
         TraceCommand::ObstacleCoefficient(a) => obstacle::run_coefficient(&a),
         TraceCommand::FromMobility(a) => from_mobility::run(&a),
+        TraceCommand::Scale(a) => scale::run(&a),
     }
 }
 

@@ -151,6 +151,50 @@ impl MahimahiTrace {
         }
     }
 
+    /// The same link at `factor` times its capacity, with its time
+    /// structure kept: every burst, gap and outage stays where it was, and
+    /// each stretch carries `factor` times the opportunities it had. Below
+    /// 1 the schedule is thinned evenly (an opportunity is kept each time
+    /// the running sum of `factor` crosses a whole number), above 1 each
+    /// opportunity is repeated. The period's last opportunity is always
+    /// kept, so the twin repeats with the same period. `None` if `factor`
+    /// is not a positive finite number.
+    pub fn scaled(&self, factor: f64) -> Option<MahimahiTrace> {
+        if !(factor.is_finite() && factor > 0.0) {
+            return None;
+        }
+        // Walked from the end with the sum starting one short of a whole
+        // number, so the last opportunity (the period) is the first kept.
+        let mut sum = (1.0 - factor).max(0.0);
+        let mut kept = 0u64;
+        let mut ms = Vec::with_capacity((self.ms.len() as f64 * factor) as usize + 1);
+        for &m in self.ms.iter().rev() {
+            sum += factor;
+            let now = sum.floor() as u64;
+            for _ in kept..now {
+                ms.push(m);
+            }
+            kept = now;
+        }
+        ms.reverse();
+        Some(MahimahiTrace {
+            ms: ms.into_boxed_slice(),
+            period_ms: self.period_ms,
+            source: format!("{} scaled by {factor}", self.source),
+        })
+    }
+
+    /// The trace in Mahimahi's text format (parsing it back gives the same
+    /// schedule).
+    pub fn to_text(&self) -> String {
+        let mut out = String::with_capacity(self.ms.len() * 7);
+        for m in self.ms.iter() {
+            out.push_str(&m.to_string());
+            out.push('\n');
+        }
+        out
+    }
+
     /// Where the trace came from (path or caller-given name).
     pub fn source(&self) -> &str {
         &self.source
@@ -237,6 +281,66 @@ mod tests {
             }
         }
         assert_eq!(t.starting_at(Dur::from_millis(10)), t, "a whole period");
+    }
+
+    #[test]
+    fn a_scaled_twin_keeps_the_time_structure_and_the_period() {
+        // Bursts of 8 opportunities every 100 ms, a 300 ms gap, 2 s period.
+        let mut ms = Vec::new();
+        for burst in 0..17u64 {
+            let at = if burst < 10 {
+                burst * 100
+            } else {
+                burst * 100 + 300
+            };
+            ms.extend(std::iter::repeat_n(at, 8));
+        }
+        ms.push(2000);
+        let t = MahimahiTrace::from_millis(&ms, "bursts").unwrap();
+        for factor in [0.05, 0.25, 0.5, 1.0, 2.0, 3.7] {
+            let s = t.scaled(factor).unwrap();
+            assert_eq!(s.period(), t.period(), "{factor}");
+            assert_eq!(*s.opportunities_ms().last().unwrap(), 2000);
+            let want = t.len() as f64 * factor;
+            assert!(
+                (s.len() as f64 - want).abs() <= 1.0,
+                "{factor}: {} vs {want}",
+                s.len()
+            );
+            // Nothing moves into the gap, and every kept time was a time
+            // of the original.
+            for m in s.opportunities_ms() {
+                assert!(t.opportunities_ms().contains(m), "{factor}: {m}");
+            }
+            // Over any 500 ms window the share is the factor's, within one
+            // opportunity.
+            for start in (0..1500).step_by(100) {
+                let count = |tr: &MahimahiTrace| {
+                    tr.opportunities_ms()
+                        .iter()
+                        .filter(|&&m| m >= start && m < start + 500)
+                        .count() as f64
+                };
+                assert!(
+                    (count(&s) - factor * count(&t)).abs() <= 1.0 + 1e-9,
+                    "{factor} at {start}"
+                );
+            }
+            let text = s.to_text();
+            assert_eq!(
+                MahimahiTrace::parse(&text, "again")
+                    .unwrap()
+                    .opportunities_ms(),
+                s.opportunities_ms()
+            );
+        }
+        assert_eq!(
+            t.scaled(1.0).unwrap().opportunities_ms(),
+            t.opportunities_ms()
+        );
+        for bad in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+            assert!(t.scaled(bad).is_none(), "{bad}");
+        }
     }
 
     #[test]

@@ -378,6 +378,21 @@ impl SeriesTrace {
         (i, end)
     }
 
+    /// The same link at `factor` times its capacity: every row's rate
+    /// scaled, its times, delays, losses and outages kept. `None` if the
+    /// trace has no rate column or `factor` is not a positive finite number.
+    pub fn scaled(&self, factor: f64) -> Option<SeriesTrace> {
+        if !(self.has_rate && factor.is_finite() && factor > 0.0) {
+            return None;
+        }
+        let mut out = self.clone();
+        for r in &mut out.rows {
+            r.rate_bps = (r.rate_bps as f64 * factor).round() as u64;
+        }
+        out.source = format!("{} scaled by {factor}", self.source);
+        Some(out)
+    }
+
     /// The row in force at `t`.
     pub fn row_at(&self, t: Time) -> &SeriesRow {
         let mut hint = 0;
