@@ -13,8 +13,10 @@ pub(super) const BASE_WINDOW: Duration = Duration::from_secs(30);
 /// link delivered nothing: an outage (or a fade as deep), whose length
 /// says nothing of the link's rate when it carries. Cellular links pause
 /// for tens of milliseconds between scheduling bursts all the time; these
-/// count (they are part of the rate).
-const OUTAGE_GAP: Duration = Duration::from_millis(200);
+/// count (they are part of the rate). On a slow link the gap is at least
+/// a few packets' time (`Tide::outage_gap`): at 0.1 Mbit/s one packet
+/// takes 118 ms, and a 3G scheduler's pauses are longer still.
+pub(super) const MIN_OUTAGE_GAP: Duration = Duration::from_millis(200);
 /// A queue of at least this much behind a packet kept the link busy.
 const BUSY_QUEUE_BYTES: u64 = 1000;
 
@@ -139,6 +141,7 @@ impl PathEstimate {
         r: PeerReceive,
         short: Duration,
         avg: Duration,
+        outage_gap: Duration,
     ) {
         // Busy since the last report if a queue stood behind the packet of
         // that report (the queue had not run dry when it left).
@@ -149,7 +152,7 @@ impl PathEstimate {
             (busy_time, busy_bytes) = (prev.busy_time, prev.busy_bytes);
             // A silence of the link while our data waited is an outage, not
             // its capacity: after it, the link carries what it did before.
-            if busy && gap <= OUTAGE_GAP {
+            if busy && gap <= outage_gap {
                 busy_time += gap;
                 busy_bytes += self.delivered - prev.delivered;
                 self.busy_at = r.received;
@@ -215,6 +218,43 @@ impl PathEstimate {
         self.recent_short_busy.iter().map(|&(_, r)| r).min()
     }
 
+    /// How far the link's service ran ahead of `rate` within any stretch
+    /// of at most `horizon` of busy time in the log, bytes: the backlog a
+    /// sender pacing at `rate` must keep queued for the link never to find
+    /// the queue empty at a transmission opportunity in that stretch.
+    ///
+    /// A cellular scheduler serves in grants: a few packets in one
+    /// millisecond, then nothing for several. Paced at the mean rate with
+    /// a queue shorter than a grant, part of every grant goes unused. The
+    /// excess is measured on busy intervals only (when our data stood in
+    /// the queue, so every opportunity was ours), as the largest rise of
+    /// `bytes − rate · time` over a window no longer than `horizon`
+    /// (beyond it the controller has seen the change and moved its rate).
+    pub fn service_excess(&self, rate: u64, horizon: Duration) -> u64 {
+        let rate = rate as f64;
+        let x = |a: &Arrival| a.busy_bytes as f64 - rate * a.busy_time.as_secs_f64();
+        // Sliding-window minimum of x over the last `horizon` of busy time.
+        let mut lows: VecDeque<(Duration, f64)> = VecDeque::new();
+        let mut excess = 0.0f64;
+        for a in &self.arrivals {
+            let v = x(a);
+            while lows
+                .front()
+                .is_some_and(|&(t, _)| t + horizon < a.busy_time)
+            {
+                lows.pop_front();
+            }
+            if let Some(&(_, low)) = lows.front() {
+                excess = excess.max(v - low);
+            }
+            while lows.back().is_some_and(|&(_, w)| w >= v) {
+                lows.pop_back();
+            }
+            lows.push_back((a.busy_time, v));
+        }
+        excess as u64
+    }
+
     /// Forgets queue samples older than `span`.
     pub fn trim_queue(&mut self, now: Duration, span: Duration) {
         while self
@@ -261,15 +301,54 @@ mod tests {
             received: ms(10 * pn + 50 + extra),
         };
         e.on_acked(1000);
-        e.on_peer_receive(ms(100), recv(0, 0), ms(40), ms(200));
+        e.on_peer_receive(ms(100), recv(0, 0), ms(40), ms(200), MIN_OUTAGE_GAP);
         assert_eq!((e.queue_delay, e.queue_bytes), (Duration::ZERO, 0));
         e.on_acked(5000);
-        e.on_peer_receive(ms(200), recv(5, 30), ms(40), ms(200));
+        e.on_peer_receive(ms(200), recv(5, 30), ms(40), ms(200), MIN_OUTAGE_GAP);
         assert_eq!(e.queue_delay, ms(30));
         assert_eq!(e.queue_bytes, 3000);
         // 5000 bytes delivered over 80 ms of arrivals, the link not busy
         // (nothing stood behind packet 0).
         assert_eq!(e.rate_short, Some(62_500));
         assert_eq!(e.rate_busy, None);
+    }
+
+    #[test]
+    fn service_excess_is_the_backlog_a_grant_schedule_needs() {
+        // A link that serves a grant of 4 packets of 1000 bytes every 8 ms
+        // (0.5 MB/s), the 4 arriving 0.1 ms apart, each reported, with our
+        // queue standing throughout.
+        let mut e = PathEstimate::default();
+        for _ in 0..400 {
+            e.on_sent(Duration::ZERO, 1000);
+        }
+        for g in 0..50u64 {
+            for k in 0..4u64 {
+                e.queue_bytes = 10_000;
+                e.on_acked(1000);
+                let at = ms(100 + 8 * g) + Duration::from_micros(100 * k);
+                let r = PeerReceive {
+                    pn: 4 * g + k,
+                    sent: Duration::ZERO,
+                    received: at,
+                };
+                e.on_peer_receive(at, r, ms(40), ms(200), MIN_OUTAGE_GAP);
+            }
+        }
+        // Paced at the mean (500 kB/s), the last three packets of a grant
+        // come 0.3 ms after its first: the service runs about three
+        // packets ahead of the pace, and no further however long the
+        // stretch.
+        let at_mean = e.service_excess(500_000, ms(100));
+        assert!((2_800..=3_000).contains(&at_mean), "{at_mean}");
+        assert_eq!(e.service_excess(500_000, ms(1000)), at_mean);
+        // Paced at half the link's rate, the excess grows with the horizon.
+        let (short, long) = (
+            e.service_excess(250_000, ms(16)),
+            e.service_excess(250_000, ms(100)),
+        );
+        assert!(short < long && long > 20_000, "{short} {long}");
+        // Nothing measured, nothing needed.
+        assert_eq!(PathEstimate::default().service_excess(500_000, ms(100)), 0);
     }
 }
