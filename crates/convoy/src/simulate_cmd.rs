@@ -45,9 +45,15 @@ pub struct SimulateArgs {
     /// idle (end of transfer, waiting for data or credit).
     #[arg(long, value_name = "Z", allow_hyphen_values = true)]
     idle_margin: Option<f64>,
+    /// Size each block to about this much time on the air at the sending
+    /// rate (the tide mode's is 100ms; the paper modes use fixed blocks).
+    #[arg(long, value_name = "TIME")]
+    block_airtime: Option<String>,
     /// The rate controller instead of the mode's: the simulator's loss-based
     /// references cubic-reference or newreno-reference (RFC 9438 / 5681 on
-    /// convoy's transport; kernel TCP stays the real baseline, in the emulator).
+    /// convoy's transport; kernel TCP stays the real baseline, in the emulator),
+    /// or oracle: a sender that knows the link's delivery schedule but acts
+    /// on it one round trip late, the frontier no real scheme can cross.
     #[arg(long, value_name = "NAME")]
     controller: Option<String>,
     /// The whole link in `convoy emu`'s KEY=VALUE syntax (docs/EMU.md), e.g.
@@ -169,6 +175,39 @@ fn cpu_seconds() -> f64 {
 }
 
 /// Mean capacity of a direction, bit/s, and its long-run loss rate.
+/// The uplink's delivery schedule for the oracle: bytes it can deliver in
+/// any span of link time.
+fn oracle_schedule(up: &LinkConfig) -> Result<convoy_sim::reference::oracle::Schedule> {
+    use convoy_link::Time;
+    Ok(match &up.capacity {
+        Capacity::Constant { bps } => {
+            let bytes_per_s = *bps as f64 / 8.0;
+            std::sync::Arc::new(move |from: Duration, to: Duration| {
+                (to.saturating_sub(from).as_secs_f64() * bytes_per_s) as u64
+            })
+        }
+        Capacity::Mahimahi(t) => {
+            let t = t.clone();
+            let at = |d: Duration| Time::from_nanos(d.as_nanos() as u64);
+            std::sync::Arc::new(move |from: Duration, to: Duration| {
+                let n = t.opportunities_until(at(to)) - t.opportunities_until(at(from));
+                n * u64::from(convoy_link::OPPORTUNITY_BYTES)
+            })
+        }
+        Capacity::Series => bail!("--controller oracle needs a constant rate or a Mahimahi trace"),
+    })
+}
+
+/// A direction's one-way delay, if fixed (the oracle's round trip).
+fn fixed_delay(cfg: &LinkConfig) -> Result<Duration> {
+    match cfg.delay.base {
+        convoy_link::DelaySource::Fixed(d) => Ok(Duration::from_nanos(d.as_nanos())),
+        convoy_link::DelaySource::Series => {
+            bail!("--controller oracle needs a fixed delay, not one from a series trace")
+        }
+    }
+}
+
 fn capacity_and_loss(cfg: &LinkConfig) -> (f64, f64) {
     let capacity = match &cfg.capacity {
         Capacity::Constant { bps } => *bps as f64,
@@ -235,8 +274,18 @@ pub fn run_simulate(args: SimulateArgs) -> Result<()> {
 
     let mut client = Config::for_mode(Keypair::generate(), mode).with_code(code);
     let mut server = Config::for_mode(Keypair::generate(), mode).with_code(code);
+    let airtime = args
+        .block_airtime
+        .as_deref()
+        .map(|d| {
+            convoy_emu::parse_duration("--block-airtime", d).map_err(|e| anyhow::anyhow!("{e}"))
+        })
+        .transpose()?;
     for cfg in [&mut client, &mut server] {
         let coding = &mut cfg.coding;
+        if let Some(a) = airtime {
+            coding.block_airtime = Some(Duration::from_nanos(a.as_nanos()));
+        }
         coding.symbol_size = args.symbol_size.unwrap_or(coding.symbol_size);
         coding.block_symbols = args.block.unwrap_or(coding.block_symbols);
         coding.margin_z = args.margin.unwrap_or(coding.margin_z);
@@ -247,8 +296,12 @@ pub fn run_simulate(args: SimulateArgs) -> Result<()> {
         let rc = match name.as_str() {
             "cubic-reference" => convoy_sim::reference::cubic(),
             "newreno-reference" => convoy_sim::reference::newreno(),
+            "oracle" => {
+                let (one_way, back) = (fixed_delay(&up)?, fixed_delay(&down)?);
+                convoy_sim::reference::oracle(oracle_schedule(&up)?, one_way, one_way + back)
+            }
             other => bail!(
-                "unknown controller {other:?}: valid controllers are cubic-reference, newreno-reference"
+                "unknown controller {other:?}: valid controllers are cubic-reference, newreno-reference, oracle"
             ),
         };
         client.rate_control = rc.clone();

@@ -14,6 +14,7 @@
 
 mod cubic;
 mod newreno;
+pub mod oracle;
 
 use std::time::Duration;
 
@@ -23,6 +24,7 @@ use convoy_proto::RateControl;
 
 pub use cubic::Cubic;
 pub use newreno::NewReno;
+pub use oracle::{oracle, Oracle};
 
 /// Full-sized packet, bytes (the proto's default maximum datagram).
 pub const MSS: u64 = 1472;
