@@ -7,6 +7,7 @@ rate controller; the emulator (`experiments run cellular`) is the check.
 
     scripts/cellular-sim.py --kernel results/cellular/runs.csv [--loss 0] [--mode tide]
     scripts/cellular-sim.py --offsets 12 [--loss 0] [--bin target/release/convoy]
+    scripts/cellular-sim.py --offsets 3 --scale 0.05,0.25,0.5,1 [--controller oracle]
 
 The kernel CSV comes from `experiments run cellular --schemes tcp-cubic,tcp-bbr`.
 Prints per point: convoy's share of the capacity, Cubic's and BBR's, the
@@ -17,13 +18,17 @@ Without --kernel it runs convoy alone over every shared trace direction at
 --offsets points spread evenly over each trace, and prints the mean and
 worst share of capacity, the mean p95 queueing delay, and the packets the
 sender declared lost and the receiver got redundant: a build against
-another, more points than the kernel grid has."""
+another, more points than the kernel grid has. --scale runs that grid on
+twins of the traces at each capacity factor (`convoy trace scale`, both
+directions scaled), a line per factor, with the share of packets dropped
+at the queue."""
 import argparse
 import concurrent.futures as cf
 import csv
 import json
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -38,6 +43,8 @@ def main() -> int:
     ap.add_argument("--mode", default="tide")
     ap.add_argument("--bin", type=Path, default=ROOT / "target" / "release" / "convoy")
     ap.add_argument("-j", type=int, default=2, help="simulations at once")
+    ap.add_argument("--scale", help="without --kernel: comma-separated capacity factors (default 1)")
+    ap.add_argument("--controller", help="a --controller for convoy simulate (oracle: the frontier)")
     a = ap.parse_args()
     if a.kernel is not None and not a.kernel.is_file():
         print(f"error: {a.kernel}: no such file", file=sys.stderr)
@@ -46,7 +53,15 @@ def main() -> int:
         print(f"error: {a.bin}: no convoy binary (cargo build --release -p convoy)", file=sys.stderr)
         return 2
     if a.kernel is None:
-        return convoy_alone(a)
+        scales = [float(f) for f in (a.scale or "1").split(",")]
+        if any(f <= 0 for f in scales):
+            print(f"error: --scale {a.scale}: factors must be positive", file=sys.stderr)
+            return 2
+        worst = 0
+        with tempfile.TemporaryDirectory() as tmp:
+            for f in scales:
+                worst = max(worst, convoy_alone(a, f, Path(tmp)))
+        return worst
     ref: dict = {}
     for r in csv.DictReader(a.kernel.open()):
         if float(r["loss_pct"]) != a.loss or r["status"] != "ok":
@@ -96,16 +111,20 @@ def main() -> int:
     return 0
 
 
-def simulate_all(a, keys) -> dict:
+def simulate_all(a, keys, traces: Path | None = None) -> dict:
     """`convoy simulate` at each (trace direction, offset) of `keys`, as the
     cellular experiment's link: 20 ms, 200 packets, the twin direction for
     feedback, 60 s."""
+    traces = traces or a.traces
+
     def simulate(key):
         trace, offset = key
         twin = trace[:-3] + ".down" if trace.endswith(".up") else trace[:-5] + ".up"
-        link = (f"up={a.traces / trace},down={a.traces / twin},delay=20ms,queue=200,"
+        link = (f"up={traces / trace},down={traces / twin},delay=20ms,queue=200,"
                 f"offset={offset:g}s,up-loss={a.loss:g}%")
         cmd = [str(a.bin), "simulate", "--mode", a.mode, "--link", link, "--duration", "60s", "--json"]
+        if getattr(a, "controller", None):
+            cmd += ["--controller", a.controller]
         p = subprocess.run(cmd, capture_output=True, text=True)
         try:
             return key, json.loads(p.stdout)
@@ -125,15 +144,22 @@ def trace_span_s(path: Path) -> float:
     return last / 1000
 
 
-def convoy_alone(a) -> int:
+def convoy_alone(a, factor: float = 1.0, tmp: Path | None = None) -> int:
+    traces = a.traces
+    if factor != 1.0:
+        traces = tmp / f"x{factor:g}"
+        traces.mkdir()
+        for path in sorted(a.traces.glob("*.up")) + sorted(a.traces.glob("*.down")):
+            subprocess.run([str(a.bin), "trace", "scale", "--factor", f"{factor:g}", str(path),
+                            str(traces / path.name)], check=True, capture_output=True)
     keys = []
-    for path in sorted(a.traces.glob("*.up")) + sorted(a.traces.glob("*.down")):
+    for path in sorted(traces.glob("*.up")) + sorted(traces.glob("*.down")):
         span = trace_span_s(path)
         keys += [(path.name, round(k * span / a.offsets)) for k in range(a.offsets)]
     if not keys:
         print(f"error: {a.traces}: no *.up or *.down traces", file=sys.stderr)
         return 2
-    results = simulate_all(a, keys)
+    results = simulate_all(a, keys, traces)
     errors = [k for k, d in results.items() if "error" in d]
     for k in errors:
         print(f"{k[0]} at {k[1]} s: error: {results[k]['error']}", file=sys.stderr)
@@ -144,10 +170,14 @@ def convoy_alone(a) -> int:
     q = [d["queue_delay_p95_ms"] for d in ok]
     lost = sum(d["packets_lost"] for d in ok)
     redundant = sum(d["redundant_received"] for d in ok)
-    print(f"{len(ok)} points ({a.offsets} offsets per direction, {a.loss:g} % loss, {a.mode}): "
+    drops = [d["report"]["upload"]["datagrams_dropped"] / max(d["report"]["upload"]["datagrams_offered"], 1)
+             for d in ok]
+    who = a.controller or a.mode
+    print(f"x{factor:g}: {len(ok)} points ({a.offsets} offsets per direction, {a.loss:g} % loss, {who}): "
           f"share of capacity mean {sum(shares) / len(shares):.4f}, worst {min(shares):.3f}; "
-          f"p95 queueing mean {sum(q) / len(q):.0f} ms; packets declared lost {lost}, "
-          f"redundant at the receiver {redundant}")
+          f"p95 queueing mean {sum(q) / len(q):.0f} ms, worst {max(q):.0f} ms; dropped at the queue "
+          f"mean {100 * sum(drops) / len(drops):.2f} %, worst {100 * max(drops):.2f} %; "
+          f"packets declared lost {lost}, redundant at the receiver {redundant}")
     return 1 if errors else 0
 
 

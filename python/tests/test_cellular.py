@@ -65,6 +65,21 @@ def test_quick_form_is_short_and_overrides_apply(shared_traces):
     assert "--delay 5 --loss 1,3 --queue 50 --duration 8 --offsets 10,20 --seeds 2 --out results" in command
 
 
+def test_scaled_grid_runs_twins_of_every_direction_at_each_factor(shared_traces, tmp_path):
+    s = cellular.settings_from(quick=True, scales=[0.25, 1], scaled_dir=tmp_path)
+    names = [(d.name, d.feedback.name, d.kind) for d in s.directions]
+    assert names[:2] == [(f"{ATT}-x0.25.up", f"{ATT}-x0.25.down", "uplink"),
+                         (f"{TMO}-x0.25.down", f"{TMO}-x0.25.up", "downlink")]
+    assert [n[0] for n in names[2:]] == [f"{ATT}.up", f"{TMO}.down"]  # factor 1: the trace itself
+    assert ("--scale", "0.25,1") in s.given
+    # The twin keeps the period and carries a quarter of the opportunities.
+    lines = lambda p: [int(x) for x in p.read_text().split()]
+    full, quarter = lines(shared_traces / f"{ATT}.up"), lines(s.directions[0].data)
+    assert quarter[-1] == full[-1] and abs(len(quarter) - len(full) / 4) <= 1
+    with pytest.raises(ExperimentError, match="--scale"):
+        cellular.settings_from(quick=True, scales=[0], scaled_dir=tmp_path)
+
+
 def test_user_traces_take_their_twin_or_themselves(tmp_path):
     (tmp_path / "drive.up").write_text("0\n5\n10\n")
     (tmp_path / "drive.down").write_text("1\n2\n10\n")

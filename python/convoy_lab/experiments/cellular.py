@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 import math
 import shlex
+import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
@@ -189,6 +190,8 @@ def settings_from(
     duration_s: float | None = None,
     offsets_s: list[float] | None = None,
     seeds: int = 1,
+    scales: list[float] | None = None,
+    scaled_dir: Path | None = None,
 ) -> Settings:
     """The run's settings: the defaults (or the quick form's), then the
     overrides given; every value is checked here, before any run."""
@@ -228,7 +231,40 @@ def settings_from(
             raise ExperimentError("--offsets: expected at least one offset")
         s.offsets_s = [_check(v, "--offsets", lambda x: x >= 0, "at least 0 s") for v in offsets_s]
         s.given.append(("--offsets", ",".join(f"{x:g}" for x in s.offsets_s)))
+    if scales is not None:
+        if not scales or any(not 0 < f <= 10 for f in scales):
+            raise ExperimentError("--scale: expected factors in (0, 10]")
+        s.directions = [scaled_direction(d, f, scaled_dir or Path("results") / "cellular-traces")
+                        for f in scales for d in s.directions]
+        s.given.append(("--scale", ",".join(f"{f:g}" for f in scales)))
     return s
+
+
+def scaled_name(path: Path, factor: float) -> str:
+    """A twin's file name: the drive's name with the factor, the direction's
+    suffix kept (`ATT-LTE-driving-2016-x0.25.up`), so results keyed by name
+    keep the scales apart and the suffix still tells uplink from downlink."""
+    return f"{path.stem}-x{factor:g}{path.suffix}"
+
+
+def scaled_direction(d: Direction, factor: float, into: Path) -> Direction:
+    """Both traces of a direction at `factor` times their capacity, written
+    by `convoy trace scale` (bursts, gaps and outages where they were).
+    Factor 1 is the direction itself."""
+    if factor == 1:
+        return d
+    into.mkdir(parents=True, exist_ok=True)
+    out = []
+    for path in (d.data, d.feedback):
+        target = into / scaled_name(path, factor)
+        done = subprocess.run(
+            [str(convoy_binary()), "trace", "scale", "--factor", f"{factor:g}", str(path), str(target)],
+            capture_output=True, text=True,
+        )
+        if done.returncode != 0:
+            raise ExperimentError(f"--scale {factor:g}: {done.stderr.strip() or 'convoy trace scale failed'}")
+        out.append(target.resolve())
+    return Direction(out[0], out[1])
 
 
 def _check(value: float, flag: str, ok: Callable[[float], bool], expected: str) -> float:

@@ -187,7 +187,10 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--engine", choices=["local", "dask", "ray"], default="local",
                      help="fleet experiments: where their sweep runs (default: this machine's cores)")
     run.add_argument("--workers", type=int, help="fleet experiments: sweep workers")
-    run.add_argument("--scale", type=float, help="smart-ap, background: multiply the schedule's times (0.5: half length)")
+    run.add_argument("--scale", type=_numbers, metavar="F[,F]",
+                     help="cellular: run the grid on twins of the traces at these capacity factors (convoy trace "
+                     "scale: 0.25,0.5,1 runs each trace at a quarter, half and full rate, bursts and gaps kept); "
+                     "smart-ap, background: one factor multiplying the schedule's times (0.5: half length)")
     run.add_argument("--only", help="smart-ap, background: only the cells matching these comma-separated tokens")
     run.add_argument("--remeasure", action="store_true",
                      help="smart-ap, background, mp-*: recompute the figures from the kept run directories, run nothing")
@@ -248,8 +251,14 @@ def main(argv: list[str] | None = None) -> int:
         names = [n for n in names if n not in sched and n not in multi]
         if multi and [n for n in names if n != cellular.NAME] and schemes:
             raise ExperimentError("--schemes: the mp-* experiments have their own schemes; run them apart")
-        if args.command == "run" and getattr(args, "scale", None) is not None and not 0 < args.scale <= 10:
-            raise ExperimentError("--scale must be in (0, 10]")
+        scales = getattr(args, "scale", None) if args.command == "run" else None
+        if scales is not None:
+            if any(not 0 < f <= 10 for f in scales):
+                raise ExperimentError("--scale: each factor must be in (0, 10]")
+            if sched and len(scales) != 1:
+                raise ExperimentError("--scale: smart-ap and background take one factor")
+            if not sched and cellular.NAME not in names:
+                raise ExperimentError("--scale: only for the cellular, smart-ap and background experiments")
         # Every name, scheme and trace is checked before the first run starts.
         for name in names:
             check_name(name)
@@ -268,6 +277,7 @@ def main(argv: list[str] | None = None) -> int:
                 traces=overrides.get("trace"), quick=quick, schemes=schemes, delay_ms=overrides.get("delay"),
                 losses_pct=overrides.get("loss"), queue_packets=overrides.get("queue"),
                 duration_s=overrides.get("duration"), offsets_s=overrides.get("offsets"), seeds=args.seeds,
+                scales=scales, scaled_dir=args.out / "cellular-traces",
             )
         convoy_binary()
         check_emulator()
@@ -281,7 +291,7 @@ def main(argv: list[str] | None = None) -> int:
         if getattr(args, "remeasure", False):
             done = {n: scheduled.remeasure(n, args.out) for n in sched}
         else:
-            done = {n: scheduled.run(n, quick, args.out, args.scale, args.only) for n in sched}
+            done = {n: scheduled.run(n, quick, args.out, scales[0] if scales else None, args.only) for n in sched}
         if getattr(args, "remeasure", False):
             mp_done = {n: multipath_exp.remeasure(n, args.out) for n in multi}
         else:
