@@ -15,6 +15,9 @@ use dispatch::{active, kernels_for, Kernels};
 
 #[cfg(target_arch = "x86_64")]
 #[macro_use]
+mod groups;
+#[cfg(target_arch = "x86_64")]
+#[macro_use]
 mod x86_region;
 
 mod dispatch;
