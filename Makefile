@@ -75,8 +75,12 @@ else
 endif
 
 # The aarch64 subset of `make test`, under qemu: the codec's kernel,
-# property and unit tests, where the NEON tier is the one chosen. Skipped
-# on an aarch64 machine, whose `cargo test --workspace` covers it natively.
+# property and unit tests, where the NEON tier is the one chosen, and
+# convoy-proto's unit tests and virtual-time stall tests (about 20 s under
+# qemu). Skipped on an aarch64 machine, whose `cargo test --workspace`
+# covers it natively. Left out: convoy-proto's multipath tests (7.5 min
+# under qemu) and anything needing the whole convoy binary (about 20 min
+# of CPU to cross-build cold; see README, "aarch64 under qemu").
 # env_override_selects_tier re-runs its own test binary as a child, which
 # needs binfmt_misc to start an aarch64 executable (containers rarely have
 # it); the override logic is the same code on every architecture and that
@@ -88,6 +92,7 @@ else
 	@$(MAKE) --no-print-directory arm64-toolchain
 	@command -v qemu-aarch64-static >/dev/null || { echo "test-arm64: qemu-aarch64-static not found: install Debian's qemu-user-static (scripts/setup.sh does)" >&2; exit 1; }
 	$(ARM64_ENV) $(CARGO) test --release --target $(ARM64) -p convoy-codec -- --skip env_override_selects_tier
+	$(ARM64_ENV) $(CARGO) test --release --target $(ARM64) -p convoy-proto --lib --test stall
 endif
 
 bench: setup
