@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs whatever convoy needs that this machine lacks, and nothing else:
-# a Rust toolchain with rustfmt and clippy, and the Python experiment package
-# with its test dependencies. Safe to run again; it only checks when all is there.
+# a Rust toolchain with rustfmt and clippy (and, on x86-64, what cross builds
+# for aarch64 and their tests under qemu need), and the Python experiment
+# package with its test dependencies. Safe to run again; it only checks when all is there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -24,6 +25,15 @@ command -v irtt >/dev/null 2>&1 || need_apt+=(irtt)
 # pg_ctl from Debian's package) and headless Chromium for the web view.
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need_apt+=(postgresql)
 command -v chromium >/dev/null 2>&1 || need_apt+=(chromium fonts-dejavu-core)
+# aarch64 vehicle computers, from an x86-64 machine: `make arm64` links with
+# Debian's cross gcc (which brings the aarch64 glibc), and `make test` runs
+# the aarch64 test subset under qemu-user. An aarch64 machine builds natively.
+cross_arm64=
+if [ "$(uname -m)" != aarch64 ]; then
+    cross_arm64=1
+    command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 || need_apt+=(gcc-aarch64-linux-gnu)
+    command -v qemu-aarch64-static >/dev/null 2>&1 || need_apt+=(qemu-user-static)
+fi
 if ((${#need_apt[@]})); then
     say "installing Debian packages: ${need_apt[*]}"
     if [ "$(id -u)" -ne 0 ]; then sudo=sudo; else sudo=; fi
@@ -58,6 +68,10 @@ if command -v rustup >/dev/null 2>&1; then
         rustup component list --installed 2>/dev/null | grep -q "^$component" \
             || rustup component add "$component"
     done
+    if [ -n "$cross_arm64" ] && ! rustup target list --installed 2>/dev/null | grep -qx aarch64-unknown-linux-gnu; then
+        say "adding the Rust target aarch64-unknown-linux-gnu (make arm64, and make test's aarch64 subset)"
+        rustup target add aarch64-unknown-linux-gnu
+    fi
 fi
 
 # The S3-compatible server the data service's tests run against:

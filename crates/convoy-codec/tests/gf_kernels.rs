@@ -21,7 +21,7 @@ const MAX_LEN: usize = 4100;
 const GUARD: usize = 64;
 const SPECIAL: [u8; 4] = [0, 1, 255, 2];
 /// Source counts cycled through by the multi test: around and across the
-/// 4-source (SSSE3/AVX2) and 8-source (GFNI) groups of the SIMD kernels.
+/// 4-source (SSSE3/AVX2) and 8-source (GFNI, NEON) groups of the SIMD kernels.
 const SOURCE_COUNTS: [usize; 12] = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 17];
 const MAX_SOURCES: usize = 17;
 
@@ -75,7 +75,8 @@ fn peasant(mut a: u8, mut b: u8) -> u8 {
 }
 
 /// The tiers this CPU can run, announcing the others so a green run on a
-/// machine without GFNI/AVX-512 does not read as if those were tested.
+/// machine without GFNI/AVX-512 (or on x86, NEON) does not read as if those
+/// were tested.
 fn supported_tiers(test: &str) -> Vec<Tier> {
     let (yes, no): (Vec<Tier>, Vec<Tier>) = Tier::ALL.into_iter().partition(|t| t.is_supported());
     let names = |ts: &[Tier]| ts.iter().map(|t| t.name()).collect::<Vec<_>>().join(", ");
@@ -391,6 +392,11 @@ fn env_override_selects_tier() {
     if Tier::Ssse3.is_supported() {
         cases.push(("ssse3", "ssse3"));
     }
+    if Tier::Neon.is_supported() {
+        cases.push(("neon", "neon"));
+    } else {
+        cases.push(("neon", fastest.name()));
+    }
     for (set, expect) in cases {
         let out = std::process::Command::new(std::env::current_exe().unwrap())
             .args([
@@ -456,7 +462,7 @@ fn unsupported_tiers_are_refused() {
     );
     assert_eq!(
         Tier::ALL.map(Tier::name),
-        ["scalar", "ssse3", "avx2", "gfni-256", "gfni-512"]
+        ["scalar", "neon", "ssse3", "avx2", "gfni-256", "gfni-512"]
     );
 }
 

@@ -31,7 +31,34 @@ struct Report {
     kernels: Vec<KernelRow>,
     rlnc: Vec<CodeRow>,
     raptorq: Vec<CodeRow>,
+    cost: Cost,
     targets: Vec<Target>,
+}
+
+/// What one byte of application data costs the sending core, step by step,
+/// in ns per byte: the figures to re-measure on a vehicle's own computer
+/// (run `convoy bench codec` there), since no emulator predicts them.
+#[derive(Serialize)]
+struct Cost {
+    /// The packet size every step is timed on (the codec's symbol size).
+    packet_bytes: usize,
+    steps: Vec<CostStep>,
+    /// copy + coding + sealing with the AEAD this CPU negotiates + the send
+    /// syscall: one core's work per byte the sender hands to convoy.
+    sender_ns_per_byte: f64,
+    /// 8 bits over `sender_ns_per_byte`: the rate one core could sustain
+    /// doing only this.
+    sender_core_mbit_per_s: f64,
+}
+
+#[derive(Serialize)]
+struct CostStep {
+    /// copy, coding, aead or syscall.
+    kind: &'static str,
+    step: String,
+    ns_per_byte: f64,
+    /// Whether the step is part of `sender_ns_per_byte`.
+    in_sender_total: bool,
 }
 
 #[derive(Serialize)]
@@ -220,6 +247,153 @@ fn codes(budget: Duration, code: CodeKind) -> Result<Vec<CodeRow>> {
     Ok(rows)
 }
 
+/// The generation and loss of the cost breakdown's coding rows (the same
+/// cell as the RLNC targets).
+const COST_GENERATION: u32 = 32;
+const COST_LOSS_PCT: u32 = 10;
+
+/// The per-byte breakdown, timed on 1400-byte packets. Coding comes from the
+/// RLNC rows already measured; copies, kernels, AEADs and the send syscall
+/// are timed here.
+fn cost(budget: Duration, rlnc: &[CodeRow]) -> Result<Cost> {
+    use convoy_proto::crypto::{cpu_has_aes_gcm, Aead, PacketKey};
+
+    let n = usize::from(SYMBOL_SIZE);
+    let per_byte = |seconds: f64| seconds * 1e9 / n as f64;
+    let mut steps = Vec::new();
+    let mut step = |kind, step: String, ns_per_byte, in_sender_total| {
+        steps.push(CostStep {
+            kind,
+            step,
+            ns_per_byte,
+            in_sender_total,
+        })
+    };
+
+    progress::update("per-byte cost: copies and kernels");
+    let src: Vec<u8> = (0..n).map(|i| (i * 131 + 7) as u8).collect();
+    let mut dst = vec![0u8; n];
+    let copy = time_per_call(budget, || {
+        black_box(&mut dst[..]).copy_from_slice(black_box(&src));
+    });
+    // One copy: the application's buffer into the stream's send buffer.
+    step("copy", format!("memcpy {n} B"), per_byte(copy), true);
+    let tiers = if Tier::best() == Tier::Scalar {
+        vec![Tier::Scalar]
+    } else {
+        vec![Tier::best(), Tier::Scalar]
+    };
+    for tier in tiers {
+        let t = time_per_call(budget, || {
+            gf::mul_add_with(tier, black_box(&mut dst[..]), black_box(&src), 0x57)
+                .expect("tier is supported");
+        });
+        step(
+            "coding",
+            format!("GF mul_add {} {n} B (one product)", tier.name()),
+            per_byte(t),
+            false,
+        );
+    }
+    let cell = rlnc
+        .iter()
+        .find(|r| r.generation == COST_GENERATION && r.loss_pct == COST_LOSS_PCT)
+        .context("the RLNC rows lack the cost breakdown's cell")?;
+    let cell_name = format!("g={COST_GENERATION}, {COST_LOSS_PCT} % loss");
+    step(
+        "coding",
+        format!("RLNC encode {cell_name}, per source byte"),
+        1e3 / cell.encode_mb_per_s,
+        true,
+    );
+    step(
+        "coding",
+        format!("RLNC decode {cell_name}, per source byte (receiver)"),
+        1e3 / cell.decode_mb_per_s,
+        false,
+    );
+
+    // Sealing a 1400-byte body (its last TAG_LEN bytes take the tag) with a
+    // short header as associated data, as every data packet is.
+    let header = [0x40u8; 13];
+    let negotiated = Aead::negotiate(cpu_has_aes_gcm(), true);
+    for aead in [Aead::ChaCha20Poly1305, Aead::Aes256Gcm] {
+        progress::update(&format!("per-byte cost: {}", aead.name()));
+        let key = PacketKey::new(aead, &[7u8; 32]);
+        let mut body = src.clone();
+        let mut pn = 0u64;
+        let seal = time_per_call(budget, || {
+            pn += 1;
+            key.seal(pn, &header, black_box(&mut body));
+        });
+        key.seal(1, &header, &mut body);
+        let mut out = Vec::with_capacity(n);
+        let open = time_per_call(budget, || {
+            black_box(key.open(1, &header, black_box(&body), &mut out)).expect("opens");
+        });
+        let chosen = if aead == negotiated {
+            " (this CPU's choice)"
+        } else {
+            ""
+        };
+        step(
+            "aead",
+            format!("seal {}{chosen}", aead.name()),
+            per_byte(seal),
+            aead == negotiated,
+        );
+        step(
+            "aead",
+            format!("open {} (receiver)", aead.name()),
+            per_byte(open),
+            false,
+        );
+    }
+
+    progress::update("per-byte cost: UDP send syscall");
+    let send = udp_send_time(budget, &src).context("timing the UDP send syscall on loopback")?;
+    step(
+        "syscall",
+        format!("UDP send, one {n} B datagram per call (loopback)"),
+        per_byte(send),
+        true,
+    );
+
+    let sender: f64 = steps
+        .iter()
+        .filter(|s| s.in_sender_total)
+        .map(|s| s.ns_per_byte)
+        .sum();
+    Ok(Cost {
+        packet_bytes: n,
+        steps,
+        sender_ns_per_byte: sender,
+        sender_core_mbit_per_s: 8e3 / sender,
+    })
+}
+
+/// Seconds per `send` of `payload` on a UDP socket connected to another on
+/// 127.0.0.1. Nobody reads the receiver, so once its buffer is full the
+/// kernel drops datagrams at the very end of the path, and the send costs
+/// what it costs when the datagram is delivered, less the copy into the
+/// receiver's queue. One datagram per syscall is an upper bound: convoy-net
+/// batches with sendmmsg and UDP GSO where the kernel has them.
+fn udp_send_time(budget: Duration, payload: &[u8]) -> Result<f64> {
+    let rx = std::net::UdpSocket::bind("127.0.0.1:0")?;
+    let tx = std::net::UdpSocket::bind("127.0.0.1:0")?;
+    tx.connect(rx.local_addr()?)?;
+    let mut failed = None;
+    let t = time_per_call(budget, || {
+        if let Err(e) = tx.send(black_box(payload)) {
+            failed.get_or_insert(e);
+        }
+    });
+    match failed {
+        Some(e) => Err(e.into()),
+        None => Ok(t),
+    }
+}
+
 fn targets(kernels: &[KernelRow], rlnc: &[CodeRow]) -> Vec<Target> {
     let best = format!("mul_add {}", Tier::best().name());
     let l1 = kernels
@@ -246,6 +420,7 @@ pub fn run(opts: &Options) -> Result<()> {
     let kernels = kernels(opts, budget);
     let rlnc = codes(budget, CodeKind::Rlnc)?;
     let raptorq = codes(budget, CodeKind::RaptorQ)?;
+    let cost = cost(budget, &rlnc)?;
     progress::clear();
     let targets = targets(&kernels, &rlnc);
     let report = Report {
@@ -258,10 +433,13 @@ pub fn run(opts: &Options) -> Result<()> {
                  of source data per second; encode = build the encoder and write k source + \
                  round(k*loss) repair symbols; decode = push the surviving source symbols, then \
                  repair symbols until decodable, then take the data; repair = repair-symbol \
-                 bytes one built encoder writes per second",
+                 bytes one built encoder writes per second; per-byte cost = ns of one core \
+                 per payload byte on 1400-byte packets, coding from the RLNC g=32 10% row, \
+                 the send syscall one datagram per call on loopback",
         kernels,
         rlnc,
         raptorq,
+        cost,
         targets,
     };
     if opts.json {
@@ -315,6 +493,22 @@ fn render(report: &Report) -> String {
         out += "\n";
         out += &t.render();
     }
+    let c = &report.cost;
+    let mut cost = Table::new(&["per byte, one core", "kind", "ns/B", "in sender total"]);
+    for s in &c.steps {
+        cost.row(vec![
+            s.step.clone(),
+            s.kind.into(),
+            format!("{:.3}", s.ns_per_byte),
+            if s.in_sender_total { "yes" } else { "" }.into(),
+        ]);
+    }
+    out += "\n";
+    out += &cost.render();
+    out += &format!(
+        "sender total: {:.3} ns/B (copy + RLNC encode + seal + send), one core's ceiling {:.0} Mbit/s\n",
+        c.sender_ns_per_byte, c.sender_core_mbit_per_s
+    );
     out += "\ntargets\n";
     for t in &report.targets {
         out += &format!(

@@ -48,6 +48,18 @@ fn bench_codec_json_has_every_cell() {
         }
     }
     assert_eq!(report["targets"].as_array().unwrap().len(), 3);
+    let cost = &report["cost"];
+    for kind in ["copy", "coding", "aead", "syscall"] {
+        assert!(
+            cost["steps"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|s| s["kind"] == kind && s["ns_per_byte"].as_f64().unwrap() > 0.0),
+            "no {kind} step in the per-byte cost"
+        );
+    }
+    assert!(cost["sender_ns_per_byte"].as_f64().unwrap() > 0.0);
 }
 
 #[test]

@@ -2,6 +2,8 @@
 
 use std::sync::OnceLock;
 
+#[cfg(target_arch = "aarch64")]
+use super::arm_neon;
 use super::{scalar, Tier, UnsupportedTier};
 #[cfg(target_arch = "x86_64")]
 use super::{x86_avx2, x86_gfni, x86_ssse3};
@@ -24,8 +26,9 @@ pub(super) struct Kernels {
 type MatrixKernel = unsafe fn(&mut [&mut [u8]], &[&[u8]], &[u8]);
 
 /// `mul_add_matrix` as one `mul_add_multi` per row, for tiers where sharing
-/// work between rows buys little (GFNI: one instruction per product anyway).
-#[cfg(target_arch = "x86_64")]
+/// work between rows buys little (GFNI: one instruction per product anyway)
+/// or has not been written yet (NEON).
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 macro_rules! matrix_by_rows {
     ($name:ident, $multi:path) => {
         /// # Safety
@@ -48,6 +51,8 @@ matrix_by_rows!(ssse3_matrix, x86_ssse3::mul_add_multi);
 matrix_by_rows!(gfni256_matrix, x86_gfni::mul_add_multi_256);
 #[cfg(target_arch = "x86_64")]
 matrix_by_rows!(gfni512_matrix, x86_gfni::mul_add_multi_512);
+#[cfg(target_arch = "aarch64")]
+matrix_by_rows!(neon_matrix, arm_neon::mul_add_multi);
 
 static SCALAR: Kernels = Kernels {
     mul_add: scalar::mul_add,
@@ -55,6 +60,15 @@ static SCALAR: Kernels = Kernels {
     xor: scalar::xor,
     mul_add_multi: scalar::mul_add_multi,
     mul_add_matrix: scalar::mul_add_matrix,
+};
+
+#[cfg(target_arch = "aarch64")]
+static NEON: Kernels = Kernels {
+    mul_add: arm_neon::mul_add,
+    mul_region: arm_neon::mul_region,
+    xor: arm_neon::xor,
+    mul_add_multi: arm_neon::mul_add_multi,
+    mul_add_matrix: neon_matrix,
 };
 
 #[cfg(target_arch = "x86_64")]
@@ -105,9 +119,20 @@ pub(super) fn kernels_for(tier: Tier) -> Result<&'static Kernels, UnsupportedTie
             Tier::Avx2 => &AVX2,
             Tier::Gfni256 => &GFNI256,
             Tier::Gfni512 => &GFNI512,
+            // Unreachable: is_supported() is false for it here.
+            Tier::Neon => return Err(UnsupportedTier(tier)),
         })
     }
-    #[cfg(not(target_arch = "x86_64"))]
+    #[cfg(target_arch = "aarch64")]
+    {
+        match tier {
+            Tier::Scalar => Ok(&SCALAR),
+            Tier::Neon => Ok(&NEON),
+            // Unreachable: is_supported() is false for them here.
+            Tier::Ssse3 | Tier::Avx2 | Tier::Gfni256 | Tier::Gfni512 => Err(UnsupportedTier(tier)),
+        }
+    }
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
     {
         Ok(&SCALAR)
     }

@@ -3,9 +3,10 @@
 //!
 //! Scalar ops ([`mul`], [`inv`], [`div`]) are table lookups. Region ops
 //! ([`mul_add`], [`mul_region`], [`mul_add_multi`]) dispatch to the fastest
-//! [`Tier`] the CPU supports: GFNI (512/256-bit, via `GF2P8AFFINEQB` with a
-//! per-constant bit matrix since `GF2P8MULB` is fixed to 0x11B), AVX2 or SSSE3
-//! (split-nibble `PSHUFB`), or scalar. The choice is made once and cached as a
+//! [`Tier`] the CPU supports: on x86-64 GFNI (512/256-bit, via
+//! `GF2P8AFFINEQB` with a per-constant bit matrix since `GF2P8MULB` is fixed
+//! to 0x11B), AVX2 or SSSE3 (split-nibble `PSHUFB`); on aarch64 NEON
+//! (split-nibble `TBL`); elsewhere, or as the fallback, scalar. The choice is made once and cached as a
 //! table of function pointers, so a call costs one predictable indirect call.
 //! `CONVOY_GF_TIER=<name>` forces a lower tier, e.g. for benchmarking.
 
@@ -13,10 +14,15 @@ use std::sync::OnceLock;
 
 use dispatch::{active, kernels_for, Kernels};
 
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+#[macro_use]
+mod groups;
 #[cfg(target_arch = "x86_64")]
 #[macro_use]
 mod x86_region;
 
+#[cfg(target_arch = "aarch64")]
+mod arm_neon;
 mod dispatch;
 mod scalar;
 mod self_test;
@@ -76,6 +82,8 @@ pub fn gfni_matrix(c: u8) -> u64 {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Tier {
     Scalar,
+    /// aarch64 only.
+    Neon,
     Ssse3,
     Avx2,
     Gfni256,
@@ -83,9 +91,10 @@ pub enum Tier {
 }
 
 impl Tier {
-    /// Every tier, slowest to fastest.
-    pub const ALL: [Tier; 5] = [
+    /// Every tier; those one CPU supports come slowest to fastest.
+    pub const ALL: [Tier; 6] = [
         Tier::Scalar,
+        Tier::Neon,
         Tier::Ssse3,
         Tier::Avx2,
         Tier::Gfni256,
@@ -95,6 +104,7 @@ impl Tier {
     pub fn name(self) -> &'static str {
         match self {
             Tier::Scalar => "scalar",
+            Tier::Neon => "neon",
             Tier::Ssse3 => "ssse3",
             Tier::Avx2 => "avx2",
             Tier::Gfni256 => "gfni-256",
@@ -107,12 +117,14 @@ impl Tier {
         Tier::ALL.into_iter().find(|t| t.name() == name)
     }
 
-    /// Whether this CPU can run the tier (std caches the CPUID results).
+    /// Whether this CPU can run the tier (std caches the CPUID and, on
+    /// aarch64, the HWCAP results).
     pub fn is_supported(self) -> bool {
         #[cfg(target_arch = "x86_64")]
         {
             match self {
                 Tier::Scalar => true,
+                Tier::Neon => false,
                 Tier::Ssse3 => is_x86_feature_detected!("ssse3"),
                 Tier::Avx2 => is_x86_feature_detected!("avx2"),
                 Tier::Gfni256 => {
@@ -127,7 +139,20 @@ impl Tier {
                 }
             }
         }
-        #[cfg(not(target_arch = "x86_64"))]
+        // Every AArch64 CPU that runs Linux has Advanced SIMD (the ABI
+        // passes floats in its registers), but asking costs one cached load
+        // and keeps the pattern of the x86 tiers: a build for a target without
+        // NEON in its baseline (a soft-float or `-neon` target spec) would
+        // still pick scalar at run time instead of faulting.
+        #[cfg(target_arch = "aarch64")]
+        {
+            match self {
+                Tier::Scalar => true,
+                Tier::Neon => std::arch::is_aarch64_feature_detected!("neon"),
+                Tier::Ssse3 | Tier::Avx2 | Tier::Gfni256 | Tier::Gfni512 => false,
+            }
+        }
+        #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
         {
             self == Tier::Scalar
         }
@@ -199,6 +224,20 @@ pub fn detected_features() -> Vec<&'static str> {
             )*};
         }
         probe!("ssse3", "avx", "avx2", "gfni", "avx512f", "avx512bw", "avx512vl");
+    }
+    #[cfg(target_arch = "aarch64")]
+    {
+        // NEON carries the kernels; the crypto extensions (AES, PMULL) and
+        // SVE say how far AES-GCM and a future wider tier could go on the
+        // same board.
+        macro_rules! probe {
+            ($($f:tt),*) => {$(
+                if std::arch::is_aarch64_feature_detected!($f) {
+                    v.push($f);
+                }
+            )*};
+        }
+        probe!("neon", "aes", "pmull", "sha2", "sve", "sve2");
     }
     v
 }

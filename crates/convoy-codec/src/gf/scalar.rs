@@ -64,7 +64,7 @@ pub(super) fn mul_add_matrix(dsts: &mut [&mut [u8]], srcs: &[&[u8]], coeffs: &[u
 /// # Safety
 /// `dst` must be valid for `len` reads and writes, every `srcs[j]` for `len`
 /// reads, and `dst` must not overlap any source.
-#[cfg(target_arch = "x86_64")]
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 #[inline]
 pub(super) unsafe fn mul_add_multi_tail(
     dst: *mut u8,

@@ -1,6 +1,7 @@
 //! A known-answer test each SIMD tier must pass before it is chosen
-//! automatically. A tier can only be tested on a CPU that has it, and the
-//! GFNI tiers have not met one in CI yet: rather than trust untested code
+//! automatically. A tier can only be tested on a CPU that has it: the GFNI
+//! tiers have not met one in CI yet, and the NEON tier has only met qemu's
+//! emulation of aarch64, never a real core. Rather than trust untested code
 //! with every coded byte, the first process on a new CPU checks the kernels
 //! against the scalar reference (a few microseconds, once) and falls back to
 //! the next tier down if they disagree.

@@ -93,14 +93,17 @@ const fn build_inv() -> [u8; 256] {
     t
 }
 
-/// Split-nibble tables for PSHUFB: entry `c` holds `c * i` for `i` in 0..16
+/// Split-nibble tables for PSHUFB (x86) and TBL (ARM): entry `c` holds `c * i` for `i` in 0..16
 /// (bytes 0..16) and `c * (i << 4)` (bytes 16..32). Since multiplication
 /// distributes over XOR, `c*x = lo[x & 15] ^ hi[x >> 4]`.
 /// Aligned so one entry never straddles a cache line.
 #[repr(C, align(32))]
 pub(crate) struct NibbleTables(pub(crate) [[u8; 32]; 256]);
 
-#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+#[cfg_attr(
+    not(any(target_arch = "x86_64", target_arch = "aarch64")),
+    allow(dead_code)
+)]
 pub(crate) static NIBBLE: NibbleTables = NibbleTables(build_nibble());
 
 const fn build_nibble() -> [[u8; 32]; 256] {
