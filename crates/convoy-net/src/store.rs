@@ -8,16 +8,29 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use crate::error::NetError;
 
 pub const PARTIAL_DIR: &str = ".convoy-partial";
 
+/// The largest upload a server takes unless told otherwise (`max_upload`):
+/// a request announcing more is refused before any file is created.
+pub const DEFAULT_MAX_UPLOAD: u64 = 64 << 30;
+
 #[derive(Clone)]
 pub struct Store {
     dir: PathBuf,
     partial_dir: PathBuf,
+    /// Requests announcing more bytes than this are refused.
+    pub max_upload: u64,
+}
+
+/// A new directory: 0700, so no other local user lists or plants entries
+/// in what the server writes.
+fn create_private_dir(dir: &Path) -> io::Result<()> {
+    fs::DirBuilder::new().mode(0o700).create(dir)
 }
 
 /// An upload in progress.
@@ -78,7 +91,7 @@ pub fn create_dirs_durably(dir: &Path) -> Result<(), NetError> {
     if let Some(parent) = dir.parent() {
         create_dirs_durably(parent)?;
     }
-    match fs::create_dir(dir) {
+    match create_private_dir(dir) {
         Ok(()) => {}
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists && dir.is_dir() => return Ok(()),
         Err(e) => return Err(NetError::file(dir, e)),
@@ -108,13 +121,27 @@ impl Store {
             ));
         }
         let partial_dir = dir.join(PARTIAL_DIR);
-        fs::create_dir_all(&partial_dir).map_err(|e| NetError::file(&partial_dir, e))?;
+        match create_private_dir(&partial_dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(NetError::file(&partial_dir, e)),
+        }
+        // A symlink planted in its place would lead every partial file
+        // elsewhere: the partial directory must be a real one.
+        let m = fs::symlink_metadata(&partial_dir).map_err(|e| NetError::file(&partial_dir, e))?;
+        if !m.is_dir() {
+            return Err(NetError::file(
+                &partial_dir,
+                io::Error::new(io::ErrorKind::NotADirectory, "not a directory (a symlink?)"),
+            ));
+        }
         let probe = partial_dir.join(format!(".probe-{}", std::process::id()));
         File::create(&probe).map_err(|e| NetError::file(dir, e))?;
         let _ = fs::remove_file(&probe);
         Ok(Store {
             dir: dir.to_owned(),
             partial_dir,
+            max_upload: DEFAULT_MAX_UPLOAD,
         })
     }
 
@@ -132,6 +159,35 @@ impl Store {
             .join(format!("{name_tag}.{}.part", hex(&hash[..8])))
     }
 
+    /// Removes partial files not written to for `max_age` (uploads whose
+    /// client never came back); returns how many. Only regular files named
+    /// `*.part` directly in the partial directory are touched.
+    pub fn sweep_partials(&self, max_age: std::time::Duration) -> usize {
+        let Ok(entries) = fs::read_dir(&self.partial_dir) else {
+            return 0;
+        };
+        let now = std::time::SystemTime::now();
+        let mut removed = 0;
+        for e in entries.flatten() {
+            let path = e.path();
+            if path.extension().is_none_or(|x| x != "part") {
+                continue;
+            }
+            let Ok(m) = fs::symlink_metadata(&path) else {
+                continue;
+            };
+            let old = m
+                .modified()
+                .ok()
+                .and_then(|t| now.duration_since(t).ok())
+                .is_some_and(|age| age > max_age);
+            if m.is_file() && old && fs::remove_file(&path).is_ok() {
+                removed += 1;
+            }
+        }
+        removed
+    }
+
     /// The directory uploads land in.
     pub fn dir(&self) -> &Path {
         &self.dir
@@ -139,6 +195,12 @@ impl Store {
 
     /// Starts or resumes storing `name` (`size` bytes, BLAKE3 `hash`).
     pub fn begin_put(&self, name: &str, size: u64, hash: [u8; 32]) -> Result<PutStart, NetError> {
+        if size > self.max_upload {
+            return Err(NetError::Protocol(format!(
+                "{size} bytes is more than this server takes in one upload ({})",
+                self.max_upload
+            )));
+        }
         let final_path = self.final_path(name);
         if let Ok(m) = fs::metadata(&final_path) {
             if m.len() == size && hash_file(&final_path)?.0 == hash {
@@ -151,6 +213,10 @@ impl Store {
             .write(true)
             .create(true)
             .truncate(false)
+            // A symlink planted under a (predictable) partial name is not
+            // followed: `set_len(0)` below would truncate its target.
+            .custom_flags(libc::O_NOFOLLOW)
+            .mode(0o600)
             .open(&path)
             .map_err(|e| NetError::file(&path, e))?;
         let mut written = file.metadata().map_err(|e| NetError::file(&path, e))?.len();
@@ -208,6 +274,7 @@ impl PartialUpload {
         if self.file.is_none() {
             let mut f = OpenOptions::new()
                 .write(true)
+                .custom_flags(libc::O_NOFOLLOW)
                 .open(&self.path)
                 .map_err(|e| NetError::file(&self.path, e))?;
             f.seek(SeekFrom::Start(self.written))
