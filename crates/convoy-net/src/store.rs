@@ -6,6 +6,7 @@
 //! then is the client told the upload is complete. So `DIR/NAME` is always
 //! either absent, the previous version, or the whole new file.
 
+use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
@@ -25,6 +26,27 @@ pub struct Store {
     partial_dir: PathBuf,
     /// Requests announcing more bytes than this are refused.
     pub max_upload: u64,
+    hashes: HashCache,
+}
+
+/// What identifies one version of a file: size, mtime (ns), inode, device.
+type FileStamp = (u64, i64, i64, u64, u64);
+
+/// Stored files' BLAKE3, valid while their stamp is unchanged: a peer
+/// looping `get` on a large file (or re-sending a stored one) made the
+/// driver thread hash all of it every time.
+#[derive(Clone, Default)]
+struct HashCache(std::sync::Arc<std::sync::Mutex<HashMap<PathBuf, Hashed>>>);
+
+/// A file's stamp when it was hashed, and its BLAKE3.
+type Hashed = (FileStamp, [u8; 32]);
+
+/// Files whose hash is remembered; past it the cache starts again.
+const HASH_CACHE_ENTRIES: usize = 4096;
+
+fn stamp(m: &fs::Metadata) -> FileStamp {
+    use std::os::unix::fs::MetadataExt;
+    (m.len(), m.mtime(), m.mtime_nsec(), m.ino(), m.dev())
 }
 
 /// A new directory: 0700, so no other local user lists or plants entries
@@ -142,6 +164,7 @@ impl Store {
             dir: dir.to_owned(),
             partial_dir,
             max_upload: DEFAULT_MAX_UPLOAD,
+            hashes: HashCache::default(),
         })
     }
 
@@ -203,7 +226,7 @@ impl Store {
         }
         let final_path = self.final_path(name);
         if let Ok(m) = fs::metadata(&final_path) {
-            if m.len() == size && hash_file(&final_path)?.0 == hash {
+            if m.len() == size && self.hash_stored(&final_path)?.1 == hash {
                 return Ok(PutStart::AlreadyStored);
             }
         }
@@ -243,9 +266,38 @@ impl Store {
     /// A stored file to send: the open file, its size and BLAKE3.
     pub fn open_get(&self, name: &str) -> Result<(File, u64, [u8; 32]), NetError> {
         let path = self.final_path(name);
-        let (hash, size) = hash_file(&path)?;
-        let f = File::open(&path).map_err(|e| NetError::file(&path, e))?;
+        let (f, hash) = self.hash_stored(&path)?;
+        let size = f.metadata().map_err(|e| NetError::file(&path, e))?.len();
         Ok((f, size, hash))
+    }
+
+    /// A stored file, open at its start, and its BLAKE3: from the cache
+    /// while the file is the version hashed, else hashed now.
+    fn hash_stored(&self, path: &Path) -> Result<(File, [u8; 32]), NetError> {
+        let err = |e| NetError::file(path, e);
+        let mut f = File::open(path).map_err(err)?;
+        let st = stamp(&f.metadata().map_err(err)?);
+        let cached = self
+            .hashes
+            .0
+            .lock()
+            .ok()
+            .and_then(|c| c.get(path).filter(|(s, _)| *s == st).map(|&(_, h)| h));
+        if let Some(h) = cached {
+            return Ok((f, h));
+        }
+        let h = *hash_reader(&mut f, u64::MAX)
+            .map_err(err)?
+            .finalize()
+            .as_bytes();
+        f.seek(SeekFrom::Start(0)).map_err(err)?;
+        if let Ok(mut c) = self.hashes.0.lock() {
+            if c.len() >= HASH_CACHE_ENTRIES {
+                c.clear();
+            }
+            c.insert(path.to_owned(), (st, h));
+        }
+        Ok((f, h))
     }
 }
 
@@ -329,6 +381,40 @@ mod tests {
             PutStart::Resume(p) => p,
             PutStart::AlreadyStored => panic!("{name} already stored"),
         }
+    }
+
+    #[test]
+    fn a_stored_files_hash_is_remembered_until_the_file_changes() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        fs::write(dir.path().join("a.bin"), b"first").unwrap();
+        let (_, _, h1) = store.open_get("a.bin").unwrap();
+        assert_eq!(h1, *blake3::hash(b"first").as_bytes());
+        assert_eq!(store.hashes.0.lock().unwrap().len(), 1);
+        assert_eq!(store.open_get("a.bin").unwrap().2, h1, "from the cache");
+        // Replaced (a new inode), same size: hashed again.
+        let tmp = dir.path().join("a.tmp");
+        fs::write(&tmp, b"again").unwrap();
+        fs::rename(&tmp, dir.path().join("a.bin")).unwrap();
+        assert_eq!(
+            store.open_get("a.bin").unwrap().2,
+            *blake3::hash(b"again").as_bytes()
+        );
+    }
+
+    #[test]
+    fn a_symlink_under_a_partial_name_is_not_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let victim = dir.path().join("victim");
+        fs::write(&victim, b"precious").unwrap();
+        let hash = *blake3::hash(b"x").as_bytes();
+        std::os::unix::fs::symlink(&victim, store.partial_path("a.bin", &hash)).unwrap();
+        assert!(store.begin_put("a.bin", 1, hash).is_err());
+        assert_eq!(fs::read(&victim).unwrap(), b"precious");
+        assert!(store
+            .begin_put("big.bin", DEFAULT_MAX_UPLOAD + 1, hash)
+            .is_err());
     }
 
     #[test]

@@ -278,7 +278,7 @@ impl CodedReceiver {
     pub fn decode_next(&mut self, skip: bool) -> Option<Result<(u32, Vec<u8>), CodecError>> {
         let id = self.ready.pop_front()?;
         let mut block = self.blocks.remove(&id).expect("ready blocks are held");
-        self.decoder_bytes -= decoder_cost(&block.decoder.info());
+        self.decoder_bytes -= decoder_cost(block.decoder.info());
         self.stats.blocks_decoded += 1;
         if skip {
             return Some(Ok((id, Vec::new())));
