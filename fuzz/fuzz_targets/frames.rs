@@ -22,7 +22,11 @@ fuzz_target!(|data: &[u8]| {
                 let _ = s.entries().count();
             }
             // Frames with plain fields round-trip through the writer.
-            Frame::Ping | Frame::MaxData(_) | Frame::MaxBlocks(_) | Frame::DataBlocked(_) => {
+            Frame::Ping
+            | Frame::MaxData(_)
+            | Frame::MaxBlocks(_)
+            | Frame::MaxStreams(_)
+            | Frame::DataBlocked(_) => {
                 let mut w = Writer::new(&mut buf);
                 if write_frame(&mut w, &frame).is_ok() {
                     let n = w.len();

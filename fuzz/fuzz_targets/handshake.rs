@@ -20,6 +20,7 @@ fn params() -> TransportParams {
         idle_timeout_ms: 30_000,
         receive_times: true,
         aes_gcm: true,
+        max_streams: Some(100),
     }
 }
 

@@ -33,6 +33,7 @@ fn server(store: &Path, log: Log) -> (SocketAddr, [u8; 32], Arc<AtomicBool>) {
     let keypair = Keypair::generate();
     let key = keypair.public;
     let mut opts = ServerOptions::new("127.0.0.1:0".parse().unwrap(), keypair);
+    opts.open = true;
     opts.dir = Some(store.to_owned());
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {

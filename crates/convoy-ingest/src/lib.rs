@@ -32,6 +32,9 @@ pub use store::{Store, StoreError};
 /// connections within this plus the server's re-check period (1 s).
 pub const REGISTRY_TTL: Duration = Duration::from_millis(500);
 
+/// Registry answers kept at most (a fleet's vehicles, with room).
+pub const REGISTRY_CACHE_ENTRIES: usize = 16_384;
+
 /// A registry answer and when it was fetched.
 type Cached = (Instant, Result<Identity, String>);
 
@@ -80,7 +83,15 @@ impl Authorizer for RegistryAuthorizer {
         }
         let answer = self.lookup(key);
         if let Ok(mut cache) = self.cache.lock() {
-            cache.insert(*key, (Instant::now(), answer.clone()));
+            // Bounded: fresh random keys (each refused) would otherwise
+            // grow it for ever. Stale answers go first; a cache full of
+            // fresh ones takes no more until they age.
+            if cache.len() >= REGISTRY_CACHE_ENTRIES {
+                cache.retain(|_, (at, _)| at.elapsed() < REGISTRY_TTL);
+            }
+            if cache.len() < REGISTRY_CACHE_ENTRIES {
+                cache.insert(*key, (Instant::now(), answer.clone()));
+            }
         }
         answer
     }

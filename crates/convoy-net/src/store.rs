@@ -6,18 +6,53 @@
 //! then is the client told the upload is complete. So `DIR/NAME` is always
 //! either absent, the previous version, or the whole new file.
 
+use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use crate::error::NetError;
 
 pub const PARTIAL_DIR: &str = ".convoy-partial";
 
+/// The largest upload a server takes unless told otherwise (`max_upload`):
+/// a request announcing more is refused before any file is created.
+pub const DEFAULT_MAX_UPLOAD: u64 = 64 << 30;
+
 #[derive(Clone)]
 pub struct Store {
     dir: PathBuf,
     partial_dir: PathBuf,
+    /// Requests announcing more bytes than this are refused.
+    pub max_upload: u64,
+    hashes: HashCache,
+}
+
+/// What identifies one version of a file: size, mtime (ns), inode, device.
+type FileStamp = (u64, i64, i64, u64, u64);
+
+/// Stored files' BLAKE3, valid while their stamp is unchanged: a peer
+/// looping `get` on a large file (or re-sending a stored one) made the
+/// driver thread hash all of it every time.
+#[derive(Clone, Default)]
+struct HashCache(std::sync::Arc<std::sync::Mutex<HashMap<PathBuf, Hashed>>>);
+
+/// A file's stamp when it was hashed, and its BLAKE3.
+type Hashed = (FileStamp, [u8; 32]);
+
+/// Files whose hash is remembered; past it the cache starts again.
+const HASH_CACHE_ENTRIES: usize = 4096;
+
+fn stamp(m: &fs::Metadata) -> FileStamp {
+    use std::os::unix::fs::MetadataExt;
+    (m.len(), m.mtime(), m.mtime_nsec(), m.ino(), m.dev())
+}
+
+/// A new directory: 0700, so no other local user lists or plants entries
+/// in what the server writes.
+fn create_private_dir(dir: &Path) -> io::Result<()> {
+    fs::DirBuilder::new().mode(0o700).create(dir)
 }
 
 /// An upload in progress.
@@ -78,7 +113,7 @@ pub fn create_dirs_durably(dir: &Path) -> Result<(), NetError> {
     if let Some(parent) = dir.parent() {
         create_dirs_durably(parent)?;
     }
-    match fs::create_dir(dir) {
+    match create_private_dir(dir) {
         Ok(()) => {}
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists && dir.is_dir() => return Ok(()),
         Err(e) => return Err(NetError::file(dir, e)),
@@ -108,13 +143,28 @@ impl Store {
             ));
         }
         let partial_dir = dir.join(PARTIAL_DIR);
-        fs::create_dir_all(&partial_dir).map_err(|e| NetError::file(&partial_dir, e))?;
+        match create_private_dir(&partial_dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(NetError::file(&partial_dir, e)),
+        }
+        // A symlink planted in its place would lead every partial file
+        // elsewhere: the partial directory must be a real one.
+        let m = fs::symlink_metadata(&partial_dir).map_err(|e| NetError::file(&partial_dir, e))?;
+        if !m.is_dir() {
+            return Err(NetError::file(
+                &partial_dir,
+                io::Error::new(io::ErrorKind::NotADirectory, "not a directory (a symlink?)"),
+            ));
+        }
         let probe = partial_dir.join(format!(".probe-{}", std::process::id()));
         File::create(&probe).map_err(|e| NetError::file(dir, e))?;
         let _ = fs::remove_file(&probe);
         Ok(Store {
             dir: dir.to_owned(),
             partial_dir,
+            max_upload: DEFAULT_MAX_UPLOAD,
+            hashes: HashCache::default(),
         })
     }
 
@@ -132,6 +182,35 @@ impl Store {
             .join(format!("{name_tag}.{}.part", hex(&hash[..8])))
     }
 
+    /// Removes partial files not written to for `max_age` (uploads whose
+    /// client never came back); returns how many. Only regular files named
+    /// `*.part` directly in the partial directory are touched.
+    pub fn sweep_partials(&self, max_age: std::time::Duration) -> usize {
+        let Ok(entries) = fs::read_dir(&self.partial_dir) else {
+            return 0;
+        };
+        let now = std::time::SystemTime::now();
+        let mut removed = 0;
+        for e in entries.flatten() {
+            let path = e.path();
+            if path.extension().is_none_or(|x| x != "part") {
+                continue;
+            }
+            let Ok(m) = fs::symlink_metadata(&path) else {
+                continue;
+            };
+            let old = m
+                .modified()
+                .ok()
+                .and_then(|t| now.duration_since(t).ok())
+                .is_some_and(|age| age > max_age);
+            if m.is_file() && old && fs::remove_file(&path).is_ok() {
+                removed += 1;
+            }
+        }
+        removed
+    }
+
     /// The directory uploads land in.
     pub fn dir(&self) -> &Path {
         &self.dir
@@ -139,9 +218,15 @@ impl Store {
 
     /// Starts or resumes storing `name` (`size` bytes, BLAKE3 `hash`).
     pub fn begin_put(&self, name: &str, size: u64, hash: [u8; 32]) -> Result<PutStart, NetError> {
+        if size > self.max_upload {
+            return Err(NetError::Protocol(format!(
+                "{size} bytes is more than this server takes in one upload ({})",
+                self.max_upload
+            )));
+        }
         let final_path = self.final_path(name);
         if let Ok(m) = fs::metadata(&final_path) {
-            if m.len() == size && hash_file(&final_path)?.0 == hash {
+            if m.len() == size && self.hash_stored(&final_path)?.1 == hash {
                 return Ok(PutStart::AlreadyStored);
             }
         }
@@ -151,6 +236,10 @@ impl Store {
             .write(true)
             .create(true)
             .truncate(false)
+            // A symlink planted under a (predictable) partial name is not
+            // followed: `set_len(0)` below would truncate its target.
+            .custom_flags(libc::O_NOFOLLOW)
+            .mode(0o600)
             .open(&path)
             .map_err(|e| NetError::file(&path, e))?;
         let mut written = file.metadata().map_err(|e| NetError::file(&path, e))?.len();
@@ -177,9 +266,38 @@ impl Store {
     /// A stored file to send: the open file, its size and BLAKE3.
     pub fn open_get(&self, name: &str) -> Result<(File, u64, [u8; 32]), NetError> {
         let path = self.final_path(name);
-        let (hash, size) = hash_file(&path)?;
-        let f = File::open(&path).map_err(|e| NetError::file(&path, e))?;
+        let (f, hash) = self.hash_stored(&path)?;
+        let size = f.metadata().map_err(|e| NetError::file(&path, e))?.len();
         Ok((f, size, hash))
+    }
+
+    /// A stored file, open at its start, and its BLAKE3: from the cache
+    /// while the file is the version hashed, else hashed now.
+    fn hash_stored(&self, path: &Path) -> Result<(File, [u8; 32]), NetError> {
+        let err = |e| NetError::file(path, e);
+        let mut f = File::open(path).map_err(err)?;
+        let st = stamp(&f.metadata().map_err(err)?);
+        let cached = self
+            .hashes
+            .0
+            .lock()
+            .ok()
+            .and_then(|c| c.get(path).filter(|(s, _)| *s == st).map(|&(_, h)| h));
+        if let Some(h) = cached {
+            return Ok((f, h));
+        }
+        let h = *hash_reader(&mut f, u64::MAX)
+            .map_err(err)?
+            .finalize()
+            .as_bytes();
+        f.seek(SeekFrom::Start(0)).map_err(err)?;
+        if let Ok(mut c) = self.hashes.0.lock() {
+            if c.len() >= HASH_CACHE_ENTRIES {
+                c.clear();
+            }
+            c.insert(path.to_owned(), (st, h));
+        }
+        Ok((f, h))
     }
 }
 
@@ -208,6 +326,7 @@ impl PartialUpload {
         if self.file.is_none() {
             let mut f = OpenOptions::new()
                 .write(true)
+                .custom_flags(libc::O_NOFOLLOW)
                 .open(&self.path)
                 .map_err(|e| NetError::file(&self.path, e))?;
             f.seek(SeekFrom::Start(self.written))
@@ -262,6 +381,40 @@ mod tests {
             PutStart::Resume(p) => p,
             PutStart::AlreadyStored => panic!("{name} already stored"),
         }
+    }
+
+    #[test]
+    fn a_stored_files_hash_is_remembered_until_the_file_changes() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        fs::write(dir.path().join("a.bin"), b"first").unwrap();
+        let (_, _, h1) = store.open_get("a.bin").unwrap();
+        assert_eq!(h1, *blake3::hash(b"first").as_bytes());
+        assert_eq!(store.hashes.0.lock().unwrap().len(), 1);
+        assert_eq!(store.open_get("a.bin").unwrap().2, h1, "from the cache");
+        // Replaced (a new inode), same size: hashed again.
+        let tmp = dir.path().join("a.tmp");
+        fs::write(&tmp, b"again").unwrap();
+        fs::rename(&tmp, dir.path().join("a.bin")).unwrap();
+        assert_eq!(
+            store.open_get("a.bin").unwrap().2,
+            *blake3::hash(b"again").as_bytes()
+        );
+    }
+
+    #[test]
+    fn a_symlink_under_a_partial_name_is_not_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let victim = dir.path().join("victim");
+        fs::write(&victim, b"precious").unwrap();
+        let hash = *blake3::hash(b"x").as_bytes();
+        std::os::unix::fs::symlink(&victim, store.partial_path("a.bin", &hash)).unwrap();
+        assert!(store.begin_put("a.bin", 1, hash).is_err());
+        assert_eq!(fs::read(&victim).unwrap(), b"precious");
+        assert!(store
+            .begin_put("big.bin", DEFAULT_MAX_UPLOAD + 1, hash)
+            .is_err());
     }
 
     #[test]

@@ -8,7 +8,7 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 
-use convoy_proto::{Connection, ConnectionHandle, Endpoint, StreamId};
+use convoy_proto::{Connection, ConnectionHandle, Endpoint, StreamError, StreamId};
 
 use crate::client::{live, read_replies, Client, Progress, ProgressFn};
 use crate::driver::{Application, Step};
@@ -101,7 +101,13 @@ impl OneUpload {
         let id = match self.stream {
             Some(id) => id,
             None => {
-                let id = c.open_stream()?;
+                let id = match c.open_stream() {
+                    Ok(id) => id,
+                    // More files in the batch than the server's stream
+                    // credit: this one starts once an earlier one ends.
+                    Err(StreamError::StreamLimit) => return Ok(()),
+                    Err(e) => return Err(e.into()),
+                };
                 let req = self.request.take().expect("sent once");
                 self.out.push(&req.encode());
                 self.stream = Some(id);

@@ -68,6 +68,7 @@ fn rebinding_every_200ms_never_reaches_the_wrong_worker() {
     let keypair = Keypair::generate();
     let key = keypair.public;
     let mut opts = ServerOptions::new("127.0.0.1:0".parse().unwrap(), keypair);
+    opts.open = true;
     opts.dir = Some(store.path().to_owned());
     opts.workers = 2;
     let (tx, rx) = std::sync::mpsc::channel();

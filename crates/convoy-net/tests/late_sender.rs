@@ -92,8 +92,9 @@ fn a_sender_late_on_every_turn_still_reads_its_peer() {
     let server = std::thread::spawn(move || {
         let kp = Keypair::generate();
         let public = kp.public;
-        let mut server =
-            Server::bind(ServerOptions::new("127.0.0.1:0".parse().unwrap(), kp)).unwrap();
+        let mut opts = ServerOptions::new("127.0.0.1:0".parse().unwrap(), kp);
+        opts.open = true;
+        let mut server = Server::bind(opts).unwrap();
         tx.send((server.local_addr().unwrap(), public, server.stop_flag()))
             .unwrap();
         server.run().unwrap();

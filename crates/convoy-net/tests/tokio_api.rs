@@ -36,6 +36,7 @@ impl Site {
         let keypair = Keypair::generate();
         let key = keypair.public;
         let mut opts = ServerOptions::new("127.0.0.1:0".parse().unwrap(), keypair);
+        opts.open = true;
         opts.dir = Some(store.clone());
         let server = Server::bind(opts).await.unwrap();
         Site {

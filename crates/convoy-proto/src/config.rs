@@ -211,6 +211,30 @@ pub struct Config {
     pub aead: AeadChoice,
     /// Seeds connection ids and cookie keys, so simulations replay exactly.
     pub seed: Option<u64>,
+    /// Server: the codes a client may propose; a connection proposing
+    /// another is closed. Default: both.
+    pub accept_codes: Vec<CodeKind>,
+    /// The largest block, in source symbols, the peer may send (its
+    /// symbols are larger than our `max_datagram` never). Default: 256,
+    /// the larger of the two codes' default blocks.
+    pub max_block_symbols: u32,
+    /// Decoders of the peer's blocks held at once, bytes (K × symbol size
+    /// each): symbols of a block beyond it are refused until older blocks
+    /// decode. Default: 8 MB, 22 full blocks of 1427-byte symbols.
+    pub max_decoder_memory: usize,
+    /// Everything one connection may hold for its peer (stream buffers,
+    /// decoders, held packets), bytes; over it the connection is closed
+    /// with [`crate::connection::MEMORY_BUDGET_CODE`]. Default: 32 MB,
+    /// above the default windows' sum (16 MB of streams, 8 MB of
+    /// decoders), so only a peer that breaks them reaches it.
+    pub max_connection_memory: usize,
+    /// Server: protected packets of a new connection are held (at most
+    /// [`crate::connection::HELD_PACKETS`]) and not read until
+    /// [`crate::Endpoint::authorize`] says its key may connect.
+    pub authorize_before_data: bool,
+    /// Server: answer XX handshakes (clients that do not know our key). A
+    /// server that only takes registered keys gains nothing from them.
+    pub accept_xx: bool,
 }
 
 impl Config {
@@ -232,6 +256,12 @@ impl Config {
             key_update_packets: 1 << 30,
             aead: AeadChoice::Auto,
             seed: None,
+            accept_codes: vec![CodeKind::Rlnc, CodeKind::RaptorQ],
+            max_block_symbols: 256,
+            max_decoder_memory: 8 << 20,
+            max_connection_memory: 32 << 20,
+            authorize_before_data: false,
+            accept_xx: true,
         }
     }
 

@@ -64,6 +64,10 @@ pub struct TransportParams {
     /// The sender of these parameters offers AES-256-GCM for packets
     /// (bit 1 of the flags; ChaCha20-Poly1305 is always offered).
     pub aes_gcm: bool,
+    /// Streams the sender lets its peer open at once (a varint after the
+    /// flags; `None` from older peers, which neither limit streams nor
+    /// read MAX_STREAMS frames).
+    pub max_streams: Option<u64>,
 }
 
 const FLAG_RECEIVE_TIMES: u64 = 1;
@@ -87,6 +91,9 @@ impl TransportParams {
         ] {
             w.varint(v).expect("64 bytes hold six varints");
         }
+        if let Some(m) = self.max_streams {
+            w.varint(m).expect("64 bytes hold seven varints");
+        }
         w.into_written().to_vec()
     }
 
@@ -103,6 +110,11 @@ impl TransportParams {
         let idle_timeout_ms = r.varint()?;
         // Absent from older peers: no flags set. Unknown bits are ignored.
         let flags = if r.is_empty() { 0 } else { r.varint()? };
+        let max_streams = if r.is_empty() {
+            None
+        } else {
+            Some(r.varint()?)
+        };
         Ok(TransportParams {
             code,
             max_data,
@@ -111,6 +123,7 @@ impl TransportParams {
             idle_timeout_ms,
             receive_times: flags & FLAG_RECEIVE_TIMES != 0,
             aes_gcm: flags & FLAG_AES_GCM != 0,
+            max_streams,
         })
     }
 }
@@ -242,6 +255,11 @@ impl ClientHandshake {
     }
 }
 
+/// Whether an Initial's noise field opens an XX handshake.
+pub fn is_xx(blob: &[u8]) -> bool {
+    blob.first() == Some(&PATTERN_XX)
+}
+
 /// The server's side of an XX handshake waiting for the client's last message.
 pub struct ServerHandshake {
     hs: snow::HandshakeState,
@@ -318,6 +336,7 @@ mod tests {
             idle_timeout_ms: 30_000,
             receive_times: code == CodeKind::Rlnc,
             aes_gcm: code == CodeKind::Rlnc,
+            max_streams: (code == CodeKind::Rlnc).then_some(100),
         }
     }
 
@@ -329,7 +348,11 @@ mod tests {
         }
         // Without the trailing flags (an older peer): no receive times,
         // no AES-GCM.
-        let mut old = params(CodeKind::Rlnc).encode();
+        let mut old = TransportParams {
+            max_streams: None,
+            ..params(CodeKind::Rlnc)
+        }
+        .encode();
         old.pop();
         let p = TransportParams::decode(&old).unwrap();
         assert!(!p.receive_times && !p.aes_gcm);
@@ -338,6 +361,7 @@ mod tests {
         newer.extend_from_slice(&[0x40, 0x0e]);
         let p = TransportParams::decode(&newer).unwrap();
         assert!(!p.receive_times && p.aes_gcm);
+        assert_eq!(p.max_streams, None, "no stream limit from an older peer");
     }
 
     fn check_keys(a: &mut Established, b: &mut Established) {

@@ -31,6 +31,8 @@ pub enum StreamError {
     Reset(u64),
     #[error("the connection is not established")]
     NotConnected,
+    #[error("the peer's stream credit is used up: wait for a stream to end")]
+    StreamLimit,
 }
 
 /// A flow-control or framing violation by the peer: closes the connection.
@@ -44,7 +46,17 @@ pub enum StreamViolation {
     FinalSize,
     #[error("the peer used a stream id it may not open")]
     StreamId,
+    #[error("the peer opened more streams than its stream credit")]
+    StreamLimit,
+    #[error("the peer left more out-of-order pieces in a stream than the receiver holds")]
+    TooManyPieces,
 }
+
+/// Out-of-order pieces held per stream. Blocks decode out of order, so an
+/// honest sender leaves about one gap per block in flight (32 by
+/// default); without a cap, one-byte pieces at every other offset of an
+/// 8 MB window would cost far more in bookkeeping than in bytes.
+pub const MAX_HELD_PIECES: usize = 1024;
 
 /// Copies of a raised stream credit sent after the first: at 30 % loss all
 /// five are lost once in 400 updates.
@@ -59,6 +71,9 @@ pub struct StreamLimits {
     pub max_stream_data: u64,
     /// Unsent bytes `write` buffers per stream.
     pub send_buffer: usize,
+    /// Streams the peer may have open at once (the stream credit, raised
+    /// by one as each of its streams ends, like QUIC's MAX_STREAMS).
+    pub max_streams: u64,
 }
 
 impl Default for StreamLimits {
@@ -67,6 +82,9 @@ impl Default for StreamLimits {
             max_data: 16 << 20,
             max_stream_data: 8 << 20,
             send_buffer: 4 << 20,
+            // One upload or download per stream: a vehicle's agent keeps a
+            // few open; 100 is quinn's default.
+            max_streams: 100,
         }
     }
 }
@@ -96,8 +114,10 @@ struct RecvSide {
     /// copy, no allocation per frame).
     ready: VecDeque<u8>,
     /// Pieces that arrived beyond a gap, by offset; moved into `ready`
-    /// when the gap fills.
+    /// when the gap fills. Disjoint.
     chunks: BTreeMap<u64, Vec<u8>>,
+    /// Bytes in `chunks`.
+    held_bytes: usize,
     read: u64,
     highest: u64,
     final_size: Option<u64>,
@@ -114,15 +134,42 @@ impl RecvSide {
 
     /// Stores `data` at `offset` (its end beyond `read`): appended to
     /// `ready` if it reaches it, with any held pieces the append joins up;
-    /// else held until the gap before it fills.
-    fn take(&mut self, offset: u64, data: &[u8]) {
+    /// else held until the gap before it fills. Held pieces never overlap:
+    /// only the bytes no piece holds yet are kept, so what is held is at
+    /// most the stream window however the peer cuts and repeats its data.
+    fn take(&mut self, offset: u64, data: &[u8]) -> Result<(), StreamViolation> {
         if offset > self.contiguous_end() {
-            // Two pieces at one offset: keep the longer.
-            let held = self.chunks.entry(offset).or_default();
-            if held.len() < data.len() {
-                *held = data.to_vec();
+            let end = offset + data.len() as u64;
+            let mut pos = offset;
+            // A piece that starts before `pos` may already cover it.
+            if let Some((&o, held)) = self.chunks.range(..=pos).next_back() {
+                pos = pos.max(o + held.len() as u64);
             }
-            return;
+            let mut fresh = Vec::new();
+            while pos < end {
+                match self.chunks.range(pos..end).next() {
+                    Some((&o, held)) => {
+                        if o > pos {
+                            fresh.push((pos, o));
+                        }
+                        pos = o + held.len() as u64;
+                    }
+                    None => {
+                        fresh.push((pos, end));
+                        pos = end;
+                    }
+                }
+            }
+            if self.chunks.len() + fresh.len() > MAX_HELD_PIECES {
+                return Err(StreamViolation::TooManyPieces);
+            }
+            for (a, b) in fresh {
+                let from = (a - offset) as usize;
+                let to = (b - offset) as usize;
+                self.held_bytes += to - from;
+                self.chunks.insert(a, data[from..to].to_vec());
+            }
+            return Ok(());
         }
         self.append_from(offset, data);
         while let Some((&off, _)) = self.chunks.first_key_value() {
@@ -130,8 +177,10 @@ impl RecvSide {
                 break;
             }
             let piece = self.chunks.remove(&off).expect("just seen");
+            self.held_bytes -= piece.len();
             self.append_from(off, &piece);
         }
+        Ok(())
     }
 
     /// Appends what of `data` (at `offset`, not beyond the contiguous end)
@@ -182,6 +231,16 @@ pub struct Streams {
     readable: BTreeSet<u64>,
     rr_cursor: u64,
     data_blocked: bool,
+    /// Stream credit we grant: the peer may open streams whose index (id
+    /// / 2) is below this. Raised by one as each of its streams ends.
+    local_max_streams: u64,
+    advertised_max_streams: u64,
+    /// Stream credit the peer grants us (`u64::MAX` from a peer that
+    /// predates MAX_STREAMS and sets no limit).
+    peer_max_streams: u64,
+    /// The peer reads MAX_STREAMS frames (it sent a stream limit in its
+    /// transport parameters); older peers would close on the unknown frame.
+    peer_reads_max_streams: bool,
 }
 
 impl Streams {
@@ -206,7 +265,28 @@ impl Streams {
             readable: BTreeSet::new(),
             rr_cursor: 0,
             data_blocked: false,
+            local_max_streams: limits.max_streams,
+            advertised_max_streams: limits.max_streams,
+            peer_max_streams: u64::MAX,
+            peer_reads_max_streams: false,
         }
+    }
+
+    /// The peer's stream credit, from its transport parameters (`None`
+    /// from a peer that sends none and reads no MAX_STREAMS frames).
+    pub fn set_peer_max_streams(&mut self, max: Option<u64>) {
+        self.peer_max_streams = max.unwrap_or(u64::MAX);
+        self.peer_reads_max_streams = max.is_some();
+    }
+
+    /// Whether the peer's stream credit lets us open another stream.
+    pub fn can_open(&self) -> bool {
+        self.next_local / 2 < self.peer_max_streams
+    }
+
+    /// The peer raised our stream credit.
+    pub fn on_max_streams(&mut self, max: u64) {
+        self.peer_max_streams = self.peer_max_streams.max(max);
     }
 
     /// The peer's initial credit, from its transport parameters.
@@ -350,6 +430,9 @@ impl Streams {
         if self.is_local(id) {
             return Err(StreamViolation::StreamId);
         }
+        if id / 2 >= self.local_max_streams {
+            return Err(StreamViolation::StreamLimit);
+        }
         self.create(id);
         if self.opened_by_peer.insert(id) {
             self.accept_queue.push_back(StreamId(id));
@@ -367,7 +450,9 @@ impl Streams {
     ) -> Result<(), StreamViolation> {
         self.peer_stream(id)?;
         let r = self.recv.get_mut(&id).expect("created");
-        let end = offset + data.len() as u64;
+        let end = offset
+            .checked_add(data.len() as u64)
+            .ok_or(StreamViolation::StreamCredit)?;
         if end > r.window_end {
             return Err(StreamViolation::StreamCredit);
         }
@@ -388,7 +473,7 @@ impl Streams {
             }
         }
         if end > r.read && !data.is_empty() && r.reset.is_none() {
-            r.take(offset, data);
+            r.take(offset, data)?;
         }
         self.readable.insert(id);
         Ok(())
@@ -400,6 +485,15 @@ impl Streams {
         if final_size < r.highest || r.final_size.is_some_and(|f| f != final_size) {
             return Err(StreamViolation::FinalSize);
         }
+        // The final size counts against the same credit as data would: a
+        // reset may not claim bytes the peer was never allowed to send.
+        if final_size > r.window_end {
+            return Err(StreamViolation::StreamCredit);
+        }
+        if r.reset.is_none() && self.received_data + (final_size - r.highest) > self.local_max_data
+        {
+            return Err(StreamViolation::ConnectionCredit);
+        }
         if r.reset.is_none() {
             // What will never be read no longer holds connection credit:
             // without this, every reset stream kept its unread bytes
@@ -410,6 +504,7 @@ impl Streams {
         }
         r.reset = Some(code);
         r.chunks.clear();
+        r.held_bytes = 0;
         r.ready.clear();
         self.readable.insert(id);
         self.raise_connection_credit();
@@ -419,7 +514,9 @@ impl Streams {
     /// Raises the connection window once half of it was consumed, to keep
     /// updates rare.
     fn raise_connection_credit(&mut self) {
-        if self.local_max_data - self.consumed <= self.limits.max_data / 2 {
+        // Saturating: `consumed` never passes `local_max_data` while the
+        // checks above hold, and a slip must not wrap into a huge window.
+        if self.local_max_data.saturating_sub(self.consumed) <= self.limits.max_data / 2 {
             self.local_max_data = self.consumed + self.limits.max_data;
         }
     }
@@ -526,6 +623,10 @@ impl Streams {
         for id in over {
             self.send.remove(&id);
             self.recv.remove(&id);
+            if !self.is_local(id) {
+                // One of the peer's streams ended: it may open another.
+                self.local_max_streams += 1;
+            }
         }
         packed
     }
@@ -544,6 +645,12 @@ impl Streams {
     pub fn write_credit(&mut self, w: &mut Writer<'_>) {
         if write_frame(w, &Frame::MaxData(self.local_max_data)).is_ok() {
             self.advertised_max_data = self.local_max_data;
+        }
+        // Always, like MAX_DATA: a lost raise is repaired by the next one.
+        if self.peer_reads_max_streams
+            && write_frame(w, &Frame::MaxStreams(self.local_max_streams)).is_ok()
+        {
+            self.advertised_max_streams = self.local_max_streams;
         }
         let fresh: Vec<u64> = self.credit_updates.iter().copied().collect();
         let repeats: Vec<u64> = self.credit_repeats.keys().copied().collect();
@@ -610,7 +717,9 @@ impl Streams {
 
     /// Whether raised credit waits to be told to the peer.
     pub fn credit_pending(&self) -> bool {
-        !self.credit_updates.is_empty() || self.local_max_data > self.advertised_max_data
+        !self.credit_updates.is_empty()
+            || self.local_max_data > self.advertised_max_data
+            || (self.peer_reads_max_streams && self.local_max_streams > self.advertised_max_streams)
     }
 
     /// Bytes buffered in this connection's streams (both directions).
@@ -619,7 +728,7 @@ impl Streams {
             + self
                 .recv
                 .values()
-                .map(|r| r.ready.len() + r.chunks.values().map(Vec::len).sum::<usize>())
+                .map(|r| r.ready.len() + r.held_bytes)
                 .sum::<usize>()
     }
 
@@ -649,6 +758,7 @@ mod tests {
             max_data: 1000,
             max_stream_data: 600,
             send_buffer: 5000,
+            max_streams: 4,
         };
         let mut c = Streams::new(true, limits);
         let mut s = Streams::new(false, limits);
@@ -861,5 +971,124 @@ mod tests {
         c.fill_block(&mut b, 100);
         deliver(&b, &mut s);
         assert_eq!(s.read(id, &mut [0; 8]), Err(StreamError::Reset(9)));
+    }
+}
+
+#[cfg(test)]
+mod hostile_tests {
+    //! A peer that uses the stream layer against the receiver.
+    use super::*;
+
+    fn receiver() -> Streams {
+        let limits = StreamLimits {
+            max_data: 1 << 20,
+            max_stream_data: 64 << 10,
+            send_buffer: 5000,
+            max_streams: 4,
+        };
+        let mut s = Streams::new(false, limits);
+        s.set_peer_limits(1 << 20, 64 << 10);
+        s
+    }
+
+    #[test]
+    fn overlapping_pieces_beyond_a_gap_hold_at_most_the_window() {
+        let mut s = receiver();
+        let piece = [1u8; 1000];
+        // Offsets 1, 2, 3, ...: each piece overlaps the last but one byte.
+        for off in 1..=1000u64 {
+            s.on_stream_frame(0, off, false, &piece).unwrap();
+        }
+        // 1,999 distinct bytes arrived (1..2000), and that is what is held.
+        assert_eq!(s.buffered_bytes(), 1999);
+        // The gap fills: everything reads back in order.
+        s.on_stream_frame(0, 0, false, &[1]).unwrap();
+        let mut buf = vec![0u8; 4000];
+        assert_eq!(s.read(StreamId(0), &mut buf).unwrap(), 2000);
+        assert_eq!(s.buffered_bytes(), 0);
+    }
+
+    #[test]
+    fn too_many_separate_pieces_close_the_connection() {
+        let mut s = receiver();
+        let mut result = Ok(());
+        for i in 0..=MAX_HELD_PIECES as u64 {
+            result = s.on_stream_frame(0, 1 + 2 * i, false, &[1]);
+            if result.is_err() {
+                break;
+            }
+        }
+        assert_eq!(result, Err(StreamViolation::TooManyPieces));
+    }
+
+    #[test]
+    fn the_peer_may_open_only_its_stream_credit() {
+        let mut s = receiver();
+        for id in [0u64, 2, 4, 6] {
+            s.on_stream_frame(id, 0, false, &[]).unwrap();
+        }
+        assert_eq!(
+            s.on_stream_frame(8, 0, false, &[]),
+            Err(StreamViolation::StreamLimit)
+        );
+        // A high id counts as all below it.
+        let mut s = receiver();
+        assert_eq!(
+            s.on_stream_frame(1000, 0, false, &[]),
+            Err(StreamViolation::StreamLimit)
+        );
+    }
+
+    #[test]
+    fn stream_credit_is_raised_as_the_peers_streams_end_and_told() {
+        let mut s = receiver();
+        s.set_peer_max_streams(Some(10));
+        s.on_stream_frame(0, 0, true, b"x").unwrap();
+        assert_eq!(s.accept(), Some(StreamId(0)));
+        assert_eq!(s.read(StreamId(0), &mut [0u8; 4]).unwrap(), 1);
+        assert_eq!(s.read(StreamId(0), &mut [0u8; 4]).unwrap(), 0);
+        s.finish(StreamId(0)).unwrap();
+        s.fill_block(&mut Vec::new(), 1000);
+        let mut fb = [0u8; 128];
+        let mut w = Writer::new(&mut fb);
+        s.write_credit(&mut w);
+        let n = w.len();
+        let max = crate::wire::Frames::new(&fb[..n]).find_map(|f| match f.unwrap() {
+            Frame::MaxStreams(m) => Some(m),
+            _ => None,
+        });
+        assert_eq!(max, Some(5));
+        s.on_stream_frame(8, 0, false, &[]).unwrap();
+    }
+
+    #[test]
+    fn a_reset_may_not_claim_more_than_the_credit() {
+        let mut s = receiver();
+        assert_eq!(
+            s.on_reset(0, (1 << 62) - 1, 0),
+            Err(StreamViolation::StreamCredit)
+        );
+        // Within each stream's window, but past the connection's.
+        let limits = StreamLimits {
+            max_data: 100,
+            max_stream_data: 80,
+            send_buffer: 5000,
+            max_streams: 4,
+        };
+        let mut s = Streams::new(false, limits);
+        s.on_stream_frame(0, 0, false, &[0; 80]).unwrap();
+        assert_eq!(s.on_reset(2, 80, 0), Err(StreamViolation::ConnectionCredit));
+    }
+
+    #[test]
+    fn a_client_opens_no_more_than_the_servers_credit() {
+        let mut c = Streams::new(true, StreamLimits::default());
+        c.set_peer_max_streams(Some(2));
+        assert!(c.can_open());
+        c.open();
+        c.open();
+        assert!(!c.can_open());
+        c.on_max_streams(3);
+        assert!(c.can_open());
     }
 }

@@ -45,14 +45,21 @@ impl SpawnedServer {
         convoy_net::write_keypair(&key, &kp)?;
         let exe = std::env::current_exe().context("own executable")?;
         let mut cmd = Command::new(exe);
-        cmd.args(["serve", "--listen", "127.0.0.1:0", "--json", "--dir"])
-            .arg(dir.join("store"))
-            .arg("--key")
-            .arg(&key)
-            .args(extra)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit());
+        cmd.args([
+            "serve",
+            "--open",
+            "--listen",
+            "127.0.0.1:0",
+            "--json",
+            "--dir",
+        ])
+        .arg(dir.join("store"))
+        .arg("--key")
+        .arg(&key)
+        .args(extra)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
         let mut child = cmd.spawn().context("starting convoy serve")?;
         let stdout = child.stdout.take().expect("piped");
         let (tx, lines) = mpsc::channel();

@@ -4,6 +4,7 @@
 mod agent_cmd;
 mod bench_codec;
 mod bench_flood;
+mod bench_hostile;
 mod bench_link;
 mod bench_load;
 mod bench_server;
@@ -123,6 +124,13 @@ enum Bench {
     /// 127.0.0.1 while real clients connect: the server's memory, their
     /// handshake times, what was counted and the 3x limit. Needs root.
     Flood(bench_flood::FloodArgs),
+    /// Issue 31's attacks (oversized blocks, data before authorization,
+    /// a stream flood, out-of-order pieces, a reset beyond the limits)
+    /// from a crafted client against a fleet `convoy serve` on 127.0.0.1,
+    /// 100 connections each beside 10 honest uploads: the server's memory
+    /// and the uploads' goodput against the targets. `--short` is the
+    /// form `make test` runs.
+    Hostile(bench_hostile::HostileArgs),
 }
 
 #[derive(Args)]
@@ -169,6 +177,7 @@ fn main() -> ExitCode {
         }),
         Command::Bench(Bench::Load(args)) => bench_load::run(args),
         Command::Bench(Bench::Flood(args)) => bench_flood::run(args),
+        Command::Bench(Bench::Hostile(args)) => bench_hostile::run(args),
         Command::Emu(args) => emu_cmd::run(args),
         Command::Trace(cmd) => trace_cmd::run(cmd),
         Command::Simulate(args) => simulate_cmd::run_simulate(args),

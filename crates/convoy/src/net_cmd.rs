@@ -59,6 +59,11 @@ pub struct ServeArgs {
     /// One JSON object per event on stdout.
     #[arg(long)]
     pub json: bool,
+    /// Open mode: ANYONE who can reach the port may read and write every
+    /// file in DIR (no registry; not even the server key is needed).
+    /// Without it, serve needs a fleet registry (--fleet, --catalog).
+    #[arg(long)]
+    pub open: bool,
     #[command(flatten)]
     pub cluster: FleetOpts,
     #[command(flatten)]
@@ -121,14 +126,22 @@ pub fn serve(args: ServeArgs) -> Result<()> {
             &mut opts,
             log,
         )?)
-    } else {
+    } else if args.open {
+        opts.open = true;
         None
+    } else {
+        bail!(
+            "{}: no fleet registry (--fleet, --catalog or {}): pass --open to let anyone \
+             read and write its files",
+            args.dir.display(),
+            crate::fleet_cmd::CATALOG_FILE
+        );
     };
     // Said once the server is up, so a server that cannot start prints its
-    // reason alone.
-    let open_mode = (service.is_none() && !args.json).then_some(
-        "convoy: open mode: any client holding the server key may upload and read \
-         (register vehicles with `convoy fleet add` to close it)",
+    // reason alone; in JSON too, as the first line's `open` field.
+    let open_mode = service.is_none().then_some(
+        "convoy: open mode (--open): anyone may read and write every file in the directory \
+         (register vehicles with `convoy fleet add` and drop --open to close it)",
     );
     run_server(opts, args.json, open_mode)
 }
@@ -136,6 +149,7 @@ pub fn serve(args: ServeArgs) -> Result<()> {
 /// Runs a server, logging its events, until a signal (or `--once`);
 /// `notice` goes to stderr once it is listening.
 pub fn run_server(opts: ServerOptions, json: bool, notice: Option<&str>) -> Result<()> {
+    let open = opts.open && opts.dir.is_some();
     let mut server = Server::bind(opts)?;
     let addr = server.local_addr().context("socket address")?;
     if let Some(n) = notice {
@@ -145,7 +159,7 @@ pub fn run_server(opts: ServerOptions, json: bool, notice: Option<&str>) -> Resu
     if json {
         println!(
             "{}",
-            serde_json::json!({"event": "listening", "addr": addr})
+            serde_json::json!({"event": "listening", "addr": addr, "open": open})
         );
     } else {
         eprintln!("convoy: listening on {addr}");

@@ -65,6 +65,9 @@ pub fn run(args: PerfArgs) -> Result<()> {
         opts.idle_timeout = args.transfer.idle()?;
         opts.driver = args.transfer.driver();
         opts.aead = args.transfer.aead;
+        // A perf server stores and serves no files (no `dir`): letting any
+        // client measure against it exposes nothing.
+        opts.open = true;
         return crate::net_cmd::run_server(opts, args.json, None);
     }
     let addr = args

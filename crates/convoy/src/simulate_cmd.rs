@@ -290,6 +290,8 @@ pub fn run_simulate(args: SimulateArgs) -> Result<()> {
         coding.block_symbols = args.block.unwrap_or(coding.block_symbols);
         coding.margin_z = args.margin.unwrap_or(coding.margin_z);
         coding.idle_margin_z = args.idle_margin.unwrap_or(coding.idle_margin_z);
+        // Both ends take the blocks asked for, however large.
+        cfg.max_block_symbols = cfg.max_block_symbols.max(cfg.coding.block_symbols);
         cfg.validate().map_err(|e| anyhow::anyhow!("{e}"))?;
     }
     if let Some(name) = &args.controller {

@@ -426,6 +426,7 @@ fn bad_input_unusable_directory() {
         let out = Command::new(bin())
             .args([
                 "serve",
+                "--open",
                 "--listen",
                 &format!("127.0.0.1:{}", free_port()),
                 "--dir",
@@ -446,7 +447,13 @@ fn bad_input_port_in_use() {
     let holder = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
     let port = holder.local_addr().unwrap().port();
     let out = Command::new(bin())
-        .args(["serve", "--listen", &format!("127.0.0.1:{port}"), "--dir"])
+        .args([
+            "serve",
+            "--open",
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "--dir",
+        ])
         .arg(dir.path())
         .arg("--key")
         .arg(&key)

@@ -147,7 +147,7 @@ def run_upload(u: Upload, timing: dict, work: Path, store: Store, key: Path, tim
     run_dir.mkdir(parents=True, exist_ok=True)
     server_pid, client_pid = run_dir / "server.pid", run_dir / "client.pid"
     server_loop = (
-        f"while true; do {shlex.quote(convoy)} serve --listen {SERVER} --dir {shlex.quote(str(store.path))} "
+        f"while true; do {shlex.quote(convoy)} serve --open --listen {SERVER} --dir {shlex.quote(str(store.path))} "
         f"--key {shlex.quote(str(key))} --idle-timeout 10 --json >> {shlex.quote(str(run_dir / 'server.log'))} 2>&1 & "
         f"echo $! > {shlex.quote(str(server_pid))}; wait $!; sleep 0.2; done"
     )

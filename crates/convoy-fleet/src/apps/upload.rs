@@ -89,6 +89,7 @@ pub fn fleet_config(keypair: Keypair, mode: Mode, seed: u64) -> Config {
         max_data: 1 << 20,
         max_stream_data: 512 << 10,
         send_buffer: 64 << 10,
+        ..StreamLimits::default()
     };
     c.seed = Some(seed);
     c

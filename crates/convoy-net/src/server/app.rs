@@ -20,6 +20,10 @@ use crate::session::{ServerEvent, Session, SessionCtx, PROGRESS_EVERY};
 use crate::store::Store;
 use crate::wake::Waker;
 
+/// Connections one identity may hold on one worker at once: a vehicle
+/// needs one (its paths share it), an agent or operator a few.
+pub const MAX_CONNECTIONS_PER_IDENTITY: usize = 8;
+
 /// Which session may write each partial file: the newest one to open it,
 /// across every worker. An older session still open (a killed client's,
 /// not yet timed out; a client cut off that comes back) is abandoned the
@@ -95,7 +99,14 @@ pub struct ServerApp {
     pub committer: Committer,
     /// Outcomes back from the committer, for sessions stepped this turn.
     outcomes: HashMap<JobKey, Outcome>,
+    /// Remove partial files older than this (worker 0 only), every
+    /// `PARTIAL_SWEEP_EVERY`.
+    pub partial_max_age: Option<Duration>,
+    next_sweep: Duration,
 }
+
+/// How often worker 0 looks for abandoned partial files.
+const PARTIAL_SWEEP_EVERY: Duration = Duration::from_secs(60);
 
 impl ServerApp {
     pub fn new(
@@ -122,6 +133,8 @@ impl ServerApp {
             next_tick: Duration::ZERO,
             committer: Committer::new(store.clone(), access.hook.clone()),
             outcomes: HashMap::new(),
+            partial_max_age: None,
+            next_sweep: PARTIAL_SWEEP_EVERY,
             store,
             access,
         }
@@ -133,19 +146,42 @@ impl ServerApp {
 
     /// Identifies a connection once its peer's key is known (right after
     /// the handshake), and again on every `reauth` turn; a refused key's
-    /// connection is closed with the authorizer's reason.
-    fn authorize(&mut self, h: ConnectionHandle, c: &mut Connection, reauth: bool) {
+    /// connection is closed with the authorizer's reason. Returns whether
+    /// the connection was identified just now (its held packets may then
+    /// be read).
+    fn authorize(&mut self, h: ConnectionHandle, c: &mut Connection, reauth: bool) -> bool {
         let Some(auth) = self.access.auth.clone() else {
             self.who.entry(h).or_insert(None);
-            return;
+            return false;
         };
         if c.is_closed() || (self.who.contains_key(&h) && !reauth) {
-            return;
+            return false;
         }
-        let Some(key) = c.peer_static() else { return };
-        match auth.identify(&key) {
+        let Some(key) = c.peer_static() else {
+            return false;
+        };
+        let first = !self.who.contains_key(&h);
+        let result = auth.identify(&key).and_then(|id| {
+            // One identity's connections are capped on this worker, so a
+            // registered key cannot multiply its per-connection budget.
+            let open = self
+                .who
+                .values()
+                .filter(|w| w.as_ref().is_some_and(|w| w.name == id.name))
+                .count();
+            if first && open >= MAX_CONNECTIONS_PER_IDENTITY {
+                Err(format!(
+                    "{} already has {open} connections (at most {MAX_CONNECTIONS_PER_IDENTITY})",
+                    id.name
+                ))
+            } else {
+                Ok(id)
+            }
+        });
+        match result {
             Ok(id) => {
                 self.who.insert(h, Some(id));
+                first
             }
             Err(reason) => {
                 let was = self.who.remove(&h).flatten();
@@ -165,6 +201,7 @@ impl ServerApp {
                         None => reason,
                     },
                 });
+                false
             }
         }
     }
@@ -184,7 +221,16 @@ impl ServerApp {
             return;
         };
         let peer = c.remote_address();
-        self.authorize(h, c, reauth);
+        let mut c = c;
+        if self.authorize(h, c, reauth) {
+            // Its packets were held unread until now (the endpoint's
+            // `authorize_before_data`): read them.
+            ep.authorize(h, now);
+            let Some(again) = ep.connection(h) else {
+                return;
+            };
+            c = again;
+        }
         let vehicle = self.vehicle(h);
         while let Some(ev) = c.poll_event() {
             match ev {
@@ -324,6 +370,12 @@ impl Application for ServerApp {
         if !self.outcomes.is_empty() {
             touched.sort();
             touched.dedup();
+        }
+        if let (Some(age), Some(store)) = (self.partial_max_age, &self.store) {
+            if now >= self.next_sweep {
+                self.next_sweep = now + PARTIAL_SWEEP_EVERY;
+                store.sweep_partials(age);
+            }
         }
         if now >= self.next_tick {
             // Perf sessions report progress on a clock of their own.

@@ -61,6 +61,17 @@ pub struct ServerOptions {
     pub authorizer: Option<Arc<dyn Authorizer>>,
     /// Runs after each upload is durable, before it is acknowledged.
     pub commit_hook: Option<Arc<dyn CommitHook>>,
+    /// Requests announcing more bytes than this are refused before a
+    /// partial file is made (64 GiB).
+    pub max_upload: u64,
+    /// Partial files not written to for this long are removed, at start-up
+    /// and every minute after (7 days: a vehicle away for a long weekend
+    /// still resumes).
+    pub partial_max_age: Duration,
+    /// Without an authorizer: let any client in, also over XX (no server
+    /// key needed), to read and write every file in `dir`. Without
+    /// either, `bind` refuses to start: an open server must be asked for.
+    pub open: bool,
 }
 
 impl std::fmt::Debug for ServerOptions {
@@ -75,6 +86,7 @@ impl std::fmt::Debug for ServerOptions {
             .field("server_id", &self.server_id)
             .field("authorizer", &self.authorizer.is_some())
             .field("commit_hook", &self.commit_hook.is_some())
+            .field("open", &self.open)
             .finish_non_exhaustive()
     }
 }
@@ -96,6 +108,9 @@ impl ServerOptions {
             server_id: 0,
             authorizer: None,
             commit_hook: None,
+            max_upload: crate::store::DEFAULT_MAX_UPLOAD,
+            partial_max_age: DEFAULT_PARTIAL_MAX_AGE,
+            open: false,
         }
     }
 }
@@ -104,6 +119,10 @@ impl ServerOptions {
 /// datagrams/s, ~35 MB/s of kernel buffer) 8 MB lasted ~0.2 s of a worker
 /// being descheduled on a loaded 2-core machine, and datagrams were dropped.
 const SERVER_RECEIVE_BUFFER: libc::c_int = 32 << 20;
+
+/// How long an abandoned partial file is kept (see
+/// [`ServerOptions::partial_max_age`]).
+pub const DEFAULT_PARTIAL_MAX_AGE: Duration = Duration::from_secs(7 * 24 * 3600);
 
 /// What every worker measured, summed, once `run` has returned.
 #[derive(Clone, Debug, Default)]
@@ -137,7 +156,24 @@ impl Server {
     /// Opens the storage directory and binds the sockets; errors here are
     /// the operator's (bad directory, port in use).
     pub fn bind(opts: ServerOptions) -> Result<Server, NetError> {
-        let open_store = || opts.dir.as_deref().map(Store::open).transpose();
+        if opts.authorizer.is_none() && !opts.open {
+            return Err(NetError::Config(
+                "no authorizer: give the server a fleet registry, or set `open` to let \
+                 anyone read and write"
+                    .into(),
+            ));
+        }
+        let open_store = || {
+            opts.dir
+                .as_deref()
+                .map(|d| {
+                    Store::open(d).map(|mut s| {
+                        s.max_upload = opts.max_upload;
+                        s
+                    })
+                })
+                .transpose()
+        };
         let store = open_store()?;
         let workers = if opts.once {
             1
@@ -148,6 +184,13 @@ impl Server {
             let mut cfg = Config::for_mode(opts.keypair.clone(), opts.mode);
             cfg.idle_timeout = opts.idle_timeout;
             cfg.aead = opts.aead;
+            if opts.authorizer.is_some() {
+                // Registered keys only: nothing of a connection is read
+                // until the registry knows its key, and XX (which any key
+                // can complete) is refused before its DH.
+                cfg.authorize_before_data = true;
+                cfg.accept_xx = false;
+            }
             cfg.routing = Routing {
                 rotation: 0,
                 server_id: opts.server_id,
@@ -194,13 +237,18 @@ impl Server {
             auth: opts.authorizer.clone(),
             hook: opts.commit_hook.clone(),
         };
-        let app = ServerApp::new(
+        if let Some(s) = &store {
+            s.sweep_partials(opts.partial_max_age);
+        }
+        let mut app = ServerApp::new(
             store,
             opts.once,
             Arc::new(AtomicBool::new(false)),
             claims.clone(),
             access.clone(),
         );
+        // Worker 0 sweeps for all: they share the directory.
+        app.partial_max_age = Some(opts.partial_max_age);
         Ok(Server {
             driver,
             app,

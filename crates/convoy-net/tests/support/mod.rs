@@ -58,6 +58,7 @@ impl ServerThread {
         let keypair = Keypair::generate();
         let key = keypair.public;
         let mut opts = ServerOptions::new("127.0.0.1:0".parse().unwrap(), keypair);
+        opts.open = true;
         opts.dir = Some(store.to_owned());
         configure(&mut opts);
         let (tx, rx) = std::sync::mpsc::channel();

@@ -5,5 +5,5 @@
 pub mod receiver;
 pub mod sender;
 
-pub use receiver::{CodedReceiver, Received, ReceiverStats};
+pub use receiver::{CodedReceiver, ReceiveLimits, Received, ReceiverStats};
 pub use sender::{symbols_for, CodedSender, CodingConfig, NextSymbol, SenderStats};

@@ -57,6 +57,35 @@ pub struct CodedReceiver {
     /// source arrives out of turn only after a loss, which no source fills
     /// (repair symbols do), so there it would only cost memory.
     keep_early: bool,
+    /// The largest block and symbol this receiver takes: the peer names
+    /// both in every symbol, and a decoder allocates K × symbol size as
+    /// the block's first symbol arrives, so without these one symbol of a
+    /// maximal RaptorQ block cost about 100 MB.
+    max_block_symbols: u32,
+    max_symbol_size: u16,
+    /// Decoders beyond this many bytes are not started: the block's
+    /// symbols are refused, as beyond the window, until older blocks
+    /// decode.
+    max_decoder_bytes: usize,
+    /// Bytes the held decoders allocated (K × symbol size each).
+    decoder_bytes: usize,
+}
+
+/// What a receiver takes of the blocks its peer chooses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReceiveLimits {
+    pub max_block_symbols: u32,
+    pub max_symbol_size: u16,
+    pub max_decoder_bytes: usize,
+}
+
+impl ReceiveLimits {
+    /// No limit beyond the code's own (simulations and tests).
+    pub const UNLIMITED: ReceiveLimits = ReceiveLimits {
+        max_block_symbols: u32::MAX,
+        max_symbol_size: u16::MAX,
+        max_decoder_bytes: usize::MAX,
+    };
 }
 
 impl CodedReceiver {
@@ -70,7 +99,17 @@ impl CodedReceiver {
             ready: VecDeque::new(),
             keep_early: false,
             stats: ReceiverStats::default(),
+            max_block_symbols: u32::MAX,
+            max_symbol_size: u16::MAX,
+            max_decoder_bytes: usize::MAX,
+            decoder_bytes: 0,
         }
+    }
+
+    pub fn set_limits(&mut self, limits: ReceiveLimits) {
+        self.max_block_symbols = limits.max_block_symbols;
+        self.max_symbol_size = limits.max_symbol_size;
+        self.max_decoder_bytes = limits.max_decoder_bytes;
     }
 
     pub fn stats(&self) -> ReceiverStats {
@@ -115,6 +154,9 @@ impl CodedReceiver {
         let Ok(symbol_size) = u16::try_from(s.payload.len()) else {
             return Received::Refused;
         };
+        if symbol_size > self.max_symbol_size {
+            return Received::Refused;
+        }
         let block = match self.blocks.entry(s.block_id) {
             std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
             std::collections::btree_map::Entry::Vacant(e) => {
@@ -122,9 +164,17 @@ impl CodedReceiver {
                 else {
                     return Received::Refused;
                 };
+                if info.source_symbols() > self.max_block_symbols {
+                    return Received::Refused;
+                }
+                let cost = decoder_cost(&info);
+                if self.decoder_bytes.saturating_add(cost) > self.max_decoder_bytes {
+                    return Received::Refused;
+                }
                 let Ok(decoder) = new_decoder(info) else {
                     return Received::Refused;
                 };
+                self.decoder_bytes += cost;
                 e.insert(RxBlock {
                     k: info.source_symbols(),
                     decoder,
@@ -228,11 +278,23 @@ impl CodedReceiver {
     pub fn decode_next(&mut self, skip: bool) -> Option<Result<(u32, Vec<u8>), CodecError>> {
         let id = self.ready.pop_front()?;
         let mut block = self.blocks.remove(&id).expect("ready blocks are held");
+        self.decoder_bytes -= decoder_cost(block.decoder.info());
         self.stats.blocks_decoded += 1;
         if skip {
             return Some(Ok((id, Vec::new())));
         }
         Some(block.decoder.data().map(|d| (id, d.to_vec())))
+    }
+
+    /// Bytes the held decoders allocated (K × symbol size each, what both
+    /// codes' decoders allocate for a block), plus early sources.
+    pub fn allocated_bytes(&self) -> usize {
+        self.decoder_bytes
+            + self
+                .blocks
+                .values()
+                .map(|b| b.early.len() * usize::from(b.decoder.info().symbol_size))
+                .sum::<usize>()
     }
 
     /// Bytes held in undecoded blocks (approximate: symbols × size).
@@ -242,6 +304,11 @@ impl CodedReceiver {
             .map(|b| b.decoder.useful_symbols() * usize::from(b.decoder.info().symbol_size))
             .sum()
     }
+}
+
+/// What a block's decoder allocates: K × symbol size.
+fn decoder_cost(info: &BlockInfo) -> usize {
+    info.source_symbols() as usize * usize::from(info.symbol_size)
 }
 
 #[cfg(test)]
@@ -354,5 +421,73 @@ mod tests {
                 done: false
             }]
         );
+    }
+}
+
+#[cfg(test)]
+mod hostile_tests {
+    //! Blocks whose size the peer chose to hurt the receiver.
+    use super::*;
+
+    fn limited(code: CodeKind) -> CodedReceiver {
+        let mut rx = CodedReceiver::new(code, 32);
+        rx.set_limits(ReceiveLimits {
+            max_block_symbols: 256,
+            max_symbol_size: 1472,
+            max_decoder_bytes: 4 << 20,
+        });
+        rx
+    }
+
+    #[test]
+    fn a_maximal_raptorq_block_is_refused_before_any_allocation() {
+        let mut rx = limited(CodeKind::RaptorQ);
+        let payload = [0u8; 1400];
+        for block_id in 0..32 {
+            let s = Symbol {
+                block_id,
+                esi: 0,
+                block_len: 56_403 * 1400,
+                payload: &payload,
+            };
+            assert_eq!(rx.on_symbol(&s), Received::Refused);
+        }
+        assert_eq!(rx.allocated_bytes(), 0);
+    }
+
+    #[test]
+    fn symbols_larger_than_a_datagram_are_refused() {
+        let mut rx = limited(CodeKind::Rlnc);
+        let payload = vec![0u8; 60_000];
+        let s = Symbol {
+            block_id: 0,
+            esi: 0,
+            block_len: 255 * 60_000,
+            payload: &payload,
+        };
+        assert_eq!(rx.on_symbol(&s), Received::Refused);
+        assert_eq!(rx.allocated_bytes(), 0);
+    }
+
+    #[test]
+    fn decoders_stop_at_their_budget_and_start_again_as_blocks_decode() {
+        let mut rx = limited(CodeKind::Rlnc);
+        let payload = [0u8; 1400];
+        let full = 255 * 1400;
+        let mut taken = 0;
+        for block_id in 0..32 {
+            let s = Symbol {
+                block_id,
+                esi: 1,
+                block_len: full,
+                payload: &payload,
+            };
+            if rx.on_symbol(&s) == Received::Useful {
+                taken += 1;
+            }
+        }
+        // 4 MB of 357 kB decoders: 11 of them.
+        assert_eq!(taken, (4 << 20) / (255 * 1400));
+        assert!(rx.allocated_bytes() <= 4 << 20);
     }
 }

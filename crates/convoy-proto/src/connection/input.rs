@@ -180,9 +180,10 @@ impl Connection {
         path.counters.packets_received += 1;
         path.counters.bytes_received += len as u64;
         if let Err(why) = self.on_frames(now, path_idx, &plain, len) {
-            self.close = Some((1, why.clone()));
+            self.close = Some((super::PROTOCOL_VIOLATION_CODE, why.clone()));
             self.terminate(CloseReason::ProtocolViolation(why));
         }
+        self.enforce_memory_budget();
         self.scratch = plain;
     }
 
@@ -378,6 +379,7 @@ impl Connection {
                         .on_rate_report(now, train_id, bytes_per_sec, &path.rtt);
                 }
                 Frame::MaxData(m) => self.streams.on_max_data(m),
+                Frame::MaxStreams(m) => self.streams.on_max_streams(m),
                 Frame::MaxStreamData { stream, max } => {
                     self.streams.on_max_stream_data(stream, max)
                 }

@@ -56,6 +56,20 @@ const SEND_HORIZON: Duration = Duration::from_millis(25);
 const MIN_SEND_BUDGET: u64 = 16 * 1472;
 const HANDSHAKE_BACKOFF_DOUBLINGS: u32 = 1;
 
+/// The close code of a peer that broke the protocol (a malformed frame, a
+/// flow-control, stream-limit or final-size violation).
+pub const PROTOCOL_VIOLATION_CODE: u64 = 1;
+/// The close code of a connection whose peer made it hold more than
+/// [`Config::max_connection_memory`].
+pub const MEMORY_BUDGET_CODE: u64 = 0x0d;
+/// The close code of a connection proposing a code the server does not
+/// take ([`Config::accept_codes`]).
+pub const CODE_REFUSED_CODE: u64 = 0x0e;
+/// Protected datagrams held per connection while its key awaits the
+/// application's word ([`Config::authorize_before_data`]); later ones are
+/// dropped, and the peer's loss recovery sends their content again.
+pub const HELD_PACKETS: usize = 8;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Role {
     Client,
@@ -254,6 +268,12 @@ pub struct Connection {
     pub(crate) scratch: Vec<u8>,
     /// Stream bytes the peer holds (in blocks it reported decodable).
     pub(crate) acked_stream_bytes: std::collections::BTreeMap<u64, u64>,
+    /// The application let the peer's key in (always, without
+    /// [`Config::authorize_before_data`]).
+    pub(crate) authorized: bool,
+    /// Protected datagrams that arrived before `authorized`, with their
+    /// source address, replayed once it is set.
+    pub(crate) held: Vec<(SocketAddr, Vec<u8>)>,
 }
 
 impl Connection {
@@ -312,6 +332,8 @@ impl Connection {
             stats: ConnectionStats::default(),
             scratch: Vec::with_capacity(2048),
             acked_stream_bytes: Default::default(),
+            authorized: role == Role::Client || !cfg.authorize_before_data,
+            held: Vec::new(),
             cfg,
         }
     }
@@ -325,6 +347,7 @@ impl Connection {
             idle_timeout_ms: cfg.idle_timeout.as_millis() as u64,
             receive_times: cfg.rate_control.wants_receive_times(),
             aes_gcm: cfg.aead.offers_aes_gcm(),
+            max_streams: Some(cfg.streams.max_streams),
         }
     }
 
@@ -393,6 +416,10 @@ impl Connection {
         }
         self.streams
             .set_peer_limits(est.peer_params.max_data, est.peer_params.max_stream_data);
+        self.streams
+            .set_peer_max_streams(est.peer_params.max_streams);
+        let refused_code =
+            self.role == Role::Server && !self.cfg.accept_codes.contains(&est.peer_params.code);
         let peer_idle = Duration::from_millis(est.peer_params.idle_timeout_ms.max(1));
         self.idle_timeout = self.cfg.idle_timeout.min(peer_idle);
         self.peer_static = Some(est.peer_static);
@@ -401,10 +428,37 @@ impl Connection {
             send: est.send,
             recv: est.recv,
             tx: CodedSender::new(coding, est.peer_params.max_blocks),
-            rx: CodedReceiver::new(coding.code, self.cfg.coding.window),
+            rx: {
+                let mut rx = CodedReceiver::new(coding.code, self.cfg.coding.window);
+                rx.set_limits(crate::coding::ReceiveLimits {
+                    // A refused code's symbols are never decoded.
+                    max_block_symbols: if refused_code {
+                        0
+                    } else {
+                        self.cfg.max_block_symbols
+                    },
+                    max_symbol_size: u16::try_from(self.cfg.max_datagram).unwrap_or(u16::MAX),
+                    max_decoder_bytes: self.cfg.max_decoder_memory,
+                });
+                rx
+            },
             readers: Default::default(),
             block_contents: Default::default(),
         });
+        if refused_code {
+            self.close = Some((
+                CODE_REFUSED_CODE,
+                format!(
+                    "this server does not take {} blocks",
+                    est.peer_params.code.name()
+                ),
+            ));
+            self.terminate(CloseReason::ProtocolViolation(format!(
+                "the peer proposed {}, which this server does not take",
+                est.peer_params.code.name()
+            )));
+            return;
+        }
         self.events.push_back(Event::Connected);
         if self.role == Role::Client {
             // An ack-eliciting packet at once: it validates our address at
@@ -421,8 +475,10 @@ impl Connection {
         self.one_rtt.is_some() && self.closed.is_none()
     }
 
+    /// Closed, and the CLOSE frame telling the peer why (if one is owed)
+    /// has been handed out by `poll_transmit`: the connection may go.
     pub fn is_closed(&self) -> bool {
-        self.closed.is_some()
+        self.closed.is_some() && self.close.is_none()
     }
 
     pub fn close_reason(&self) -> Option<&CloseReason> {
@@ -498,6 +554,34 @@ impl Connection {
         self.streams.buffered_bytes() + self.one_rtt.as_ref().map_or(0, |e| e.rx.buffered_bytes())
     }
 
+    /// What the budget ([`Config::max_connection_memory`]) counts: stream
+    /// buffers, the decoders' allocations and held datagrams.
+    pub fn memory_in_use(&self) -> usize {
+        self.streams.buffered_bytes()
+            + self.one_rtt.as_ref().map_or(0, |e| e.rx.allocated_bytes())
+            + self.held.iter().map(|(_, d)| d.len()).sum::<usize>()
+    }
+
+    /// Closes the connection if its peer made it hold more than the
+    /// budget.
+    pub(crate) fn enforce_memory_budget(&mut self) {
+        let used = self.memory_in_use();
+        if used > self.cfg.max_connection_memory && self.closed.is_none() {
+            let why = format!(
+                "over its memory budget ({used} > {} bytes)",
+                self.cfg.max_connection_memory
+            );
+            self.close = Some((MEMORY_BUDGET_CODE, why.clone()));
+            self.terminate(CloseReason::ProtocolViolation(why));
+        }
+    }
+
+    /// Whether the application has yet to let this peer's key in (see
+    /// [`Config::authorize_before_data`]).
+    pub fn awaiting_authorization(&self) -> bool {
+        !self.authorized
+    }
+
     // ---- streams ----
 
     fn require_established(&self) -> Result<(), StreamError> {
@@ -510,6 +594,9 @@ impl Connection {
 
     pub fn open_stream(&mut self) -> Result<StreamId, StreamError> {
         self.require_established()?;
+        if !self.streams.can_open() {
+            return Err(StreamError::StreamLimit);
+        }
         Ok(self.streams.open())
     }
 
@@ -656,7 +743,7 @@ impl Connection {
             }
         }
         if let Some(why) = failure {
-            self.close = Some((1, why.clone()));
+            self.close = Some((PROTOCOL_VIOLATION_CODE, why.clone()));
             self.terminate(CloseReason::ProtocolViolation(why));
         }
     }

@@ -19,7 +19,10 @@ impl Connection {
     /// Writes the next datagram into `buf` (at least `max_datagram` bytes),
     /// or returns `None` when nothing is due now.
     pub fn poll_transmit(&mut self, now: Duration, buf: &mut [u8]) -> Option<Transmit> {
-        if self.closed.is_some() {
+        // A connection ended by a peer's violation still owes it the CLOSE
+        // frame saying why (`close` is set beside `closed` there): without
+        // it the peer learned nothing and only timed out.
+        if self.closed.is_some() && self.close.is_none() {
             return None;
         }
         if self.handshake_out && self.close.is_some() {
@@ -386,5 +389,21 @@ impl Connection {
             }
         }
         e.tx.idle_symbol()
+    }
+}
+
+#[cfg(feature = "hostile")]
+impl Connection {
+    /// Seals `frames` (encoded, as chosen by the caller) into one
+    /// protected packet on the first path, whatever they say: what a
+    /// hostile peer built on this crate sends. For `convoy bench hostile`;
+    /// `None` if the connection has no keys yet or the frames do not fit.
+    pub fn hostile_packet(
+        &mut self,
+        now: Duration,
+        frames: &[u8],
+        buf: &mut [u8],
+    ) -> Option<Transmit> {
+        self.protected(now, buf, 0, true, None, |w, _| w.bytes(frames).is_ok())
     }
 }

@@ -244,6 +244,25 @@ impl Endpoint {
         self.slots.get(&h.0).map(|s| &s.conn)
     }
 
+    /// Lets a connection's peer in (with [`Config::authorize_before_data`]):
+    /// the packets held for it are read now, and later ones as they come.
+    pub fn authorize(&mut self, h: ConnectionHandle, now: Duration) {
+        let Some(s) = self.slots.get_mut(&h.0) else {
+            return;
+        };
+        if s.conn.authorized {
+            return;
+        }
+        s.conn.authorized = true;
+        for (remote, datagram) in std::mem::take(&mut s.conn.held) {
+            if let Ok(packet) = wire::packet::parse(&datagram) {
+                s.conn.handle_packet(now, remote, packet, datagram.len());
+            }
+        }
+        self.schedule.activate(h.0, &mut s.place);
+        self.touch(h.0);
+    }
+
     /// Every connection, in the order they were made.
     pub fn handles(&self) -> Vec<ConnectionHandle> {
         let mut v: Vec<_> = self.slots.keys().map(|&h| ConnectionHandle(h)).collect();
@@ -296,6 +315,15 @@ impl Endpoint {
         };
         if let Some(&h) = self.by_cid.get(&packet.dcid()) {
             if let Some(s) = self.slots.get_mut(&h) {
+                if !s.conn.authorized && matches!(packet, Packet::Protected(_)) {
+                    // Not read before the application lets the key in:
+                    // kept, a few, for then.
+                    if s.conn.held.len() < crate::connection::HELD_PACKETS && !s.conn.is_closed() {
+                        s.conn.held.push((remote, datagram.to_vec()));
+                    }
+                    self.touch(h);
+                    return;
+                }
                 s.conn.handle_packet(now, remote, packet, datagram.len());
                 self.schedule.activate(h, &mut s.place);
                 self.touch(h);
@@ -349,6 +377,12 @@ impl Endpoint {
                 self.send_retry(now, remote, dcid, scid);
                 return;
             }
+        }
+        if !self.cfg.accept_xx && crate::handshake::is_xx(noise) {
+            // Refused before any DH: an XX client proves only that it has
+            // some key, which a server taking known keys cannot use.
+            self.stats.handshake_failures += 1;
+            return;
         }
         let step = match ServerHandshake::accept(
             &self.cfg.keypair,
@@ -446,6 +480,10 @@ impl Endpoint {
             }) = s.conn.poll_transmit(now, buf)
             {
                 self.schedule.requeue(h);
+                if s.conn.is_closed() {
+                    // Its CLOSE just left: the application may drop it.
+                    self.touch(h);
+                }
                 return Some(EndpointTransmit {
                     remote,
                     len,

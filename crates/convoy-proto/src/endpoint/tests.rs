@@ -6,7 +6,9 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use super::*;
+use crate::connection::HELD_PACKETS;
 use crate::crypto::Keypair;
+use convoy_codec::CodeKind;
 
 const MS: Duration = Duration::from_millis(1);
 
@@ -151,4 +153,97 @@ fn garbage_and_unknown_connections_are_counted_not_answered() {
     assert!(st.unknown_connection >= 500);
     assert!(drain(&mut s, MS).is_empty());
     assert!(s.is_empty());
+}
+
+/// Runs `c` and `s` against each other for `rounds` of 1 ms.
+fn exchange(c: &mut Endpoint, s: &mut Endpoint, now: &mut Duration, rounds: u32) {
+    for _ in 0..rounds {
+        for (_, d) in drain(c, *now) {
+            s.handle(*now, addr(1), &d);
+        }
+        for (_, d) in drain(s, *now) {
+            c.handle(*now, addr(0), &d);
+        }
+        *now += MS;
+        c.handle_timeout(*now);
+        s.handle_timeout(*now);
+    }
+}
+
+#[test]
+fn nothing_but_the_handshake_is_read_before_the_application_authorizes() {
+    let kp = Keypair::generate();
+    let mut cfg = Config::new(kp.clone());
+    cfg.seed = Some(1);
+    cfg.authorize_before_data = true;
+    let mut s = Endpoint::new(cfg, true).unwrap();
+    let mut c = client();
+    let mut now = Duration::ZERO;
+    let ch = c.connect(now, addr(0), Some(&kp.public)).unwrap();
+    exchange(&mut c, &mut s, &mut now, 5);
+    let sh = s.accept().expect("handshake accepted");
+    let cc = c.connection(ch).unwrap();
+    let id = cc.open_stream().unwrap();
+    cc.write(id, &[7u8; 50_000]).unwrap();
+    cc.finish(id).unwrap();
+    exchange(&mut c, &mut s, &mut now, 50);
+    let sc = s.connection(sh).unwrap();
+    assert!(sc.awaiting_authorization());
+    assert_eq!(
+        sc.accept_stream(),
+        None,
+        "no stream read before authorization"
+    );
+    assert!(sc.stats().packets_received == 0, "{:?}", sc.stats());
+    let held = sc.memory_in_use();
+    assert!(held <= HELD_PACKETS * 1500, "held {held} bytes");
+    // The application says yes: the held packets are read, and the
+    // client's retransmissions bring the rest.
+    s.authorize(sh, now);
+    exchange(&mut c, &mut s, &mut now, 3000);
+    let sc = s.connection(sh).unwrap();
+    let id = sc.accept_stream().expect("the stream, once authorized");
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    while let Ok(n) = sc.read(id, &mut buf) {
+        if n == 0 {
+            break;
+        }
+        got.extend_from_slice(&buf[..n]);
+    }
+    assert_eq!(got.len(), 50_000);
+}
+
+#[test]
+fn xx_is_refused_before_its_dh_when_not_accepted() {
+    let kp = Keypair::generate();
+    let mut cfg = Config::new(kp);
+    cfg.seed = Some(1);
+    cfg.accept_xx = false;
+    let mut s = Endpoint::new(cfg, true).unwrap();
+    let mut c = client();
+    let mut now = Duration::ZERO;
+    c.connect(now, addr(0), None).unwrap();
+    exchange(&mut c, &mut s, &mut now, 5);
+    assert_eq!(s.accept(), None);
+    assert_eq!(s.stats().handshake_failures, 1);
+}
+
+#[test]
+fn a_code_the_server_does_not_take_is_refused() {
+    let kp = Keypair::generate();
+    let mut cfg = Config::new(kp.clone());
+    cfg.seed = Some(1);
+    cfg.accept_codes = vec![CodeKind::Rlnc];
+    let mut s = Endpoint::new(cfg, true).unwrap();
+    // Config::new proposes RaptorQ.
+    let mut c = client();
+    let mut now = Duration::ZERO;
+    let ch = c.connect(now, addr(0), Some(&kp.public)).unwrap();
+    exchange(&mut c, &mut s, &mut now, 20);
+    let reason = c.connection(ch).and_then(|c| c.close_reason().cloned());
+    assert!(
+        matches!(&reason, Some(CloseReason::Peer { code, .. }) if *code == crate::connection::CODE_REFUSED_CODE),
+        "{reason:?}"
+    );
 }

@@ -36,6 +36,7 @@ pub const PATH_STATUS: u8 = 0x12;
 pub const PATH_ABANDON: u8 = 0x13;
 pub const PAIR_PROBE: u8 = 0x14;
 pub const PAIR_REPORT: u8 = 0x15;
+pub const MAX_STREAMS: u8 = 0x16;
 pub const STREAM: u8 = 0x10;
 pub const RESET_STREAM: u8 = 0x11;
 
@@ -70,6 +71,10 @@ pub enum Frame<'a> {
     },
     /// The peer may start blocks with ids below this.
     MaxBlocks(u64),
+    /// Stream credit: the peer may open streams whose index (id / 2) is
+    /// below this. Sent only to peers that announced a stream limit in
+    /// their transport parameters (older ones do not know the frame).
+    MaxStreams(u64),
     DataBlocked(u64),
     StreamDataBlocked {
         stream: u64,
@@ -305,6 +310,7 @@ fn parse_frame<'a>(r: &mut Reader<'a>) -> Result<Frame<'a>, WireError> {
             max: r.varint()?,
         },
         MAX_BLOCKS => Frame::MaxBlocks(r.varint()?),
+        MAX_STREAMS => Frame::MaxStreams(r.varint()?),
         DATA_BLOCKED => Frame::DataBlocked(r.varint()?),
         STREAM_DATA_BLOCKED => Frame::StreamDataBlocked {
             stream: r.varint()?,
@@ -553,6 +559,7 @@ fn write_frame_fields(w: &mut Writer<'_>, frame: &Frame<'_>) -> Result<(), WireE
         Frame::MaxData(v) => two(w, MAX_DATA, v, None),
         Frame::MaxStreamData { stream, max } => two(w, MAX_STREAM_DATA, stream, Some(max)),
         Frame::MaxBlocks(v) => two(w, MAX_BLOCKS, v, None),
+        Frame::MaxStreams(v) => two(w, MAX_STREAMS, v, None),
         Frame::ReceiveTime { pn, time_us } => two(w, RECEIVE_TIME, pn, Some(time_us)),
         Frame::DataBlocked(v) => two(w, DATA_BLOCKED, v, None),
         Frame::StreamDataBlocked { stream, limit } => {

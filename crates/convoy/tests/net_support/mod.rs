@@ -213,14 +213,20 @@ pub fn serve(port: u16, dir: &Path, key: &Path, extra: &[&str]) -> Proc {
         .open(server_log_path(dir))
         .unwrap();
     let mut cmd = Command::new(bin());
-    cmd.args(["serve", "--listen", &format!("127.0.0.1:{port}"), "--dir"])
-        .arg(dir)
-        .arg("--key")
-        .arg(key)
-        .args(extra)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(log);
+    cmd.args([
+        "serve",
+        "--open",
+        "--listen",
+        &format!("127.0.0.1:{port}"),
+        "--dir",
+    ])
+    .arg(dir)
+    .arg("--key")
+    .arg(key)
+    .args(extra)
+    .stdin(Stdio::null())
+    .stdout(Stdio::null())
+    .stderr(log);
     let p = Proc(Some(die_with_test(&mut cmd).spawn().unwrap()));
     wait_port_bound(port);
     p

@@ -1,0 +1,756 @@
+//! `convoy bench hostile`: issue 31's attacks on a real `convoy serve`.
+//!
+//! Each attack gets a fresh fleet server (a registry with honest vehicles
+//! and one rogue vehicle) on loopback. Honest vehicles upload once alone
+//! (the baseline) and once while a crafted client, built on convoy-proto
+//! with `Connection::hostile_packet`, attacks from many connections. The
+//! server's resident memory is read from /proc (VmRSS sampled, VmHWM at
+//! the end), and each attacking connection's fate (closed by the server,
+//! and with which code) is counted. The server runs under an address-space
+//! limit (`--server-memory-limit`), so an attack that would take the
+//! machine's memory ends the server instead.
+//!
+//! Traffic goes only to 127.0.0.1; every attack is bounded in time and
+//! count, and the server and its directory are removed on every exit path.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::net::{SocketAddr, UdpSocket};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use convoy_net::{Client, ClientOptions};
+use convoy_proto::wire::cursor::Writer;
+use convoy_proto::wire::frame::write_frame;
+use convoy_proto::wire::{Frame, Symbol};
+use convoy_proto::{CloseReason, CodeKind, Config, ConnectionHandle, Endpoint, Keypair, Mode};
+
+use crate::bench_server::RssSampler;
+
+/// Every attack, in the order they run.
+pub const ATTACKS: &[&str] = &["blocks", "preauth", "streams", "pieces", "reset"];
+
+#[derive(clap::Args, Debug)]
+pub struct HostileArgs {
+    /// The short form (the one `make test` runs): 10 attacking
+    /// connections, 2 honest vehicles of 2 MB, 3 s per attack.
+    #[arg(long)]
+    pub short: bool,
+    /// Attacking connections per attack (100; 10 with --short).
+    #[arg(long)]
+    pub connections: Option<usize>,
+    /// Honest vehicles uploading during each attack (10; 2 with --short).
+    #[arg(long)]
+    pub honest: Option<usize>,
+    /// Bytes each honest vehicle uploads (8 MB; 2 MB with --short).
+    #[arg(long)]
+    pub honest_bytes: Option<u64>,
+    /// Seconds each attack lasts at least (10; 3 with --short).
+    #[arg(long)]
+    pub seconds: Option<f64>,
+    /// Only these attacks, comma-separated: blocks, preauth, streams,
+    /// pieces, reset.
+    #[arg(long, value_delimiter = ',')]
+    pub only: Vec<String>,
+    /// The convoy binary that serves (this one by default): an older build
+    /// gives the figures before a fix.
+    #[arg(long, value_name = "FILE")]
+    pub server_bin: Option<PathBuf>,
+    /// Address-space limit of the server process, MB (RLIMIT_AS), so an
+    /// attack that succeeds ends the server, not the machine.
+    #[arg(long, default_value_t = 4096)]
+    pub server_memory_limit: u64,
+    /// One JSON object per attack on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Targets of issue 31.
+const RSS_TARGET_MB: f64 = 256.0;
+const GOODPUT_TARGET: f64 = 0.8;
+
+struct Plan {
+    connections: usize,
+    honest: usize,
+    honest_bytes: u64,
+    seconds: f64,
+}
+
+pub fn run(args: HostileArgs) -> Result<()> {
+    let plan = Plan {
+        connections: args
+            .connections
+            .unwrap_or(if args.short { 10 } else { 100 }),
+        honest: args.honest.unwrap_or(if args.short { 2 } else { 10 }),
+        honest_bytes: args
+            .honest_bytes
+            .unwrap_or(if args.short { 2 << 20 } else { 8 << 20 }),
+        seconds: args.seconds.unwrap_or(if args.short { 3.0 } else { 10.0 }),
+    };
+    if plan.connections == 0 || plan.connections > 1000 || plan.honest > 100 {
+        bail!("--connections must be 1 to 1000 and --honest at most 100");
+    }
+    for a in &args.only {
+        if !ATTACKS.contains(&a.as_str()) {
+            bail!(
+                "unknown attack {a:?}: valid attacks are {}",
+                ATTACKS.join(", ")
+            );
+        }
+    }
+    let bin = match &args.server_bin {
+        Some(b) => b.clone(),
+        None => std::env::current_exe().context("own executable")?,
+    };
+    let mut failed = Vec::new();
+    for &attack in ATTACKS {
+        if !args.only.is_empty() && !args.only.iter().any(|a| a == attack) {
+            continue;
+        }
+        let r = run_attack(attack, &plan, &bin, args.server_memory_limit)?;
+        let pass = r.server_alive
+            && r.peak_rss_mb <= RSS_TARGET_MB
+            && r.honest_ok
+            && r.goodput_ratio >= GOODPUT_TARGET;
+        if !pass {
+            failed.push(attack);
+        }
+        if args.json {
+            println!("{}", r.json(pass));
+        } else {
+            println!("{}", r.line(pass));
+        }
+    }
+    if !failed.is_empty() {
+        bail!(
+            "targets missed (RSS <= {RSS_TARGET_MB} MB, honest uploads whole at >= {GOODPUT_TARGET} of their goodput alone) under: {}",
+            failed.join(", ")
+        );
+    }
+    Ok(())
+}
+
+struct AttackReport {
+    attack: &'static str,
+    connections: usize,
+    rss_before_mb: f64,
+    peak_rss_mb: f64,
+    server_alive: bool,
+    established: usize,
+    closed_by_server: BTreeMap<u64, usize>,
+    first_reason: Option<String>,
+    packets_sent: u64,
+    honest_ok: bool,
+    goodput_alone_mbit: f64,
+    goodput_attacked_mbit: f64,
+    goodput_ratio: f64,
+}
+
+impl AttackReport {
+    fn json(&self, pass: bool) -> serde_json::Value {
+        serde_json::json!({
+            "attack": self.attack,
+            "connections": self.connections,
+            "server_rss_before_mb": round1(self.rss_before_mb),
+            "server_peak_rss_mb": round1(self.peak_rss_mb),
+            "server_alive": self.server_alive,
+            "attackers_established": self.established,
+            "attackers_closed_by_server": self.closed_by_server.iter()
+                .map(|(c, n)| (format!("{c:#x}"), *n)).collect::<BTreeMap<_, _>>(),
+            "first_close_reason": self.first_reason,
+            "attack_packets": self.packets_sent,
+            "honest_ok": self.honest_ok,
+            "honest_goodput_alone_mbit_s": round1(self.goodput_alone_mbit),
+            "honest_goodput_attacked_mbit_s": round1(self.goodput_attacked_mbit),
+            "goodput_ratio": (self.goodput_ratio * 100.0).round() / 100.0,
+            "pass": pass,
+        })
+    }
+
+    fn line(&self, pass: bool) -> String {
+        let closed: usize = self.closed_by_server.values().sum();
+        let codes: Vec<String> = self
+            .closed_by_server
+            .iter()
+            .map(|(c, n)| format!("{n}x{c:#x}"))
+            .collect();
+        format!(
+            "{:<8} {} conns: server RSS {:.0} -> peak {:.0} MB{}; {}/{} attackers established, {} closed by the server [{}]{}; honest {} at {:.1} Mbit/s vs {:.1} alone ({:.2}x) -> {}",
+            self.attack,
+            self.connections,
+            self.rss_before_mb,
+            self.peak_rss_mb,
+            if self.server_alive { "" } else { ", SERVER DIED" },
+            self.established,
+            self.connections,
+            closed,
+            codes.join(" "),
+            self.first_reason
+                .as_deref()
+                .map(|r| format!(" (\"{r}\")"))
+                .unwrap_or_default(),
+            if self.honest_ok { "whole" } else { "FAILED" },
+            self.goodput_attacked_mbit,
+            self.goodput_alone_mbit,
+            self.goodput_ratio,
+            if pass { "pass" } else { "FAIL" },
+        )
+    }
+}
+
+fn round1(x: f64) -> f64 {
+    (x * 10.0).round() / 10.0
+}
+
+/// A fleet server in a temporary directory: honest vehicles `honest-N`
+/// and `rogue` registered. Killed and removed on drop.
+struct FleetServer {
+    child: Option<Child>,
+    dir: PathBuf,
+    addr: SocketAddr,
+    public: [u8; 32],
+    honest: Vec<Keypair>,
+    rogue: Keypair,
+}
+
+impl FleetServer {
+    fn start(bin: &Path, honest: usize, memory_limit_mb: u64) -> Result<FleetServer> {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let dir =
+            std::env::temp_dir().join(format!("convoy-hostile-{}-{nanos}", std::process::id()));
+        let store = dir.join("store");
+        std::fs::create_dir_all(&store).context("temporary directory")?;
+        let mut s = FleetServer {
+            child: None,
+            dir: dir.clone(),
+            addr: "127.0.0.1:0".parse().expect("valid"),
+            public: [0; 32],
+            honest: Vec::new(),
+            rogue: Keypair::generate(),
+        };
+        let server = Keypair::generate();
+        s.public = server.public;
+        let key = dir.join("server.key");
+        convoy_net::write_keypair(&key, &server)?;
+        let mut vehicles: Vec<(String, Keypair)> = (0..honest)
+            .map(|i| (format!("honest-{i}"), Keypair::generate()))
+            .collect();
+        vehicles.push(("rogue".into(), s.rogue.clone()));
+        for (name, kp) in &vehicles {
+            let file = dir.join(format!("{name}.key"));
+            convoy_net::write_keypair(&file, kp)?;
+            let out = Command::new(bin)
+                .args(["fleet", "add", name])
+                .arg(convoy_net::keys::public_path(&file))
+                .arg("--dir")
+                .arg(&store)
+                .stdin(Stdio::null())
+                .output()
+                .context("convoy fleet add")?;
+            if !out.status.success() {
+                bail!(
+                    "convoy fleet add {name}: {}",
+                    String::from_utf8_lossy(&out.stderr).trim()
+                );
+            }
+        }
+        s.honest = vehicles.into_iter().take(honest).map(|(_, k)| k).collect();
+        let mut cmd = Command::new(bin);
+        cmd.args([
+            "serve",
+            "--fleet",
+            "--listen",
+            "127.0.0.1:0",
+            "--json",
+            "--dir",
+        ])
+        .arg(&store)
+        .arg("--key")
+        .arg(&key)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+        let limit = memory_limit_mb << 20;
+        // SAFETY: only setrlimit, async-signal-safe, between fork and exec.
+        unsafe {
+            use std::os::unix::process::CommandExt;
+            cmd.pre_exec(move || {
+                let r = libc::rlimit {
+                    rlim_cur: limit,
+                    rlim_max: limit,
+                };
+                libc::setrlimit(libc::RLIMIT_AS, &r);
+                Ok(())
+            });
+        }
+        let mut child = cmd.spawn().context("starting convoy serve")?;
+        let stdout = child.stdout.take().expect("piped");
+        s.child = Some(child);
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let line = lines
+                .recv_timeout(left)
+                .context("convoy serve did not say it was listening")?;
+            let Ok(v) = serde_json::from_str::<serde_json::Value>(&line) else {
+                continue;
+            };
+            if v["event"] == "listening" {
+                s.addr = v["addr"]
+                    .as_str()
+                    .and_then(|a| a.parse().ok())
+                    .context("serve did not say its address")?;
+                break;
+            }
+        }
+        // Keep reading its events so its stdout never fills (shown with
+        // CONVOY_HOSTILE_LOG=1, to see what the server made of an attack).
+        let show = std::env::var_os("CONVOY_HOSTILE_LOG").is_some();
+        std::thread::spawn(move || {
+            while let Ok(line) = lines.recv() {
+                if show {
+                    eprintln!("server: {line}");
+                }
+            }
+        });
+        Ok(s)
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.as_ref().map_or(0, Child::id)
+    }
+
+    fn alive(&mut self) -> bool {
+        self.child
+            .as_mut()
+            .is_some_and(|c| matches!(c.try_wait(), Ok(None)))
+    }
+
+    fn status_kib(&self, field: &str) -> u64 {
+        let text =
+            std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap_or_default();
+        text.lines()
+            .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+            .and_then(|v| v.split_whitespace().next()?.parse().ok())
+            .unwrap_or(0)
+    }
+}
+
+impl Drop for FleetServer {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Uploads one file per honest vehicle, all at once; their summed goodput
+/// in Mbit/s, or an error if any upload failed or stored other bytes.
+fn honest_uploads(server: &FleetServer, bytes: u64, tag: &str) -> Result<f64> {
+    let mut files = Vec::new();
+    for i in 0..server.honest.len() {
+        let path = server.dir.join(format!("{tag}-{i}.bin"));
+        let mut data = vec![0u8; bytes as usize];
+        let mut x = (i as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ nanos_now();
+        for b in data.iter_mut() {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            *b = x as u8;
+        }
+        std::fs::write(&path, &data).context("honest upload file")?;
+        files.push((path, data));
+    }
+    let started = Instant::now();
+    let threads: Vec<_> = server
+        .honest
+        .iter()
+        .zip(&files)
+        .map(|(kp, (path, _))| {
+            let mut opts = ClientOptions::new(server.addr, server.public);
+            opts.keypair = Some(kp.clone());
+            opts.mode = Mode::Tide;
+            opts.idle_timeout = Duration::from_secs(20);
+            let path = path.clone();
+            std::thread::spawn(move || -> Result<f64> {
+                let mut c = Client::connect(opts)?;
+                c.upload(&path, None, None)?;
+                Ok(started.elapsed().as_secs_f64())
+            })
+        })
+        .collect();
+    let mut last = 0f64;
+    for (i, t) in threads.into_iter().enumerate() {
+        let took = t
+            .join()
+            .map_err(|_| anyhow::anyhow!("an honest upload panicked"))??;
+        last = last.max(took);
+        // Byte-exact: what the server stored is what was sent.
+        let (path, data) = &files[i];
+        let name = path.file_name().expect("named").to_string_lossy();
+        let stored = server
+            .dir
+            .join("store")
+            .join(format!("honest-{i}"))
+            .join(&*name);
+        let got =
+            std::fs::read(&stored).with_context(|| format!("reading back {}", stored.display()))?;
+        if &got != data {
+            bail!("{} was stored with other bytes", stored.display());
+        }
+    }
+    Ok((bytes * server.honest.len() as u64 * 8) as f64 / last.max(1e-3) / 1e6)
+}
+
+fn nanos_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
+fn run_attack(
+    attack: &'static str,
+    plan: &Plan,
+    bin: &Path,
+    memory_limit_mb: u64,
+) -> Result<AttackReport> {
+    let mut server = FleetServer::start(bin, plan.honest, memory_limit_mb)?;
+    // The better of two runs alone: the first also warms the server up
+    // (its registry, its page cache), and came out slower.
+    let alone = if plan.honest > 0 {
+        let first = honest_uploads(&server, plan.honest_bytes, "alone-1")?;
+        first.max(honest_uploads(&server, plan.honest_bytes, "alone-2")?)
+    } else {
+        0.0
+    };
+    let rss_before_mb = server.status_kib("VmRSS") as f64 / 1024.0;
+    let sampler = RssSampler::start(server.pid());
+    let (target, public) = (server.addr, server.public);
+    let rogue = server.rogue.clone();
+    let (connections, seconds) = (plan.connections, plan.seconds);
+    let attacker =
+        std::thread::spawn(move || attack_run(attack, target, public, rogue, connections, seconds));
+    let honest = if plan.honest > 0 {
+        // Once the attack is under way.
+        std::thread::sleep(Duration::from_millis(500));
+        honest_uploads(&server, plan.honest_bytes, "attacked")
+    } else {
+        Ok(0.0)
+    };
+    let outcome = attacker
+        .join()
+        .map_err(|_| anyhow::anyhow!("the attacker panicked"))??;
+    let peak_kib = sampler.finish().max(server.status_kib("VmHWM"));
+    let server_alive = server.alive();
+    let (honest_ok, attacked) = match honest {
+        Ok(g) => (true, g),
+        Err(e) => {
+            eprintln!("convoy: bench hostile: {attack}: honest upload failed: {e:#}");
+            (false, 0.0)
+        }
+    };
+    Ok(AttackReport {
+        attack,
+        connections,
+        rss_before_mb,
+        peak_rss_mb: peak_kib as f64 / 1024.0,
+        server_alive,
+        established: outcome.established,
+        closed_by_server: outcome.closed,
+        first_reason: outcome.first_reason,
+        packets_sent: outcome.packets,
+        honest_ok: honest_ok || plan.honest == 0,
+        goodput_alone_mbit: alone,
+        goodput_attacked_mbit: attacked,
+        goodput_ratio: if alone > 0.0 { attacked / alone } else { 1.0 },
+    })
+}
+
+struct AttackOutcome {
+    established: usize,
+    closed: BTreeMap<u64, usize>,
+    first_reason: Option<String>,
+    packets: u64,
+}
+
+/// The crafted client: one endpoint on one socket, `n` connections.
+struct Attacker {
+    sock: UdpSocket,
+    ep: Endpoint,
+    conns: Vec<ConnectionHandle>,
+    t0: Instant,
+    buf: Vec<u8>,
+    rbuf: Vec<u8>,
+    packets: u64,
+}
+
+impl Attacker {
+    fn new(kp: Keypair, code: CodeKind) -> Result<Attacker> {
+        let sock = UdpSocket::bind("127.0.0.1:0").context("attacker socket")?;
+        sock.set_nonblocking(true)?;
+        let mut cfg = Config::for_mode(kp, Mode::Tide).with_code(code);
+        cfg.handshake_timeout = Duration::from_secs(3);
+        let ep = Endpoint::new(cfg, false).map_err(|e| anyhow::anyhow!("{e}"))?;
+        Ok(Attacker {
+            sock,
+            ep,
+            conns: Vec::new(),
+            t0: Instant::now(),
+            buf: vec![0; 65_536],
+            rbuf: vec![0; 65_536],
+            packets: 0,
+        })
+    }
+
+    fn now(&self) -> Duration {
+        self.t0.elapsed()
+    }
+
+    /// Reads what arrived, runs timers and sends what the endpoint has.
+    fn pump(&mut self) {
+        let now = self.now();
+        while let Ok((n, from)) = self.sock.recv_from(&mut self.rbuf) {
+            self.ep.handle(now, from, &self.rbuf[..n]);
+        }
+        self.ep.handle_timeout(now);
+        while let Some(t) = self.ep.poll_transmit(now, &mut self.buf) {
+            let _ = self.sock.send_to(&self.buf[..t.len], t.remote);
+        }
+    }
+
+    /// Seals `frames` for connection `h` and sends the packet.
+    fn inject(&mut self, h: ConnectionHandle, frames: &[u8]) {
+        let now = self.now();
+        let Some(c) = self.ep.connection(h) else {
+            return;
+        };
+        if !c.is_established() {
+            return;
+        }
+        if let Some(t) = c.hostile_packet(now, frames, &mut self.buf) {
+            let _ = self.sock.send_to(&self.buf[..t.len], t.remote);
+            self.packets += 1;
+        }
+    }
+
+    fn established(&mut self) -> usize {
+        let hs = self.conns.clone();
+        hs.iter()
+            .filter(|&&h| {
+                self.ep
+                    .connection_ref(h)
+                    .is_some_and(|c| c.peer_static().is_some())
+            })
+            .count()
+    }
+
+    fn outcome(&self) -> AttackOutcome {
+        let mut closed = BTreeMap::new();
+        let mut first_reason = None;
+        for &h in &self.conns {
+            if let Some(CloseReason::Peer { code, reason }) =
+                self.ep.connection_ref(h).and_then(|c| c.close_reason())
+            {
+                *closed.entry(*code).or_insert(0) += 1;
+                first_reason.get_or_insert_with(|| reason.clone());
+            }
+        }
+        AttackOutcome {
+            established: 0,
+            closed,
+            first_reason,
+            packets: self.packets,
+        }
+    }
+}
+
+/// A coded block of one source symbol holding `content` (frames as a
+/// block carries them), as a SYMBOL frame.
+fn one_symbol_block(block_id: u32, content: &[u8], out: &mut Vec<u8>) {
+    let mut buf = vec![0u8; content.len() + 32];
+    let mut w = Writer::new(&mut buf);
+    write_frame(
+        &mut w,
+        &Frame::Symbol(Symbol {
+            block_id,
+            esi: 0,
+            block_len: content.len() as u32,
+            payload: content,
+        }),
+    )
+    .expect("sized for it");
+    out.extend_from_slice(w.into_written());
+}
+
+fn frame_bytes(frame: &Frame<'_>) -> Vec<u8> {
+    let mut buf = vec![0u8; 2048];
+    let mut w = Writer::new(&mut buf);
+    write_frame(&mut w, frame).expect("small frame");
+    w.into_written().to_vec()
+}
+
+fn attack_run(
+    attack: &'static str,
+    target: SocketAddr,
+    public: [u8; 32],
+    rogue: Keypair,
+    n: usize,
+    seconds: f64,
+) -> Result<AttackOutcome> {
+    // Who attacks: the registered rogue vehicle, or (preauth) a key the
+    // registry has never seen, half over XX (no server key needed).
+    let (key, code) = match attack {
+        "blocks" => (rogue, CodeKind::RaptorQ),
+        "preauth" => (Keypair::generate(), CodeKind::RaptorQ),
+        _ => (rogue, CodeKind::Rlnc),
+    };
+    let mut a = Attacker::new(key, code)?;
+    for i in 0..n {
+        let now = a.now();
+        let server_key = (attack != "preauth" || i % 2 == 0).then_some(&public);
+        let h =
+            a.ep.connect(now, target, server_key)
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
+        a.conns.push(h);
+    }
+    let end = Instant::now() + Duration::from_secs_f64(seconds);
+    // Per connection: the next block id, stream id and offset it uses.
+    let mut next_block = vec![0u32; n];
+    let mut next_stream = vec![0u64; n];
+    let mut next_offset = vec![1u64; n];
+    let mut blocks_sent = vec![false; n];
+    let mut reset_sent = vec![false; n];
+    let mut established = 0;
+    let mut frames = Vec::with_capacity(2048);
+    let symbol = vec![0x5au8; 1400];
+    let zeros = vec![0u8; 1400];
+    while Instant::now() < end {
+        a.pump();
+        established = established.max(a.established());
+        for i in 0..n {
+            let h = a.conns[i];
+            let ready = a.ep.connection_ref(h).is_some_and(|c| c.is_established());
+            if !ready {
+                continue;
+            }
+            frames.clear();
+            match attack {
+                // One symbol of each of 32 maximal RaptorQ blocks (K =
+                // 56,403 symbols of 1,400 bytes: 79 MB a block), sent
+                // once per connection: the ~30-datagram attack.
+                "blocks" | "preauth" => {
+                    if blocks_sent[i] {
+                        continue;
+                    }
+                    blocks_sent[i] = true;
+                    for b in 0..32u32 {
+                        frames.clear();
+                        write_symbol(&mut frames, b, 56_403 * 1400, &zeros);
+                        let f = frames.clone();
+                        a.inject(h, &f);
+                    }
+                    continue;
+                }
+                // Zero-length STREAM frames, each opening a new stream.
+                "streams" => {
+                    let mut content = Vec::with_capacity(1400);
+                    while content.len() < 1300 {
+                        let id = next_stream[i] * 2;
+                        next_stream[i] += 1;
+                        content.extend(frame_bytes(&Frame::Stream {
+                            stream: id,
+                            offset: 0,
+                            fin: false,
+                            data: &[],
+                        }));
+                    }
+                    one_symbol_block(next_block[i], &content, &mut frames);
+                }
+                // 1,000-byte pieces at offsets 1, 2, 3, ... of stream 0,
+                // never offset 0: each holds 1,000 bytes for 1 of credit.
+                "pieces" => {
+                    let content = frame_bytes(&Frame::Stream {
+                        stream: 0,
+                        offset: next_offset[i],
+                        fin: false,
+                        data: &symbol[..1000],
+                    });
+                    next_offset[i] += 1;
+                    one_symbol_block(next_block[i], &content, &mut frames);
+                }
+                // A reset claiming a final size far beyond every limit,
+                // then data on other streams.
+                "reset" => {
+                    let content = if !reset_sent[i] {
+                        reset_sent[i] = true;
+                        frame_bytes(&Frame::ResetStream {
+                            stream: 0,
+                            final_size: (1 << 62) - 1,
+                            code: 0,
+                        })
+                    } else {
+                        let id = 2 + next_stream[i] % 50 * 2;
+                        next_stream[i] += 1;
+                        frame_bytes(&Frame::Stream {
+                            stream: id,
+                            offset: next_offset[i] * 1000,
+                            fin: false,
+                            data: &symbol[..1000],
+                        })
+                    };
+                    next_offset[i] += 1;
+                    one_symbol_block(next_block[i], &content, &mut frames);
+                }
+                _ => unreachable!("attacks are checked"),
+            }
+            next_block[i] += 1;
+            let f = frames.clone();
+            a.inject(h, &f);
+        }
+        // About 1,000 crafted packets per second per connection at most:
+        // bounded, and still far beyond what the server allows.
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    // Let the server's last words (close frames) arrive.
+    let settle = Instant::now() + Duration::from_millis(300);
+    while Instant::now() < settle {
+        a.pump();
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let mut out = a.outcome();
+    out.established = established;
+    Ok(out)
+}
+
+fn write_symbol(out: &mut Vec<u8>, block_id: u32, block_len: u32, payload: &[u8]) {
+    let mut buf = vec![0u8; payload.len() + 32];
+    let mut w = Writer::new(&mut buf);
+    write_frame(
+        &mut w,
+        &Frame::Symbol(Symbol {
+            block_id,
+            // Not the block's first source, so it is not read in order as
+            // frames: only the decoder takes it.
+            esi: 1,
+            block_len,
+            payload,
+        }),
+    )
+    .expect("sized for it");
+    out.extend_from_slice(w.into_written());
+}
