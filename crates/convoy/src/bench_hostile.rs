@@ -28,7 +28,7 @@ use convoy_proto::wire::frame::write_frame;
 use convoy_proto::wire::{Frame, Symbol};
 use convoy_proto::{CloseReason, CodeKind, Config, ConnectionHandle, Endpoint, Keypair, Mode};
 
-use crate::bench_server::RssSampler;
+use crate::bench_server::{proc_status_kib, RssSampler};
 
 /// Every attack, in the order they run.
 pub const ATTACKS: &[&str] = &["blocks", "preauth", "streams", "pieces", "reset"];
@@ -340,12 +340,7 @@ impl FleetServer {
     }
 
     fn status_kib(&self, field: &str) -> u64 {
-        let text =
-            std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap_or_default();
-        text.lines()
-            .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
-            .and_then(|v| v.split_whitespace().next()?.parse().ok())
-            .unwrap_or(0)
+        proc_status_kib(self.pid(), field).unwrap_or(0)
     }
 }
 

@@ -95,12 +95,7 @@ impl SpawnedServer {
 
     /// A field of /proc/PID/status, in KiB (VmRSS, VmHWM).
     pub fn status_kib(&self, field: &str) -> u64 {
-        let text =
-            std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap_or_default();
-        text.lines()
-            .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
-            .and_then(|v| v.split_whitespace().next()?.parse().ok())
-            .unwrap_or(0)
+        proc_status_kib(self.pid(), field).unwrap_or(0)
     }
 
     /// Stops the server (SIGTERM), waits for it and collects its counters.
@@ -137,6 +132,15 @@ impl SpawnedServer {
     }
 }
 
+/// A field of a process's /proc/PID/status, in KiB (VmRSS, VmHWM); `None`
+/// if the process is gone or the field is missing.
+pub fn proc_status_kib(pid: u32, field: &str) -> Option<u64> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    text.lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+}
+
 /// Samples a process's resident memory (VmRSS) every 100 ms until
 /// stopped; `finish` gives the peak in KiB.
 pub struct RssSampler {
@@ -151,13 +155,7 @@ impl RssSampler {
         let thread = std::thread::spawn(move || {
             let mut peak = 0u64;
             while !flag.load(std::sync::atomic::Ordering::Relaxed) {
-                let text =
-                    std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-                if let Some(v) = text
-                    .lines()
-                    .find_map(|l| l.strip_prefix("VmRSS:"))
-                    .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
-                {
+                if let Some(v) = proc_status_kib(pid, "VmRSS") {
                     peak = peak.max(v);
                 }
                 std::thread::sleep(Duration::from_millis(100));
