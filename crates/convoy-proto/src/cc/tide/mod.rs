@@ -212,9 +212,9 @@ pub struct Tide {
     only_path: bool,
     /// Window added by start-up growth before a rate was measured.
     ramped: u64,
-    /// (time, bytes) of recent service-excess readings: the backlog the
-    /// link's grant pattern needs queued (`PathEstimate::service_excess`);
-    /// the floor of the queue target is their maximum.
+    /// (time, bytes) of recent service-excess readings, each larger than
+    /// every later one (a sliding-window maximum): the backlog the link's
+    /// grant pattern needs queued (`PathEstimate::service_excess`).
     bursts: std::collections::VecDeque<(Duration, u64)>,
     burst_read_at: Option<Duration>,
 }
@@ -290,9 +290,10 @@ impl Tide {
         by_time.max(burst).max(self.cfg.mss)
     }
 
-    /// The backlog the link's grant pattern has needed lately, bytes.
+    /// The backlog the link's grant pattern has needed lately, bytes: the
+    /// front of `bursts`, which `read_bursts` keeps in decreasing order.
     fn burst_floor(&self) -> u64 {
-        self.bursts.iter().map(|&(_, b)| b).max().unwrap_or(0)
+        self.bursts.front().map_or(0, |&(_, b)| b)
     }
 
     /// Reads the link's service excess at `rate` (at most once per rate
