@@ -208,6 +208,10 @@ impl Spool {
             rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
         )
         .map_err(|e| format!("spool {}: {e}", dir.display()))?;
+        // The agent may hold the write lock (a checkpoint on a busy or
+        // full disk): wait for it as the agent itself does.
+        db.busy_timeout(std::time::Duration::from_secs(10))
+            .map_err(|e| format!("spool {}: {e}", dir.display()))?;
         Ok(Spool {
             dir: dir.to_owned(),
             db,

@@ -130,23 +130,87 @@ impl Shared {
     }
 
     /// Writes `status.json` atomically, or, when there is no room for a
-    /// second copy (a full disk), in place: a reader may then catch it
-    /// half-written once, but `convoy agent status` keeps showing the
-    /// agent running and why the disk is full.
+    /// second copy (a full disk), in place. The text is padded with spaces
+    /// to whole 4 KiB pages so that the in-place write never truncates the
+    /// file nor needs a new block: truncating first would leave an empty
+    /// file (the agent "not running") for as long as the disk stays full.
     pub fn write(&self, spool: &Path) {
+        let Ok(mut text) = serde_json::to_vec_pretty(&self.snapshot()) else {
+            return;
+        };
+        text.push(b'\n');
+        text.resize(text.len().next_multiple_of(STATUS_PAGE), b' ');
+        let path = spool.join("status.json");
         let tmp = spool.join("status.json.tmp");
-        if let Ok(text) = serde_json::to_vec_pretty(&self.snapshot()) {
-            if std::fs::write(&tmp, &text).is_ok() {
-                let _ = std::fs::rename(&tmp, spool.join("status.json"));
-            } else {
-                let _ = std::fs::remove_file(&tmp);
-                let _ = std::fs::write(spool.join("status.json"), &text);
+        if std::fs::write(&tmp, &text).is_ok() {
+            let _ = std::fs::rename(&tmp, &path);
+            return;
+        }
+        let _ = std::fs::remove_file(&tmp);
+        let old_len = std::fs::metadata(&path).map_or(0, |m| m.len() as usize);
+        if old_len >= text.len() {
+            // Spaces over the whole old text: JSON allows trailing ones.
+            use std::os::unix::fs::FileExt;
+            text.resize(old_len, b' ');
+            if let Ok(f) = std::fs::OpenOptions::new().write(true).open(&path) {
+                let _ = f.write_all_at(&text, 0);
             }
+        } else {
+            let _ = std::fs::write(&path, &text);
         }
     }
 }
 
+/// The status file is padded to whole pages of this size (see `write`).
+const STATUS_PAGE: usize = 4096;
+
+/// The agent's last status. An in-place write (on a full disk) can be
+/// caught half-done; such a read is tried again a few times before the
+/// agent is taken for absent.
 pub fn read(spool: &Path) -> Option<Snapshot> {
-    let text = std::fs::read(spool.join("status.json")).ok()?;
-    serde_json::from_slice(&text).ok()
+    for attempt in 0..5 {
+        if attempt > 0 {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let Ok(text) = std::fs::read(spool.join("status.json")) else {
+            return None;
+        };
+        if let Ok(s) = serde_json::from_slice(&text) {
+            return Some(s);
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_reads_back_whole_pages() {
+        let dir = tempfile::tempdir().unwrap();
+        let shared = Shared::default();
+        shared.write(dir.path());
+        let len = std::fs::metadata(dir.path().join("status.json"))
+            .unwrap()
+            .len();
+        assert_eq!(len % STATUS_PAGE as u64, 0);
+        assert_eq!(read(dir.path()).unwrap().pid, std::process::id());
+    }
+
+    #[test]
+    fn without_room_for_a_copy_it_overwrites_in_place_and_stays_readable() {
+        let dir = tempfile::tempdir().unwrap();
+        // A longer old status, two pages of valid JSON.
+        let mut old = br#"{"pid": 1}"#.to_vec();
+        old.resize(2 * STATUS_PAGE, b' ');
+        std::fs::write(dir.path().join("status.json"), &old).unwrap();
+        // The copy cannot be written (a directory stands in its name), as
+        // on a full disk.
+        std::fs::create_dir(dir.path().join("status.json.tmp")).unwrap();
+        Shared::default().write(dir.path());
+        let meta = std::fs::metadata(dir.path().join("status.json")).unwrap();
+        assert_eq!(meta.len(), 2 * STATUS_PAGE as u64, "never truncated");
+        assert_eq!(read(dir.path()).unwrap().pid, std::process::id());
+    }
 }

@@ -103,7 +103,12 @@ fn agent_status(cfg: &Path) -> serde_json::Value {
         .arg(cfg)
         .output()
         .unwrap();
-    serde_json::from_slice(&out.stdout).unwrap_or_default()
+    assert!(
+        out.status.success(),
+        "convoy agent status: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
 }
 
 fn acked_names(spool: &Path) -> Vec<String> {
