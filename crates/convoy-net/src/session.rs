@@ -9,12 +9,12 @@ use std::time::Duration;
 
 use convoy_proto::{Connection, StreamError, StreamId};
 
-use crate::auth::{read_name, write_name, Authorizer, Identity};
+use crate::auth::{read_name, write_name, Identity};
 use crate::error::NetError;
 use crate::perf_stamps::{wall_ns, LatencyMeter};
 use crate::perf_timeline::ReadTimeline;
 use crate::request::{Reply, Request};
-use crate::server::committer::{Job, Outcome, Work};
+use crate::server::committer::{Job, Open, Opened, Outcome, Work};
 use crate::store::{PartialUpload, PutStart, Store};
 
 /// How often a perf server reports what it has received.
@@ -130,9 +130,7 @@ pub struct SessionCtx<'a> {
     pub store: Option<&'a Store>,
     /// Who the peer is (`None` on a server without an authorizer).
     pub who: Option<&'a Identity>,
-    /// Asked again before an upload is acknowledged.
-    pub auth: Option<&'a dyn Authorizer>,
-    /// The peer's static key.
+    /// The peer's static key (asked about again before a commit).
     pub key: Option<[u8; 32]>,
 }
 
@@ -140,20 +138,19 @@ impl SessionCtx<'_> {
     fn vehicle(&self) -> Option<String> {
         self.who.map(|w| w.name.clone())
     }
-
-    /// The upload's key is still registered (a revocation since the
-    /// connection began stops the upload before it is acknowledged).
-    fn still_allowed(&self) -> Result<(), NetError> {
-        if let (Some(auth), Some(key)) = (self.auth, self.key.as_ref()) {
-            auth.identify(key)
-                .map_err(|why| NetError::Remote(format!("{}{why}", crate::auth::REFUSED_PREFIX)))?;
-        }
-        Ok(())
-    }
 }
 
 enum Phase {
     Header,
+    /// The request needs a file read before its first reply (a hash); the
+    /// open thread does it ([`Session::take_job`]), the reply waits for
+    /// [`Session::job_done`].
+    Opening {
+        name: String,
+        stored: String,
+        /// A download, from this offset; an upload if `None`.
+        download_from: Option<u64>,
+    },
     Put {
         upload: Box<PartialUpload>,
         /// As the client named it, and as stored (namespace included).
@@ -206,6 +203,21 @@ pub struct Session {
     job: Option<Job>,
 }
 
+/// A stored file that is not there, as the client should read it.
+fn no_such(name: &str, e: NetError) -> NetError {
+    match e {
+        NetError::File { err, .. }
+            if matches!(
+                err.kind(),
+                std::io::ErrorKind::NotFound | std::io::ErrorKind::IsADirectory
+            ) =>
+        {
+            NetError::Remote(format!("no file named {name:?} on the server"))
+        }
+        other => other,
+    }
+}
+
 /// CPU time (user + system) this process has used.
 pub fn cpu_time() -> Duration {
     // SAFETY: getrusage fills the zeroed struct.
@@ -233,24 +245,68 @@ impl Session {
         self.job.take()
     }
 
-    /// The commit thread is done with this session's job: say "stored"
-    /// only now, with the file fsynced, renamed, its directory fsynced and
-    /// the hook run; or report why not.
-    pub fn committed(
+    /// This session's job is done. A commit: say "stored" only now, with
+    /// the file fsynced, renamed, its directory fsynced and the hook run;
+    /// or report why not. An open: go on with the request.
+    pub fn job_done(
         &mut self,
         outcome: Outcome,
         ctx: &SessionCtx<'_>,
         events: &mut Vec<ServerEvent>,
     ) {
-        let Phase::Committing {
-            name,
-            from,
-            bytes,
-            announce,
-        } = std::mem::replace(&mut self.phase, Phase::Done)
-        else {
-            return;
-        };
+        match (std::mem::replace(&mut self.phase, Phase::Done), outcome) {
+            (
+                Phase::Committing {
+                    name,
+                    from,
+                    bytes,
+                    announce,
+                },
+                Outcome::Stored(stored),
+            ) => self.committed(stored, (name, from, bytes, announce), ctx, events),
+            (
+                Phase::Opening {
+                    name,
+                    stored,
+                    download_from,
+                },
+                Outcome::Opened(opened),
+            ) => {
+                let opened = match download_from {
+                    Some(_) => opened.map_err(|e| no_such(&name, e)),
+                    None => opened,
+                };
+                let went_on = opened.and_then(|opened| match opened {
+                    Opened::Put(start) => {
+                        self.put_started(start, name, stored, ctx)?;
+                        // Data sent right behind the request header.
+                        let early = std::mem::take(&mut self.inbox);
+                        if early.is_empty() {
+                            Ok(())
+                        } else {
+                            self.on_data(&early, ctx, Duration::ZERO)
+                        }
+                    }
+                    Opened::Get { file, size, hash } => {
+                        self.get_started(file, size, hash, name, download_from.unwrap_or(0))
+                    }
+                });
+                if let Err(e) = went_on {
+                    self.fail(&e, ctx, events);
+                }
+            }
+            // Not waiting for this (abandoned or failed meanwhile).
+            (phase, _) => self.phase = phase,
+        }
+    }
+
+    fn committed(
+        &mut self,
+        outcome: Result<[u8; 32], NetError>,
+        (name, from, bytes, announce): (String, u64, u64, bool),
+        ctx: &SessionCtx<'_>,
+        events: &mut Vec<ServerEvent>,
+    ) {
         self.partial = None;
         match outcome {
             Ok(hash) => {
@@ -333,9 +389,10 @@ impl Session {
     ) -> Result<(), NetError> {
         match self.phase {
             Phase::Get { .. } => return self.send_file(c, id, ctx, scratch, events),
-            // The request side has ended; nothing to do until the commit
-            // thread answers.
-            Phase::Committing { .. } => return Ok(()),
+            // Nothing to do until the commit or open thread answers; what
+            // the peer sends meanwhile waits in the stream, under its flow
+            // control.
+            Phase::Committing { .. } | Phase::Opening { .. } => return Ok(()),
             _ => {}
         }
         loop {
@@ -405,6 +462,11 @@ impl Session {
                 Ok(())
             }
             Phase::Put { upload, .. } => upload.write(data),
+            // The rest of the read that held the request header.
+            Phase::Opening { .. } => {
+                self.inbox.extend_from_slice(data);
+                Ok(())
+            }
             Phase::Perf {
                 received,
                 latency,
@@ -431,68 +493,24 @@ impl Session {
         match req {
             Request::Put { name, size, hash } => {
                 let stored = write_name(ctx.who, &name).map_err(NetError::Remote)?;
-                match need_store()?.begin_put(&stored, size, hash)? {
-                    PutStart::AlreadyStored => {
-                        // An earlier run stored it but its client never
-                        // heard: queue it again (idempotent), then confirm.
-                        self.out.push(&Reply::PutFrom { offset: size }.encode());
-                        self.job = Some(Job {
-                            stored,
-                            who: ctx.who.cloned(),
-                            work: Work::Requeue {
-                                bytes: size,
-                                blake3: hash,
-                            },
-                        });
-                        self.phase = Phase::Committing {
-                            name,
-                            from: size,
-                            bytes: size,
-                            announce: false,
-                        };
-                    }
-                    PutStart::Resume(upload) => {
-                        self.out.push(
-                            &Reply::PutFrom {
-                                offset: upload.written,
-                            }
-                            .encode(),
-                        );
-                        self.partial = Some(upload.path.clone());
-                        let from = upload.written;
-                        self.phase = Phase::Put {
-                            upload,
-                            name,
-                            stored,
-                            from,
-                        };
-                    }
+                let store = need_store()?;
+                if store.put_needs_reading(&stored, size, &hash) {
+                    self.open_off_thread(name, stored, None, Open::Put { size, hash }, ctx);
+                } else {
+                    let start = store.begin_put(&stored, size, hash)?;
+                    self.put_started(start, name, stored, ctx)?;
                 }
             }
             Request::Get { name, offset } => {
                 let stored = read_name(ctx.who, &name).map_err(NetError::Remote)?;
-                let (mut file, size, hash) =
-                    need_store()?.open_get(&stored).map_err(|e| match e {
-                        NetError::File { err, .. }
-                            if matches!(
-                                err.kind(),
-                                std::io::ErrorKind::NotFound | std::io::ErrorKind::IsADirectory
-                            ) =>
-                        {
-                            NetError::Remote(format!("no file named {name:?} on the server"))
-                        }
-                        other => other,
-                    })?;
-                let offset = offset.min(size);
-                std::io::Seek::seek(&mut file, std::io::SeekFrom::Start(offset))
-                    .map_err(|e| NetError::file(&name, e))?;
-                self.out.push(&Reply::GetMeta { size, hash }.encode());
-                self.phase = Phase::Get {
-                    file,
-                    left: size - offset,
-                    name,
-                    sent: 0,
-                };
+                let store = need_store()?;
+                if store.get_needs_reading(&stored) {
+                    self.open_off_thread(name, stored, Some(offset), Open::Get, ctx);
+                } else {
+                    let (file, size, hash) =
+                        store.open_get(&stored).map_err(|e| no_such(&name, e))?;
+                    self.get_started(file, size, hash, name, offset)?;
+                }
             }
             Request::Perf { bytes, millis } => {
                 self.phase = Phase::Perf {
@@ -508,6 +526,99 @@ impl Session {
                 };
             }
         }
+        Ok(())
+    }
+
+    fn open_off_thread(
+        &mut self,
+        name: String,
+        stored: String,
+        download_from: Option<u64>,
+        open: Open,
+        ctx: &SessionCtx<'_>,
+    ) {
+        self.job = Some(Job {
+            stored: stored.clone(),
+            who: ctx.who.cloned(),
+            key: ctx.key,
+            work: Work::Open(open),
+        });
+        self.phase = Phase::Opening {
+            name,
+            stored,
+            download_from,
+        };
+    }
+
+    fn put_started(
+        &mut self,
+        start: PutStart,
+        name: String,
+        stored: String,
+        ctx: &SessionCtx<'_>,
+    ) -> Result<(), NetError> {
+        match start {
+            PutStart::AlreadyStored { size, blake3 } => {
+                // An earlier run stored it but its client never heard:
+                // queue it again (idempotent), then confirm.
+                self.out.push(&Reply::PutFrom { offset: size }.encode());
+                self.job = Some(Job {
+                    stored,
+                    who: ctx.who.cloned(),
+                    key: ctx.key,
+                    work: Work::Requeue {
+                        bytes: size,
+                        blake3,
+                    },
+                });
+                self.phase = Phase::Committing {
+                    name,
+                    from: size,
+                    bytes: size,
+                    announce: false,
+                };
+            }
+            PutStart::Resume(upload) => {
+                self.out.push(
+                    &Reply::PutFrom {
+                        offset: upload.written,
+                    }
+                    .encode(),
+                );
+                self.partial = Some(upload.path.clone());
+                let from = upload.written;
+                self.phase = Phase::Put {
+                    upload,
+                    name,
+                    stored,
+                    from,
+                };
+            }
+        }
+        Ok(())
+    }
+
+    fn get_started(
+        &mut self,
+        mut file: File,
+        size: u64,
+        hash: [u8; 32],
+        name: String,
+        offset: u64,
+    ) -> Result<(), NetError> {
+        if !self.inbox.is_empty() {
+            return Err(NetError::Protocol("unexpected data".into()));
+        }
+        let offset = offset.min(size);
+        std::io::Seek::seek(&mut file, std::io::SeekFrom::Start(offset))
+            .map_err(|e| NetError::file(&name, e))?;
+        self.out.push(&Reply::GetMeta { size, hash }.encode());
+        self.phase = Phase::Get {
+            file,
+            left: size - offset,
+            name,
+            sent: 0,
+        };
         Ok(())
     }
 
@@ -530,16 +641,16 @@ impl Session {
                         "upload ended at {got} of {size} bytes"
                     )));
                 }
-                // A key revoked during the upload gets no acknowledgement;
-                // its bytes stay in the partial file, never committed.
-                ctx.still_allowed()?;
                 // fsync, rename, directory fsync and the hook block for
-                // milliseconds: they run on the commit thread, and the
-                // reply waits for them (`committed`).
+                // milliseconds: they run on the commit thread (which asks
+                // about the key again first: a key revoked during the
+                // upload is never acknowledged), and the reply waits for
+                // them (`job_done`).
                 let bytes = upload.size;
                 self.job = Some(Job {
                     stored,
                     who: ctx.who.cloned(),
+                    key: ctx.key,
                     work: Work::Commit(upload),
                 });
                 self.phase = Phase::Committing {
@@ -698,5 +809,111 @@ impl Session {
             self.out.finish_when_empty();
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::server::committer;
+
+    fn ctx(store: &Store) -> SessionCtx<'_> {
+        SessionCtx {
+            store: Some(store),
+            who: None,
+            key: None,
+        }
+    }
+
+    fn replies(s: &mut Session) -> Vec<Reply> {
+        let mut buf = std::mem::take(&mut s.out.buf);
+        let mut out = Vec::new();
+        while let Some((r, used)) = Reply::decode(&buf).unwrap() {
+            out.push(r);
+            buf.drain(..used);
+        }
+        out
+    }
+
+    /// Sends `req`; returns the job the session handed over, if any.
+    fn request(s: &mut Session, store: &Store, req: Request) -> Option<Job> {
+        s.on_data(&req.encode(), &ctx(store), Duration::ZERO)
+            .unwrap();
+        s.take_job()
+    }
+
+    #[test]
+    fn a_get_hashes_an_unhashed_file_off_the_driver_and_answers_when_done() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        std::fs::write(dir.path().join("big.bin"), vec![7u8; 3 << 20]).unwrap();
+        let get = || Request::Get {
+            name: "big.bin".into(),
+            offset: 0,
+        };
+
+        let mut s = Session::new("127.0.0.1:1".parse().unwrap());
+        let job = request(&mut s, &store, get()).expect("the hash is the open thread's");
+        assert!(matches!(job.work, Work::Open(Open::Get)));
+        assert!(replies(&mut s).is_empty(), "no answer before the hash");
+        let outcome = committer::run(job, &store, None, None);
+        s.job_done(outcome, &ctx(&store), &mut Vec::new());
+        let expected = *blake3::hash(&vec![7u8; 3 << 20]).as_bytes();
+        assert!(matches!(
+            replies(&mut s)[..],
+            [Reply::GetMeta { size, hash }] if size == 3 << 20 && hash == expected
+        ));
+
+        // Hashed once: the next get answers at once.
+        let mut again = Session::new("127.0.0.1:1".parse().unwrap());
+        assert!(request(&mut again, &store, get()).is_none());
+        assert!(matches!(replies(&mut again)[..], [Reply::GetMeta { .. }]));
+    }
+
+    #[test]
+    fn a_new_upload_starts_at_once_and_a_resumed_one_is_hashed_off_the_driver() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let data = vec![3u8; 1 << 20];
+        let put = || Request::Put {
+            name: "up.bin".into(),
+            size: data.len() as u64,
+            hash: *blake3::hash(&data).as_bytes(),
+        };
+        let mut first = Session::new("127.0.0.1:1".parse().unwrap());
+        assert!(request(&mut first, &store, put()).is_none());
+        assert!(matches!(
+            replies(&mut first)[..],
+            [Reply::PutFrom { offset: 0 }]
+        ));
+        first
+            .on_data(&data[..4096], &ctx(&store), Duration::ZERO)
+            .unwrap();
+        first.abandon();
+
+        let mut second = Session::new("127.0.0.1:1".parse().unwrap());
+        let job = request(&mut second, &store, put()).expect("resume reads the partial");
+        assert!(matches!(job.work, Work::Open(Open::Put { .. })));
+        let outcome = committer::run(job, &store, None, None);
+        second.job_done(outcome, &ctx(&store), &mut Vec::new());
+        assert!(matches!(
+            replies(&mut second)[..],
+            [Reply::PutFrom { offset: 4096 }]
+        ));
+    }
+
+    #[test]
+    fn a_get_of_a_missing_file_is_refused_with_its_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let mut s = Session::new("127.0.0.1:1".parse().unwrap());
+        let req = Request::Get {
+            name: "nope".into(),
+            offset: 0,
+        };
+        let err = s
+            .on_data(&req.encode(), &ctx(&store), Duration::ZERO)
+            .unwrap_err();
+        assert!(err.to_string().contains("no file named \"nope\""), "{err}");
     }
 }

@@ -75,7 +75,10 @@ pub struct PartialUpload {
 pub enum PutStart {
     /// The same content is already stored under the name (an earlier run
     /// finished but its client never heard).
-    AlreadyStored,
+    AlreadyStored {
+        size: u64,
+        blake3: [u8; 32],
+    },
     Resume(Box<PartialUpload>),
 }
 
@@ -227,7 +230,7 @@ impl Store {
         let final_path = self.final_path(name);
         if let Ok(m) = fs::metadata(&final_path) {
             if m.len() == size && self.hash_stored(&final_path)?.1 == hash {
-                return Ok(PutStart::AlreadyStored);
+                return Ok(PutStart::AlreadyStored { size, blake3: hash });
             }
         }
         let path = self.partial_path(name, &hash);
@@ -271,19 +274,43 @@ impl Store {
         Ok((f, size, hash))
     }
 
+    /// Whether [`Store::begin_put`] would read a file: hash a stored file
+    /// of the same size not hashed before, or a partial file's bytes to
+    /// resume. The driver hands such a start to a thread of its own; a new
+    /// upload (most of them) starts at once.
+    pub fn put_needs_reading(&self, name: &str, size: u64, hash: &[u8; 32]) -> bool {
+        let final_path = self.final_path(name);
+        let unhashed_twin = fs::metadata(&final_path)
+            .is_ok_and(|m| m.len() == size && self.cached_hash(&final_path, &m).is_none());
+        let resumable = fs::symlink_metadata(self.partial_path(name, hash))
+            .is_ok_and(|m| m.is_file() && m.len() > 0 && m.len() <= size);
+        unhashed_twin || resumable
+    }
+
+    /// Whether [`Store::open_get`] would hash the file (not hashed since it
+    /// last changed).
+    pub fn get_needs_reading(&self, name: &str) -> bool {
+        let path = self.final_path(name);
+        fs::metadata(&path).is_ok_and(|m| self.cached_hash(&path, &m).is_none())
+    }
+
+    fn cached_hash(&self, path: &Path, m: &fs::Metadata) -> Option<[u8; 32]> {
+        let st = stamp(m);
+        self.hashes
+            .0
+            .lock()
+            .ok()
+            .and_then(|c| c.get(path).filter(|(s, _)| *s == st).map(|&(_, h)| h))
+    }
+
     /// A stored file, open at its start, and its BLAKE3: from the cache
     /// while the file is the version hashed, else hashed now.
     fn hash_stored(&self, path: &Path) -> Result<(File, [u8; 32]), NetError> {
         let err = |e| NetError::file(path, e);
         let mut f = File::open(path).map_err(err)?;
-        let st = stamp(&f.metadata().map_err(err)?);
-        let cached = self
-            .hashes
-            .0
-            .lock()
-            .ok()
-            .and_then(|c| c.get(path).filter(|(s, _)| *s == st).map(|&(_, h)| h));
-        if let Some(h) = cached {
+        let meta = f.metadata().map_err(err)?;
+        let st = stamp(&meta);
+        if let Some(h) = self.cached_hash(path, &meta) {
             return Ok((f, h));
         }
         let h = *hash_reader(&mut f, u64::MAX)
@@ -379,7 +406,7 @@ mod tests {
         let hash = *blake3::hash(data).as_bytes();
         match store.begin_put(name, data.len() as u64, hash).unwrap() {
             PutStart::Resume(p) => p,
-            PutStart::AlreadyStored => panic!("{name} already stored"),
+            PutStart::AlreadyStored { .. } => panic!("{name} already stored"),
         }
     }
 
@@ -457,7 +484,7 @@ mod tests {
         let store = Store::open(dir.path()).unwrap();
         let mut p = match store.begin_put("x", 3, [7; 32]).unwrap() {
             PutStart::Resume(p) => p,
-            PutStart::AlreadyStored => unreachable!(),
+            PutStart::AlreadyStored { .. } => unreachable!(),
         };
         p.write(b"abc").unwrap();
         let partial = p.path.clone();

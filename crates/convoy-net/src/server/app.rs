@@ -131,7 +131,7 @@ impl ServerApp {
             events: Vec::new(),
             touched: Vec::new(),
             next_tick: Duration::ZERO,
-            committer: Committer::new(store.clone(), access.hook.clone()),
+            committer: Committer::new(store.clone(), access.hook.clone(), access.auth.clone()),
             outcomes: HashMap::new(),
             partial_max_age: None,
             next_sweep: PARTIAL_SWEEP_EVERY,
@@ -286,7 +286,6 @@ impl ServerApp {
         let ctx = SessionCtx {
             store: self.store.as_ref(),
             who: who.as_ref(),
-            auth: self.access.auth.as_deref(),
             key: c.peer_static(),
         };
         list.retain_mut(|(id, r)| {
@@ -297,7 +296,7 @@ impl ServerApp {
                 }
             }
             if let Some(outcome) = self.outcomes.remove(&(h, *id)) {
-                r.session.committed(outcome, &ctx, &mut self.events);
+                r.session.job_done(outcome, &ctx, &mut self.events);
             }
             r.session
                 .step(c, *id, &ctx, now, &mut self.scratch, &mut self.events);

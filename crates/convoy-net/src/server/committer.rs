@@ -1,4 +1,4 @@
-//! The blocking end of each upload, off the protocol thread.
+//! The blocking work of each request, off the protocol thread.
 //!
 //! Making an upload durable is an fsync of the file, a rename, an fsync of
 //! its directory and the commit hook (the ingest's catalog write, itself
@@ -6,24 +6,31 @@
 //! the driver thread, every one of them was a pause in reading datagrams
 //! and sending acknowledgments for every connection of the worker, and a
 //! drain after an outage commits a dozen uploads a second. So a session
-//! whose upload is complete hands it to this worker thread and waits; the
+//! whose upload is complete hands it to a commit thread and waits; the
 //! result comes back over a channel and wakes the driver, and only then is
 //! the client told "stored" (docs/NET.md, "Durability").
 //!
-//! One thread per server worker, started with its first job: jobs run in
-//! the order given, so a connection's confirmations keep the order of its
-//! uploads, and the disk sees one writer per worker, as before.
+//! Reading a whole file is the other blocking work a request can ask for:
+//! the BLAKE3 of a stored file for a `get` (or to see whether a re-sent
+//! upload is stored already), and of a partial file's bytes when an upload
+//! resumes. A peer looping `get` over large files would otherwise stall
+//! every connection of the worker. Those run on an open thread of their
+//! own, so a long hash does not hold back other vehicles' commits either.
+//!
+//! Each worker has one thread of each kind, started with its first job:
+//! jobs run in the order given, so a connection's confirmations keep the
+//! order of its uploads, and the disk sees one writer per worker.
 
+use std::fs::File;
 use std::path::Path;
-use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 
 use convoy_proto::{ConnectionHandle, StreamId};
 
-use crate::auth::{CommitHook, Committed, Identity};
+use crate::auth::{Authorizer, CommitHook, Committed, Identity, REFUSED_PREFIX};
 use crate::error::NetError;
-use crate::store::{PartialUpload, Store};
+use crate::server::offload::Offload;
+use crate::store::{PartialUpload, PutStart, Store};
 use crate::wake::Waker;
 
 /// Which session a job belongs to.
@@ -34,6 +41,9 @@ pub struct Job {
     /// The name inside the store, namespace included.
     pub stored: String,
     pub who: Option<Identity>,
+    /// The peer's static key: a commit asks the authorizer about it again,
+    /// so a key revoked during the upload is never acknowledged.
+    pub key: Option<[u8; 32]>,
     pub work: Work,
 }
 
@@ -44,28 +54,83 @@ pub enum Work {
     /// Stored by an earlier run whose client never heard: the hook again
     /// (it is idempotent).
     Requeue { bytes: u64, blake3: [u8; 32] },
+    /// What a request needs before its first reply, when that means
+    /// reading a file (on the open thread).
+    Open(Open),
 }
 
-/// A job's outcome: the stored file's BLAKE3, or why it is not stored.
-pub type Outcome = Result<[u8; 32], NetError>;
+/// A request to open, named by the job's `stored`.
+pub enum Open {
+    /// Start or resume an upload of `size` bytes with BLAKE3 `hash`.
+    Put { size: u64, hash: [u8; 32] },
+    /// Send a stored file.
+    Get,
+}
 
-/// Runs a job: everything that must be on disk before "stored" is said.
-pub fn run(job: Job, store: &Store, hook: Option<&dyn CommitHook>) -> Outcome {
-    let (bytes, blake3) = match job.work {
-        Work::Commit(upload) => (upload.size, upload.commit()?),
-        Work::Requeue { bytes, blake3 } => (bytes, blake3),
+/// What an [`Open`] found.
+pub enum Opened {
+    Put(PutStart),
+    /// The file at its start, its size and BLAKE3.
+    Get {
+        file: File,
+        size: u64,
+        hash: [u8; 32],
+    },
+}
+
+/// A job's outcome.
+pub enum Outcome {
+    /// The stored file's BLAKE3, or why it is not stored.
+    Stored(Result<[u8; 32], NetError>),
+    Opened(Result<Opened, NetError>),
+}
+
+/// Runs a job: for a commit, everything that must be on disk before
+/// "stored" is said.
+pub fn run(
+    job: Job,
+    store: &Store,
+    hook: Option<&dyn CommitHook>,
+    auth: Option<&dyn Authorizer>,
+) -> Outcome {
+    let durable = match job.work {
+        Work::Open(Open::Put { size, hash }) => {
+            return Outcome::Opened(store.begin_put(&job.stored, size, hash).map(Opened::Put))
+        }
+        Work::Open(Open::Get) => {
+            return Outcome::Opened(
+                store
+                    .open_get(&job.stored)
+                    .map(|(file, size, hash)| Opened::Get { file, size, hash }),
+            )
+        }
+        // A key revoked during the upload gets no acknowledgement; its
+        // bytes stay in the partial file, never committed.
+        Work::Commit(upload) => still_registered(auth, job.key.as_ref())
+            .and_then(|()| Ok((upload.size, upload.commit()?))),
+        Work::Requeue { bytes, blake3 } => Ok((bytes, blake3)),
     };
-    if let Some(hook) = hook {
-        queue(
-            hook,
-            job.who.as_ref(),
-            &job.stored,
-            &store.final_path(&job.stored),
-            bytes,
-            blake3,
-        )?;
+    Outcome::Stored(durable.and_then(|(bytes, blake3)| {
+        if let Some(hook) = hook {
+            queue(
+                hook,
+                job.who.as_ref(),
+                &job.stored,
+                &store.final_path(&job.stored),
+                bytes,
+                blake3,
+            )?;
+        }
+        Ok(blake3)
+    }))
+}
+
+fn still_registered(auth: Option<&dyn Authorizer>, key: Option<&[u8; 32]>) -> Result<(), NetError> {
+    if let (Some(auth), Some(key)) = (auth, key) {
+        auth.identify(key)
+            .map_err(|why| NetError::Remote(format!("{REFUSED_PREFIX}{why}")))?;
     }
-    Ok(blake3)
+    Ok(())
 }
 
 fn queue(
@@ -86,85 +151,73 @@ fn queue(
     .map_err(|e| NetError::Remote(format!("stored but not queued for indexing: {e}")))
 }
 
-/// A worker's commit thread and the channels to and from it.
+type Keyed<T> = (JobKey, T);
+
+/// A worker's commit and open threads.
 pub struct Committer {
-    store: Option<Store>,
-    hook: Option<Arc<dyn CommitHook>>,
-    waker: Option<Arc<Waker>>,
-    jobs: Option<Sender<(JobKey, Job)>>,
-    thread: Option<JoinHandle<()>>,
-    done_tx: Sender<(JobKey, Outcome)>,
-    done: Receiver<(JobKey, Outcome)>,
+    commits: Offload<Keyed<Job>, Keyed<Outcome>>,
+    opens: Offload<Keyed<Job>, Keyed<Outcome>>,
+    /// Jobs no thread could take, failed here.
+    refused: Vec<Keyed<Outcome>>,
 }
 
 impl Committer {
-    pub fn new(store: Option<Store>, hook: Option<Arc<dyn CommitHook>>) -> Committer {
-        let (done_tx, done) = mpsc::channel();
-        Committer {
-            store,
-            hook,
-            waker: None,
-            jobs: None,
-            thread: None,
-            done_tx,
-            done,
-        }
-    }
-
-    /// The driver's waker, rung as each job finishes. Without one, results
-    /// are collected on the driver's next turn (at most 100 ms later).
-    pub fn set_waker(&mut self, waker: Arc<Waker>) {
-        self.waker = Some(waker);
-    }
-
-    /// Hands a job to the thread (started now if need be). A server with
-    /// no store gets no jobs: sessions refuse uploads before that.
-    pub fn submit(&mut self, key: JobKey, job: Job) {
-        let store = self.store.clone().expect("uploads need a store");
-        let jobs = self.jobs.get_or_insert_with(|| {
-            let (tx, rx) = mpsc::channel::<(JobKey, Job)>();
-            let (hook, done, waker) = (self.hook.clone(), self.done_tx.clone(), self.waker.clone());
-            let spawned = std::thread::Builder::new()
-                .name("convoy-commit".into())
-                .spawn(move || {
-                    for (key, job) in rx {
-                        let outcome = run(job, &store, hook.as_deref());
-                        if done.send((key, outcome)).is_err() {
-                            break;
-                        }
-                        if let Some(w) = &waker {
-                            w.wake();
-                        }
-                    }
-                });
-            match spawned {
-                Ok(t) => self.thread = Some(t),
-                // No thread to be had: the job fails below (its channel
-                // has no reader), and the client retries later.
-                Err(e) => eprintln!("convoy: cannot start the commit thread: {e}"),
-            }
-            tx
+    /// Jobs are only handed over by sessions of a server with a store
+    /// (sessions refuse uploads and downloads before that).
+    pub fn new(
+        store: Option<Store>,
+        hook: Option<Arc<dyn CommitHook>>,
+        auth: Option<Arc<dyn Authorizer>>,
+    ) -> Committer {
+        let commit_store = store.clone();
+        let commits = Offload::new("convoy-commit", move |(key, job): Keyed<Job>| {
+            let store = commit_store.as_ref().expect("uploads need a store");
+            (key, run(job, store, hook.as_deref(), auth.as_deref()))
         });
-        if let Err(mpsc::SendError((key, _))) = jobs.send((key, job)) {
-            let err = NetError::Socket(std::io::Error::other("the commit thread is gone"));
-            let _ = self.done_tx.send((key, Err(err)));
+        let opens = Offload::new("convoy-open", move |(key, job): Keyed<Job>| {
+            let store = store.as_ref().expect("requests need a store");
+            (key, run(job, store, None, None))
+        });
+        Committer {
+            commits,
+            opens,
+            refused: Vec::new(),
         }
     }
 
-    /// Results of finished jobs, in the order they were submitted.
-    pub fn finished(&self) -> impl Iterator<Item = (JobKey, Outcome)> + '_ {
-        self.done.try_iter()
+    /// The driver's waker, rung as each job finishes.
+    pub fn set_waker(&mut self, waker: Arc<Waker>) {
+        self.commits.set_waker(waker.clone());
+        self.opens.set_waker(waker);
     }
-}
 
-impl Drop for Committer {
-    /// Waits for the jobs handed over: each is a complete upload whose
-    /// commit, once begun, is better finished than left half done (a crash
-    /// would be safe too: nothing was acknowledged).
-    fn drop(&mut self) {
-        self.jobs = None;
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
+    /// Hands a job to its thread. One that cannot be run fails, and the
+    /// client retries later.
+    pub fn submit(&mut self, key: JobKey, job: Job) {
+        let opening = matches!(job.work, Work::Open(_));
+        let offload = if opening {
+            &mut self.opens
+        } else {
+            &mut self.commits
+        };
+        if offload.submit((key, job)).is_err() {
+            let err = NetError::Socket(std::io::Error::other("no thread to run the request"));
+            self.refused.push((
+                key,
+                if opening {
+                    Outcome::Opened(Err(err))
+                } else {
+                    Outcome::Stored(Err(err))
+                },
+            ));
         }
+    }
+
+    /// Results of finished jobs; each thread's in the order submitted.
+    pub fn finished(&mut self) -> Vec<Keyed<Outcome>> {
+        let mut done: Vec<_> = self.refused.drain(..).collect();
+        done.extend(self.commits.finished());
+        done.extend(self.opens.finished());
+        done
     }
 }

@@ -9,6 +9,7 @@
 
 mod app;
 pub(crate) mod committer;
+mod offload;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
