@@ -28,9 +28,16 @@ use convoy_proto::crypto::hex;
 pub use indexer::{is_telemetry, IndexEvent, Indexer};
 pub use store::{Store, StoreError};
 
-/// How long a registry answer is reused: a revocation reaches live
-/// connections within this plus the server's re-check period (1 s).
+/// How long a registry answer is reused for a new connection or a commit:
+/// a revoked key is refused new connections and acknowledgements within
+/// this.
 pub const REGISTRY_TTL: Duration = Duration::from_millis(500);
+
+/// How long it is reused for the server's re-check of open connections
+/// (every 1 s): longer than the re-check period, so an open connection
+/// costs a catalog query every other re-check rather than every one. A
+/// revocation closes open connections within this plus the period: 3 s.
+pub const REGISTRY_RECHECK_TTL: Duration = Duration::from_secs(2);
 
 /// Registry answers kept at most (a fleet's vehicles, with room).
 pub const REGISTRY_CACHE_ENTRIES: usize = 16_384;
@@ -74,9 +81,20 @@ impl RegistryAuthorizer {
 
 impl Authorizer for RegistryAuthorizer {
     fn identify(&self, key: &[u8; 32]) -> Result<Identity, String> {
+        self.answer(key, REGISTRY_TTL)
+    }
+
+    fn recheck(&self, key: &[u8; 32]) -> Result<Identity, String> {
+        self.answer(key, REGISTRY_RECHECK_TTL)
+    }
+}
+
+impl RegistryAuthorizer {
+    /// The cached answer if younger than `ttl`, else the catalog's.
+    fn answer(&self, key: &[u8; 32], ttl: Duration) -> Result<Identity, String> {
         if let Ok(cache) = self.cache.lock() {
             if let Some((at, answer)) = cache.get(key) {
-                if at.elapsed() < REGISTRY_TTL {
+                if at.elapsed() < ttl {
                     return answer.clone();
                 }
             }
@@ -87,7 +105,7 @@ impl Authorizer for RegistryAuthorizer {
             // grow it for ever. Stale answers go first; a cache full of
             // fresh ones takes no more until they age.
             if cache.len() >= REGISTRY_CACHE_ENTRIES {
-                cache.retain(|_, (at, _)| at.elapsed() < REGISTRY_TTL);
+                cache.retain(|_, (at, _)| at.elapsed() < REGISTRY_RECHECK_TTL);
             }
             if cache.len() < REGISTRY_CACHE_ENTRIES {
                 cache.insert(*key, (Instant::now(), answer.clone()));

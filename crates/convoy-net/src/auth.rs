@@ -5,8 +5,10 @@
 //! vehicle or an operator, from the fleet registry) right after the
 //! handshake, before it accepts any stream, and again every
 //! [`REAUTH_EVERY`] and before each upload is acknowledged, so a key
-//! revoked mid-upload stops within a second. Unknown and revoked keys are
-//! refused with a close reason the client prints.
+//! revoked mid-upload is never acknowledged again once the authorizer says
+//! so. The server asks on threads of its own, never on the protocol
+//! thread. Unknown and revoked keys are refused with a close reason the
+//! client prints.
 //!
 //! Names are confined to namespaces: a vehicle's `2026-11-24/cam0/1.mcap`
 //! is stored as `VEHICLE/2026-11-24/cam0/1.mcap`, and it reads only under
@@ -70,7 +72,17 @@ pub struct Identity {
 /// Maps an authenticated static key to an identity, or refuses it with
 /// a reason the client sees ("unknown key", "revoked").
 pub trait Authorizer: Send + Sync {
+    /// Asked right after a handshake and before each commit: the answer
+    /// should be current.
     fn identify(&self, key: &[u8; 32]) -> Result<Identity, String>;
+
+    /// Asked every [`REAUTH_EVERY`] about each open connection: an answer
+    /// a little older is fine (a registry caches it for longer than the
+    /// re-check period, so a thousand vehicles are not a thousand queries
+    /// a second).
+    fn recheck(&self, key: &[u8; 32]) -> Result<Identity, String> {
+        self.identify(key)
+    }
 }
 
 /// What the server just made durable.

@@ -35,6 +35,7 @@ pub mod loadgen;
 pub mod multipath;
 pub mod netlink;
 pub mod pacing;
+pub mod partials;
 pub mod perf;
 pub mod perf_stamps;
 pub mod perf_timeline;

@@ -494,10 +494,11 @@ impl Session {
             Request::Put { name, size, hash } => {
                 let stored = write_name(ctx.who, &name).map_err(NetError::Remote)?;
                 let store = need_store()?;
-                if store.put_needs_reading(&stored, size, &hash) {
+                let owner = ctx.who.map_or("", |w| w.name.as_str());
+                if store.put_needs_reading(owner, &stored, size, &hash) {
                     self.open_off_thread(name, stored, None, Open::Put { size, hash }, ctx);
                 } else {
-                    let start = store.begin_put(&stored, size, hash)?;
+                    let start = store.begin_put(owner, &stored, size, hash)?;
                     self.put_started(start, name, stored, ctx)?;
                 }
             }

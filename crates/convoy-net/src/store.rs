@@ -13,6 +13,7 @@ use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use crate::error::NetError;
+use crate::partials::{hex, owner_tag, PartialLedger};
 
 pub const PARTIAL_DIR: &str = ".convoy-partial";
 
@@ -27,6 +28,8 @@ pub struct Store {
     /// Requests announcing more bytes than this are refused.
     pub max_upload: u64,
     hashes: HashCache,
+    /// Partial files per owner, shared by every clone (every worker).
+    pub partials: PartialLedger,
 }
 
 /// What identifies one version of a file: size, mtime (ns), inode, device.
@@ -69,6 +72,8 @@ pub struct PartialUpload {
     pub size: u64,
     hash: [u8; 32],
     hasher: blake3::Hasher,
+    /// Released when the file stops being partial.
+    ledger: PartialLedger,
 }
 
 /// What `begin_put` found.
@@ -165,9 +170,10 @@ impl Store {
         let _ = fs::remove_file(&probe);
         Ok(Store {
             dir: dir.to_owned(),
-            partial_dir,
             max_upload: DEFAULT_MAX_UPLOAD,
             hashes: HashCache::default(),
+            partials: PartialLedger::scan(&partial_dir),
+            partial_dir,
         })
     }
 
@@ -175,14 +181,17 @@ impl Store {
         self.dir.join(name)
     }
 
-    /// The partial file of an upload: flat, named after a hash of the
-    /// (possibly nested) name and the content's hash, so nested names need
-    /// no directories until the commit.
-    pub fn partial_path(&self, name: &str, hash: &[u8; 32]) -> PathBuf {
-        let hex = |b: &[u8]| b.iter().map(|b| format!("{b:02x}")).collect::<String>();
+    /// The partial file of `owner`'s upload: flat, named after its owner
+    /// (for the quota), a hash of the (possibly nested) name and the
+    /// content's hash, so nested names need no directories until the
+    /// commit.
+    pub fn partial_path(&self, owner: &str, name: &str, hash: &[u8; 32]) -> PathBuf {
         let name_tag = hex(&blake3::hash(name.as_bytes()).as_bytes()[..12]);
-        self.partial_dir
-            .join(format!("{name_tag}.{}.part", hex(&hash[..8])))
+        self.partial_dir.join(format!(
+            "{}.{name_tag}.{}.part",
+            owner_tag(owner),
+            hex(&hash[..8])
+        ))
     }
 
     /// Removes partial files not written to for `max_age` (uploads whose
@@ -208,6 +217,7 @@ impl Store {
                 .and_then(|t| now.duration_since(t).ok())
                 .is_some_and(|age| age > max_age);
             if m.is_file() && old && fs::remove_file(&path).is_ok() {
+                self.partials.release(&path);
                 removed += 1;
             }
         }
@@ -219,8 +229,16 @@ impl Store {
         &self.dir
     }
 
-    /// Starts or resumes storing `name` (`size` bytes, BLAKE3 `hash`).
-    pub fn begin_put(&self, name: &str, size: u64, hash: [u8; 32]) -> Result<PutStart, NetError> {
+    /// Starts or resumes storing `name` (`size` bytes, BLAKE3 `hash`) for
+    /// `owner` (the identity's name; "" on a server without identities),
+    /// within the owner's quota of partial files.
+    pub fn begin_put(
+        &self,
+        owner: &str,
+        name: &str,
+        size: u64,
+        hash: [u8; 32],
+    ) -> Result<PutStart, NetError> {
         if size > self.max_upload {
             return Err(NetError::Protocol(format!(
                 "{size} bytes is more than this server takes in one upload ({})",
@@ -233,7 +251,27 @@ impl Store {
                 return Ok(PutStart::AlreadyStored { size, blake3: hash });
             }
         }
-        let path = self.partial_path(name, &hash);
+        let path = self.partial_path(owner, name, &hash);
+        self.partials.reserve(&path, &owner_tag(owner), size)?;
+        let started = self.start_partial(&path, size);
+        if started.is_err() {
+            self.partials.release(&path);
+        }
+        let (written, hasher) = started?;
+        Ok(PutStart::Resume(Box::new(PartialUpload {
+            file: None,
+            path,
+            final_path,
+            written,
+            size,
+            hash,
+            hasher,
+            ledger: self.partials.clone(),
+        })))
+    }
+
+    /// Opens (or makes) a partial file: what is written already, hashed.
+    fn start_partial(&self, path: &Path, size: u64) -> Result<(u64, blake3::Hasher), NetError> {
         let mut file = OpenOptions::new()
             .read(true)
             .write(true)
@@ -243,27 +281,19 @@ impl Store {
             // followed: `set_len(0)` below would truncate its target.
             .custom_flags(libc::O_NOFOLLOW)
             .mode(0o600)
-            .open(&path)
-            .map_err(|e| NetError::file(&path, e))?;
-        let mut written = file.metadata().map_err(|e| NetError::file(&path, e))?.len();
+            .open(path)
+            .map_err(|e| NetError::file(path, e))?;
+        let mut written = file.metadata().map_err(|e| NetError::file(path, e))?.len();
         if written > size {
-            file.set_len(0).map_err(|e| NetError::file(&path, e))?;
+            file.set_len(0).map_err(|e| NetError::file(path, e))?;
             written = 0;
         }
         // What is already there is hashed now, so the end needs no re-read.
         file.seek(SeekFrom::Start(0))
-            .map_err(|e| NetError::file(&path, e))?;
-        let hasher = hash_reader(&mut file, written).map_err(|e| NetError::file(&path, e))?;
+            .map_err(|e| NetError::file(path, e))?;
+        let hasher = hash_reader(&mut file, written).map_err(|e| NetError::file(path, e))?;
         drop(file);
-        Ok(PutStart::Resume(Box::new(PartialUpload {
-            file: None,
-            path,
-            final_path,
-            written,
-            size,
-            hash,
-            hasher,
-        })))
+        Ok((written, hasher))
     }
 
     /// A stored file to send: the open file, its size and BLAKE3.
@@ -278,11 +308,11 @@ impl Store {
     /// of the same size not hashed before, or a partial file's bytes to
     /// resume. The driver hands such a start to a thread of its own; a new
     /// upload (most of them) starts at once.
-    pub fn put_needs_reading(&self, name: &str, size: u64, hash: &[u8; 32]) -> bool {
+    pub fn put_needs_reading(&self, owner: &str, name: &str, size: u64, hash: &[u8; 32]) -> bool {
         let final_path = self.final_path(name);
         let unhashed_twin = fs::metadata(&final_path)
             .is_ok_and(|m| m.len() == size && self.cached_hash(&final_path, &m).is_none());
-        let resumable = fs::symlink_metadata(self.partial_path(name, hash))
+        let resumable = fs::symlink_metadata(self.partial_path(owner, name, hash))
             .is_ok_and(|m| m.is_file() && m.len() > 0 && m.len() <= size);
         unhashed_twin || resumable
     }
@@ -372,6 +402,7 @@ impl PartialUpload {
         let got = *self.hasher.finalize().as_bytes();
         if got != self.hash {
             let _ = fs::remove_file(&self.path);
+            self.ledger.release(&self.path);
             return Err(NetError::Integrity(
                 "stored bytes do not match the announced BLAKE3 hash".into(),
             ));
@@ -381,6 +412,7 @@ impl PartialUpload {
         }
         fs::rename(&self.path, &self.final_path)
             .map_err(|e| NetError::file(&self.final_path, e))?;
+        self.ledger.release(&self.path);
         if let Some(parent) = self.final_path.parent() {
             sync_dir(parent)?;
         }
@@ -391,6 +423,7 @@ impl PartialUpload {
     /// cannot finish, e.g. the disk is full).
     pub fn discard(self) {
         let _ = fs::remove_file(&self.path);
+        self.ledger.release(&self.path);
     }
 }
 
@@ -404,7 +437,7 @@ mod tests {
 
     fn start(store: &Store, name: &str, data: &[u8]) -> Box<PartialUpload> {
         let hash = *blake3::hash(data).as_bytes();
-        match store.begin_put(name, data.len() as u64, hash).unwrap() {
+        match store.begin_put("", name, data.len() as u64, hash).unwrap() {
             PutStart::Resume(p) => p,
             PutStart::AlreadyStored { .. } => panic!("{name} already stored"),
         }
@@ -436,11 +469,11 @@ mod tests {
         let victim = dir.path().join("victim");
         fs::write(&victim, b"precious").unwrap();
         let hash = *blake3::hash(b"x").as_bytes();
-        std::os::unix::fs::symlink(&victim, store.partial_path("a.bin", &hash)).unwrap();
-        assert!(store.begin_put("a.bin", 1, hash).is_err());
+        std::os::unix::fs::symlink(&victim, store.partial_path("", "a.bin", &hash)).unwrap();
+        assert!(store.begin_put("", "a.bin", 1, hash).is_err());
         assert_eq!(fs::read(&victim).unwrap(), b"precious");
         assert!(store
-            .begin_put("big.bin", DEFAULT_MAX_UPLOAD + 1, hash)
+            .begin_put("", "big.bin", DEFAULT_MAX_UPLOAD + 1, hash)
             .is_err());
     }
 
@@ -482,7 +515,7 @@ mod tests {
     fn a_wrong_hash_is_refused_at_commit_and_leaves_no_file() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
-        let mut p = match store.begin_put("x", 3, [7; 32]).unwrap() {
+        let mut p = match store.begin_put("", "x", 3, [7; 32]).unwrap() {
             PutStart::Resume(p) => p,
             PutStart::AlreadyStored { .. } => unreachable!(),
         };
@@ -490,5 +523,51 @@ mod tests {
         let partial = p.path.clone();
         assert!(matches!(p.commit(), Err(NetError::Integrity(_))));
         assert!(!partial.exists() && !dir.path().join("x").exists());
+    }
+
+    #[test]
+    fn each_owner_has_a_quota_of_partial_files_released_by_commit_and_sweep() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::open(dir.path()).unwrap();
+        store.partials.quota = crate::partials::Quota {
+            files: 2,
+            bytes: 1000,
+        };
+        let put = |owner: &str, name: &str, size: u64| {
+            store.begin_put(owner, name, size, *blake3::hash(name.as_bytes()).as_bytes())
+        };
+        let Ok(PutStart::Resume(mut first)) = put("v1", "v1/a", 1) else {
+            panic!("a")
+        };
+        assert!(put("v1", "v1/b", 10).is_ok());
+        let refused = put("v1", "v1/c", 10)
+            .err()
+            .expect("a third file")
+            .to_string();
+        assert!(refused.contains("at most 2"), "{refused}");
+        assert!(!store
+            .partial_path("v1", "v1/c", blake3::hash(b"v1/c").as_bytes())
+            .exists());
+        // Another vehicle has its own quota, in bytes too.
+        assert!(put("v2", "v2/a", 1000).is_ok());
+        assert!(put("v2", "v2/b", 1)
+            .err()
+            .unwrap()
+            .to_string()
+            .contains("at most 1000"));
+        // Resuming a counted file is not one more.
+        assert!(put("v1", "v1/b", 10).is_ok());
+        // A committed upload is no longer partial.
+        first.write(b"v").unwrap();
+        let _ = first.commit();
+        assert_eq!(store.partials.held(&owner_tag("v1")), (1, 10));
+        assert!(put("v1", "v1/c", 10).is_ok());
+        // Counted again from the directory by a restarted server, and
+        // released by the age-out sweep.
+        let again = Store::open(dir.path()).unwrap();
+        assert_eq!(again.partials.held(&owner_tag("v1")).0, 2);
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        assert_eq!(again.sweep_partials(std::time::Duration::from_millis(1)), 3);
+        assert_eq!(again.partials.held(&owner_tag("v1")), (0, 0));
     }
 }

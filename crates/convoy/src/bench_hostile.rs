@@ -599,6 +599,9 @@ fn frame_bytes(frame: &Frame<'_>) -> Vec<u8> {
     w.into_written().to_vec()
 }
 
+/// How long a registered attacker waits after its handshake (see above).
+const AFTER_HANDSHAKE: Duration = Duration::from_millis(200);
+
 fn attack_run(
     attack: &'static str,
     target: SocketAddr,
@@ -630,6 +633,7 @@ fn attack_run(
     let mut next_offset = vec![1u64; n];
     let mut blocks_sent = vec![false; n];
     let mut reset_sent = vec![false; n];
+    let mut ready_at: Vec<Option<Instant>> = vec![None; n];
     let mut established = 0;
     let mut frames = Vec::with_capacity(2048);
     let symbol = vec![0x5au8; 1400];
@@ -639,8 +643,22 @@ fn attack_run(
         established = established.max(a.established());
         for i in 0..n {
             let h = a.conns[i];
-            let ready = a.ep.connection_ref(h).is_some_and(|c| c.is_established());
-            if !ready {
+            let established_now = a.ep.connection_ref(h).is_some_and(|c| c.is_established());
+            if !established_now {
+                continue;
+            }
+            // The server reads nothing but 8 datagrams of a connection
+            // until the registry has answered about its key, and drops the
+            // rest: a registered attacker that wants its packets read waits
+            // a moment after the handshake. A key the registry does not
+            // know gains nothing by waiting.
+            let wait = if attack == "preauth" {
+                Duration::ZERO
+            } else {
+                AFTER_HANDSHAKE
+            };
+            let at = *ready_at[i].get_or_insert_with(|| Instant::now() + wait);
+            if Instant::now() < at {
                 continue;
             }
             frames.clear();

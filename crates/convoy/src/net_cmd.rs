@@ -67,9 +67,45 @@ pub struct ServeArgs {
     #[command(flatten)]
     pub cluster: FleetOpts,
     #[command(flatten)]
+    pub storage: StorageOpts,
+    #[command(flatten)]
     pub transfer: TransferOpts,
     #[command(flatten)]
     pub fleet: crate::service_cmd::FleetServeOpts,
+}
+
+/// What uploads may take on the server's disk (docs/NET.md, "Limits").
+#[derive(Args, Clone, Debug)]
+pub struct StorageOpts {
+    /// Refuse an upload announcing more than this, before any file is made.
+    #[arg(long, value_name = "SIZE", default_value = "64GiB", value_parser = crate::net_common::parse_size)]
+    pub max_upload: u64,
+    /// Unfinished uploads one vehicle (or operator) may hold at once.
+    #[arg(long, value_name = "N", default_value_t = convoy_net::partials::DEFAULT_MAX_PARTIAL_FILES)]
+    pub max_partial_files: usize,
+    /// Bytes one vehicle's unfinished uploads may grow to, counted at the
+    /// sizes their requests announce.
+    #[arg(long, value_name = "SIZE", default_value = "64GiB", value_parser = crate::net_common::parse_size)]
+    pub max_partial_bytes: u64,
+    /// Remove unfinished uploads not written to for this many hours (at
+    /// start-up and every minute after).
+    #[arg(long, value_name = "HOURS", default_value_t = 168.0)]
+    pub partial_max_age: f64,
+}
+
+impl StorageOpts {
+    pub fn apply(&self, opts: &mut ServerOptions) -> Result<()> {
+        if !(self.partial_max_age.is_finite() && self.partial_max_age > 0.0) {
+            bail!("--partial-max-age: expected a positive number of hours");
+        }
+        opts.max_upload = self.max_upload;
+        opts.partial_quota = convoy_net::partials::Quota {
+            files: self.max_partial_files.max(1),
+            bytes: self.max_partial_bytes,
+        };
+        opts.partial_max_age = std::time::Duration::from_secs_f64(self.partial_max_age * 3600.0);
+        Ok(())
+    }
 }
 
 /// How a server spreads over cores and sits in a fleet (docs/NET.md,
@@ -107,6 +143,7 @@ pub fn serve(args: ServeArgs) -> Result<()> {
     opts.driver = args.transfer.driver();
     opts.aead = args.transfer.aead;
     args.cluster.apply(&mut opts);
+    args.storage.apply(&mut opts)?;
     let service = if args.fleet.enabled(&args.dir) {
         if !args.dir.is_dir() {
             bail!("{}: not a directory", args.dir.display());

@@ -16,6 +16,7 @@ use crate::auth::{Authorizer, CommitHook, Identity, REAUTH_EVERY, REFUSED_CODE, 
 use crate::driver::{Application, Step};
 use crate::error::NetError;
 use crate::server::committer::{Committer, JobKey, Outcome};
+use crate::server::offload::Offload;
 use crate::session::{ServerEvent, Session, SessionCtx, PROGRESS_EVERY};
 use crate::store::Store;
 use crate::wake::Waker;
@@ -70,6 +71,13 @@ pub enum Sink {
     Forward(mpsc::Sender<ServerEvent>, Arc<Waker>),
 }
 
+/// A key to ask the authorizer about, and whether a re-check's answer
+/// (which may be a little older) will do.
+type Question = ([u8; 32], bool);
+
+/// The authorizer's answer about a key.
+type Answer = ([u8; 32], Result<Identity, String>);
+
 struct Running {
     session: Session,
     claim: Option<(PathBuf, u64)>,
@@ -90,6 +98,14 @@ pub struct ServerApp {
     /// Identified connections (all of them without an authorizer, as
     /// `None`); streams are accepted only from these.
     who: HashMap<ConnectionHandle, Option<Identity>>,
+    /// The authorizer, asked on a thread of its own: a registry query
+    /// waits for a database (and a mutex all workers share), which on the
+    /// driver thread was a pause for every connection of the worker.
+    identify: Option<Offload<Question, Answer>>,
+    /// Connections waiting for the answer about each key in flight.
+    asked: HashMap<[u8; 32], Vec<ConnectionHandle>>,
+    /// Answers come back this turn, for the connections that asked.
+    answers: HashMap<ConnectionHandle, Result<Identity, String>>,
     next_reauth: Duration,
     scratch: Vec<u8>,
     events: Vec<ServerEvent>,
@@ -132,6 +148,18 @@ impl ServerApp {
             touched: Vec::new(),
             next_tick: Duration::ZERO,
             committer: Committer::new(store.clone(), access.hook.clone(), access.auth.clone()),
+            identify: access.auth.clone().map(|auth| {
+                Offload::new("convoy-identify", move |(key, recheck): Question| {
+                    let answer = if recheck {
+                        auth.recheck(&key)
+                    } else {
+                        auth.identify(&key)
+                    };
+                    (key, answer)
+                })
+            }),
+            asked: HashMap::new(),
+            answers: HashMap::new(),
             outcomes: HashMap::new(),
             partial_max_age: None,
             next_sweep: PARTIAL_SWEEP_EVERY,
@@ -140,28 +168,81 @@ impl ServerApp {
         }
     }
 
+    /// The driver's waker, rung when off-thread work finishes.
+    pub fn set_waker(&mut self, waker: Arc<Waker>) {
+        self.committer.set_waker(waker.clone());
+        if let Some(identify) = &mut self.identify {
+            identify.set_waker(waker);
+        }
+    }
+
+    /// Asks the authorizer about `key` for connection `h` (once per key in
+    /// flight, however many connections wait for it). The answer comes in
+    /// a later turn; it is here at once only when it cannot be asked.
+    fn ask(
+        &mut self,
+        h: ConnectionHandle,
+        key: [u8; 32],
+        recheck: bool,
+    ) -> Option<Result<Identity, String>> {
+        let identify = self.identify.as_mut()?;
+        let waiting = self.asked.entry(key).or_default();
+        if waiting.contains(&h) {
+            return None;
+        }
+        waiting.push(h);
+        if waiting.len() == 1 && identify.submit((key, recheck)).is_err() {
+            self.asked.remove(&key);
+            return Some(Err("the registry cannot be asked now".into()));
+        }
+        None
+    }
+
+    /// Hands each answer that came back to the connections that asked.
+    fn collect_answers(&mut self, touched: &mut Vec<ConnectionHandle>) {
+        let Some(identify) = &self.identify else {
+            return;
+        };
+        for (key, answer) in identify.finished() {
+            for h in self.asked.remove(&key).unwrap_or_default() {
+                self.answers.insert(h, answer.clone());
+                touched.push(h);
+            }
+        }
+    }
+
     fn vehicle(&self, h: ConnectionHandle) -> Option<String> {
         self.who.get(&h).cloned().flatten().map(|w| w.name)
     }
 
     /// Identifies a connection once its peer's key is known (right after
-    /// the handshake), and again on every `reauth` turn; a refused key's
+    /// the handshake), and again on every `reauth` turn: asks the
+    /// authorizer, and acts on its answer in a later turn; a refused key's
     /// connection is closed with the authorizer's reason. Returns whether
     /// the connection was identified just now (its held packets may then
     /// be read).
     fn authorize(&mut self, h: ConnectionHandle, c: &mut Connection, reauth: bool) -> bool {
-        let Some(auth) = self.access.auth.clone() else {
+        if self.access.auth.is_none() {
             self.who.entry(h).or_insert(None);
             return false;
-        };
-        if c.is_closed() || (self.who.contains_key(&h) && !reauth) {
+        }
+        let first = !self.who.contains_key(&h);
+        let answer = self.answers.remove(&h);
+        if c.is_closed() {
             return false;
         }
         let Some(key) = c.peer_static() else {
             return false;
         };
-        let first = !self.who.contains_key(&h);
-        let result = auth.identify(&key).and_then(|id| {
+        let answer = match answer {
+            Some(answer) => answer,
+            None if first || reauth => match self.ask(h, key, !first) {
+                Some(answer) => answer,
+                None => return false,
+            },
+            None => return false,
+        };
+        let result = answer.and_then(|id| {
             // One identity's connections are capped on this worker, so a
             // registered key cannot multiply its per-connection budget.
             let open = self
@@ -361,12 +442,13 @@ impl Application for ServerApp {
         }
         let mut touched = std::mem::take(&mut self.touched);
         ep.take_touched(&mut touched);
+        self.collect_answers(&mut touched);
         // Sessions whose storage work finished: stepped now, to answer.
         for (key, outcome) in self.committer.finished() {
             touched.push(key.0);
             self.outcomes.insert(key, outcome);
         }
-        if !self.outcomes.is_empty() {
+        if !self.outcomes.is_empty() || !self.answers.is_empty() {
             touched.sort();
             touched.dedup();
         }
@@ -396,8 +478,10 @@ impl Application for ServerApp {
             self.step_connection(ep, h, now, reauth);
         }
         // Outcomes for sessions that are gone (closed or taken over): the
-        // file is stored all the same; a retry finds it.
+        // file is stored all the same; a retry finds it. Answers for
+        // connections that are gone.
         self.outcomes.clear();
+        self.answers.clear();
         self.touched = touched;
         self.emit();
         if self.once && self.served && ep.is_empty() {

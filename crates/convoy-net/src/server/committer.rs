@@ -95,7 +95,12 @@ pub fn run(
 ) -> Outcome {
     let durable = match job.work {
         Work::Open(Open::Put { size, hash }) => {
-            return Outcome::Opened(store.begin_put(&job.stored, size, hash).map(Opened::Put))
+            let owner = job.who.as_ref().map_or("", |w| w.name.as_str());
+            return Outcome::Opened(
+                store
+                    .begin_put(owner, &job.stored, size, hash)
+                    .map(Opened::Put),
+            );
         }
         Work::Open(Open::Get) => {
             return Outcome::Opened(

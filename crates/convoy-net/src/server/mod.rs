@@ -65,6 +65,9 @@ pub struct ServerOptions {
     /// Requests announcing more bytes than this are refused before a
     /// partial file is made (64 GiB).
     pub max_upload: u64,
+    /// Partial files, and the bytes they may grow to (their announced
+    /// sizes), one identity may hold at once (1 024 files, 64 GiB).
+    pub partial_quota: crate::partials::Quota,
     /// Partial files not written to for this long are removed, at start-up
     /// and every minute after (7 days: a vehicle away for a long weekend
     /// still resumes).
@@ -110,6 +113,7 @@ impl ServerOptions {
             authorizer: None,
             commit_hook: None,
             max_upload: crate::store::DEFAULT_MAX_UPLOAD,
+            partial_quota: crate::partials::Quota::default(),
             partial_max_age: DEFAULT_PARTIAL_MAX_AGE,
             open: false,
         }
@@ -164,18 +168,19 @@ impl Server {
                     .into(),
             ));
         }
-        let open_store = || {
-            opts.dir
-                .as_deref()
-                .map(|d| {
-                    Store::open(d).map(|mut s| {
-                        s.max_upload = opts.max_upload;
-                        s
-                    })
+        // One store for every worker: they share its hash cache and the
+        // ledger of each identity's partial files.
+        let store = opts
+            .dir
+            .as_deref()
+            .map(|d| {
+                Store::open(d).map(|mut s| {
+                    s.max_upload = opts.max_upload;
+                    s.partials.quota = opts.partial_quota;
+                    s
                 })
-                .transpose()
-        };
-        let store = open_store()?;
+            })
+            .transpose()?;
         let workers = if opts.once {
             1
         } else {
@@ -230,7 +235,7 @@ impl Server {
             others.push(Pending {
                 socket,
                 cfg: config(i + 1),
-                store: open_store()?,
+                store: store.clone(),
             });
         }
         let claims = Claims::default();
@@ -288,7 +293,7 @@ impl Server {
                 w
             }
         };
-        self.app.committer.set_waker(waker.clone());
+        self.app.set_waker(waker.clone());
         let (tx, rx) = mpsc::channel();
         self.app.inbox = Some(rx);
         let stop = self.app.stop.clone();
@@ -308,7 +313,7 @@ impl Server {
                     // Its own, for its commit thread's answers.
                     let own = Arc::new(Waker::new().map_err(NetError::Socket)?);
                     driver.set_waker(own.clone());
-                    app.committer.set_waker(own);
+                    app.set_waker(own);
                     app.sink = Sink::Forward(tx, waker.clone());
                     let r = driver.run(&mut app);
                     // One worker failing stops the server.
