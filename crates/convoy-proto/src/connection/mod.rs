@@ -818,12 +818,14 @@ impl Connection {
     }
 
     /// The same for one path: path 0's peer address is validated by the
-    /// handshake, the others' by their own challenge.
+    /// handshake, the others' by their own challenge, and any path's new
+    /// address (the peer's NAT rebound) by a challenge too.
     pub(crate) fn path_amplification_limited(&self, i: usize, len: usize) -> bool {
+        let path = self.paths[i].amplification_limited(len);
         if i == 0 {
-            self.amplification_limited(len)
+            self.amplification_limited(len) || path
         } else {
-            self.paths[i].amplification_limited(len)
+            path
         }
     }
 

@@ -68,6 +68,11 @@ impl Connection {
             return Some(t);
         }
         if feedback_due || self.ping_due {
+            if self.path_amplification_limited(self.feedback_path(now), 64) {
+                // A new peer address not yet validated has had its 3×:
+                // acknowledgments and probes wait for more from it.
+                return None;
+            }
             return Some(self.feedback_packet(now, buf));
         }
         // Nothing urgent left: a good moment to decode what is decodable.

@@ -523,6 +523,29 @@ impl Connection {
         self.set_state(now, i, PathState::Validating);
     }
 
+    /// The peer's address on path `i` changed (RFC 9000 §9.3): until a
+    /// challenge to the new address is answered, it gets at most 3× what
+    /// came from it, so a packet copied by an on-path attacker and sent
+    /// from a victim's address cannot turn the server's data on the victim.
+    /// The path keeps carrying data meanwhile (an unanswered challenge
+    /// abandons it). A new host, not only a new port, also gets a fresh
+    /// rate controller: what the old route carried says nothing of it.
+    fn validate_new_address(&mut self, i: usize, same_host: bool) {
+        let cc = (!same_host).then(|| self.cfg.rate_control.build());
+        let p = &mut self.paths[i];
+        if let Some(cc) = cc {
+            p.cc = cc;
+        }
+        p.validated = false;
+        // Its address is the peer's choice now, as on a path it opened.
+        p.peer_opened = true;
+        p.unvalidated_sent = 0;
+        p.unvalidated_received = 0;
+        p.challenge = None;
+        p.challenge_due = true;
+        p.challenge_tries = 0;
+    }
+
     /// The peer echoed a challenge: the path it was sent on is validated.
     pub(crate) fn on_path_response(&mut self, now: Duration, data: [u8; 8]) {
         let Some(i) = self
@@ -1002,7 +1025,11 @@ impl Connection {
         if let Some(i) = self.path_index(path_id) {
             if newest && self.paths[i].remote != remote {
                 // NAT rebinding or migration on the same path.
+                let same_host = self.paths[i].remote.ip() == remote.ip();
                 self.paths[i].remote = remote;
+                if self.role == super::Role::Server && self.paths[i].state != PathState::Abandoned {
+                    self.validate_new_address(i, same_host);
+                }
             }
             // A newer packet than any before (not one queued before the
             // path was abandoned, draining late) means the peer uses the

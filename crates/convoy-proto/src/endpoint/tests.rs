@@ -8,6 +8,7 @@ use std::time::Duration;
 use super::*;
 use crate::connection::HELD_PACKETS;
 use crate::crypto::Keypair;
+use crate::StreamId;
 use convoy_codec::CodeKind;
 
 const MS: Duration = Duration::from_millis(1);
@@ -246,4 +247,122 @@ fn a_code_the_server_does_not_take_is_refused() {
         matches!(&reason, Some(CloseReason::Peer { code, .. }) if *code == crate::connection::CODE_REFUSED_CODE),
         "{reason:?}"
     );
+}
+
+/// Runs a transfer of `bytes` from the server to the client, with the
+/// client's datagrams arriving from `from(round)`; datagrams to any other
+/// address than the client's current one go to `elsewhere`.
+struct Rebinding {
+    c: Endpoint,
+    s: Endpoint,
+    now: Duration,
+    ch: ConnectionHandle,
+    sh: ConnectionHandle,
+    stream: StreamId,
+    /// Bytes the server has still to write.
+    unwritten: usize,
+    received: usize,
+}
+
+impl Rebinding {
+    fn start(bytes: usize) -> Rebinding {
+        let (mut s, kp) = server(64, 100);
+        let mut c = client();
+        let mut now = Duration::ZERO;
+        let ch = c.connect(now, addr(0), Some(&kp.public)).unwrap();
+        exchange(&mut c, &mut s, &mut now, 5);
+        let sh = s.accept().expect("handshake accepted");
+        let sc = s.connection(sh).unwrap();
+        let stream = sc.open_stream().unwrap();
+        Rebinding {
+            c,
+            s,
+            now,
+            ch,
+            sh,
+            stream,
+            unwritten: bytes,
+            received: 0,
+        }
+    }
+
+    /// One millisecond: the client's datagrams arrive from `from`; the
+    /// server's reach the client only if sent to `reaches`. Returns the
+    /// bytes the server sent to `watch` and received from it.
+    fn round(&mut self, from: SocketAddr, reaches: SocketAddr, watch: SocketAddr) -> (u64, u64) {
+        let (mut sent, mut got) = (0, 0);
+        if self.unwritten > 0 {
+            let sc = self.s.connection(self.sh).unwrap();
+            let chunk = vec![9u8; self.unwritten.min(64 * 1024)];
+            self.unwritten -= sc.write(self.stream, &chunk).unwrap_or(0);
+            if self.unwritten == 0 {
+                sc.finish(self.stream).unwrap();
+            }
+        }
+        for (_, d) in drain(&mut self.c, self.now) {
+            if from == watch {
+                got += d.len() as u64;
+            }
+            self.s.handle(self.now, from, &d);
+        }
+        for (to, d) in drain(&mut self.s, self.now) {
+            if to == watch {
+                sent += d.len() as u64;
+            }
+            if to == reaches {
+                self.c.handle(self.now, addr(0), &d);
+            }
+        }
+        self.now += MS;
+        self.c.handle_timeout(self.now);
+        self.s.handle_timeout(self.now);
+        let cc = self.c.connection(self.ch).unwrap();
+        let id = cc.accept_stream().unwrap_or(self.stream);
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = cc.read(id, &mut buf) {
+            if n == 0 {
+                break;
+            }
+            self.received += n;
+        }
+        (sent, got)
+    }
+}
+
+#[test]
+fn a_rebound_client_address_is_validated_before_it_gets_more_than_three_times() {
+    let mut t = Rebinding::start(3_000_000);
+    for _ in 0..100 {
+        t.round(addr(1), addr(1), addr(1));
+    }
+    assert!(t.received > 0, "data flows before the rebinding");
+    // An on-path attacker sends a copy of the client's next datagram from
+    // a victim's address, ahead of the original. What the server sends to
+    // the victim stays within 3× what came from it.
+    let victim = addr(9);
+    let (mut to_victim, mut from_victim) = (0, 0);
+    let mut copied = false;
+    for _ in 0..300 {
+        let from = if copied { addr(1) } else { victim };
+        let (sent, got) = t.round(from, addr(1), victim);
+        copied |= got > 0;
+        to_victim += sent;
+        from_victim += got;
+    }
+    assert!(from_victim > 0, "the copy arrived");
+    assert!(
+        to_victim <= 3 * from_victim,
+        "{to_victim} bytes to an address that sent {from_victim}"
+    );
+    // The client's own NAT rebinds: its new address answers the challenge
+    // and the transfer goes on to the end.
+    let rebound = addr(7);
+    for _ in 0..20_000 {
+        t.round(rebound, rebound, rebound);
+        if t.received == 3_000_000 {
+            break;
+        }
+    }
+    assert_eq!(t.received, 3_000_000);
+    assert_eq!(t.s.connection(t.sh).unwrap().remote_address(), rebound);
 }
