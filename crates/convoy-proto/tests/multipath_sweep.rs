@@ -11,10 +11,7 @@ mod harness;
 mod multipath_grid;
 
 /// A comma-separated list from the environment, or the default.
-fn list<T: std::str::FromStr>(var: &str, default: &[T]) -> Vec<T>
-where
-    T: Clone,
-{
+fn list<T: std::str::FromStr + Clone>(var: &str, default: &[T]) -> Vec<T> {
     match std::env::var(var) {
         Ok(text) => text
             .split(',')
