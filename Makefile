@@ -6,7 +6,7 @@ CARGO ?= cargo
 PYTHON := .venv/bin/python
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
-.PHONY: demo reproduce test test-stress test-arm64 arm64 arm64-toolchain setup build bench fuzz fuzz-deep lint
+.PHONY: demo reproduce test multipath-sweep test-stress test-arm64 arm64 arm64-toolchain setup build bench fuzz fuzz-deep lint
 
 setup:
 	@scripts/setup.sh
@@ -38,6 +38,14 @@ test: setup
 	$(CARGO) test --workspace --release $(FEATURES)
 	$(MAKE) --no-print-directory test-arm64
 	$(PYTHON) -m pytest -q python/tests
+
+# The multipath scenarios in virtual time over the whole grid of starts:
+# initial windows {16,24,32,40,48,64} x seeds 1-10 x link rates x{0.25,1,4}
+# (most of an hour on two cores). Prints each figure's min/median/max per
+# rate and fails on the worst point of any bound; `make test` runs its fast
+# tier. SWEEP_WINDOWS, SWEEP_SEEDS, SWEEP_SCALES (comma-separated) run a part.
+multipath-sweep:
+	$(CARGO) test --release -p convoy-proto --test multipath_sweep -- --ignored --nocapture
 
 # `make test` as a busy vehicle computer or CI machine would run it: two
 # busy loops at nice 19 beside the suite, RUNS times (5 by default), each

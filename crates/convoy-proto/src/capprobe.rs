@@ -198,8 +198,15 @@ pub struct Estimator {
     pairs_in_period: u32,
     consecutive_bad: u32,
     last_grade: Option<Grade>,
+    /// Per-byte dispersions of the newest pairs (zero for a pair inside
+    /// one clock tick), newest last: what the path shows now, whatever the
+    /// EWMA still remembers.
+    recent: std::collections::VecDeque<f64>,
     stats: Stats,
 }
+
+/// Pairs kept in [`Estimator::recent_capacity_bps`]'s memory.
+const RECENT_PAIRS: usize = 8;
 
 impl Estimator {
     /// A grader for a path that starts being graded at `now` (validated,
@@ -216,6 +223,7 @@ impl Estimator {
             pairs_in_period: 0,
             consecutive_bad: 0,
             last_grade: None,
+            recent: std::collections::VecDeque::with_capacity(RECENT_PAIRS),
             stats: Stats::default(),
         })
     }
@@ -232,6 +240,11 @@ impl Estimator {
         }
         self.stats.pairs += 1;
         self.pairs_in_period = self.pairs_in_period.saturating_add(1);
+        if self.recent.len() == RECENT_PAIRS {
+            self.recent.pop_front();
+        }
+        self.recent
+            .push_back(sample.dispersion.as_secs_f64() / f64::from(sample.bytes));
         if sample.dispersion.is_zero() {
             self.stats.unresolved_pairs += 1;
             return;
@@ -272,6 +285,41 @@ impl Estimator {
     pub fn capacity_bps(&self) -> Option<u64> {
         // Saturating float-to-int: a tiny dispersion means "very fast".
         self.smoothed_per_byte.map(|s| (8.0 / s) as u64)
+    }
+
+    /// The capacity the newest `n` pairs all showed (the slowest of them),
+    /// in bit/s; `None` until `n` pairs arrived (`n` at most 8).
+    pub fn recent_capacity_bps(&self, n: usize) -> Option<u64> {
+        if n == 0 || self.recent.len() < n {
+            return None;
+        }
+        let slowest = self
+            .recent
+            .iter()
+            .rev()
+            .take(n)
+            .copied()
+            .fold(0.0, f64::max);
+        Some(if slowest > 0.0 {
+            (8.0 / slowest) as u64
+        } else {
+            u64::MAX
+        })
+    }
+
+    /// The path recovered: the smoothed dispersion starts again from the
+    /// newest `n` pairs, and the run of bad grades is cleared. Without
+    /// this the EWMA (α = 1/8) still holds the poor spell for about 20
+    /// more pairs, so the next grades would read it as bad again.
+    pub fn recovered(&mut self, n: usize) {
+        let newest: Vec<f64> = self.recent.iter().rev().take(n.max(1)).copied().collect();
+        if !newest.is_empty() {
+            let mean = newest.iter().sum::<f64>() / newest.len() as f64;
+            if mean > 0.0 {
+                self.smoothed_per_byte = Some(mean);
+            }
+        }
+        self.consecutive_bad = 0;
     }
 
     /// CapProbe's own estimate, from the pair with the minimum delay sum:

@@ -64,6 +64,16 @@ impl ReceivedPackets {
         }
     }
 
+    /// Whether the newest packets are a run of exactly `n` just above a
+    /// hole: the first moment an acknowledgment lets a sender whose packet
+    /// threshold is `n` declare what the hole lacks lost.
+    pub fn run_above_hole(&self, n: u64) -> bool {
+        match (self.ranges.front(), self.ranges.get(1)) {
+            (Some(top), Some(_)) => top.end() - top.start() + 1 == n,
+            _ => false,
+        }
+    }
+
     pub fn largest(&self) -> Option<u64> {
         self.ranges.front().map(|r| *r.end())
     }
@@ -77,6 +87,18 @@ impl ReceivedPackets {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_run_above_a_hole_is_seen_once_at_its_length() {
+        let mut r = ReceivedPackets::default();
+        let mut seen = Vec::new();
+        for pn in [0u64, 1, 2, 4, 5, 6, 7, 3, 9] {
+            r.insert(pn);
+            seen.push(r.run_above_hole(3));
+        }
+        let want = [false, false, false, false, false, true, false, false, false];
+        assert_eq!(seen, want);
+    }
     use proptest::prelude::*;
 
     #[test]

@@ -25,7 +25,7 @@ pub fn loss_delay(rtt: &RttEstimator) -> Duration {
 }
 
 /// A packet is lost once this many later packets are acknowledged.
-const PACKET_THRESHOLD: u64 = 3;
+pub(crate) const PACKET_THRESHOLD: u64 = 3;
 /// Packets declared lost are remembered this far below the largest
 /// acknowledged, so that a late acknowledgment is noticed (and measured).
 const LOST_MEMORY: u64 = 1000;

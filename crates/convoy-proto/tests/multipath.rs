@@ -1,8 +1,15 @@
 //! Multipath in virtual time: Wi-Fi (30 Mbit/s, 5 ms one way) and LTE
 //! (10 Mbit/s, 30 ms) as in issue 16's experiments, the protocol's own
 //! behaviour only (the emulator experiments measure real processes).
+//!
+//! The failover, death and return scenarios run over a grid of starts
+//! (`multipath_grid`): here its fast tier, the initial windows that broke
+//! bounds before; `make multipath-sweep` runs the whole grid
+//! (`tests/multipath_sweep.rs`).
 
 mod harness;
+#[allow(dead_code)]
+mod multipath_grid;
 
 use std::time::Duration;
 
@@ -75,25 +82,13 @@ fn two_paths_carry_the_sum_of_their_capacities() {
 }
 
 #[test]
-fn wifi_dying_while_both_are_active_loses_nothing_and_barely_stalls() {
-    // The moment Wi-Fi dies decides what was in flight where; eight
-    // moments 130 ms apart sample it.
-    let mut gaps = Vec::new();
-    for k in 0..8u32 {
-        let dies = 3 * SEC + 130 * MS * k;
-        let mut w = world(wifi().outage(dies, 60 * SEC), u64::MAX);
-        let id = with_wifi_path(&mut w, false);
-        w.run_until(7 * SEC, |_| {});
-        // Every byte read was checked against what was written; after the
-        // failover LTE carries the stream alone.
-        assert!(w.goodput(6 * SEC, 7 * SEC) > 8e6);
-        gaps.push(w.longest_gap(2 * SEC, 7 * SEC));
-        assert_ne!(state_of(&mut w, id), PathState::Active);
-    }
-    gaps.sort();
-    eprintln!("both active, Wi-Fi silent: longest gaps {gaps:?}");
-    let worst = *gaps.last().unwrap();
-    assert!(worst <= 150 * MS, "gap {worst:?}");
+fn the_fast_tier_of_the_grid_holds_every_bound() {
+    // The windows that broke a bound before (24: the interface-down
+    // failover; 36 and 40: a repair-filled gap, a demoted Wi-Fi's
+    // return), two seeds, the links' own rates.
+    let points = multipath_grid::grid(&[24, 36, 40], &[1, 2], &[1.0]);
+    let failures = multipath_grid::run_and_report(&points);
+    assert!(failures.is_empty(), "{failures:#?}");
 }
 
 #[test]
@@ -116,24 +111,6 @@ fn a_silent_wifi_fails_over_to_standby_lte() {
     assert!(back > 2_000_000, "Wi-Fi carried {back} B in 7-8 s");
     let lte_after = w.link_bytes(LTE, 7500 * MS, 8 * SEC);
     assert!(lte_after < 20_000, "LTE still carried {lte_after} B");
-}
-
-#[test]
-fn an_interface_reported_down_fails_over_at_once() {
-    let mut w = world(wifi().outage(3 * SEC, 60 * SEC), u64::MAX);
-    let id = with_wifi_path(&mut w, true);
-    let mut told = false;
-    w.run_until(6 * SEC, |w| {
-        if !told && w.now >= 3 * SEC {
-            told = true;
-            let now = w.now;
-            w.client_conn().path_down(now, id).unwrap();
-        }
-    });
-    let gap = w.longest_gap(2 * SEC, 6 * SEC);
-    eprintln!("standby failover on interface down: longest gap {gap:?}");
-    assert!(gap <= 60 * MS + 20 * MS, "failover took {gap:?}");
-    assert_eq!(state_of(&mut w, id), PathState::Abandoned);
 }
 
 #[test]
@@ -182,102 +159,6 @@ fn path_calls_refuse_bad_input() {
             .is_err(),
         "servers do not open paths"
     );
-}
-
-#[test]
-fn a_wifi_that_turns_slow_leaves_lte_the_transfer_and_is_used_again_when_good() {
-    // From 3 s the Wi-Fi is alive but nearly useless: 0.1 Mbit/s behind a
-    // 150 ms queue (an overloaded hotspot at the edge of coverage). It may
-    // be demoted (CapProbe grades it bad N = 5 times, or it goes silent
-    // for a probe timeout) or stay active at the trickle it carries; which
-    // depends on start-up timing, so the test reports it and asks for
-    // what matters: LTE carries the transfer, coded for LTE's loss, with
-    // no long stall, and the Wi-Fi is used again once it is good.
-    let mut w = world(wifi(), u64::MAX);
-    let id = with_wifi_path(&mut w, false);
-    w.run_until(3 * SEC, |_| {});
-    w.links[WIFI].up.bits_per_sec = 100_000;
-    w.links[WIFI].down.bits_per_sec = 100_000;
-    let mut dropped_at = None;
-    let mut watch = |w: &mut World| {
-        let now = w.now;
-        let out = w
-            .client_conn()
-            .paths()
-            .iter()
-            .any(|p| p.id == id && (p.bad || p.state != PathState::Active));
-        if out && dropped_at.is_none() {
-            dropped_at = Some(now);
-        }
-    };
-    w.run_until(8 * SEC, &mut watch);
-    let before = w.client_conn().stats().sender;
-    w.run_until(12 * SEC, &mut watch);
-    let after = w.client_conn().stats().sender;
-    let how = w.client_conn().path_events().to_vec();
-    eprintln!(
-        "slow Wi-Fi out of use {:?} after it turned slow: {how:?}",
-        dropped_at.map(|at| at - 3 * SEC)
-    );
-    // Blocks are coded for the loss their symbols meet: the paths'
-    // readings weighted by the rate each carries. With the worst path's
-    // reading (the Wi-Fi's, whose one-packet queue drops read as air
-    // loss) there were 0.17-0.46 repair symbols per source symbol,
-    // depending on start-up timing; now 0.02-0.03.
-    let source = after.source_symbols - before.source_symbols;
-    let repair = after.repair_symbols - before.repair_symbols;
-    assert!(
-        (repair as f64) < 0.1 * source as f64,
-        "{repair} repair symbols for {source} source symbols"
-    );
-    // Over 4 s: while the Wi-Fi stays in use, a block that waits for a
-    // symbol on it holds the in-order reader up for up to ~0.5 s, so any
-    // one second is bursty. (Before the ECF and rate fixes, 6 s.)
-    let goodput = w.goodput(8 * SEC, 12 * SEC);
-    let stall = w.longest_gap(5 * SEC, 12 * SEC);
-    eprintln!("slow Wi-Fi beside LTE: {goodput:.0} bit/s in 8-12 s, longest stall {stall:?}");
-    assert!(
-        goodput > 8.5e6,
-        "LTE carries the transfer: {goodput:.0} bit/s"
-    );
-    assert!(stall < 600 * MS, "the reader stalled {stall:?}");
-    // Back to 30 Mbit/s: used again, carrying at least 10 Mbit/s, once
-    // the path is active and CapProbe's pairs (every 100 ms on a demoted
-    // path) have measured it good: its EWMA (α = 1/8) forgets the poor
-    // spell in about 20 pairs. (Whether the path was demoted or only
-    // suspected for a moment before depends on start-up timing.)
-    w.links[WIFI].up.bits_per_sec = 30_000_000;
-    w.links[WIFI].down.bits_per_sec = 30_000_000;
-    w.run_until(16 * SEC, |_| {});
-    let back = (120..160u32)
-        .map(|bin| bin * 100 * MS)
-        .find(|&t| w.link_bytes(WIFI, t, t + 100 * MS) > 125_000)
-        .expect("Wi-Fi used again")
-        - 12 * SEC;
-    eprintln!("slow Wi-Fi good again: carrying over 10 Mbit/s {back:?} later");
-    assert!(back <= 3 * SEC, "{back:?}");
-}
-
-#[test]
-fn the_handshake_path_reported_down_fails_over_to_a_backup_at_once() {
-    // As `convoy perf --path wifi --backup lte` sets it up: Wi-Fi is path
-    // 0, LTE a backup opened after the handshake, and the OS reports
-    // Wi-Fi's interface down when it goes out at 5 s.
-    let wifi = Link::new(1, 30.0, 5).outage(5 * SEC, 60 * SEC);
-    let mut w = World::new(vec![wifi, Link::new(0, 10.0, 30)], u64::MAX);
-    w.run_until(200 * MS, |_| {});
-    w.open_path(1, true);
-    let mut told = false;
-    w.run_until(7 * SEC, |w| {
-        if !told && w.now >= 5 * SEC {
-            told = true;
-            let now = w.now;
-            w.client_conn().path_down(now, 0).unwrap();
-        }
-    });
-    let gap = w.longest_gap(2 * SEC, 7 * SEC);
-    eprintln!("handshake path down, backup takes over: gap {gap:?}");
-    assert!(gap <= 60 * MS + 20 * MS, "failover took {gap:?}");
 }
 
 #[test]

@@ -446,3 +446,25 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn recent_pairs_show_a_recovery_the_ewma_still_hides() {
+    let mut e = estimator();
+    // A long poor spell: 1500-byte pairs 120 ms apart (0.1 Mbit/s).
+    for i in 0..40 {
+        e.on_pair(pair(ms(100 * i), 1500, ms(120), ms(300)));
+    }
+    // Back at 30 Mbit/s: 0.4 ms apart.
+    for i in 40..45 {
+        e.on_pair(pair(ms(100 * i), 1500, us(400), ms(20)));
+    }
+    assert!(e.capacity_bps().unwrap() < 1_000_000, "the EWMA remembers");
+    assert!(e.recent_capacity_bps(5).unwrap() > 20_000_000);
+    assert!(
+        e.recent_capacity_bps(6).unwrap() < 1_000_000,
+        "one slow pair in six"
+    );
+    assert_eq!(e.recent_capacity_bps(9), None);
+    e.recovered(5);
+    assert!(close(e.capacity_bps().unwrap(), 30_000_000));
+}

@@ -22,6 +22,13 @@ pub const PAIR_INTERVAL: Duration = Duration::from_millis(500);
 /// that came good would wait ten seconds to be used again (the issue asks
 /// for two). About 230 kbit/s, on a path that carries no data.
 pub const DEMOTED_PAIR_INTERVAL: Duration = Duration::from_millis(100);
+/// A demoted path whose newest this many pairs all measured a capacity
+/// above the threshold is restored at once, not at its next grade: judged
+/// by the EWMA, when it came back depended on how long the poor spell had
+/// been measured and where the 1 s grade period stood (0.5-2.9 s over the
+/// multipath grid's starts). Five pairs at 100 ms: half a second of a path
+/// that keeps showing its capacity.
+const RECOVERY_PAIRS: usize = 5;
 /// A path that turned suspect this many times within [`FLAP_WINDOW`] is
 /// graded bad.
 const FLAPS_TO_DEMOTE: usize = 3;
@@ -109,13 +116,14 @@ impl Connection {
 
     /// Sender: a pair's report becomes a CapProbe sample of its path.
     pub(crate) fn on_pair_report(&mut self, now: Duration, pair: u64, first_us: u64, disp_us: u64) {
-        let Some(p) = self
+        let Some(i) = self
             .paths
-            .iter_mut()
-            .find(|p| p.pair_sent.is_some_and(|s| s.id == pair))
+            .iter()
+            .position(|p| p.pair_sent.is_some_and(|s| s.id == pair))
         else {
             return;
         };
+        let p = &mut self.paths[i];
         let sent = p.pair_sent.take().expect("found");
         let (Some((second_at, bytes)), Some(grader)) = (sent.second, p.grader.as_mut()) else {
             return;
@@ -129,6 +137,17 @@ impl Connection {
             dispersion: Duration::from_micros(disp_us),
             delay_sum: Duration::from_micros(sum.max(0) as u64),
         });
+        let threshold = grader.config().capacity_threshold_bps;
+        let good_again = grader
+            .recent_capacity_bps(RECOVERY_PAIRS)
+            .is_some_and(|c| c >= threshold);
+        if p.demoted && good_again {
+            grader.recovered(RECOVERY_PAIRS);
+            // Its suspicions were the poor spell's: kept, three of them
+            // would demote it again at the next grade.
+            p.recent_suspicions.clear();
+            self.demote(now, i, false);
+        }
     }
 
     /// Starts pairs and grades the graded paths; demotes a path graded bad
@@ -184,6 +203,15 @@ impl Connection {
     }
 
     fn demote(&mut self, now: Duration, i: usize, demoted: bool) {
+        if !demoted {
+            // Its controller last learnt the poor spell's rate (a demoted
+            // path carries no data to teach it otherwise), and beside a
+            // working path the scheduler gives a path that slow almost
+            // nothing to measure a better one with: restored with it, a
+            // Wi-Fi back at 30 Mbit/s took 1.5 s to carry again. What it
+            // carries now is unknown, as for a path validated again.
+            self.paths[i].cc = self.cfg.rate_control.build();
+        }
         let p = &mut self.paths[i];
         p.demoted = demoted;
         p.status_seq += 1;

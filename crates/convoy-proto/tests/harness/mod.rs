@@ -8,7 +8,7 @@ use std::collections::{BinaryHeap, HashMap};
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use convoy_proto::{Config, ConnectionHandle, Endpoint, Keypair, Mode, StreamId};
+use convoy_proto::{Config, ConnectionHandle, Endpoint, Keypair, Mode, RateControl, StreamId};
 
 pub const MS: Duration = Duration::from_millis(1);
 
@@ -147,13 +147,39 @@ pub struct World {
     read_buf: Vec<u8>,
 }
 
+/// What a run starts from: both endpoints' initial window (Tide's first
+/// flight, in packets) and the seed of their connection ids and keys.
+#[derive(Clone, Copy, Debug)]
+pub struct Start {
+    pub initial_window: u64,
+    pub seed: u64,
+}
+
+impl Default for Start {
+    fn default() -> Start {
+        Start {
+            initial_window: 32,
+            seed: 7,
+        }
+    }
+}
+
 impl World {
     pub fn new(links: Vec<Link>, upload: u64) -> World {
+        World::starting(links, upload, Start::default())
+    }
+
+    pub fn starting(links: Vec<Link>, upload: u64, start: Start) -> World {
         let server_kp = Keypair::generate();
         let mut scfg = Config::for_mode(server_kp.clone(), Mode::Tide);
-        scfg.seed = Some(7);
+        scfg.seed = Some(start.seed);
         let mut ccfg = Config::for_mode(Keypair::generate(), Mode::Tide);
-        ccfg.seed = Some(8);
+        ccfg.seed = Some(start.seed + 1);
+        for cfg in [&mut scfg, &mut ccfg] {
+            if let RateControl::Tide(tide) = &mut cfg.rate_control {
+                tide.initial_window_packets = start.initial_window;
+            }
+        }
         let server_addr = SocketAddr::from(([10, 7, 0, 2], 4433));
         let mut client = Endpoint::new(ccfg, false).unwrap();
         let server = Endpoint::new(scfg, true).unwrap();
