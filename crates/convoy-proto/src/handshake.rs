@@ -183,7 +183,12 @@ fn finish(
 fn write(hs: &mut snow::HandshakeState, payload: &[u8]) -> Result<Vec<u8>, HandshakeError> {
     let mut out = vec![0u8; MAX_NOISE];
     let n = hs.write_message(payload, &mut out)?;
+    // Only the message's bytes: the reply is kept for retransmission as
+    // long as the handshake lasts, and with the room for Noise's largest
+    // message it held 64 KB per connection (an unregistered key's whole
+    // cost was 83 KB).
     out.truncate(n);
+    out.shrink_to_fit();
     Ok(out)
 }
 
