@@ -6,6 +6,7 @@ use crate::availability::{Availability, OutagePolicy};
 use crate::capacity::Capacity;
 use crate::delay::{DelayConfig, DelaySource};
 use crate::loss::{LossModel, LossPosition, LossSource};
+use crate::mac::MacConfig;
 use crate::queue::{QueueDiscipline, QueueLimit};
 use crate::time::{Dur, Time};
 use crate::trace::mahimahi::MahimahiTrace;
@@ -25,6 +26,10 @@ pub struct LinkConfig {
     pub discipline: QueueDiscipline,
     pub availability: Availability,
     pub outage: OutagePolicy,
+    /// 802.11 retries and backoff at the transmitter (`None`: every packet
+    /// is sent once, back to back). With it, the rate is the PHY rate and
+    /// the loss model is the loss of each attempt.
+    pub mac: Option<MacConfig>,
     /// The time-series trace that `Capacity::Series`, `DelaySource::Series`,
     /// `LossSource::Series` and `Availability::Series` read.
     pub series: Option<Arc<SeriesTrace>>,
@@ -45,6 +50,7 @@ impl LinkConfig {
             discipline: QueueDiscipline::default(),
             availability: Availability::default(),
             outage: OutagePolicy::default(),
+            mac: None,
             series: None,
             seed: 0,
             record: false,
@@ -118,6 +124,11 @@ impl LinkConfig {
 
     pub fn with_outage_policy(mut self, policy: OutagePolicy) -> LinkConfig {
         self.outage = policy;
+        self
+    }
+
+    pub fn with_mac(mut self, mac: MacConfig) -> LinkConfig {
+        self.mac = Some(mac);
         self
     }
 
