@@ -4,6 +4,7 @@
 
 mod from_mobility;
 mod lte;
+mod mac;
 mod obstacle;
 mod pdr;
 mod scale;
