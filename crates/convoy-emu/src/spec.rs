@@ -164,10 +164,22 @@ impl LinkSpec {
     }
 
     /// Each direction's constant rate (bit/s), `None` for traces and
-    /// unlimited links.
+    /// unlimited links. With `mac=`, what the MAC leaves of the PHY rate
+    /// for full-size packets at the direction's attempt loss: the capacity
+    /// SAP-LAW divides.
     pub fn capacities(&self) -> [Option<u64>; 2] {
         [&self.up, &self.down].map(|d| match d.rate {
-            Some(RateSpec::Constant(bps)) => Some(bps),
+            Some(RateSpec::Constant(bps)) => {
+                let p = d
+                    .loss
+                    .as_ref()
+                    .and_then(|l| l.theoretical_loss_rate())
+                    .unwrap_or(0.0);
+                let mut c = LinkConfig::constant(bps);
+                c.mac = d.mac;
+                let share = c.mac_share_and_loss(bps as f64, p).0;
+                Some((bps as f64 * share).round() as u64)
+            }
             _ => None,
         })
     }
@@ -718,6 +730,9 @@ mod tests {
         let mac = s.up.mac.unwrap();
         assert_eq!((mac.retry_limit, mac.cw_min, mac.cw_max), (3, 15, 255));
         assert_eq!(s.down.mac, s.up.mac);
+        // SAP-LAW divides what 54 Mbit/s leaves for 1500-byte packets.
+        let c = s.capacities()[0].unwrap();
+        assert!((29_000_000..30_000_000).contains(&c), "{c}");
         let (up, _) = s.configs(0).unwrap();
         assert_eq!(up.mac, Some(mac));
         let s = LinkSpec::parse("v:rate=6mbit,up-mac=80211p:retries=1").unwrap();

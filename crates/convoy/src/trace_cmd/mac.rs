@@ -1,6 +1,7 @@
 //! `--mac` of `convoy trace from-mobility`: 802.11 retries folded into an
 //! 802.11p trace's rate and loss columns (docs/MODELS.md, "802.11 MAC
-//! retries").
+//! retries"); and `convoy trace mac`, which prints what the MAC leaves of a
+//! PHY rate (what the experiments compare a `mac=` link's goodput with).
 //!
 //! A row's PDR is the chance that one frame gets through. With retries a
 //! frame is lost only when every attempt is (p^(retries+1), attempts
@@ -12,7 +13,9 @@
 //! twice).
 
 use anyhow::{bail, Result};
+use clap::Args;
 use convoy_link::{Dur, MacConfig};
+use serde::Serialize;
 
 /// The frame the rate column is computed for: a full-size IP packet.
 const FRAME_BYTES: f64 = 1500.0;
@@ -36,6 +39,78 @@ pub fn parse_mac(text: &str) -> Result<Option<MacConfig>> {
         },
         _ => bail!("--mac: expected retries=N after {name}:, found {opt:?}"),
     }
+}
+
+#[derive(Args)]
+pub struct MacArgs {
+    /// PHY rate, Mbit/s.
+    #[arg(long, value_name = "MBIT/S")]
+    rate_mbps: f64,
+    /// Loss of each attempt, a probability in [0, 1].
+    #[arg(long, value_name = "P", default_value_t = 0.0)]
+    loss: f64,
+    /// `80211[:retries=N]` or `80211p[:retries=N]` (as --link's mac=).
+    #[arg(long, value_name = "MAC", default_value = "80211:retries=7")]
+    mac: String,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Serialize)]
+struct MacReport {
+    mac: String,
+    rate_mbps: f64,
+    attempt_loss: f64,
+    /// Share of the PHY rate that 1500-byte packets get.
+    share: f64,
+    capacity_mbps: f64,
+    residual_loss: f64,
+    mean_attempts: f64,
+    mean_service_us: f64,
+}
+
+pub fn run(a: &MacArgs) -> Result<()> {
+    let Some(mac) = parse_mac(&a.mac)? else {
+        bail!("--mac none has no MAC to describe");
+    };
+    if !(a.rate_mbps > 0.0 && a.rate_mbps.is_finite()) {
+        bail!("--rate-mbps must be positive, got {}", a.rate_mbps);
+    }
+    if !(0.0..=1.0).contains(&a.loss) {
+        bail!("--loss must be a probability in [0, 1], got {}", a.loss);
+    }
+    let phy = a.rate_mbps * 1e6;
+    let (rate, residual) = row(Some(&mac), phy, 1.0 - a.loss);
+    let body_s = (FRAME_BYTES + f64::from(mac.header_bytes)) * 8.0 / phy;
+    let e = mac.expected(a.loss, Dur::from_nanos((body_s * 1e9).round() as u64));
+    let r = MacReport {
+        mac: a.mac.clone(),
+        rate_mbps: a.rate_mbps,
+        attempt_loss: a.loss,
+        share: rate / phy,
+        capacity_mbps: rate / 1e6,
+        residual_loss: residual,
+        mean_attempts: e.attempts,
+        mean_service_us: e.service_s * 1e6,
+    };
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&r)?);
+    } else {
+        println!(
+            "{} at {} Mbit/s, {} of attempts lost: 1500-byte packets get {:.3} Mbit/s ({:.1} % of the PHY rate), \
+             {:.2} attempts and {:.1} µs of medium each; {:.3e} lost after the retries",
+            r.mac,
+            r.rate_mbps,
+            r.attempt_loss,
+            r.capacity_mbps,
+            100.0 * r.share,
+            r.mean_attempts,
+            r.mean_service_us,
+            r.residual_loss
+        );
+    }
+    Ok(())
 }
 
 /// (rate in bit/s, loss probability) of a row whose frames get through
