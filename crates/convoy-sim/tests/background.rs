@@ -17,6 +17,8 @@ use convoy_proto::cc::{BackgroundConfig, Priority};
 use convoy_proto::{Config, ConnectionHandle, Endpoint, Keypair, Mode, RateControl, StreamId};
 use convoy_sim::reference;
 
+// Only the shared drive is needed here, not the cellular link.
+#[allow(dead_code)]
 mod support;
 
 const C_BPS: u64 = 10_000_000;
