@@ -39,7 +39,7 @@ pub enum TraceCommand {
     ObstacleCoefficient(obstacle::ObstacleArgs),
     /// One convoy time-series trace per vehicle per interface (802.11p to the
     /// nearest RSU, LTE to the nearest eNodeB) from SUMO FCD output.
-    FromMobility(from_mobility::FromMobilityArgs),
+    FromMobility(Box<from_mobility::FromMobilityArgs>),
     /// A slower or faster twin of a Mahimahi or time-series trace, with its
     /// bursts, gaps and outages where they were: `scale --factor 0.25 IN
     /// OUT` turns a 4 Mbit/s LTE uplink into a 1 Mbit/s one.
