@@ -9,7 +9,8 @@
 //!   under --min-pdr (out of range).
 //! * `<vehicle>.lte.csv`: the downlink from the nearest eNodeB. Distance →
 //!   CSQ (TR 36.942 urban macro path loss), then the empirical LTE model
-//!   draws that second's capacity and RTT (delay = RTT / 2); down at CSQ 0.
+//!   draws that second's capacity and RTT (delay = RTT / 2); down at CSQ 0
+//!   and, for --handover-interruption-ms, where the nearest eNodeB changes.
 //!
 //! Times start at 0 when the vehicle enters the map; `index.csv` says when
 //! that was in simulation time. Every file is parsed back with convoy-link's
@@ -76,6 +77,10 @@ pub struct FromMobilityArgs {
     /// Below this PDR the 802.11p link is written as down.
     #[arg(long, value_name = "P", default_value_t = 0.01)]
     min_pdr: f64,
+    /// A change of nearest eNodeB (a handover) takes the LTE link down for
+    /// this long, ms (the fleet simulator's default; 0: no interruption).
+    #[arg(long, value_name = "MS", default_value_t = 50)]
+    handover_interruption_ms: u64,
     /// Skip the LTE traces (no eNodeB needed).
     #[arg(long)]
     no_lte: bool,
@@ -97,6 +102,9 @@ struct VehicleTrace {
     rows: usize,
     rng: Rng,
     base_rtt_ms: f64,
+    /// The eNodeB of the last LTE row, to see handovers.
+    enb: Option<Point>,
+    handovers: usize,
     pdr_sum: f64,
     /// Loss written while in range, summed, and the rows in range.
     loss_sum: f64,
@@ -119,6 +127,8 @@ struct Summary {
     mean_pdr_80211p: f64,
     /// Mean loss_p of the 802.11p rows in range (after retries with --mac).
     mean_loss_80211p_in_range: f64,
+    /// Changes of nearest eNodeB, each written as an interruption.
+    lte_handovers: usize,
     rows_80211p_in_range: usize,
     mac: String,
 }
@@ -183,11 +193,22 @@ impl Ctx<'_> {
         ));
         if !self.a.no_lte {
             let enb = nearest(&self.enbs, pos);
+            // A handover: down from this step for the interruption, then
+            // the step's sample (run() keeps the interruption under any
+            // FCD step of 0.1 s or more, so rows stay in order).
+            let mut at_ms = rel_ms;
+            let interruption = self.a.handover_interruption_ms;
+            if v.enb.is_some_and(|e| e != enb) && interruption > 0 {
+                v.lte.push_str(&format!("{rel_ms},0,0,0,0\n"));
+                v.handovers += 1;
+                at_ms = rel_ms + interruption;
+            }
+            v.enb = Some(enb);
             let csq = self.csq_map.csq(pos.dist(enb), 0.0);
             let rtt = RttModel::new(f64::from(csq), v.base_rtt_ms)?.sample(&mut v.rng);
             let bw = lte::sample_bandwidth_mbps(f64::from(csq), &mut v.rng)?;
             v.lte.push_str(&format!(
-                "{rel_ms},{},{:.3},0,{}\n",
+                "{at_ms},{},{:.3},0,{}\n",
                 (bw * 1000.0).round() as u64,
                 rtt / 2.0,
                 u8::from(csq > 0)
@@ -236,6 +257,7 @@ fn flush(
     s.mean_pdr_80211p += v.pdr_sum;
     s.mean_loss_80211p_in_range += v.loss_sum;
     s.rows_80211p_in_range += v.rows_up;
+    s.lte_handovers += v.handovers;
     Ok(())
 }
 
@@ -243,6 +265,12 @@ pub fn run(a: &FromMobilityArgs) -> Result<()> {
     let ModelName::Dsrc = a.model;
     let ch = a.channel.channel()?;
     let mac = super::mac::parse_mac(&a.mac)?;
+    if a.handover_interruption_ms >= 100 {
+        bail!(
+            "--handover-interruption-ms must be under 100 (a 0.1 s FCD step), got {}",
+            a.handover_interruption_ms
+        );
+    }
     if !(a.rate_80211p_mbps > 0.0 && a.rate_80211p_mbps.is_finite()) {
         bail!(
             "--rate-80211p-mbps must be positive, got {}",
@@ -336,6 +364,8 @@ pub fn run(a: &FromMobilityArgs) -> Result<()> {
                     rows: 0,
                     rng,
                     base_rtt_ms,
+                    enb: None,
+                    handovers: 0,
                     pdr_sum: 0.0,
                     loss_sum: 0.0,
                     rows_up: 0,
@@ -378,7 +408,7 @@ pub fn run(a: &FromMobilityArgs) -> Result<()> {
     } else {
         println!(
             "{}: {} steps ({} – {} s), {} vehicles → {} traces in {} ({} rows each interface); \
-             mean 802.11p PDR {:.3} over {} RSUs{}; loss in range {:.4} (MAC {})",
+             mean 802.11p PDR {:.3} over {} RSUs{}; loss in range {:.4} (MAC {}); {} LTE handovers",
             s.fcd,
             s.steps,
             s.first_time_s,
@@ -395,7 +425,8 @@ pub fn run(a: &FromMobilityArgs) -> Result<()> {
                 String::new()
             },
             s.mean_loss_80211p_in_range,
-            s.mac
+            s.mac,
+            s.lte_handovers
         );
     }
     Ok(())

@@ -271,3 +271,44 @@ fn mac_retries_fold_into_the_80211p_trace() {
         "--mac: retries: expected a retry count from 0 to 255, found \"x\""
     );
 }
+
+#[test]
+fn a_change_of_enodeb_interrupts_the_lte_trace() {
+    let d = tempdir("handover");
+    let fcd = write(
+        &d,
+        "fcd.xml",
+        r#"<fcd-export>
+<timestep time="0"><vehicle id="v" x="100" y="0"/></timestep>
+<timestep time="1"><vehicle id="v" x="900" y="0"/></timestep>
+</fcd-export>"#,
+    );
+    let out = d.join("o");
+    let out_s = out.display().to_string();
+    let args = [
+        "from-mobility",
+        "--fcd",
+        &fcd,
+        "--rsu",
+        "0,0",
+        "--enb",
+        "0,0",
+        "--enb",
+        "1000,0",
+        "-o",
+        &out_s,
+    ];
+    trace(&args).unwrap();
+    let t = convoy_link::SeriesTrace::from_file(out.join("v.lte.csv")).unwrap();
+    let rows = t.rows();
+    // 0 s at the first eNodeB; at 1 s down for 50 ms, then the second's.
+    assert_eq!(rows.len(), 3);
+    assert!(rows[0].up && !rows[1].up && rows[2].up);
+    assert_eq!(rows[1].start, convoy_link::Dur::from_millis(1000));
+    assert_eq!(rows[2].start, convoy_link::Dur::from_millis(1050));
+    let e = format!(
+        "{:#}",
+        trace(&[args.as_slice(), &["--handover-interruption-ms", "100"]].concat()).unwrap_err()
+    );
+    assert!(e.contains("must be under 100"), "{e}");
+}
