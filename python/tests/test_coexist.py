@@ -84,6 +84,10 @@ def test_experiment_cells_and_links(tmp_path):
     assert len({c.bulk for c in full}) >= 5 and {"loss2", "lte"} <= {c.impairment for c in full}
     cell = background_exp.Cell(10, 250, "loss2", "phases", "convoy-background")
     assert background_exp.link_keys(cell, tmp_path) == "rate=10mbit,delay=30ms,queue=250,up-loss=2%"
+    wifi = background_exp.Cell(10, 250, "none", "phases", "convoy-background")
+    assert background_exp.link_keys(wifi, tmp_path) == "rate=10mbit,mac=80211:retries=7,delay=30ms,queue=250"
+    tuned = smartap_exp.schedule(smartap_exp.Cell("palazzi", "fifo-50")).link
+    assert "rate=36mbit" in tuned and "loss=10%,mac=80211:retries=3,queue=50" in tuned
     lte = background_exp.Cell(None, 250, "lte", "phases", "tcp-cubic")
     assert background_exp.link_keys(lte, tmp_path).startswith(f"up={tmp_path}/TMobile-LTE-short.up,")
     assert [c.policy for c in smartap_exp.cells(quick=False) if c.kind == "palazzi"] == list(smartap_exp.POLICIES)

@@ -10,7 +10,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use convoy_link::{
-    splitmix64, Dur, FaultConfig, FqCodelConfig, LinkConfig, LossModel, LossPosition,
+    splitmix64, Dur, FaultConfig, FqCodelConfig, LinkConfig, LossModel, LossPosition, MacConfig,
     MahimahiTrace, OutagePolicy, QueueDiscipline, QueueLimit, SeriesTrace, Time,
 };
 
@@ -26,8 +26,8 @@ pub const UNLIMITED_BPS: u64 = 1_000_000_000_000_000;
 pub const MAX_MTU: u32 = 65_535;
 
 const KEYS: &str = "rate, up, down, uplink, downlink, offset, delay, jitter, loss, loss-at, \
-                    queue, outage, outage-policy, seed, duplicate, corrupt, reorder, reorder-delay \
-                    (these also as up-KEY / down-KEY), mtu, ap, alpha, beta (after ap=voap), \
+                    queue, outage, outage-policy, seed, duplicate, corrupt, reorder, reorder-delay, \
+                    mac, retries, cw-min, cw-max (these also as up-KEY / down-KEY), mtu, ap, alpha, beta (after ap=voap), \
                     port-delay";
 
 /// Where a direction's capacity comes from.
@@ -61,6 +61,8 @@ pub struct DirectionSpec {
     pub corrupt: Option<f64>,
     pub reorder: Option<f64>,
     pub reorder_delay: Option<Dur>,
+    /// `mac=80211|80211p`: 802.11 retries and backoff at the transmitter.
+    pub mac: Option<MacConfig>,
 }
 
 /// One emulated link: its name (also its interfaces' name on both sides),
@@ -162,10 +164,22 @@ impl LinkSpec {
     }
 
     /// Each direction's constant rate (bit/s), `None` for traces and
-    /// unlimited links.
+    /// unlimited links. With `mac=`, what the MAC leaves of the PHY rate
+    /// for full-size packets at the direction's attempt loss: the capacity
+    /// SAP-LAW divides.
     pub fn capacities(&self) -> [Option<u64>; 2] {
         [&self.up, &self.down].map(|d| match d.rate {
-            Some(RateSpec::Constant(bps)) => Some(bps),
+            Some(RateSpec::Constant(bps)) => {
+                let p = d
+                    .loss
+                    .as_ref()
+                    .and_then(|l| l.theoretical_loss_rate())
+                    .unwrap_or(0.0);
+                let mut c = LinkConfig::constant(bps);
+                c.mac = d.mac;
+                let share = c.mac_share_and_loss(bps as f64, p).0;
+                Some((bps as f64 * share).round() as u64)
+            }
             _ => None,
         })
     }
@@ -326,6 +340,68 @@ impl LinkSpec {
                 let v = parse_duration(key, value)?;
                 apply(self, &|d| d.reorder_delay = Some(v));
             }
+            "mac" => {
+                let (name, opt) = value.split_once(':').unwrap_or((value, ""));
+                let mac = match name {
+                    "80211" => Some(MacConfig::ofdm_20mhz()),
+                    "80211p" => Some(MacConfig::its_10mhz()),
+                    "none" => None,
+                    _ => return Err(bad(key, "80211, 80211p or none", value)),
+                };
+                apply(self, &|d| d.mac = mac);
+                if !opt.is_empty() {
+                    // `mac=80211:retries=3`: the option belongs to the same
+                    // directions as the mac key.
+                    let (k, v) = opt
+                        .split_once('=')
+                        .ok_or_else(|| SpecError::MissingValue(opt.to_owned()))?;
+                    let prefixed = match dirs {
+                        Dirs::Up => format!("up-{k}"),
+                        Dirs::Down => format!("down-{k}"),
+                        Dirs::Both => k.to_owned(),
+                    };
+                    return self.set(&prefixed, v, seen);
+                }
+            }
+            "retries" | "cw-min" | "cw-max" => {
+                let limit = if base == "retries" { 255 } else { 65_535 };
+                let n = parse_int(key, value)
+                    .ok()
+                    .filter(|n| *n <= limit)
+                    .ok_or_else(|| {
+                        bad(
+                            key,
+                            if base == "retries" {
+                                "a retry count from 0 to 255"
+                            } else {
+                                "a contention window in slots from 0 to 65535"
+                            },
+                            value,
+                        )
+                    })?;
+                let has_mac = match dirs {
+                    Dirs::Up => self.up.mac.is_some(),
+                    Dirs::Down => self.down.mac.is_some(),
+                    Dirs::Both => self.up.mac.is_some() && self.down.mac.is_some(),
+                };
+                if !has_mac {
+                    return Err(bad(
+                        key,
+                        "to follow mac=80211 or mac=80211p (it is an 802.11 MAC setting)",
+                        value,
+                    ));
+                }
+                let set = |d: &mut DirectionSpec| {
+                    if let Some(m) = &mut d.mac {
+                        match base {
+                            "retries" => m.retry_limit = n as u8,
+                            "cw-min" => m.cw_min = n as u16,
+                            _ => m.cw_max = n as u16,
+                        }
+                    }
+                };
+                apply(self, &set);
+            }
             _ => {
                 return Err(SpecError::UnknownKey {
                     key: key.to_owned(),
@@ -401,6 +477,9 @@ impl DirectionSpec {
         }
         if let Some(p) = self.loss_at {
             c = c.with_loss_position(p);
+        }
+        if let Some(m) = self.mac {
+            c = c.with_mac(m);
         }
         if let Some(q) = self.queue {
             c = c.with_queue(q);
@@ -644,6 +723,41 @@ fn parse_outages(key: &str, value: &str) -> Result<Vec<(Time, Time)>, SpecError>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn mac_keys() {
+        let s = LinkSpec::parse("wifi:rate=54mbit,mac=80211:retries=3,cw-max=255").unwrap();
+        let mac = s.up.mac.unwrap();
+        assert_eq!((mac.retry_limit, mac.cw_min, mac.cw_max), (3, 15, 255));
+        assert_eq!(s.down.mac, s.up.mac);
+        // SAP-LAW divides what 54 Mbit/s leaves for 1500-byte packets.
+        let c = s.capacities()[0].unwrap();
+        assert!((29_000_000..30_000_000).contains(&c), "{c}");
+        let (up, _) = s.configs(0).unwrap();
+        assert_eq!(up.mac, Some(mac));
+        let s = LinkSpec::parse("v:rate=6mbit,up-mac=80211p:retries=1").unwrap();
+        assert_eq!(s.up.mac.unwrap().retry_limit, 1);
+        assert_eq!(s.up.mac.unwrap().aifsn, 6);
+        assert_eq!(s.down.mac, None);
+        let err = |t: &str| {
+            LinkSpec::parse(t)
+                .and_then(|s| s.configs(0))
+                .unwrap_err()
+                .to_string()
+        };
+        assert_eq!(
+            err("w:mac=80211:retries=x"),
+            "retries: expected a retry count from 0 to 255, found \"x\""
+        );
+        assert_eq!(
+            err("w:mac=80211b"),
+            "mac: expected 80211, 80211p or none, found \"80211b\""
+        );
+        assert!(err("w:retries=3").contains("to follow mac=80211"));
+        assert!(err("w:mac=80211,retries=1,retries=2").contains("given twice"));
+        assert!(err("w:rate=1mbit,mac=80211,cw-min=31,cw-max=15").contains("CWmin (31)"));
+        assert!(!err("w:rate=1mbit,mac=80211,cw-min=31,cw-max=15").contains('\n'));
+    }
 
     #[test]
     fn fault_keys() {

@@ -4,9 +4,18 @@
 //! every 1 km, eNodeBs every 2 km; every vehicle beacons and senses (AVE),
 //! and one in ten uploads over LTE with convoy-proto.
 
-use crate::scenario::Scenario;
+use crate::scenario::{Scenario, ScenarioError};
 
 pub fn scenario(vehicles: u32, duration_s: f64) -> Scenario {
+    scenario_with(vehicles, duration_s, &[]).expect("the bench scenario is valid")
+}
+
+/// The benchmark city with `--set` overrides (e.g. `upload.mode=rcdp`).
+pub fn scenario_with(
+    vehicles: u32,
+    duration_s: f64,
+    sets: &[(String, String)],
+) -> Result<Scenario, ScenarioError> {
     let area_km2 = f64::from(vehicles) / 41.0;
     let side_m = area_km2.sqrt() * 1000.0;
     let blocks = (side_m / 200.0).round().max(2.0) as u32;
@@ -35,5 +44,5 @@ pub fn scenario(vehicles: u32, duration_s: f64) -> Scenario {
         sites(1000.0),
         sites(2000.0)
     );
-    Scenario::parse(&text).expect("the bench scenario is valid")
+    Scenario::parse_with(&text, sets)
 }

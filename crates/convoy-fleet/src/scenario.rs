@@ -215,6 +215,8 @@ pub struct UploadSpec {
     pub share: f64,
     /// Bytes per upload; a vehicle starts the next one when one completes.
     pub bytes: u64,
+    /// convoy-proto's mode: `tide` (the default mode everywhere else too),
+    /// `rlnc-bbr` or `rcdp`.
     #[serde(default = "default_mode")]
     pub mode: String,
     /// Uploads start at a uniform time in [0, start_spread_s).
@@ -223,7 +225,7 @@ pub struct UploadSpec {
 }
 
 fn default_mode() -> String {
-    "rlnc-bbr".into()
+    "tide".into()
 }
 fn default_spread() -> f64 {
     5.0

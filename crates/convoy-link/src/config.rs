@@ -6,6 +6,7 @@ use crate::availability::{Availability, OutagePolicy};
 use crate::capacity::Capacity;
 use crate::delay::{DelayConfig, DelaySource};
 use crate::loss::{LossModel, LossPosition, LossSource};
+use crate::mac::MacConfig;
 use crate::queue::{QueueDiscipline, QueueLimit};
 use crate::time::{Dur, Time};
 use crate::trace::mahimahi::MahimahiTrace;
@@ -25,6 +26,10 @@ pub struct LinkConfig {
     pub discipline: QueueDiscipline,
     pub availability: Availability,
     pub outage: OutagePolicy,
+    /// 802.11 retries and backoff at the transmitter (`None`: every packet
+    /// is sent once, back to back). With it, the rate is the PHY rate and
+    /// the loss model is the loss of each attempt.
+    pub mac: Option<MacConfig>,
     /// The time-series trace that `Capacity::Series`, `DelaySource::Series`,
     /// `LossSource::Series` and `Availability::Series` read.
     pub series: Option<Arc<SeriesTrace>>,
@@ -45,6 +50,7 @@ impl LinkConfig {
             discipline: QueueDiscipline::default(),
             availability: Availability::default(),
             outage: OutagePolicy::default(),
+            mac: None,
             series: None,
             seed: 0,
             record: false,
@@ -121,6 +127,11 @@ impl LinkConfig {
         self
     }
 
+    pub fn with_mac(mut self, mac: MacConfig) -> LinkConfig {
+        self.mac = Some(mac);
+        self
+    }
+
     pub fn with_seed(mut self, seed: u64) -> LinkConfig {
         self.seed = seed;
         self
@@ -133,10 +144,40 @@ impl LinkConfig {
 }
 
 impl LinkConfig {
+    /// With a MAC: the share of a `rate_bps` PHY rate that full-size
+    /// (1500-byte) packets get, and the loss left after the retries, when
+    /// each attempt is lost with `p` (mac.rs). Without one: `(1, p)`.
+    pub fn mac_share_and_loss(&self, rate_bps: f64, p: f64) -> (f64, f64) {
+        let Some(mac) = &self.mac else {
+            return (1.0, p);
+        };
+        if rate_bps <= 0.0 {
+            return (0.0, p);
+        }
+        let frame_s = 1500.0 * 8.0 / rate_bps;
+        let body_s = f64::from(1500 + mac.header_bytes) * 8.0 / rate_bps;
+        let e = mac.expected(p, Dur::from_nanos((body_s * 1e9).round() as u64));
+        (frame_s / e.service_s, e.residual_loss)
+    }
+
+    /// The loss of each attempt (or packet) at `t`: the model's long-run
+    /// rate, or the series row's Bernoulli probability (0 for other rows).
+    fn loss_at(&self, t: Time) -> f64 {
+        match &self.loss {
+            LossSource::Model(m) => m.theoretical_loss_rate().unwrap_or(0.0),
+            LossSource::Series => match self.series.as_ref().map(|s| s.row_at(t).loss) {
+                Some(crate::loss::LossParams::Bernoulli(p)) => p.as_f64(),
+                _ => 0.0,
+            },
+        }
+    }
+
     /// Bits the bottleneck could carry in `[from, to)`: what a sender that
     /// never let the queue empty would have been offered. Mahimahi traces
     /// count their opportunities exactly; rates are integrated in 1 ms steps.
-    /// Down intervals carry nothing.
+    /// Down intervals carry nothing. With a MAC, each step's rate is scaled
+    /// by the share full-size packets get after backoff, ACKs and retries
+    /// at that step's attempt loss (`mac_share_and_loss`).
     pub fn capacity_bits(&self, from: Time, to: Time) -> f64 {
         if to <= from {
             return 0.0;
@@ -171,7 +212,8 @@ impl LinkConfig {
                 while t < to {
                     let next = (t + step).min(to);
                     if !down(t) {
-                        bits += *bps as f64 * (next - t).as_secs_f64();
+                        let share = self.mac_share_and_loss(*bps as f64, self.loss_at(t)).0;
+                        bits += *bps as f64 * share * (next - t).as_secs_f64();
                     }
                     t = next;
                 }
@@ -184,7 +226,9 @@ impl LinkConfig {
                 while t < to {
                     let next = (t + step).min(to);
                     if !down(t) {
-                        bits += series.row_at(t).rate_bps as f64 * (next - t).as_secs_f64();
+                        let rate = series.row_at(t).rate_bps as f64;
+                        let share = self.mac_share_and_loss(rate, self.loss_at(t)).0;
+                        bits += rate * share * (next - t).as_secs_f64();
                     }
                     t = next;
                 }
@@ -197,6 +241,22 @@ impl LinkConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn capacity_with_a_mac_is_what_full_size_frames_get() {
+        let c = LinkConfig::constant(20_000_000).with_mac(MacConfig::ofdm_20mhz());
+        // 600 µs of payload in 34 + 7.5·9 + 20 + 614.4 + 16 + 44 µs.
+        let bits = c.capacity_bits(Time::ZERO, Time::from_secs(1));
+        assert!((bits - 20e6 * 600.0 / 795.9).abs() < 1e3, "{bits}");
+        let lossy = c.with_loss(LossModel::Bernoulli { p: 0.5 });
+        let (share, loss) = lossy.mac_share_and_loss(20e6, 0.5);
+        assert!((loss - 0.5f64.powi(8)).abs() < 1e-15);
+        assert!(share < 0.4, "{share}");
+        assert_eq!(
+            LinkConfig::constant(1).mac_share_and_loss(1.0, 0.1),
+            (1.0, 0.1)
+        );
+    }
 
     #[test]
     fn capacity_in_a_window_counts_opportunities_and_outages() {

@@ -21,6 +21,17 @@ pub enum ConfigError {
         "series repeat period ({period_ns} ns) must be longer than the last interval's start ({last_start_ns} ns)"
     )]
     RepeatPeriod { period_ns: u64, last_start_ns: u64 },
+    #[error("802.11 contention window: CWmin ({cw_min}) must not exceed CWmax ({cw_max})")]
+    MacWindow { cw_min: u16, cw_max: u16 },
+    #[error(
+        "802.11 retries need a rate-driven link (a constant rate or a time-series trace), \
+         not a Mahimahi trace: its opportunities say when bytes leave, not how long a frame takes"
+    )]
+    MacNeedsRate,
+    #[error(
+        "802.11 retries lose frames on the air, after the queue; loss before the queue cannot be retried"
+    )]
+    MacLossBeforeQueue,
 }
 
 /// What a trace or record line should have held.

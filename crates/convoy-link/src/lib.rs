@@ -56,6 +56,11 @@
 //!   limit) and transmission resumes afterwards; under `Drop` arrivals are
 //!   dropped while down and the link's contents are dropped when it goes down.
 //!   Packets already propagating are delivered either way.
+//! * **802.11 MAC** ([`MacConfig`], optional): each packet is a frame sent
+//!   after DIFS and a random backoff, acknowledged after SIFS, and retried
+//!   with a doubled contention window until a retry limit; the rate is then
+//!   the PHY rate and the loss model decides each attempt. Rate-driven
+//!   transmitters only.
 //!
 //! # Order of operations
 //!
@@ -71,8 +76,9 @@
 //! # Not modelled
 //!
 //! One queue per direction, a FIFO or FQ-CoDel's per-flow queues
-//! ([`QueueDiscipline`]; no per-UE queues), no MAC-level retransmission or link-layer ARQ
-//! (model its effect as delay and loss), no corruption or duplication, no
+//! ([`QueueDiscipline`]; no per-UE queues), no link-layer ARQ beyond
+//! 802.11's retries (LTE's HARQ/RLC: model its effect as delay and loss),
+//! no contention from other stations, no corruption or duplication, no
 //! capacity shared between the two directions, and of mm-link's queue
 //! disciplines only drop-tail and CoDel (no drop-head, no PIE).
 //!
@@ -90,6 +96,7 @@ mod faults;
 mod fq_codel;
 mod link;
 mod loss;
+mod mac;
 mod queue;
 mod record;
 mod rng;
@@ -107,6 +114,7 @@ pub use faults::{FaultConfig, FaultStage, FaultStats, Faulted};
 pub use fq_codel::{FqCodel, FqCodelConfig};
 pub use link::{Delivery, Enqueued, Link, LinkDirection, Stats};
 pub use loss::{GeParams, LossModel, LossParams, LossPosition, LossProcess, LossSource};
+pub use mac::{MacConfig, MacExpectation};
 pub use queue::{NoAqm, PacketMeta, QueueDiscipline, QueueLimit, QueuePolicy, QueueState, Verdict};
 pub use record::{
     parse_records, records_to_csv, DropReason, Record, RecordKind, RecordWriter, CSV_HEADER,

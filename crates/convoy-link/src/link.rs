@@ -11,11 +11,12 @@ use crate::delay::{Delayer, InFlight, MetaOrd, Pipe};
 use crate::error::ConfigError;
 use crate::fq_codel::FqCodel;
 use crate::loss::{LossPosition, LossProcess, LossSource};
+use crate::mac::MacConfig;
 use crate::queue::{
     NoAqm, PacketMeta, QueueDiscipline, QueueLimit, QueuePolicy, QueueState, Verdict,
 };
 use crate::record::{DropReason, Record, RecordKind};
-use crate::rng::splitmix64;
+use crate::rng::{splitmix64, Rng, STREAM_BACKOFF};
 use crate::time::{Dur, Time};
 use crate::trace::mahimahi::OPPORTUNITY_BYTES;
 use crate::trace::series::SeriesTrace;
@@ -53,6 +54,11 @@ pub struct Stats {
     pub offered_bytes: u64,
     pub delivered: u64,
     pub delivered_bytes: u64,
+    /// 802.11 attempts (frames put on the air), with a MAC configured.
+    pub mac_attempts: u64,
+    /// Medium time the MAC held for them: DIFS, backoff, frames, SIFS and
+    /// ACKs (or ACK timeouts), delivered or not.
+    pub mac_airtime: Dur,
     dropped: [u64; 4],
 }
 
@@ -68,6 +74,18 @@ impl Stats {
 enum Server {
     Fluid(Fluid),
     Opportunities(Opportunities),
+}
+
+/// The 802.11 transmitter's state (see `mac.rs`).
+struct Mac {
+    config: MacConfig,
+    backoff: Rng,
+    /// Whether the frame in service got through (else every attempt was
+    /// lost).
+    delivered: bool,
+    /// When the medium is free after the last frame's ACK (or ACK
+    /// timeout): the next frame's DIFS starts no earlier.
+    free_at: Time,
 }
 
 /// Where waiting packets are kept.
@@ -114,6 +132,7 @@ pub struct LinkDirection<P: QueuePolicy = NoAqm> {
     sojourn: Dur,
     /// Packets FQ-CoDel dropped while choosing the next one.
     fq_dropped: Vec<PacketMeta>,
+    mac: Option<Mac>,
 }
 
 impl<P: QueuePolicy + Default> LinkDirection<P> {
@@ -149,6 +168,24 @@ impl<P: QueuePolicy> LinkDirection<P> {
         };
         let delayer = Delayer::new(&config.delay, series, config.seed)?;
         let pipe = Pipe::new(delayer.reorders());
+        let mac = match config.mac {
+            None => None,
+            Some(_) if matches!(server, Server::Opportunities(_)) => {
+                return Err(ConfigError::MacNeedsRate)
+            }
+            Some(_) if config.loss_position == LossPosition::BeforeQueue => {
+                return Err(ConfigError::MacLossBeforeQueue)
+            }
+            Some(m) => {
+                m.validate()?;
+                Some(Mac {
+                    config: m,
+                    backoff: Rng::new(config.seed, STREAM_BACKOFF),
+                    delivered: false,
+                    free_at: Time::ZERO,
+                })
+            }
+        };
         let queue = match config.discipline {
             QueueDiscipline::Fifo => Store::Fifo(VecDeque::new()),
             QueueDiscipline::FqCodel(c) => Store::Fq(Box::new(FqCodel::new(c))),
@@ -176,6 +213,7 @@ impl<P: QueuePolicy> LinkDirection<P> {
             now: Time::ZERO,
             sojourn: Dur::ZERO,
             fq_dropped: Vec::new(),
+            mac,
         })
     }
 
@@ -457,6 +495,15 @@ impl<P: QueuePolicy> LinkDirection<P> {
     #[inline]
     fn start_service(&mut self, t: Time, back_to_back: bool) {
         let next = self.dequeue(t);
+        if self.mac.is_some() {
+            if let Some(meta) = next {
+                let frame_end = self.mac_attempts(t, &meta);
+                if let Server::Fluid(f) = &mut self.server {
+                    f.in_service = Some((meta, frame_end));
+                }
+                return;
+            }
+        }
         let Server::Fluid(f) = &mut self.server else {
             return;
         };
@@ -469,13 +516,66 @@ impl<P: QueuePolicy> LinkDirection<P> {
         }
     }
 
+    /// Runs every 802.11 attempt of the frame `meta`, from `start` or the
+    /// end of the previous frame's ACK if later (the attempts depend on
+    /// nothing that can change meanwhile: the loss and backoff streams
+    /// serve frames in order), records whether one got through, and returns
+    /// when the last attempt's last bit left: the frame is delivered or
+    /// dropped then; its ACK holds the medium a little longer.
+    fn mac_attempts(&mut self, start: Time, meta: &PacketMeta) -> Time {
+        let Some(mac) = &mut self.mac else {
+            return start;
+        };
+        let Server::Fluid(f) = &mut self.server else {
+            return start;
+        };
+        let c = mac.config;
+        let body_len = meta.len.saturating_add(c.header_bytes);
+        let start = start.max(mac.free_at);
+        let mut t = start;
+        let mut frame_end = start;
+        mac.delivered = false;
+        for attempt in 0..=u32::from(c.retry_limit) {
+            let slots = mac.backoff.uniform_inclusive(u64::from(c.cw(attempt)));
+            t += c.difs() + Dur::from_nanos(slots * c.slot.as_nanos()) + c.preamble;
+            // Contention separates attempts, so no rounding credit carries.
+            t = f.finish(t, body_len, false, &self.schedule);
+            if t == Time::MAX {
+                frame_end = t; // the link never serves another byte
+                break;
+            }
+            self.stats.mac_attempts += 1;
+            let lost = decide_loss(
+                &mut self.loss,
+                self.loss_series.as_deref(),
+                &mut self.loss_hint,
+                t,
+            );
+            frame_end = t;
+            // The ACK, or the wait for one that never comes.
+            t += c.sifs + c.ack;
+            if !lost {
+                mac.delivered = true;
+                break;
+            }
+        }
+        mac.free_at = t;
+        self.stats.mac_airtime = self.stats.mac_airtime + t.saturating_since(start);
+        frame_end
+    }
+
     #[inline]
     fn complete_service(&mut self, t: Time) {
         let Server::Fluid(f) = &mut self.server else {
             return;
         };
         if let Some((meta, _)) = f.in_service.take() {
-            self.depart(meta, t);
+            match &mut self.mac {
+                None => self.depart(meta, t),
+                Some(mac) if mac.delivered => self.propagate(meta, t),
+                // Every attempt was lost: the retry limit dropped it.
+                Some(_) => self.drop_packet(t, &meta, DropReason::Loss),
+            }
         }
         self.start_service(t, true);
     }
@@ -561,14 +661,12 @@ impl<P: QueuePolicy> LinkDirection<P> {
 
     #[inline]
     fn decide_loss(&mut self, t: Time) -> bool {
-        match &self.loss_series {
-            None => self.loss.lose(),
-            Some(trace) => {
-                let row = trace.locate(t, &mut self.loss_hint).0;
-                let params = trace.rows()[row].loss;
-                self.loss.lose_with(&params)
-            }
-        }
+        decide_loss(
+            &mut self.loss,
+            self.loss_series.as_deref(),
+            &mut self.loss_hint,
+            t,
+        )
     }
 
     /// The packet's last byte left the bottleneck at `t`.
@@ -578,6 +676,12 @@ impl<P: QueuePolicy> LinkDirection<P> {
             self.drop_packet(t, &meta, DropReason::Loss);
             return;
         }
+        self.propagate(meta, t);
+    }
+
+    /// The packet left the bottleneck intact at `t`: on to the far end.
+    #[inline]
+    fn propagate(&mut self, meta: PacketMeta, t: Time) {
         let at = self.delayer.arrival(t);
         self.departures += 1;
         self.pipe.push(InFlight {
@@ -586,6 +690,25 @@ impl<P: QueuePolicy> LinkDirection<P> {
             departed: t,
             meta: MetaOrd(meta),
         });
+    }
+}
+
+/// Whether the loss process (or the series trace's row at `t`) loses the
+/// packet that leaves at `t`.
+#[inline]
+fn decide_loss(
+    loss: &mut LossProcess,
+    series: Option<&SeriesTrace>,
+    hint: &mut usize,
+    t: Time,
+) -> bool {
+    match series {
+        None => loss.lose(),
+        Some(trace) => {
+            let row = trace.locate(t, hint).0;
+            let params = trace.rows()[row].loss;
+            loss.lose_with(&params)
+        }
     }
 }
 

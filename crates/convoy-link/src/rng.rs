@@ -12,6 +12,7 @@ use crate::error::ConfigError;
 /// recorded experiment.
 pub(crate) const STREAM_LOSS: u64 = 0x6c6f_7373; // "loss"
 pub(crate) const STREAM_JITTER: u64 = 0x6a69_7474; // "jitt"
+pub(crate) const STREAM_BACKOFF: u64 = 0x6261_636b; // "back"
 
 /// splitmix64 step: also used to derive independent seeds.
 pub fn splitmix64(state: &mut u64) -> u64 {

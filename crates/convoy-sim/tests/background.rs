@@ -12,10 +12,14 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use convoy_link::{Dur, Enqueued, Link, LinkConfig, LossModel, QueueLimit, Time};
+use convoy_link::{Dur, Enqueued, Link, LinkConfig, LossModel, MahimahiTrace, QueueLimit, Time};
 use convoy_proto::cc::{BackgroundConfig, Priority};
 use convoy_proto::{Config, ConnectionHandle, Endpoint, Keypair, Mode, RateControl, StreamId};
 use convoy_sim::reference;
+
+// Only the shared drive is needed here, not the cellular link.
+#[allow(dead_code)]
+mod support;
 
 const C_BPS: u64 = 10_000_000;
 const ONE_WAY: Dur = Dur::from_millis(30);
@@ -135,7 +139,18 @@ fn run(
     loss: f64,
     until: Duration,
 ) -> Outcome {
-    let mut net: Link = Link::new(link(loss, 7), link(0.0, 8)).unwrap();
+    run_over(kinds, voip_from, link(loss, 7), link(0.0, 8), until)
+}
+
+/// [`run`] over any pair of link directions.
+fn run_over(
+    kinds: &[(Kind, Duration)],
+    voip_from: Option<Duration>,
+    up: LinkConfig,
+    down: LinkConfig,
+    until: Duration,
+) -> Outcome {
+    let mut net: Link = Link::new(up, down).unwrap();
     let mut flows: Vec<Flow> = kinds
         .iter()
         .enumerate()
@@ -392,4 +407,71 @@ fn random_loss_does_not_slow_it_down() {
         g / (C * 0.98) * 100.0
     );
     assert!(g > 0.85 * C * 0.98, "{g}");
+}
+
+/// Over an LTE drive (the `background` experiment's TMobile trace, 30 ms
+/// each way, 250 packets), beside VoIP, the background flow should get at
+/// least half of what the VoIP flow leaves (issue 38's target) and add at
+/// most 30 ms (the LTE target) to VoIP's p95 queueing delay over the same
+/// drive with VoIP alone (the drive's own waits are most of that delay).
+/// It does not yet: with the 3 ms target it starves (0.41 of 6.43 Mbit/s);
+/// docs/PROTOCOL.md, "Background priority", has the cause and the fixes
+/// tried. Run with `--ignored` to measure.
+#[test]
+#[ignore = "issue 38: the scavenger starves on the LTE drive (docs/PROTOCOL.md)"]
+fn over_an_lte_drive_it_is_not_starved() {
+    let Some((up, down)) = support::shared_drive("TMobile-LTE-short") else {
+        return;
+    };
+    let dir = |t: MahimahiTrace| {
+        LinkConfig::mahimahi(std::sync::Arc::new(t))
+            .with_delay(ONE_WAY)
+            .with_queue(QueueLimit::Packets(250))
+    };
+    let (up_cfg, down_cfg) = (dir(up), dir(down));
+    let voip_p = |out: &Outcome, q: f64| {
+        let d: Vec<f64> = out
+            .voip
+            .iter()
+            .filter(|(sent, _)| *sent >= Duration::from_secs(10))
+            .map(|&(_, d)| d)
+            .collect();
+        percentile(d, q)
+    };
+    let alone = run_over(
+        &[],
+        Some(Duration::ZERO),
+        up_cfg.clone(),
+        down_cfg.clone(),
+        Duration::from_secs(60),
+    );
+    let (from, to) = (Duration::from_secs(10), Duration::from_secs(60));
+    let capacity = up_cfg.capacity_bits(to_time(from), to_time(to)) / (to - from).as_secs_f64();
+    let out = run_over(
+        &[(Kind::Background, Duration::ZERO)],
+        Some(Duration::ZERO),
+        up_cfg,
+        down_cfg,
+        to,
+    );
+    let g = out.flows[0].goodput_bps(from, to);
+    let voip_bps = 200.0 * 8.0 / 0.020;
+    let left = capacity - voip_bps;
+    let (p50_alone, p95_alone, p95) = (
+        voip_p(&alone, 0.5),
+        voip_p(&alone, 0.95),
+        voip_p(&out, 0.95),
+    );
+    eprintln!(
+        "background over TMobile-LTE-short.up beside VoIP: goodput {:.2} Mbit/s of {:.2} left = {:.1} %; \
+         VoIP queueing delay p95 {p95:.1} ms (alone: p50 {p50_alone:.1}, p95 {p95_alone:.1})",
+        g / 1e6,
+        left / 1e6,
+        100.0 * g / left
+    );
+    assert!(g >= 0.5 * left, "{g} of {left}");
+    assert!(
+        p95 - p95_alone <= 30.0,
+        "VoIP queueing p95 {p95} ms, alone {p95_alone}"
+    );
 }

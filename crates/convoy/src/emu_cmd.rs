@@ -40,6 +40,11 @@ LINKS
                   client's interface goes down for each outage and comes back
                   with its address and routes; whole link only, no up-/down-)
   seed=N          seed of the loss and jitter processes
+  mac=M[:retries=N]  802.11 retries at the transmitter: 80211 (OFDM, 20 MHz)
+                  | 80211p (10 MHz) | none; rate= is then the PHY rate and
+                  loss= the loss of each attempt; also retries=N (default 7),
+                  cw-min=N (15), cw-max=N (1023) after it. Not with Mahimahi
+                  traces or loss-at=before
   mtu=N           interface MTU, both sides (default 1500)
   ap=P            smart access point rewriting TCP receive windows in the ACKs
                   it forwards (both directions): sap-law, sap-law-rtt (need a

@@ -38,7 +38,8 @@ pub struct FleetArgs {
     /// Directory for the records (CSV and summary.json).
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
-    /// Override a scenario key, e.g. --set sensing.protocol=dymo (repeatable).
+    /// Override a scenario key, e.g. --set sensing.protocol=dymo (repeatable;
+    /// with --bench, a key of the benchmark city, e.g. upload.mode=rcdp).
     #[arg(long = "set", value_name = "KEY=VALUE")]
     sets: Vec<String>,
     /// Print the summary as JSON on stdout.
@@ -59,7 +60,8 @@ pub struct FleetArgs {
 pub fn run(cmd: SimCommand) -> Result<()> {
     match cmd {
         SimCommand::Fleet(a) if a.bench => {
-            bench::run(&a.vehicles, a.duration, a.seed.unwrap_or(1), a.json)
+            let sets = parse_sets(&a.sets)?;
+            bench::run(&a.vehicles, a.duration, a.seed.unwrap_or(1), &sets, a.json)
         }
         SimCommand::Fleet(a) => fleet(a),
         SimCommand::Sweep(a) => sweep::run(a),

@@ -221,7 +221,10 @@ fn capacity_and_loss(cfg: &LinkConfig) -> (f64, f64) {
         LossSource::Model(m) => m.theoretical_loss_rate().unwrap_or(0.0),
         LossSource::Series => 0.0,
     };
-    (capacity, loss)
+    // With 802.11 retries the rate is the PHY's and the loss each
+    // attempt's: compare with what the MAC leaves of both.
+    let (share, loss) = cfg.mac_share_and_loss(capacity, loss);
+    (capacity * share, loss)
 }
 
 pub fn run_simulate(args: SimulateArgs) -> Result<()> {

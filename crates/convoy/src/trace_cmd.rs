@@ -4,6 +4,7 @@
 
 mod from_mobility;
 mod lte;
+mod mac;
 mod obstacle;
 mod pdr;
 mod scale;
@@ -38,11 +39,15 @@ pub enum TraceCommand {
     ObstacleCoefficient(obstacle::ObstacleArgs),
     /// One convoy time-series trace per vehicle per interface (802.11p to the
     /// nearest RSU, LTE to the nearest eNodeB) from SUMO FCD output.
-    FromMobility(from_mobility::FromMobilityArgs),
+    FromMobility(Box<from_mobility::FromMobilityArgs>),
     /// A slower or faster twin of a Mahimahi or time-series trace, with its
     /// bursts, gaps and outages where they were: `scale --factor 0.25 IN
     /// OUT` turns a 4 Mbit/s LTE uplink into a 1 Mbit/s one.
     Scale(scale::ScaleArgs),
+    /// What 802.11 retries leave of a PHY rate for 1500-byte packets, and
+    /// the loss after them: `mac --rate-mbps 20 --loss 0.1 --mac
+    /// 80211:retries=4` (docs/MODELS.md, "802.11 MAC retries").
+    Mac(mac::MacArgs),
 }
 
 pub fn run(cmd: TraceCommand) -> Result<()> {
@@ -53,6 +58,7 @@ pub fn run(cmd: TraceCommand) -> Result<()> {
         TraceCommand::ObstacleCoefficient(a) => obstacle::run_coefficient(&a),
         TraceCommand::FromMobility(a) => from_mobility::run(&a),
         TraceCommand::Scale(a) => scale::run(&a),
+        TraceCommand::Mac(a) => mac::run(&a),
     }
 }
 

@@ -1,8 +1,12 @@
 """The `background` experiment: a vehicle's bulk upload beside real-time
 flows through an access point it does not control (research notes B.3).
 
-The AP is a plain drop-tail FIFO in `convoy emu` (C ∈ {5, 10, 20} Mbit/s,
-Q ∈ {50, 100, 250} packets, 60 ms round trip). Real-time flows run 0–180 s
+The AP is a plain drop-tail FIFO in `convoy emu` (PHY rate ∈ {5, 10, 20}
+Mbit/s, Q ∈ {50, 100, 250} packets, 60 ms round trip) with 802.11 retries
+at its transmitter (`mac=80211`, 7 retries, no loss on the air): C, which
+the shares below divide by, is what that MAC leaves for full-size packets
+(`convoy trace mac --rate-mbps 10`: 8.51 Mbit/s of 10). The 2 % loss cell
+keeps a plain link, so its loss reaches the transport as random loss. Real-time flows run 0–180 s
 (VoIP: irtt, 20 ms / 172 B; a game both ways: 100 B / 20 ms); the bulk
 upload runs 30–150 s; 150–180 s is recovery. The bulk is, in turn, kernel
 Cubic, kernel BBR, kernel TCP-LP (where the kernel has it), convoy's
@@ -25,7 +29,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..emu import coexist
+from ..emu import coexist, wifi_mac
 from ..emu.coexist import Bulk, RtFlow, Schedule
 
 BULKS = ["tcp-cubic", "tcp-bbr", "tcp-lp", "convoy", "convoy-background"]
@@ -33,6 +37,7 @@ TARGET_CELL = (10, 250)
 RATES, QUEUES = [5, 10, 20], [50, 100, 250]
 LTE_TRACE = "TMobile-LTE-short"
 DELAY_MS = 30
+RETRIES = 7
 # Real-time load in the up direction, IP bytes: VoIP + game.
 RT_UP_BPS = (172 + 28) * 8 / 0.020 + (100 + 28) * 8 / 0.020
 
@@ -64,10 +69,22 @@ def link_keys(cell: Cell, shared_traces: Path) -> str:
         keys = f"up={up},down={down}"
     else:
         keys = f"rate={cell.rate:g}mbit"
+        if cell.impairment == "none":
+            keys += "," + wifi_mac.keys(RETRIES)
     keys += f",delay={DELAY_MS}ms,queue={cell.queue}"
     if cell.impairment == "loss2":
         keys += ",up-loss=2%"
     return keys
+
+
+def capacity_bps(cell: Cell) -> float:
+    """C of a constant-rate cell: what its MAC leaves of the PHY rate
+    (the 2 % loss cell has none); nan for the LTE trace."""
+    if not cell.rate:
+        return math.nan
+    if cell.impairment == "none":
+        return wifi_mac.capacity_bps(cell.rate, 0.0, RETRIES)
+    return cell.rate * 1e6
 
 
 def rt_flows(start: float, end: float) -> list[RtFlow]:
@@ -110,7 +127,7 @@ def measure(cell: Cell, sched: Schedule, res: dict) -> dict:
            "kind": cell.kind, "bulk": cell.bulk, "status": res["status"]}
     bulk = coexist.bulk_result(work)
     row["bulk_mbit_s"] = bulk["goodput_mbit_s"]
-    c = cell.rate * 1e6 if cell.rate else math.nan
+    c = capacity_bps(cell)
     loss = 0.02 if cell.impairment == "loss2" else 0.0
     row["bulk_share_of_free"] = bulk["goodput_mbit_s"] * 1e6 / (c - RT_UP_BPS) if sched.flows else math.nan
     row["bulk_share_of_c"] = bulk["goodput_mbit_s"] * 1e6 / c

@@ -3,8 +3,8 @@
 * The drive (`mp-drive`): one car on SUMO driving round the ring of a
   6 × 6 Manhattan grid (400 m blocks, 50 km/h), RSUs at four junctions of
   the ring, its 802.11p link to the nearest RSU from `convoy trace
-  from-mobility` (Nakagami fading, PDR → loss, coverage gaps as down
-  rows). Cached in the experiment's directory: a second run reuses it.
+  from-mobility` (Nakagami fading, PDR → frame loss, 802.11 retries
+  folded into rate and loss, coverage gaps as down rows). Cached in the experiment's directory: a second run reuses it.
 * The bad Wi-Fi of `mp-capprobe` (the Mena thesis's "edge of coverage",
   as the capprobe-thesis note proposes reproducing it): good, then narrow
   and lossy behind a deep FIFO, with the interface up all along.
@@ -26,6 +26,9 @@ RATE_80211P_MBIT = 12  # 802.11p at 16-QAM 1/2 on a 10 MHz channel
 # Below this PDR the association is taken as lost (a coverage gap, down):
 # a Wi-Fi client roams or drops long before every frame is lost.
 MIN_PDR = 0.3
+# 802.11p unicast with the standard retry limit: a frame is lost only when
+# all 8 attempts are, and the attempts' airtime is taken from the rate.
+MAC = "80211p:retries=7"
 CAR = "car"
 
 
@@ -51,7 +54,7 @@ def drive_wifi_trace(work: Path, seconds: float) -> Path:
     laps = int(seconds // lap_s) + 1
     trace = work / "traces" / f"{CAR}.80211p.csv"
     stamp = work / "traces" / "made-for"
-    made_for = f"{seconds:g}s {RSUS} {RATE_80211P_MBIT} {MIN_PDR}"
+    made_for = f"{seconds:g}s {RSUS} {RATE_80211P_MBIT} {MIN_PDR} {MAC}"
     if trace.is_file() and stamp.is_file() and stamp.read_text() == made_for:
         return trace
     try:
@@ -68,7 +71,7 @@ def drive_wifi_trace(work: Path, seconds: float) -> Path:
     rsus = work / "rsus.txt"
     rsus.write_text("".join(f"{x:g},{y:g}\n" for x, y in RSUS))
     proc = subprocess.run([str(convoy_binary()), "trace", "from-mobility", "--fcd", str(fcd), "--rsus", str(rsus),
-                           "--no-lte", "--rate-80211p-mbps", str(RATE_80211P_MBIT), "--min-pdr", str(MIN_PDR), "--out", str(work / "traces")],
+                           "--no-lte", "--rate-80211p-mbps", str(RATE_80211P_MBIT), "--min-pdr", str(MIN_PDR), "--mac", MAC, "--out", str(work / "traces")],
                           capture_output=True, text=True)
     if proc.returncode != 0 or not trace.is_file():
         raise ExperimentError(f"mp-drive: convoy trace from-mobility failed: {proc.stderr.strip()[-300:]}")

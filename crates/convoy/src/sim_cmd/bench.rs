@@ -19,7 +19,10 @@ struct Row {
     packets_per_s: f64,
     peak_mb: f64,
     kb_per_vehicle: f64,
+    upload_mode: String,
     uploads_active_at_end: usize,
+    uploads_completed: usize,
+    upload_mb_read: f64,
     target_sim_per_wall: f64,
 }
 
@@ -54,14 +57,21 @@ fn load() -> String {
         .unwrap_or_else(|_| "unknown".into())
 }
 
-pub fn run(sizes: &[u32], duration: f64, seed: u64, json: bool) -> Result<()> {
+pub fn run(
+    sizes: &[u32],
+    duration: f64,
+    seed: u64,
+    sets: &[(String, String)],
+    json: bool,
+) -> Result<()> {
     let mut rows = Vec::new();
     for &n in sizes {
         // Reset the peak so each size is measured on its own.
         let _ = std::fs::write("/proc/self/clear_refs", "5");
         let (base, _) = rss();
         crate::progress::update(&format!("bench: {n} vehicles"));
-        let sc = convoy_fleet::bench::scenario(n, duration);
+        let sc = convoy_fleet::bench::scenario_with(n, duration, sets)?;
+        let upload_mode = sc.upload.as_ref().map_or(String::new(), |u| u.mode.clone());
         let started = Instant::now();
         let cpu0 = cpu_seconds();
         let mut w = convoy_fleet::build(sc, seed)?;
@@ -90,7 +100,15 @@ pub fn run(sizes: &[u32], duration: f64, seed: u64, json: bool) -> Result<()> {
             packets_per_s: packets as f64 / wall,
             peak_mb: peak as f64 / 1e6,
             kb_per_vehicle: mem / f64::from(n) / 1e3,
+            upload_mode,
             uploads_active_at_end: w.uploads.as_ref().map_or(0, |u| u.active()),
+            uploads_completed: w
+                .uploads
+                .as_ref()
+                .map_or(0, |u| u.recs.iter().filter(|r| r.done.is_some()).count()),
+            upload_mb_read: w.uploads.as_ref().map_or(0.0, |u| {
+                u.recs.iter().map(|r| r.bytes_read as f64).sum::<f64>() / 1e6
+            }),
             target_sim_per_wall: if n >= 10_000 { 0.5 } else { 5.0 },
         });
         drop(w);
@@ -107,10 +125,10 @@ pub fn run(sizes: &[u32], duration: f64, seed: u64, json: bool) -> Result<()> {
     }
     println!("convoy sim fleet --bench: grid city at 41 vehicles/km², all beaconing (AVE), 10 % uploading (convoy-proto over LTE); load average {}", load());
     println!();
-    println!("vehicles  sim s  wall s  CPU s  sim/wall  sim/CPU  target  events/s  packets/s  peak MB  KB/vehicle");
+    println!("vehicles  sim s  wall s  CPU s  sim/wall  sim/CPU  target  events/s  packets/s  peak MB  KB/vehicle  upload mode  uploads done  upload MB");
     for r in &rows {
         println!(
-            "{:>8}  {:>5.0}  {:>6.1}  {:>5.1}  {:>8.2}  {:>7.2}  {:>6}  {:>8.0}  {:>9.0}  {:>7.0}  {:>10.0}",
+            "{:>8}  {:>5.0}  {:>6.1}  {:>5.1}  {:>8.2}  {:>7.2}  {:>6}  {:>8.0}  {:>9.0}  {:>7.0}  {:>10.0}  {:>11}  {:>12}  {:>9.1}",
             r.vehicles,
             r.simulated_s,
             r.wall_s,
@@ -121,7 +139,10 @@ pub fn run(sizes: &[u32], duration: f64, seed: u64, json: bool) -> Result<()> {
             r.events_per_s,
             r.packets_per_s,
             r.peak_mb,
-            r.kb_per_vehicle
+            r.kb_per_vehicle,
+            r.upload_mode,
+            r.uploads_completed,
+            r.upload_mb_read
         );
     }
     println!("\nsim/CPU divides by this process's CPU time, which a busy machine does not inflate; events/s and");

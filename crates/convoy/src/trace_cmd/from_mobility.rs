@@ -2,12 +2,15 @@
 //! vehicle per interface (docs/TRACES.md, docs/MODELS.md).
 //!
 //! * `<vehicle>.80211p.csv`: the link to the nearest RSU. Each FCD step
-//!   becomes a row: 802.11p's data rate, a fixed access delay, and
-//!   loss_p = 1 − PDR(distance, shadowing); the link is down where the PDR
-//!   falls under --min-pdr (out of range).
+//!   becomes a row: 802.11p's data rate, a fixed access delay, and the
+//!   loss of a frame at PDR(distance, shadowing); with `--mac` (802.11
+//!   retries, on by default) the loss after the retries and the rate left
+//!   after their airtime (`mac.rs`). The link is down where the PDR falls
+//!   under --min-pdr (out of range).
 //! * `<vehicle>.lte.csv`: the downlink from the nearest eNodeB. Distance →
 //!   CSQ (TR 36.942 urban macro path loss), then the empirical LTE model
-//!   draws that second's capacity and RTT (delay = RTT / 2); down at CSQ 0.
+//!   draws that second's capacity and RTT (delay = RTT / 2); down at CSQ 0
+//!   and, for --handover-interruption-ms, where the nearest eNodeB changes.
 //!
 //! Times start at 0 when the vehicle enters the map; `index.csv` says when
 //! that was in simulation time. Every file is parsed back with convoy-link's
@@ -66,9 +69,18 @@ pub struct FromMobilityArgs {
     /// propagation; microseconds of flight at these distances).
     #[arg(long, value_name = "MS", default_value_t = 1.0)]
     delay_80211p_ms: f64,
+    /// 802.11 retries folded into the 802.11p traces' rate and loss:
+    /// `80211p[:retries=N]` (ITS-G5 timing, 7 retries by default),
+    /// `80211[:retries=N]`, or `none` (one attempt per frame, loss = 1 − PDR).
+    #[arg(long, value_name = "MAC", default_value = "80211p:retries=7")]
+    mac: String,
     /// Below this PDR the 802.11p link is written as down.
     #[arg(long, value_name = "P", default_value_t = 0.01)]
     min_pdr: f64,
+    /// A change of nearest eNodeB (a handover) takes the LTE link down for
+    /// this long, ms (the fleet simulator's default; 0: no interruption).
+    #[arg(long, value_name = "MS", default_value_t = 50)]
+    handover_interruption_ms: u64,
     /// Skip the LTE traces (no eNodeB needed).
     #[arg(long)]
     no_lte: bool,
@@ -90,7 +102,13 @@ struct VehicleTrace {
     rows: usize,
     rng: Rng,
     base_rtt_ms: f64,
+    /// The eNodeB of the last LTE row, to see handovers.
+    enb: Option<Point>,
+    handovers: usize,
     pdr_sum: f64,
+    /// Loss written while in range, summed, and the rows in range.
+    loss_sum: f64,
+    rows_up: usize,
 }
 
 #[derive(Serialize, Default)]
@@ -107,6 +125,12 @@ struct Summary {
     enbs: usize,
     buildings: usize,
     mean_pdr_80211p: f64,
+    /// Mean loss_p of the 802.11p rows in range (after retries with --mac).
+    mean_loss_80211p_in_range: f64,
+    /// Changes of nearest eNodeB, each written as an interruption.
+    lte_handovers: usize,
+    rows_80211p_in_range: usize,
+    mac: String,
 }
 
 fn nearest(points: &[Point], p: Point) -> Point {
@@ -136,6 +160,7 @@ struct Ctx<'a> {
     enbs: Vec<Point>,
     buildings: Buildings,
     csq_map: CsqMapping,
+    mac: Option<convoy_link::MacConfig>,
 }
 
 impl Ctx<'_> {
@@ -150,20 +175,40 @@ impl Ctx<'_> {
         let pdr = self.ch.pdr_shadowed(pos.dist(rsu), shadow);
         v.pdr_sum += pdr;
         let up = pdr >= self.a.min_pdr;
+        let (rate_bps, loss) = if up {
+            super::mac::row(self.mac.as_ref(), self.a.rate_80211p_mbps * 1e6, pdr)
+        } else {
+            (self.a.rate_80211p_mbps * 1e6, 0.0)
+        };
+        if up {
+            v.loss_sum += loss;
+            v.rows_up += 1;
+        }
         v.dsrc.push_str(&format!(
-            "{rel_ms},{},{},{:.4},{}\n",
-            (self.a.rate_80211p_mbps * 1000.0).round() as u64,
+            "{rel_ms},{},{},{:.6},{}\n",
+            (rate_bps / 1000.0).round() as u64,
             self.a.delay_80211p_ms,
-            if up { 1.0 - pdr } else { 0.0 },
+            loss,
             u8::from(up)
         ));
         if !self.a.no_lte {
             let enb = nearest(&self.enbs, pos);
+            // A handover: down from this step for the interruption, then
+            // the step's sample (run() keeps the interruption under any
+            // FCD step of 0.1 s or more, so rows stay in order).
+            let mut at_ms = rel_ms;
+            let interruption = self.a.handover_interruption_ms;
+            if v.enb.is_some_and(|e| e != enb) && interruption > 0 {
+                v.lte.push_str(&format!("{rel_ms},0,0,0,0\n"));
+                v.handovers += 1;
+                at_ms = rel_ms + interruption;
+            }
+            v.enb = Some(enb);
             let csq = self.csq_map.csq(pos.dist(enb), 0.0);
             let rtt = RttModel::new(f64::from(csq), v.base_rtt_ms)?.sample(&mut v.rng);
             let bw = lte::sample_bandwidth_mbps(f64::from(csq), &mut v.rng)?;
             v.lte.push_str(&format!(
-                "{rel_ms},{},{:.3},0,{}\n",
+                "{at_ms},{},{:.3},0,{}\n",
                 (bw * 1000.0).round() as u64,
                 rtt / 2.0,
                 u8::from(csq > 0)
@@ -210,12 +255,22 @@ fn flush(
     s.vehicles += 1;
     s.rows += v.rows;
     s.mean_pdr_80211p += v.pdr_sum;
+    s.mean_loss_80211p_in_range += v.loss_sum;
+    s.rows_80211p_in_range += v.rows_up;
+    s.lte_handovers += v.handovers;
     Ok(())
 }
 
 pub fn run(a: &FromMobilityArgs) -> Result<()> {
     let ModelName::Dsrc = a.model;
     let ch = a.channel.channel()?;
+    let mac = super::mac::parse_mac(&a.mac)?;
+    if a.handover_interruption_ms >= 100 {
+        bail!(
+            "--handover-interruption-ms must be under 100 (a 0.1 s FCD step), got {}",
+            a.handover_interruption_ms
+        );
+    }
     if !(a.rate_80211p_mbps > 0.0 && a.rate_80211p_mbps.is_finite()) {
         bail!(
             "--rate-80211p-mbps must be positive, got {}",
@@ -265,6 +320,7 @@ pub fn run(a: &FromMobilityArgs) -> Result<()> {
         enbs,
         buildings,
         csq_map: CsqMapping::default(),
+        mac,
     };
     let header = "start_ms,rate_kbps,delay_ms,loss_p,up\n";
     let mut live: HashMap<String, VehicleTrace> = HashMap::new();
@@ -274,6 +330,7 @@ pub fn run(a: &FromMobilityArgs) -> Result<()> {
         rsus: ctx.rsus.len(),
         enbs: ctx.enbs.len(),
         buildings: ctx.buildings.len(),
+        mac: a.mac.clone(),
         ..Default::default()
     };
     while let Some(step) = reader.next_step()? {
@@ -299,7 +356,7 @@ pub fn run(a: &FromMobilityArgs) -> Result<()> {
                 VehicleTrace {
                     first_s: step.time_s,
                     last_s: step.time_s,
-                    dsrc: format!("# {} to the nearest RSU, vehicle {}\n{header}", describe(&ctx.ch), veh.id),
+                    dsrc: format!("# {} to the nearest RSU, MAC {}, vehicle {}\n{header}", describe(&ctx.ch), a.mac, veh.id),
                     lte: format!(
                         "# LTE downlink from the nearest eNodeB (empirical model, base RTT {base_rtt_ms:.2} ms), vehicle {}\n{header}",
                         veh.id
@@ -307,7 +364,11 @@ pub fn run(a: &FromMobilityArgs) -> Result<()> {
                     rows: 0,
                     rng,
                     base_rtt_ms,
+                    enb: None,
+                    handovers: 0,
                     pdr_sum: 0.0,
+                    loss_sum: 0.0,
+                    rows_up: 0,
                 }
             });
             if v.rows > 0 && step.time_s <= v.last_s {
@@ -339,12 +400,15 @@ pub fn run(a: &FromMobilityArgs) -> Result<()> {
     if s.rows > 0 {
         s.mean_pdr_80211p /= s.rows as f64;
     }
+    if s.rows_80211p_in_range > 0 {
+        s.mean_loss_80211p_in_range /= s.rows_80211p_in_range as f64;
+    }
     if a.json {
         println!("{}", serde_json::to_string_pretty(&s)?);
     } else {
         println!(
             "{}: {} steps ({} – {} s), {} vehicles → {} traces in {} ({} rows each interface); \
-             mean 802.11p PDR {:.3} over {} RSUs{}",
+             mean 802.11p PDR {:.3} over {} RSUs{}; loss in range {:.4} (MAC {}); {} LTE handovers",
             s.fcd,
             s.steps,
             s.first_time_s,
@@ -359,7 +423,10 @@ pub fn run(a: &FromMobilityArgs) -> Result<()> {
                 format!(", {} buildings", s.buildings)
             } else {
                 String::new()
-            }
+            },
+            s.mean_loss_80211p_in_range,
+            s.mac,
+            s.lte_handovers
         );
     }
     Ok(())

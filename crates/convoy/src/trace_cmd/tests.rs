@@ -206,3 +206,109 @@ fn lte_trace_from_a_csq_series_parses() {
     let e = format!("{:#}", trace(&["lte", "--csq-file", &bad]).unwrap_err());
     assert!(e.contains("bad.txt:2: expected a CSQ from 0 to 31"), "{e}");
 }
+
+#[test]
+fn mac_retries_fold_into_the_80211p_trace() {
+    let d = tempdir("mac");
+    let fcd = write(
+        &d,
+        "fcd.xml",
+        r#"<fcd-export><timestep time="0"><vehicle id="v" x="400" y="0"/></timestep></fcd-export>"#,
+    );
+    let row = |mac: &str| {
+        let out = d.join(mac.replace(':', "_"));
+        let out_s = out.display().to_string();
+        let args = [
+            "from-mobility",
+            "--fcd",
+            &fcd,
+            "--rsu",
+            "0,0",
+            "--no-lte",
+            "--mac",
+            mac,
+            "-o",
+            &out_s,
+        ];
+        trace(&args).unwrap();
+        let t = convoy_link::SeriesTrace::from_file(out.join("v.80211p.csv")).unwrap();
+        let r = t.rows()[0];
+        let loss = match r.loss {
+            convoy_link::LossParams::Bernoulli(p) => p.as_f64(),
+            convoy_link::LossParams::None => 0.0,
+            other => panic!("the trace's loss is a probability per row, not {other:?}"),
+        };
+        (r.rate_bps, loss)
+    };
+    let (raw_rate, raw_loss) = row("none");
+    let (rate, loss) = row("80211p:retries=7");
+    // 400 m away: a frame in three or so lost on the air.
+    assert!(raw_loss > 0.2 && raw_loss < 0.8, "{raw_loss}");
+    assert_eq!(raw_rate, 6_000_000);
+    assert!(
+        (loss - raw_loss.powi(8)).abs() < 1e-6,
+        "{loss} vs {raw_loss}^8"
+    );
+    assert!(rate < raw_rate);
+    let e = format!(
+        "{:#}",
+        trace(&[
+            "from-mobility",
+            "--fcd",
+            &fcd,
+            "--rsu",
+            "0,0",
+            "--no-lte",
+            "--mac",
+            "80211p:retries=x",
+            "-o",
+            "/tmp/x"
+        ])
+        .unwrap_err()
+    );
+    assert_eq!(
+        e,
+        "--mac: retries: expected a retry count from 0 to 255, found \"x\""
+    );
+}
+
+#[test]
+fn a_change_of_enodeb_interrupts_the_lte_trace() {
+    let d = tempdir("handover");
+    let fcd = write(
+        &d,
+        "fcd.xml",
+        r#"<fcd-export>
+<timestep time="0"><vehicle id="v" x="100" y="0"/></timestep>
+<timestep time="1"><vehicle id="v" x="900" y="0"/></timestep>
+</fcd-export>"#,
+    );
+    let out = d.join("o");
+    let out_s = out.display().to_string();
+    let args = [
+        "from-mobility",
+        "--fcd",
+        &fcd,
+        "--rsu",
+        "0,0",
+        "--enb",
+        "0,0",
+        "--enb",
+        "1000,0",
+        "-o",
+        &out_s,
+    ];
+    trace(&args).unwrap();
+    let t = convoy_link::SeriesTrace::from_file(out.join("v.lte.csv")).unwrap();
+    let rows = t.rows();
+    // 0 s at the first eNodeB; at 1 s down for 50 ms, then the second's.
+    assert_eq!(rows.len(), 3);
+    assert!(rows[0].up && !rows[1].up && rows[2].up);
+    assert_eq!(rows[1].start, convoy_link::Dur::from_millis(1000));
+    assert_eq!(rows[2].start, convoy_link::Dur::from_millis(1050));
+    let e = format!(
+        "{:#}",
+        trace(&[args.as_slice(), &["--handover-interruption-ms", "100"]].concat()).unwrap_err()
+    );
+    assert!(e.contains("must be under 100"), "{e}");
+}
