@@ -15,12 +15,19 @@
 //! Bearer T`, or `?token=T` where headers cannot be set: EventSource,
 //! links); a vehicle's token sees only that vehicle, an operator's all.
 //! Tokens come from `convoy fleet token NAME` ([`token`]).
+//!
+//! The server is hyper on a tokio runtime of its own: HTTP/1.1 with
+//! keep-alive, HTTP/2 (by ALPN over TLS, by prior knowledge in the
+//! clear), gzip for JSON, TLS through rustls (`WebConfig::tls`), and
+//! bounds on what a client may hold ([`server`]).
 
 mod api;
 mod assets;
+mod body;
 mod http;
-mod http1;
 pub mod range;
+mod server;
+mod tls;
 pub mod token;
 
 pub use http::{Web, WebConfig};

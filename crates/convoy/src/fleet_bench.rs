@@ -145,6 +145,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
         store,
         server_private: key,
         overlay: None,
+        tls: None,
     })
     .map_err(anyhow::Error::msg)?;
     let token = convoy_web::token::issue(&key, "ops");

@@ -35,6 +35,10 @@ pub struct FleetServeOpts {
     /// Serve the web view and JSON API on this address (e.g. 127.0.0.1:8080).
     #[arg(long, value_name = "ADDR")]
     pub http: Option<String>,
+    /// Serve the web view over TLS (HTTPS, HTTP/2 by ALPN) with this PEM
+    /// certificate chain and PEM private key.
+    #[arg(long, num_args = 2, value_names = ["CERT", "KEY"], requires = "http")]
+    pub http_tls: Option<Vec<std::path::PathBuf>>,
     /// A GeoJSON file drawn under the vehicles on the map (roads, depots).
     #[arg(long, value_name = "FILE")]
     pub overlay: Option<std::path::PathBuf>,
@@ -120,13 +124,14 @@ pub fn start(
                 store: store.clone(),
                 server_private: server.keypair.private,
                 overlay: opts.overlay.clone(),
+                tls: opts.http_tls.as_ref().map(|v| (v[0].clone(), v[1].clone())),
             })
             .map_err(anyhow::Error::msg)?;
             log(
-                serde_json::json!({"event": "http", "addr": web.addr()}),
+                serde_json::json!({"event": "http", "addr": web.addr(), "url": web.url()}),
                 format!(
-                    "web view on http://{}/?token=TOKEN (convoy fleet token NAME)",
-                    web.addr()
+                    "web view on {}/?token=TOKEN (convoy fleet token NAME)",
+                    web.url()
                 ),
             );
             Some(web)

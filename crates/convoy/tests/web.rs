@@ -1,0 +1,248 @@
+//! The web view's HTTP side with real clients: curl for keep-alive,
+//! HTTP/2, gzip, Server-Sent Events and TLS (a certificate made here by
+//! the openssl command), and raw sockets for what a client should not do
+//! (malformed requests, oversized heads, a slowloris).
+
+mod net_support;
+mod service_support;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use net_support::{make_file, TempDir};
+use service_support::{ok, Fleet};
+
+/// A self-signed certificate for 127.0.0.1 and its key: (cert, key).
+fn make_certificate(dir: &Path) -> (PathBuf, PathBuf) {
+    let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
+    let out = Command::new("openssl")
+        .args(["req", "-x509", "-newkey", "ec", "-pkeyopt"])
+        .args(["ec_paramgen_curve:prime256v1", "-nodes", "-days", "2"])
+        .args(["-subj", "/CN=convoy test", "-addext"])
+        .args(["subjectAltName=IP:127.0.0.1,DNS:localhost", "-keyout"])
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .output()
+        .expect("openssl (scripts/setup.sh installs it)");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (cert, key)
+}
+
+/// curl's `-w` figures for one request with `who`'s token.
+fn curl_w(f: &Fleet, who: &str, args: &[&str], path: &str, format: &str) -> String {
+    let out = f
+        .curl()
+        .args(["-s", "-o", "/dev/null", "-w", format])
+        .args(["-H", &format!("Authorization: Bearer {}", f.token(who))])
+        .args(args)
+        .arg(format!("{}{path}", f.base_url()))
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn keep_alive_http2_and_gzip_for_json_but_not_downloads() {
+    let f = Fleet::start("web-http", &["v1", "v2"], &[]);
+    // Two requests, one connection.
+    let url = format!("{}/api/vehicles", f.base_url());
+    let connects = curl_w(
+        &f,
+        "ops",
+        &[&url, "-o", "/dev/null"],
+        "/api/me",
+        "%{num_connects} ",
+    );
+    assert_eq!(
+        connects.trim(),
+        "1 0",
+        "the second request reused the first's connection"
+    );
+    // HTTP/2 in the clear, by prior knowledge.
+    let version = curl_w(
+        &f,
+        "ops",
+        &["--http2-prior-knowledge"],
+        "/api/vehicles",
+        "%{http_version}",
+    );
+    assert_eq!(version, "2");
+    // JSON is gzipped for a client that accepts it.
+    let (_, _, head) = {
+        let out = f
+            .curl()
+            .args(["-s", "-D", "-", "-o", "/dev/null", "--compressed"])
+            .args(["-H", &format!("Authorization: Bearer {}", f.token("ops"))])
+            .arg(format!("{}/api/vehicles", f.base_url()))
+            .output()
+            .unwrap();
+        ((), (), String::from_utf8_lossy(&out.stdout).to_lowercase())
+    };
+    assert!(head.contains("content-encoding: gzip"), "{head}");
+    // A download keeps its byte ranges: never gzipped.
+    let file = f.dir.path().join("big.json");
+    make_file(&file, 100_000, 4);
+    ok(&f.send("v1", &file, None));
+    let out = f
+        .curl()
+        .args(["-s", "-D", "-", "-o", "/dev/null", "--compressed"])
+        .args(["-H", &format!("Authorization: Bearer {}", f.token("v1"))])
+        .arg(format!("{}/files/v1/big.json", f.base_url()))
+        .output()
+        .unwrap();
+    let head = String::from_utf8_lossy(&out.stdout).to_lowercase();
+    assert!(head.starts_with("http/1.1 200"), "{head}");
+    assert!(!head.contains("content-encoding"), "{head}");
+    assert!(head.contains("accept-ranges: bytes"), "{head}");
+    assert!(head.contains("content-length: 100000"), "{head}");
+    // HEAD: the same headers, no body.
+    let (status, body, head) = {
+        let out = f
+            .curl()
+            .args(["-s", "-I"])
+            .args(["-H", &format!("Authorization: Bearer {}", f.token("v1"))])
+            .arg(format!("{}/files/v1/big.json", f.base_url()))
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).to_lowercase();
+        (text.starts_with("http/1.1 200"), out.stdout.len(), text)
+    };
+    assert!(status && head.contains("content-length: 100000"), "{head}");
+    assert!(body < 1000, "HEAD sent a body");
+}
+
+#[test]
+fn the_live_feed_delivers_an_event_while_the_stream_stays_open() {
+    let f = Fleet::start("web-sse", &["v1"], &[]);
+    let mut curl = f
+        .curl()
+        .args(["-s", "-N", "--max-time", "120"])
+        .args(["-H", &format!("Authorization: Bearer {}", f.token("ops"))])
+        .arg(format!("{}/api/events", f.base_url()))
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(curl.stdout.take().unwrap()).lines();
+    let first = lines.next().unwrap().unwrap();
+    assert_eq!(first, "event: change");
+    let data = lines.next().unwrap().unwrap();
+    assert!(data.starts_with("data: {\"version\":"), "{data}");
+    // The event came out while the response is still going.
+    assert!(curl.try_wait().unwrap().is_none(), "the stream ended");
+    let _ = curl.kill();
+    let _ = curl.wait();
+}
+
+#[test]
+fn tls_with_a_made_certificate_speaks_http2_to_curl() {
+    let certs = TempDir::new("web-cert");
+    let (cert, key) = make_certificate(certs.path());
+    let f = Fleet::start(
+        "web-tls",
+        &["v1"],
+        &["--http-tls", cert.to_str().unwrap(), key.to_str().unwrap()],
+    );
+    assert!(f.base_url().starts_with("https://"));
+    let v = f.api("v1", "/api/vehicles");
+    assert_eq!(v["vehicles"][0]["name"], "v1");
+    let version = curl_w(&f, "v1", &[], "/api/me", "%{http_version}");
+    assert_eq!(version, "2", "HTTP/2 by ALPN");
+    let version = curl_w(&f, "v1", &["--http1.1"], "/api/me", "%{http_version}");
+    assert_eq!(version, "1.1");
+    // Plain HTTP to the TLS port gets no answer in HTTP.
+    let out = Command::new("curl")
+        .args([
+            "-s",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code}",
+            "--max-time",
+            "30",
+        ])
+        .arg(format!("http://127.0.0.1:{}/api/me", f.http))
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "000");
+    // An unknown certificate is refused by curl, as it should be.
+    let out = Command::new("curl")
+        .args(["-s", "-o", "/dev/null", "--max-time", "30"])
+        .arg(format!("{}/api/me", f.base_url()))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+}
+
+/// Writes `request` on a new connection and reads until the server closes
+/// it (or 60 s pass): what came back, and how long that took.
+fn raw(port: u16, request: &[u8]) -> (String, Duration) {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    let start = Instant::now();
+    s.write_all(request).unwrap();
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    (String::from_utf8_lossy(&out).into_owned(), start.elapsed())
+}
+
+#[test]
+fn bad_requests_get_a_clear_status_and_silent_clients_are_cut() {
+    let f = Fleet::start("web-bad", &["v1", "v2"], &[]);
+    let (reply, _) = raw(f.http, b"GARBAGE\r\n\r\n");
+    assert!(reply.starts_with("HTTP/1.1 400"), "{reply}");
+    let (reply, _) = raw(
+        f.http,
+        b"GET / HTTP/1.1\r\nHost: x\r\nBad Header Without Colon\r\n\r\n",
+    );
+    assert!(reply.starts_with("HTTP/1.1 400"), "{reply}");
+    let big = format!(
+        "GET / HTTP/1.1\r\nHost: x\r\nX-Big: {}\r\n\r\n",
+        "a".repeat(40_000)
+    );
+    let (reply, _) = raw(f.http, big.as_bytes());
+    assert!(reply.starts_with("HTTP/1.1 431"), "{reply}");
+    let (reply, _) = raw(
+        f.http,
+        b"DELETE /api/me HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    );
+    assert!(reply.starts_with("HTTP/1.1 405"), "{reply}");
+    // A slowloris: half a head, then nothing. The server cuts it (after
+    // its 10 s head timeout; 60 s is what we wait before calling it held).
+    let (reply, took) = raw(f.http, b"GET /api/me HTTP/1.1\r\nHost: x\r\n");
+    assert!(reply.is_empty(), "{reply}");
+    assert!(took < Duration::from_secs(55), "held open {took:?}");
+    // A connection that never sends a byte is cut too.
+    let (reply, took) = raw(f.http, b"");
+    assert!(
+        reply.is_empty() && took < Duration::from_secs(55),
+        "{took:?}"
+    );
+    // Paths that try to leave their namespace, a range past the end.
+    let file = f.dir.path().join("a.mcap");
+    make_file(&file, 1000, 5);
+    ok(&f.send("v1", &file, None));
+    for escape in [
+        "/files/v1/../v2/a.mcap",
+        "/files/v2/../v1/a.mcap",
+        "/files/v1/%2e%2e/v2/a.mcap",
+    ] {
+        let (status, _, _) = f.http_get("v2", escape, None);
+        assert!([400, 403, 404].contains(&status), "{escape}: {status}");
+    }
+    let (status, _, head) = f.http_get("v1", "/files/v1/a.mcap", Some("bytes=5000-"));
+    assert_eq!(status, 416, "{head}");
+    assert!(
+        head.to_lowercase().contains("content-range: bytes */1000"),
+        "{head}"
+    );
+    // The server is still up and answering.
+    assert_eq!(f.http_get("v1", "/api/me", None).0, 200);
+}
