@@ -54,8 +54,12 @@ def test_the_page_shows_the_fleet_and_follows_live_updates(service, tmp_path):
         assert "truck-1" in p.inner_text("#vehicles") and "bus-2" in p.inner_text("#vehicles")
         assert p.locator("#uploads tbody tr").count() == 1
         assert "indexed" in p.inner_text("#uploads")
-        # The token left the address bar.
+        # The token left the address bar; the page holds an HttpOnly cookie
+        # (scripts cannot read it).
         assert "token=" not in p.url
+        assert p.evaluate("document.cookie") == ""
+        cookies = {c["name"]: c for c in p.context.cookies()}
+        assert cookies["convoy_token"]["httpOnly"] and cookies["convoy_token"]["secure"]
         # A new vehicle reports: the page shows it without a reload.
         upload(service, "bus-2", drive_lines(20, time.time() - 20, 45.08, 7.69))
         p.wait_for_function("document.body.dataset.markers === '2'", timeout=20_000)
@@ -74,6 +78,6 @@ def test_the_page_shows_the_fleet_and_follows_live_updates(service, tmp_path):
         assert "truck-1" not in p.inner_text("#vehicles")
         assert p.locator("#uploads tbody tr").count() == 1
     with page() as p:
-        p.goto(f"http://127.0.0.1:{service.http}/?token=ops.forged", wait_until="domcontentloaded")
+        p.goto(f"http://127.0.0.1:{service.http}/#token=ops~99999999999~*~00", wait_until="domcontentloaded")
         p.wait_for_selector("#error:not([hidden])", timeout=10_000)
         assert "invalid token" in p.inner_text("#error")

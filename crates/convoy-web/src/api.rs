@@ -17,11 +17,15 @@ use crate::range::{self, RangeAsk};
 pub struct Caller {
     pub name: String,
     pub operator: bool,
+    /// The token's scope: only this vehicle (`None`: all the name may see).
+    pub only: Option<String>,
 }
 
 impl Caller {
     fn may_see(&self, vehicle: &str) -> bool {
-        self.operator || self.name == vehicle
+        let by_role = self.operator || self.name == vehicle;
+        let by_scope = self.only.as_deref().is_none_or(|v| v == vehicle);
+        by_role && by_scope
     }
 }
 
@@ -52,7 +56,7 @@ fn param<'a>(params: &'a [(String, String)], key: &str) -> Option<&'a str> {
 pub fn route(shared: &Shared, who: &Caller, path: &str, params: &[(String, String)]) -> Reply {
     let r = match path {
         "/api/me" => Ok(Reply::json(
-            json!({"name": who.name, "operator": who.operator}),
+            json!({"name": who.name, "operator": who.operator, "only": who.only}),
         )),
         "/api/vehicles" => vehicles(shared, who),
         "/api/positions" => positions(shared, who),
@@ -139,11 +143,15 @@ fn uploads(shared: &Shared, who: &Caller, params: &[(String, String)]) -> Result
         .and_then(|v| v.parse::<usize>().ok())
         .unwrap_or(100)
         .min(5000);
-    let filter = match (param(params, "vehicle"), who.operator) {
-        (Some(v), true) => Some(v.to_owned()),
-        (None, true) => None,
-        (_, false) => Some(who.name.clone()),
+    let filter = match (param(params, "vehicle"), who.operator, &who.only) {
+        (_, _, Some(only)) => Some(only.clone()),
+        (Some(v), true, None) => Some(v.to_owned()),
+        (None, true, None) => None,
+        (_, false, None) => Some(who.name.clone()),
     };
+    if filter.as_deref().is_some_and(|v| !who.may_see(v)) {
+        return Ok(Reply::error(403, "not your vehicle"));
+    }
     let rows = shared.pool.with(|c| c.segments(filter.as_deref(), limit))?;
     Ok(Reply::json(json!({ "uploads": rows })))
 }
@@ -214,8 +222,9 @@ pub fn file(
     shared: &Shared,
     who: &Caller,
     rest: &str,
-    range_header: Option<&str>,
+    asked: &http::HeaderMap,
 ) -> Result<FileReply, Reply> {
+    let header = |name| asked.get(name).and_then(|v: &HeaderValue| v.to_str().ok());
     let Some((vehicle, name)) = rest.split_once('/') else {
         return Err(Reply::error(404, "use /files/VEHICLE/NAME"));
     };
@@ -238,12 +247,27 @@ pub fn file(
     } else {
         "application/octet-stream"
     };
+    // The stored bytes never change under a name (an upload is renamed
+    // into place once), so their hash is a strong ETag and the time they
+    // were stored is their Last-Modified.
+    let etag = format!("\"{}\"", seg.blake3);
+    let stored = std::time::UNIX_EPOCH + Duration::from_nanos(seg.stored_ns.max(0) as u64);
     let mut headers = vec![
         ("Accept-Ranges".to_string(), "bytes".to_string()),
         ("Content-Type".into(), kind.into()),
-        ("ETag".into(), format!("\"{}\"", seg.blake3)),
+        ("ETag".into(), etag.clone()),
+        ("Last-Modified".into(), httpdate::fmt_http_date(stored)),
     ];
-    let (status, start, end) = match range::parse(range_header, len) {
+    if header(http::header::IF_NONE_MATCH).is_some_and(|v| v.split(',').any(|t| t.trim() == etag)) {
+        return Ok(FileReply {
+            status: 304,
+            headers,
+            object: None,
+            start: 0,
+            end: 0,
+        });
+    }
+    let (status, start, end) = match range::parse(header(http::header::RANGE), len) {
         RangeAsk::Whole => (200, 0, len),
         RangeAsk::Part { start, end } => {
             headers.push((
@@ -307,7 +331,9 @@ pub fn file_response(f: FileReply) -> Response<Body> {
             h.insert(k, v);
         }
     }
-    h.insert(http::header::CONTENT_LENGTH, HeaderValue::from(len));
+    if f.status != 304 {
+        h.insert(http::header::CONTENT_LENGTH, HeaderValue::from(len));
+    }
     r
 }
 

@@ -231,10 +231,13 @@ pub(crate) fn service(
 fn cors(headers: &mut HeaderMap) {
     for (k, v) in [
         ("access-control-allow-origin", "*"),
-        ("access-control-allow-headers", "Authorization, Range"),
+        (
+            "access-control-allow-headers",
+            "Authorization, Range, If-None-Match",
+        ),
         (
             "access-control-expose-headers",
-            "Content-Range, Content-Length, Accept-Ranges",
+            "Content-Range, Content-Length, Accept-Ranges, ETag, Last-Modified",
         ),
     ] {
         headers.insert(HeaderName::from_static(k), HeaderValue::from_static(v));
@@ -281,31 +284,47 @@ pub(crate) struct Asked {
     pub headers: HeaderMap,
 }
 
-impl Asked {
-    pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers.get(name).and_then(|v| v.to_str().ok())
-    }
+/// The cookie `/api/login` sets; the page authenticates with it alone.
+pub(crate) const COOKIE: &str = "convoy_token";
+
+/// The token a request carries: `Authorization: Bearer T`, else the
+/// login cookie. Never the URL: proxies and logs keep URLs.
+fn presented_token(headers: &HeaderMap) -> Option<String> {
+    let bearer = headers
+        .get(http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(|v| v.trim().to_owned());
+    bearer.or_else(|| {
+        headers
+            .get_all(http::header::COOKIE)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(';'))
+            .find_map(|c| c.trim().strip_prefix(COOKIE)?.strip_prefix('='))
+            .map(str::to_owned)
+    })
 }
 
-fn caller(shared: &Shared, req: &Asked) -> Result<Caller, Reply> {
-    let from_header = req
-        .header("authorization")
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::to_owned);
-    let from_query = req
-        .params
-        .iter()
-        .find(|(k, _)| k == "token")
-        .map(|(_, v)| v.clone());
-    let Some(tok) = from_header.or(from_query) else {
+fn now_s() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+/// Who is asking, from a genuine, unexpired token whose name is still in
+/// the registry and not revoked.
+fn caller(shared: &Shared, headers: &HeaderMap) -> Result<(Caller, token::Claims), Reply> {
+    let Some(tok) = presented_token(headers) else {
         return Err(Reply::error(
             401,
             "a token is needed: convoy fleet token NAME",
         ));
     };
-    let Some(name) = token::verify(&shared.key, &tok) else {
-        return Err(Reply::error(401, "invalid token"));
-    };
+    let claims = token::verify(&shared.key, &tok, now_s())
+        .map_err(|refusal| Reply::error(401, &refusal.to_string()))?;
+    let name = claims.name.clone();
     let row = shared
         .pool
         .with(|c| c.vehicles())
@@ -313,13 +332,54 @@ fn caller(shared: &Shared, req: &Asked) -> Result<Caller, Reply> {
         .into_iter()
         .find(|v| v.name == name);
     match row {
-        Some(v) if v.revoked_ns.is_none() => Ok(Caller {
-            operator: v.role == "operator",
-            name,
-        }),
+        Some(v) if v.revoked_ns.is_none() => Ok((
+            Caller {
+                operator: v.role == "operator",
+                name,
+                only: claims.vehicle.clone(),
+            },
+            claims,
+        )),
         Some(_) => Err(Reply::error(403, &format!("{name} is revoked"))),
         None => Err(Reply::error(403, &format!("{name} is not in the registry"))),
     }
+}
+
+/// `POST /api/login` with `Authorization: Bearer T`: the same token back
+/// as an HttpOnly, Secure, SameSite=Strict cookie that lives as long as
+/// the token. A cross-site form cannot set the header, so it cannot log
+/// a browser in as someone else.
+fn login(claims: &token::Claims, headers: &HeaderMap) -> Response<Body> {
+    // The token itself, not a cookie from an earlier login.
+    let bearer = headers
+        .get(http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "));
+    let Some(tok) = bearer.map(str::trim) else {
+        return json_reply(Reply::error(401, "log in with Authorization: Bearer TOKEN"));
+    };
+    let mut r = json_reply(Reply::Json(
+        serde_json::json!({"name": claims.name, "expires": claims.expires})
+            .to_string()
+            .into_bytes(),
+    ));
+    let max_age = claims.expires.saturating_sub(now_s());
+    let cookie =
+        format!("{COOKIE}={tok}; Path=/; HttpOnly; Secure; SameSite=Strict; Max-Age={max_age}");
+    if let Ok(v) = HeaderValue::try_from(cookie) {
+        r.headers_mut().insert(http::header::SET_COOKIE, v);
+    }
+    r
+}
+
+/// `POST /api/logout`: the cookie, expired.
+fn logout() -> Response<Body> {
+    let mut r = json_reply(Reply::Json(b"{}".to_vec()));
+    let cookie = format!("{COOKIE}=; Path=/; HttpOnly; Secure; SameSite=Strict; Max-Age=0");
+    if let Ok(v) = HeaderValue::try_from(cookie) {
+        r.headers_mut().insert(http::header::SET_COOKIE, v);
+    }
+    r
 }
 
 async fn handle(
@@ -336,6 +396,19 @@ async fn handle(
     let method = req.method().clone();
     let mut resp = match method {
         Method::OPTIONS => status_only(StatusCode::NO_CONTENT),
+        Method::POST if path == "/api/logout" => logout(),
+        Method::POST if path == "/api/login" => {
+            let headers = req.headers().clone();
+            let s = shared.clone();
+            let who =
+                tokio::task::spawn_blocking(move || caller(&s, &headers).map(|w| (w, headers)))
+                    .await;
+            match who {
+                Ok(Ok(((_, claims), headers))) => login(&claims, &headers),
+                Ok(Err(r)) => json_reply(r),
+                Err(_) => json_reply(Reply::error(500, "internal error")),
+            }
+        }
         Method::GET | Method::HEAD => {
             let asked = Asked {
                 path,
@@ -344,7 +417,7 @@ async fn handle(
             };
             answer(shared, asked).await
         }
-        _ => json_reply(Reply::error(405, "only GET")),
+        _ => json_reply(Reply::error(405, "only GET and HEAD (POST for /api/login)")),
     };
     cors(resp.headers_mut());
     if method == Method::HEAD {
@@ -374,7 +447,7 @@ async fn answer(shared: Arc<Shared>, asked: Asked) -> Response<Body> {
     if asked.path == "/api/events" {
         // Authenticate on a blocking thread, then stream on the runtime.
         let s = shared.clone();
-        let who = tokio::task::spawn_blocking(move || caller(&s, &asked)).await;
+        let who = tokio::task::spawn_blocking(move || caller(&s, &asked.headers)).await;
         return match who {
             Ok(Ok(_)) => api::events(shared),
             Ok(Err(r)) => json_reply(r),
@@ -383,9 +456,9 @@ async fn answer(shared: Arc<Shared>, asked: Asked) -> Response<Body> {
     }
     let s = shared.clone();
     let work = tokio::task::spawn_blocking(move || {
-        let who = caller(&s, &asked)?;
+        let (who, _) = caller(&s, &asked.headers)?;
         if let Some(rest) = asked.path.strip_prefix("/files/") {
-            return api::file(&s, &who, rest, asked.header("range")).map(Answer::File);
+            return api::file(&s, &who, rest, &asked.headers).map(Answer::File);
         }
         Ok(Answer::Reply(api::route(
             &s,
@@ -436,15 +509,31 @@ mod tests {
 
     #[test]
     fn urls_split_and_decode() {
-        let (p, q) = split_url("/files/v1/2026-11-24/cam%200.mcap?token=a.b&x=%2F");
+        let (p, q) = split_url("/files/v1/2026-11-24/cam%200.mcap?limit=5&x=%2F");
         assert_eq!(p, "/files/v1/2026-11-24/cam 0.mcap");
         assert_eq!(
             q,
-            vec![("token".into(), "a.b".into()), ("x".into(), "/".into())]
+            vec![("limit".into(), "5".into()), ("x".into(), "/".into())]
         );
         assert_eq!(percent_decode("%"), "%");
         assert_eq!(percent_decode("%4"), "%4");
         assert_eq!(percent_decode("%zz"), "%zz");
         assert_eq!(percent_decode("%C3%A9"), "é");
+    }
+
+    #[test]
+    fn tokens_come_from_the_header_or_the_cookie_only() {
+        let mut h = HeaderMap::new();
+        assert_eq!(presented_token(&h), None);
+        h.insert(
+            "cookie",
+            HeaderValue::from_static("a=b; convoy_token=T1; c=d"),
+        );
+        assert_eq!(presented_token(&h).as_deref(), Some("T1"));
+        h.insert("authorization", HeaderValue::from_static("Bearer T2"));
+        assert_eq!(presented_token(&h).as_deref(), Some("T2"));
+        let mut h = HeaderMap::new();
+        h.insert("cookie", HeaderValue::from_static("convoy_tokenX=T3"));
+        assert_eq!(presented_token(&h), None);
     }
 }

@@ -11,9 +11,11 @@
 //! * `/`: the page (Leaflet map on an offline Natural Earth basemap, the
 //!   vehicles and uploads tables), and its vendored assets.
 //!
-//! Every `/api` and `/files` request carries a token (`Authorization:
-//! Bearer T`, or `?token=T` where headers cannot be set: EventSource,
-//! links); a vehicle's token sees only that vehicle, an operator's all.
+//! Every `/api` and `/files` request carries a token: `Authorization:
+//! Bearer T`, or the HttpOnly cookie `POST /api/login` sets (the page,
+//! EventSource and download links use that), never the URL. A vehicle's
+//! token sees only that vehicle, an operator's all or, when scoped, one;
+//! tokens expire and are read-only ([`token`]).
 //! Tokens come from `convoy fleet token NAME` ([`token`]).
 //!
 //! The server is hyper on a tokio runtime of its own: HTTP/1.1 with

@@ -148,7 +148,14 @@ pub fn run(a: BenchArgs) -> Result<()> {
         tls: None,
     })
     .map_err(anyhow::Error::msg)?;
-    let token = convoy_web::token::issue(&key, "ops");
+    let token = convoy_web::token::issue(
+        &key,
+        &convoy_web::token::Claims {
+            name: "ops".into(),
+            expires: (convoy_telemetry::now_ns() / 1_000_000_000) as u64 + 3600,
+            vehicle: None,
+        },
+    );
     let mut fleet = Vec::new();
     let mut track = Vec::new();
     let mut fleet_bytes = 0;

@@ -130,7 +130,7 @@ pub fn start(
             log(
                 serde_json::json!({"event": "http", "addr": web.addr(), "url": web.url()}),
                 format!(
-                    "web view on {}/?token=TOKEN (convoy fleet token NAME)",
+                    "web view on {}/#token=TOKEN (convoy fleet token NAME)",
                     web.url()
                 ),
             );

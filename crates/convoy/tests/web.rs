@@ -246,3 +246,211 @@ fn bad_requests_get_a_clear_status_and_silent_clients_are_cut() {
     // The server is still up and answering.
     assert_eq!(f.http_get("v1", "/api/me", None).0, 200);
 }
+
+/// `convoy fleet token NAME ARGS…`.
+fn token_with(f: &Fleet, who: &str, args: &[&str]) -> String {
+    let key = f.key.to_str().unwrap().to_owned();
+    let mut all = vec!["fleet", "token", who, "--key", &key];
+    let catalog = f.catalog_args();
+    all.extend(catalog.iter().map(String::as_str));
+    all.extend(args);
+    ok(&service_support::convoy(&all)).trim().to_owned()
+}
+
+/// GET with a token of our choosing (or none): (status, body).
+fn get_with(f: &Fleet, token: Option<&str>, path: &str) -> (u16, String) {
+    let mut c = f.curl();
+    c.args(["-s", "-w", "\n%{http_code}"]);
+    if let Some(t) = token {
+        c.args(["-H", &format!("Authorization: Bearer {t}")]);
+    }
+    let out = c.arg(format!("{}{path}", f.base_url())).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (body, code) = text.rsplit_once('\n').unwrap();
+    (code.parse().unwrap(), body.to_owned())
+}
+
+#[test]
+fn tokens_are_scoped_expire_and_never_come_from_the_url() {
+    let f = Fleet::start("web-tokens", &["v1", "v2"], &[]);
+    let file = f.dir.path().join("a.mcap");
+    make_file(&file, 1000, 6);
+    ok(&f.send("v1", &file, None));
+    ok(&f.send("v2", &file, None));
+    // An operator's token confined to v1.
+    let only_v1 = token_with(&f, "ops", &["--vehicle", "v1"]);
+    assert_eq!(get_with(&f, Some(&only_v1), "/files/v1/a.mcap").0, 200);
+    let (status, body) = get_with(&f, Some(&only_v1), "/files/v2/a.mcap");
+    assert_eq!(status, 403, "{body}");
+    assert_eq!(get_with(&f, Some(&only_v1), "/api/track?vehicle=v2").0, 403);
+    assert_eq!(
+        get_with(&f, Some(&only_v1), "/api/uploads?vehicle=v2").0,
+        200
+    );
+    let (_, body) = get_with(&f, Some(&only_v1), "/api/uploads?limit=10");
+    assert!(
+        body.contains("\"v1\"") && !body.contains("\"v2\""),
+        "{body}"
+    );
+    let (_, body) = get_with(&f, Some(&only_v1), "/api/vehicles");
+    assert!(
+        body.contains("\"v1\"") && !body.contains("\"v2\""),
+        "{body}"
+    );
+    // Forged: a changed MAC, a widened scope, a longer life, the old form.
+    let mut forged = only_v1.clone();
+    let last = forged.pop().unwrap();
+    forged.push(if last == '0' { '1' } else { '0' });
+    let widened = only_v1.replace("~v1~", "~*~");
+    let exp: u64 = only_v1.split('~').nth(1).unwrap().parse().unwrap();
+    let longer = only_v1.replace(&format!("~{exp}~"), &format!("~{}~", exp + 1));
+    for bad in [forged, widened, longer, "ops.0123456789abcdef".to_owned()] {
+        let (status, body) = get_with(&f, Some(&bad), "/api/me");
+        assert_eq!(status, 401, "{bad}: {body}");
+        assert!(body.contains("invalid token"), "{body}");
+    }
+    // A token in the URL is not a token.
+    let good = f.token("ops");
+    let (status, _) = get_with(&f, None, &format!("/api/me?token={good}"));
+    assert_eq!(status, 401);
+    // An expired token is refused as expired (it lives one second).
+    let brief = token_with(&f, "ops", &["--expires", "1s"]);
+    let start = Instant::now();
+    loop {
+        let (status, body) = get_with(&f, Some(&brief), "/api/me");
+        if status == 401 {
+            assert!(body.contains("token expired"), "{body}");
+            break;
+        }
+        assert_eq!(status, 200, "{body}");
+        assert!(start.elapsed() < Duration::from_secs(60), "never expired");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // Revoked by name: its tokens stop working.
+    let v2 = f.token("v2");
+    assert_eq!(get_with(&f, Some(&v2), "/api/me").0, 200);
+    let mut args = vec!["fleet", "revoke", "v2"];
+    let cat = f.catalog_args();
+    args.extend(cat.iter().map(String::as_str));
+    ok(&service_support::convoy(&args));
+    assert_eq!(get_with(&f, Some(&v2), "/api/me").0, 403);
+}
+
+#[test]
+fn login_sets_a_secure_http_only_cookie_over_tls() {
+    let certs = TempDir::new("web-cert2");
+    let (cert, key) = make_certificate(certs.path());
+    let f = Fleet::start(
+        "web-login",
+        &["v1"],
+        &["--http-tls", cert.to_str().unwrap(), key.to_str().unwrap()],
+    );
+    let jar = f.dir.path().join("cookies.txt");
+    let out = f
+        .curl()
+        .args(["-s", "-D", "-", "-o", "/dev/null", "-X", "POST", "-c"])
+        .arg(&jar)
+        .args(["-H", &format!("Authorization: Bearer {}", f.token("v1"))])
+        .arg(format!("{}/api/login", f.base_url()))
+        .output()
+        .unwrap();
+    let head = String::from_utf8_lossy(&out.stdout).to_lowercase();
+    assert!(head.starts_with("http/2 200"), "{head}");
+    let cookie = head
+        .lines()
+        .find(|l| l.starts_with("set-cookie:"))
+        .unwrap_or_else(|| panic!("no cookie: {head}"));
+    for attr in [
+        "httponly",
+        "secure",
+        "samesite=strict",
+        "path=/",
+        "max-age=",
+    ] {
+        assert!(cookie.contains(attr), "{cookie}");
+    }
+    // The cookie alone is enough, for the API and for the live feed.
+    let me = f
+        .curl()
+        .args(["-s", "-b"])
+        .arg(&jar)
+        .arg(format!("{}/api/me", f.base_url()))
+        .output()
+        .unwrap();
+    let me = String::from_utf8_lossy(&me.stdout);
+    assert!(me.contains("\"name\":\"v1\""), "{me}");
+    // Logging in needs the token itself, not a cookie.
+    let out = f
+        .curl()
+        .args([
+            "-s",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code}",
+            "-X",
+            "POST",
+            "-b",
+        ])
+        .arg(&jar)
+        .arg(format!("{}/api/login", f.base_url()))
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "401");
+}
+
+#[test]
+fn downloads_carry_what_foxglove_needs() {
+    let f = Fleet::start("web-foxglove", &["v1"], &[]);
+    let file = f.dir.path().join("drive.mcap");
+    make_file(&file, 3000, 7);
+    ok(&f.send("v1", &file, None));
+    let (status, _, head) = f.http_get("v1", "/files/v1/drive.mcap", None);
+    assert_eq!(status, 200);
+    let head = head.to_lowercase();
+    for h in [
+        "accept-ranges: bytes",
+        "content-length: 3000",
+        "etag: \"",
+        "last-modified: ",
+    ] {
+        assert!(head.contains(h), "{h}: {head}");
+    }
+    let etag = head
+        .lines()
+        .find_map(|l| l.strip_prefix("etag: "))
+        .unwrap()
+        .trim()
+        .to_owned();
+    // A cross-origin reader may see them (CORS), and ask again cheaply.
+    let out = f
+        .curl()
+        .args(["-s", "-D", "-", "-o", "/dev/null", "-X", "OPTIONS"])
+        .args(["-H", "Origin: https://app.foxglove.dev"])
+        .arg(format!("{}/files/v1/drive.mcap", f.base_url()))
+        .output()
+        .unwrap();
+    let pre = String::from_utf8_lossy(&out.stdout).to_lowercase();
+    assert!(pre.starts_with("http/1.1 204"), "{pre}");
+    for exposed in [
+        "etag",
+        "last-modified",
+        "content-range",
+        "accept-ranges",
+        "content-length",
+    ] {
+        let line = pre
+            .lines()
+            .find(|l| l.starts_with("access-control-expose-headers:"))
+            .unwrap_or_default();
+        assert!(line.contains(exposed), "{exposed}: {pre}");
+    }
+    let code = curl_w(
+        &f,
+        "v1",
+        &["-H", &format!("If-None-Match: {etag}")],
+        "/files/v1/drive.mcap",
+        "%{http_code}",
+    );
+    assert_eq!(code, "304");
+}

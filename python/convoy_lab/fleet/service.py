@@ -120,7 +120,8 @@ class Service:
         return run("fleet", "token", who, "--key", self.key, "--dir", self.store).stdout.strip()
 
     def page_url(self, who: str = "ops") -> str:
-        return f"http://127.0.0.1:{self.http}/?token={self.token(who)}"
+        # The fragment never leaves the browser; the page trades it for a cookie.
+        return f"http://127.0.0.1:{self.http}/#token={self.token(who)}"
 
     def api(self, path: str, who: str = "ops", token: str | None = None) -> dict:
         return http_json(self.http, path, token or self.token(who))
