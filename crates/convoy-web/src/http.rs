@@ -47,6 +47,8 @@ pub struct Web {
 pub(crate) struct Pool {
     url: String,
     idle: Mutex<Vec<Box<dyn Catalog>>>,
+    /// Queries that failed, for `/metrics`.
+    pub errors: std::sync::atomic::AtomicU64,
 }
 
 impl Pool {
@@ -59,9 +61,17 @@ impl Pool {
         let got = self.idle.lock().ok().and_then(|mut v| v.pop());
         let mut c = match got {
             Some(c) => c,
-            None => convoy_catalog::open(&self.url).map_err(|e| e.to_string())?,
+            None => convoy_catalog::open(&self.url).map_err(|e| {
+                self.errors
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                e.to_string()
+            })?,
         };
         let r = f(c.as_mut()).map_err(|e| e.to_string());
+        if r.is_err() {
+            self.errors
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
         // A connection that failed may be broken: open a new one next time.
         if r.is_ok() {
             if let Ok(mut v) = self.idle.lock() {
@@ -80,6 +90,7 @@ pub(crate) struct Shared {
     /// The catalog's version, polled by one task for every live page.
     pub version: watch::Receiver<Option<i64>>,
     pub stop: watch::Receiver<bool>,
+    pub counters: crate::metrics::HttpCounters,
 }
 
 /// How often the catalog's version is polled for the live feed.
@@ -102,6 +113,7 @@ impl Web {
         let pool = Pool {
             url: cfg.catalog_url,
             idle: Mutex::new(Vec::new()),
+            errors: Default::default(),
         };
         // Check the catalog now, so a bad URL fails at start, not per request.
         let first = pool.with(|c| c.version())?;
@@ -114,6 +126,7 @@ impl Web {
             overlay,
             version: version_rx,
             stop: stop_rx.clone(),
+            counters: Default::default(),
         });
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
@@ -415,11 +428,12 @@ async fn handle(
                 params,
                 headers: req.headers().clone(),
             };
-            answer(shared, asked).await
+            answer(shared.clone(), asked).await
         }
         _ => json_reply(Reply::error(405, "only GET and HEAD (POST for /api/login)")),
     };
     cors(resp.headers_mut());
+    shared.counters.response(resp.status().as_u16());
     if method == Method::HEAD {
         // The headers (Content-Length included) stay; the body goes.
         *resp.body_mut() = body::empty();
@@ -428,6 +442,12 @@ async fn handle(
 }
 
 async fn answer(shared: Arc<Shared>, asked: Asked) -> Response<Body> {
+    match asked.path.as_str() {
+        "/healthz" => return text_reply(StatusCode::OK, "ok\n".into(), TEXT),
+        "/readyz" => return readyz(shared).await,
+        "/metrics" => return metrics(shared).await,
+        _ => {}
+    }
     if let Some(a) = assets::find(&asked.path) {
         return Response::builder()
             .header("content-type", a.content_type)
@@ -474,6 +494,67 @@ async fn answer(shared: Arc<Shared>, asked: Asked) -> Response<Body> {
         Ok(Err(r)) => json_reply(r),
         Err(_) => json_reply(Reply::error(500, "internal error")),
     }
+}
+
+const TEXT: &str = "text/plain; charset=utf-8";
+/// The Prometheus text exposition format's content type.
+const PROMETHEUS_TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+fn text_reply(status: StatusCode, text: String, kind: &'static str) -> Response<Body> {
+    let mut r = Response::new(body::full(text));
+    *r.status_mut() = status;
+    r.headers_mut()
+        .insert("content-type", HeaderValue::from_static(kind));
+    r.headers_mut()
+        .insert("cache-control", HeaderValue::from_static("no-store"));
+    r
+}
+
+/// Ready when the catalog answers: a load balancer sends no request to a
+/// server whose every API call would fail.
+async fn readyz(shared: Arc<Shared>) -> Response<Body> {
+    let asked = tokio::task::spawn_blocking(move || shared.pool.with(|c| c.version())).await;
+    match asked {
+        Ok(Ok(_)) => text_reply(StatusCode::OK, "ready\n".into(), TEXT),
+        Ok(Err(e)) => text_reply(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("catalog: {e}\n"),
+            TEXT,
+        ),
+        Err(_) => status_only(StatusCode::INTERNAL_SERVER_ERROR),
+    }
+}
+
+async fn metrics(shared: Arc<Shared>) -> Response<Body> {
+    let s = shared.clone();
+    let figures = tokio::task::spawn_blocking(move || {
+        let now_ns = (now_s() as i64).saturating_mul(1_000_000_000);
+        s.pool
+            .with(|c| {
+                let vehicles = c.vehicles()?;
+                let fresh = c
+                    .last_states()?
+                    .iter()
+                    .filter(|l| l.t_ns >= now_ns - 60_000_000_000)
+                    .count();
+                Ok(crate::metrics::CatalogFigures {
+                    registered: vehicles.len(),
+                    revoked: vehicles.iter().filter(|v| v.revoked_ns.is_some()).count(),
+                    reporting_last_minute: fresh,
+                    index_queue: c.pending_count()?,
+                })
+            })
+            .ok()
+    })
+    .await
+    .ok()
+    .flatten();
+    let errors = shared
+        .pool
+        .errors
+        .load(std::sync::atomic::Ordering::Relaxed);
+    let text = crate::metrics::render(&shared.counters, errors, figures.as_ref());
+    text_reply(StatusCode::OK, text, PROMETHEUS_TEXT)
 }
 
 enum Answer {

@@ -22,11 +22,15 @@
 //! keep-alive, HTTP/2 (by ALPN over TLS, by prior knowledge in the
 //! clear), gzip for JSON, TLS through rustls (`WebConfig::tls`), and
 //! bounds on what a client may hold ([`server`]).
+//!
+//! Without a token: `/healthz` (the process serves), `/readyz` (the
+//! catalog answers) and `/metrics` (Prometheus text format).
 
 mod api;
 mod assets;
 mod body;
 mod http;
+mod metrics;
 pub mod range;
 mod server;
 mod tls;

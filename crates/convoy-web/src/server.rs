@@ -65,6 +65,8 @@ pub async fn accept_loop(
         let shared = shared.clone();
         let acceptor = acceptor.clone();
         tokio::spawn(async move {
+            let _open = crate::metrics::OpenConnection::new(&shared.counters);
+            let shared = shared.clone();
             match acceptor {
                 Some(a) => serve_tls(a, stream, peer, shared).await,
                 None => serve_plain(stream, peer, shared).await,
@@ -82,7 +84,13 @@ async fn serve_tls(
     let tls = match tokio::time::timeout(HEAD_TIMEOUT, acceptor.accept(stream)).await {
         Ok(Ok(s)) => s,
         // A failed or stalled handshake: nothing to answer in HTTP.
-        _ => return,
+        _ => {
+            shared
+                .counters
+                .tls_failed
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            return;
+        }
     };
     let h2 = tls.get_ref().1.alpn_protocol() == Some(crate::tls::ALPN_H2);
     serve(tls, h2, peer, shared).await

@@ -454,3 +454,57 @@ fn downloads_carry_what_foxglove_needs() {
     );
     assert_eq!(code, "304");
 }
+
+#[test]
+fn health_readiness_and_metrics_that_promtool_accepts() {
+    let f = Fleet::start("web-metrics", &["v1"], &[]);
+    let plain = |path: &str| {
+        let out = f
+            .curl()
+            .args(["-s", "-w", "\n%{http_code}"])
+            .arg(format!("{}{path}", f.base_url()))
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let (body, code) = text.rsplit_once('\n').unwrap();
+        (code.to_owned(), body.to_owned())
+    };
+    assert_eq!(plain("/healthz"), ("200".into(), "ok\n".into()));
+    assert_eq!(plain("/readyz"), ("200".into(), "ready\n".into()));
+    // Something to count: a refused request and an answered one.
+    assert_eq!(plain("/api/me").0, "401");
+    assert_eq!(f.http_get("v1", "/api/me", None).0, 200);
+    let (code, text) = plain("/metrics");
+    assert_eq!(code, "200");
+    for line in [
+        "convoy_http_responses_total{code=\"401\"} ",
+        "convoy_http_responses_total{code=\"200\"} ",
+        "convoy_catalog_up 1\n",
+        "convoy_vehicles_registered 2\n",
+        "convoy_vehicles_revoked 0\n",
+        "convoy_index_queue_segments ",
+        "convoy_http_connections_open ",
+    ] {
+        assert!(text.contains(line), "{line}: {text}");
+    }
+    let mut promtool = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("promtool (scripts/setup.sh installs Debian's prometheus)");
+    promtool
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let out = promtool.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "promtool: {}{}\n{text}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
