@@ -33,6 +33,8 @@ pub struct WebConfig {
     pub overlay: Option<PathBuf>,
     /// PEM certificate chain and private key: serve HTTPS instead of HTTP.
     pub tls: Option<(PathBuf, PathBuf)>,
+    /// More families for `/metrics` (the transport's, the indexer's).
+    pub extra_metrics: Option<crate::metrics::ExtraMetrics>,
 }
 
 /// A running web view; stops when dropped.
@@ -91,6 +93,7 @@ pub(crate) struct Shared {
     pub version: watch::Receiver<Option<i64>>,
     pub stop: watch::Receiver<bool>,
     pub counters: crate::metrics::HttpCounters,
+    pub extra_metrics: Option<crate::metrics::ExtraMetrics>,
 }
 
 /// How often the catalog's version is polled for the live feed.
@@ -127,6 +130,7 @@ impl Web {
             version: version_rx,
             stop: stop_rx.clone(),
             counters: Default::default(),
+            extra_metrics: cfg.extra_metrics,
         });
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
@@ -553,7 +557,12 @@ async fn metrics(shared: Arc<Shared>) -> Response<Body> {
         .pool
         .errors
         .load(std::sync::atomic::Ordering::Relaxed);
-    let text = crate::metrics::render(&shared.counters, errors, figures.as_ref());
+    let text = crate::metrics::render(
+        &shared.counters,
+        errors,
+        figures.as_ref(),
+        shared.extra_metrics.as_ref(),
+    );
     text_reply(StatusCode::OK, text, PROMETHEUS_TEXT)
 }
 

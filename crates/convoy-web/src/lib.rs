@@ -30,7 +30,7 @@ mod api;
 mod assets;
 mod body;
 mod http;
-mod metrics;
+pub mod metrics;
 pub mod range;
 mod server;
 mod tls;

@@ -54,29 +54,41 @@ pub struct CatalogFigures {
     pub index_queue: i64,
 }
 
-/// A page of metrics: one HELP and TYPE per family, then its samples.
-struct Page(String);
+/// A page of metrics being written: one HELP and TYPE per family, then
+/// its samples. Other parts of the server (the transport, the indexer)
+/// add their families through `WebConfig::extra_metrics`.
+pub struct Exposition(String);
 
-impl Page {
-    fn family(&mut self, name: &str, kind: &str, help: &str) {
+impl Exposition {
+    /// `kind`: `counter` (name ends in `_total`) or `gauge`.
+    pub fn family(&mut self, name: &str, kind: &str, help: &str) {
         let _ = writeln!(self.0, "# HELP {name} {help}\n# TYPE {name} {kind}");
     }
-    fn sample(&mut self, name: &str, labels: &str, value: impl std::fmt::Display) {
+    /// `labels`: empty, or `{key="value",…}` with values escaped.
+    pub fn sample(&mut self, name: &str, labels: &str, value: impl std::fmt::Display) {
         let _ = writeln!(self.0, "{name}{labels} {value}");
     }
-    fn one(&mut self, name: &str, kind: &str, help: &str, value: impl std::fmt::Display) {
+    /// A family of one unlabelled sample.
+    pub fn one(&mut self, name: &str, kind: &str, help: &str, value: impl std::fmt::Display) {
         self.family(name, kind, help);
         self.sample(name, "", value);
     }
 }
+
+/// Families that another part of the server writes into the page.
+pub type ExtraMetrics = std::sync::Arc<dyn Fn(&mut Exposition) + Send + Sync>;
 
 /// The whole exposition.
 pub fn render(
     http: &HttpCounters,
     catalog_errors: u64,
     catalog: Option<&CatalogFigures>,
+    extra: Option<&ExtraMetrics>,
 ) -> String {
-    let mut p = Page(String::new());
+    let mut p = Exposition(String::new());
+    if let Some(f) = extra {
+        f(&mut p);
+    }
     p.family(
         "convoy_http_responses_total",
         "counter",
@@ -163,9 +175,9 @@ mod tests {
         h.response(404);
         {
             let _open = OpenConnection::new(&h);
-            assert!(render(&h, 0, None).contains("convoy_http_connections_open 1\n"));
+            assert!(render(&h, 0, None, None).contains("convoy_http_connections_open 1\n"));
         }
-        let text = render(&h, 0, None);
+        let text = render(&h, 0, None, None);
         assert!(text.contains("convoy_http_responses_total{code=\"200\"} 2\n"));
         assert!(text.contains("convoy_http_responses_total{code=\"404\"} 1\n"));
         assert!(text.contains("convoy_http_connections_open 0\n"));

@@ -146,6 +146,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
         server_private: key,
         overlay: None,
         tls: None,
+        extra_metrics: None,
     })
     .map_err(anyhow::Error::msg)?;
     let token = convoy_web::token::issue(

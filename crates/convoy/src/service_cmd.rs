@@ -60,6 +60,8 @@ impl FleetServeOpts {
 
 /// The fleet service's parts that run beside the transport server.
 pub struct FleetService {
+    /// Counted from the server's and the indexer's events, for `/metrics`.
+    pub counters: Arc<crate::service_metrics::ServiceCounters>,
     stop: Arc<AtomicBool>,
     indexer: Option<std::thread::JoinHandle<()>>,
     _web: Option<convoy_web::Web>,
@@ -90,7 +92,10 @@ pub fn start(
     server.commit_hook = Some(Arc::new(QueueHook::new(open()?, wake_tx)));
     let stop = Arc::new(AtomicBool::new(false));
     let ilog = log.clone();
+    let counters = Arc::new(crate::service_metrics::ServiceCounters::default());
+    let icounters = counters.clone();
     let indexer = Indexer::new(open()?, store.clone(), dir, move |e: &IndexEvent| {
+        icounters.index_event(e);
         let text = match e {
             IndexEvent::Indexed {
                 vehicle,
@@ -125,6 +130,10 @@ pub fn start(
                 server_private: server.keypair.private,
                 overlay: opts.overlay.clone(),
                 tls: opts.http_tls.as_ref().map(|v| (v[0].clone(), v[1].clone())),
+                extra_metrics: Some({
+                    let c = counters.clone();
+                    Arc::new(move |p: &mut convoy_web::metrics::Exposition| c.write(p))
+                }),
             })
             .map_err(anyhow::Error::msg)?;
             log(
@@ -146,6 +155,7 @@ pub fn start(
         ),
     );
     Ok(FleetService {
+        counters,
         stop,
         indexer: Some(indexer),
         _web: web,

@@ -471,10 +471,31 @@ fn health_readiness_and_metrics_that_promtool_accepts() {
     };
     assert_eq!(plain("/healthz"), ("200".into(), "ok\n".into()));
     assert_eq!(plain("/readyz"), ("200".into(), "ready\n".into()));
-    // Something to count: a refused request and an answered one.
+    // Something to count: an upload, a stranger's key, a refused request
+    // and an answered one.
+    let file = f.dir.path().join("m.bin");
+    make_file(&file, 2000, 8);
+    ok(&f.send("v1", &file, None));
+    ok(&service_support::convoy(&[
+        "keygen",
+        "--out",
+        f.dir.path().join("stranger.key").to_str().unwrap(),
+    ]));
+    assert!(!f.send("stranger", &file, None).status.success());
     assert_eq!(plain("/api/me").0, "401");
     assert_eq!(f.http_get("v1", "/api/me", None).0, 200);
-    let (code, text) = plain("/metrics");
+    // The server counts its events as its event loop reports them: wait
+    // for the upload and the refusal to be counted.
+    let start = Instant::now();
+    let (code, text) = loop {
+        let (code, text) = plain("/metrics");
+        let counted = text.contains("convoy_uploads_stored_total 1\n")
+            && text.contains("{reason=\"unknown_key\"} 1\n");
+        if counted || start.elapsed() > Duration::from_secs(60) {
+            break (code, text);
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
     assert_eq!(code, "200");
     for line in [
         "convoy_http_responses_total{code=\"401\"} ",
@@ -484,6 +505,10 @@ fn health_readiness_and_metrics_that_promtool_accepts() {
         "convoy_vehicles_revoked 0\n",
         "convoy_index_queue_segments ",
         "convoy_http_connections_open ",
+        "convoy_uploads_stored_total 1\n",
+        "convoy_upload_bytes_total 2000\n",
+        "convoy_handshakes_refused_total{reason=\"unknown_key\"} 1\n",
+        "convoy_handshakes_refused_total{reason=\"revoked\"} 0\n",
     ] {
         assert!(text.contains(line), "{line}: {text}");
     }
