@@ -142,11 +142,16 @@ impl Web {
         let thread = std::thread::Builder::new()
             .name("convoy-web".into())
             .spawn(move || {
+                // The last reference is dropped here, off the runtime: the
+                // store owns a runtime of its own, which tokio refuses to
+                // drop from inside an asynchronous task.
+                let last = shared.clone();
                 runtime.spawn(poll_version(shared.clone(), version_tx));
                 runtime.block_on(server::accept_loop(listener, shared, tls, stop_rx));
                 // Live feeds see `stop` and end; what is still running
                 // after this is cut.
                 runtime.shutdown_timeout(Duration::from_secs(2));
+                drop(last);
             })
             .map_err(|e| e.to_string())?;
         Ok(Web {
