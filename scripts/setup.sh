@@ -25,6 +25,10 @@ command -v irtt >/dev/null 2>&1 || need_apt+=(irtt)
 # pg_ctl from Debian's package) and headless Chromium for the web view.
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need_apt+=(postgresql)
 command -v chromium >/dev/null 2>&1 || need_apt+=(chromium fonts-dejavu-core)
+# The web view's TLS test makes its certificate with the openssl command.
+command -v openssl >/dev/null 2>&1 || need_apt+=(openssl)
+# promtool (Debian's prometheus package) validates the /metrics pages.
+command -v promtool >/dev/null 2>&1 || need_apt+=(prometheus)
 # aarch64 vehicle computers, from an x86-64 machine: `make arm64` links with
 # Debian's cross gcc (which brings the aarch64 glibc), and `make test` runs
 # the aarch64 test subset under qemu-user. An aarch64 machine builds natively.

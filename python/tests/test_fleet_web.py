@@ -1,7 +1,8 @@
 """The web view in a real headless Chromium (Debian's), driven by
-Playwright: the page shows the vehicles on the map and in the tables,
-follows live updates without a reload, draws a track, and a vehicle's
-token shows only that vehicle."""
+Playwright, over TLS (a certificate made for the run) with the cookie
+login: the page shows the vehicles on the map and in the tables, follows
+live updates without a reload, draws a track, and a vehicle's token shows
+only that vehicle."""
 
 import subprocess
 import time
@@ -19,7 +20,7 @@ def service(tmp_path):
         convoy_binary()
     except ConvoyNotFound as e:
         pytest.fail(str(e))
-    with Service(tmp_path / "fleet", ["truck-1", "bus-2"]) as s:
+    with Service(tmp_path / "fleet", ["truck-1", "bus-2"], tls=True) as s:
         yield s
 
 
@@ -44,7 +45,8 @@ def test_the_page_shows_the_fleet_and_follows_live_updates(service, tmp_path):
     now = time.time()
     upload(service, "truck-1", drive_lines(60, now - 60, 45.07))
     wait_indexed(service, 1)
-    with page() as p:
+    with page(ignore_https_errors=True) as p:
+        assert service.page_url("ops").startswith("https://")
         p.goto(service.page_url("ops"), wait_until="domcontentloaded")
         p.wait_for_function("document.body.dataset.markers === '1'", timeout=20_000)
         assert p.get_attribute("#live", "data-live") == "on" or p.wait_for_function(
@@ -54,8 +56,12 @@ def test_the_page_shows_the_fleet_and_follows_live_updates(service, tmp_path):
         assert "truck-1" in p.inner_text("#vehicles") and "bus-2" in p.inner_text("#vehicles")
         assert p.locator("#uploads tbody tr").count() == 1
         assert "indexed" in p.inner_text("#uploads")
-        # The token left the address bar.
+        # The token left the address bar; the page holds an HttpOnly cookie
+        # (scripts cannot read it).
         assert "token=" not in p.url
+        assert p.evaluate("document.cookie") == ""
+        cookies = {c["name"]: c for c in p.context.cookies()}
+        assert cookies["convoy_token"]["httpOnly"] and cookies["convoy_token"]["secure"]
         # A new vehicle reports: the page shows it without a reload.
         upload(service, "bus-2", drive_lines(20, time.time() - 20, 45.08, 7.69))
         p.wait_for_function("document.body.dataset.markers === '2'", timeout=20_000)
@@ -67,13 +73,13 @@ def test_the_page_shows_the_fleet_and_follows_live_updates(service, tmp_path):
         # The offline basemap is drawn (no tile server involved).
         assert p.locator(".leaflet-tile").count() == 0
         p.screenshot(path=str(tmp_path / "fleet.png"))
-    with page() as p:
+    with page(ignore_https_errors=True) as p:
         # A vehicle's own token shows only that vehicle.
         p.goto(service.page_url("bus-2"), wait_until="domcontentloaded")
         p.wait_for_function("document.body.dataset.markers === '1'", timeout=20_000)
         assert "truck-1" not in p.inner_text("#vehicles")
         assert p.locator("#uploads tbody tr").count() == 1
-    with page() as p:
-        p.goto(f"http://127.0.0.1:{service.http}/?token=ops.forged", wait_until="domcontentloaded")
+    with page(ignore_https_errors=True) as p:
+        p.goto(f"{service.base_url}/#token=ops~99999999999~*~00", wait_until="domcontentloaded")
         p.wait_for_selector("#error:not([hidden])", timeout=10_000)
         assert "invalid token" in p.inner_text("#error")

@@ -1,18 +1,15 @@
 // The fleet page: last positions on an offline basemap (Natural Earth
 // countries, plus an optional overlay such as a SUMO network's roads),
 // a vehicle's track on click, the vehicles and uploads tables, and live
-// updates from /api/events. The token comes from ?token= once, then
-// stays in sessionStorage.
+// updates from /api/events. A token given once in the address's
+// fragment (/#token=T: a fragment is never sent to a server, so no proxy
+// or log sees it) is exchanged at /api/login for an HttpOnly cookie and
+// dropped; every request after that, the event stream and the download
+// links included, authenticates with the cookie alone.
 "use strict";
 
-const params = new URLSearchParams(location.search);
-if (params.get("token")) {
-  sessionStorage.setItem("convoy-token", params.get("token"));
-  params.delete("token");
-  const rest = params.toString();
-  history.replaceState(null, "", location.pathname + (rest ? "?" + rest : ""));
-}
-const token = sessionStorage.getItem("convoy-token") || "";
+const given = new URLSearchParams(location.hash.slice(1)).get("token");
+if (given) history.replaceState(null, "", location.pathname + location.search);
 const state = { vehicles: [], uploads: [], selected: null, markers: new Map(), track: null, fitted: false };
 window.convoyState = state;
 
@@ -22,8 +19,13 @@ function showError(msg) {
   e.hidden = !msg;
 }
 
+async function login(token) {
+  const r = await fetch("/api/login", { method: "POST", headers: { Authorization: "Bearer " + token } });
+  if (!r.ok) throw new Error((await r.json()).error || r.statusText);
+}
+
 async function api(path) {
-  const r = await fetch(path, { headers: { Authorization: "Bearer " + token } });
+  const r = await fetch(path, { credentials: "same-origin" });
   const body = await r.json();
   if (!r.ok) throw new Error(body.error || r.statusText);
   return body;
@@ -120,7 +122,7 @@ function renderUploads(doc) {
     cell(tr, u.vehicle);
     const td = tr.insertCell();
     const a = document.createElement("a");
-    a.href = `/files/${encodeURIComponent(u.vehicle)}/${u.name.split("/").map(encodeURIComponent).join("/")}?token=${encodeURIComponent(token)}`;
+    a.href = `/files/${encodeURIComponent(u.vehicle)}/${u.name.split("/").map(encodeURIComponent).join("/")}`;
     a.textContent = u.name;
     td.appendChild(a);
     cell(tr, u.bytes.toLocaleString("en"), "num");
@@ -163,7 +165,7 @@ async function refresh() {
 
 function listen() {
   const live = document.getElementById("live");
-  const es = new EventSource("/api/events?token=" + encodeURIComponent(token));
+  const es = new EventSource("/api/events");
   let pending = null;
   es.addEventListener("open", () => { live.dataset.live = "on"; live.textContent = "live"; });
   es.addEventListener("error", () => { live.dataset.live = "off"; live.textContent = "reconnecting…"; });
@@ -174,15 +176,13 @@ function listen() {
 }
 
 (async function main() {
-  if (!token) {
-    showError("No token: open this page as /?token=TOKEN (convoy fleet token NAME --key server.key --dir DIR)");
-    return;
-  }
   try {
+    if (given) await login(given);
     const me = await api("/api/me");
     document.getElementById("who").textContent = (me.operator ? "operator " : "vehicle ") + me.name;
   } catch (e) {
-    showError(String(e.message || e));
+    const msg = String(e.message || e);
+    showError(given ? msg : msg + ": open this page as /#token=TOKEN (convoy fleet token NAME --key server.key --dir DIR)");
     return;
   }
   loadBasemap().catch((e) => showError("basemap: " + e));

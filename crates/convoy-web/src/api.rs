@@ -1,15 +1,15 @@
 //! The JSON API and file downloads, as functions of the caller and the
 //! catalog.
 
-use std::io::{Read, Write};
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use crate::http1::Request;
+use bytes::Bytes;
 use convoy_ingest::Store;
+use http::{HeaderValue, Response, StatusCode};
 use serde_json::{json, Value};
 
+use crate::body::{Body, ChannelBody};
 use crate::http::Shared;
 use crate::range::{self, RangeAsk};
 
@@ -17,11 +17,15 @@ use crate::range::{self, RangeAsk};
 pub struct Caller {
     pub name: String,
     pub operator: bool,
+    /// The token's scope: only this vehicle (`None`: all the name may see).
+    pub only: Option<String>,
 }
 
 impl Caller {
     fn may_see(&self, vehicle: &str) -> bool {
-        self.operator || self.name == vehicle
+        let by_role = self.operator || self.name == vehicle;
+        let by_scope = self.only.as_deref().is_none_or(|v| v == vehicle);
+        by_role && by_scope
     }
 }
 
@@ -52,7 +56,7 @@ fn param<'a>(params: &'a [(String, String)], key: &str) -> Option<&'a str> {
 pub fn route(shared: &Shared, who: &Caller, path: &str, params: &[(String, String)]) -> Reply {
     let r = match path {
         "/api/me" => Ok(Reply::json(
-            json!({"name": who.name, "operator": who.operator}),
+            json!({"name": who.name, "operator": who.operator, "only": who.only}),
         )),
         "/api/vehicles" => vehicles(shared, who),
         "/api/positions" => positions(shared, who),
@@ -139,63 +143,88 @@ fn uploads(shared: &Shared, who: &Caller, params: &[(String, String)]) -> Result
         .and_then(|v| v.parse::<usize>().ok())
         .unwrap_or(100)
         .min(5000);
-    let filter = match (param(params, "vehicle"), who.operator) {
-        (Some(v), true) => Some(v.to_owned()),
-        (None, true) => None,
-        (_, false) => Some(who.name.clone()),
+    let filter = match (param(params, "vehicle"), who.operator, &who.only) {
+        (_, _, Some(only)) => Some(only.clone()),
+        (Some(v), true, None) => Some(v.to_owned()),
+        (None, true, None) => None,
+        (_, false, None) => Some(who.name.clone()),
     };
+    if filter.as_deref().is_some_and(|v| !who.may_see(v)) {
+        return Ok(Reply::error(403, "not your vehicle"));
+    }
     let rows = shared.pool.with(|c| c.segments(filter.as_deref(), limit))?;
     Ok(Reply::json(json!({ "uploads": rows })))
 }
 
 /// Server-Sent Events: `change` whenever the catalog's version moves
-/// (checked every 250 ms), a comment every 15 s to keep proxies open.
-/// Written straight to the socket (no chunked encoding, which buffers),
-/// until the page goes away or the server stops.
-pub fn events(shared: Arc<Shared>, req: Request, mut headers: Vec<(String, String)>) {
-    headers.push(("Content-Type".into(), "text/event-stream".into()));
-    headers.push(("Cache-Control".into(), "no-store".into()));
-    let Ok(mut w) = req.start(200, &headers, None) else {
-        return;
-    };
-    let mut last = None;
-    let mut next_ping = Instant::now() + Duration::from_secs(15);
-    while !shared.stop.load(Ordering::Relaxed) {
-        let mut out = Vec::new();
-        if let Ok(v) = shared.pool.with(|c| c.version()) {
-            if last != Some(v) {
-                last = Some(v);
-                out = format!("event: change\ndata: {{\"version\":{v}}}\n\n").into_bytes();
-            }
-        }
-        if out.is_empty() && Instant::now() >= next_ping {
-            out = b": ping\n\n".to_vec();
-        }
-        if !out.is_empty() {
-            next_ping = Instant::now() + Duration::from_secs(15);
-            if w.write_all(&out).and_then(|_| w.flush()).is_err() {
+/// (one poller for all pages, `Shared::version`), a comment every 15 s to
+/// keep proxies open, until the page goes away or the server stops.
+pub fn events(shared: Arc<Shared>) -> Response<Body> {
+    let (tx, body) = ChannelBody::channel(4, None);
+    let mut version = shared.version.clone();
+    let mut stop = shared.stop.clone();
+    tokio::spawn(async move {
+        // The first event carries the version the page starts from.
+        version.mark_changed();
+        loop {
+            let out = tokio::select! {
+                r = version.changed() => match (r, *version.borrow_and_update()) {
+                    (Ok(()), Some(v)) => format!("event: change\ndata: {{\"version\":{v}}}\n\n"),
+                    (Ok(()), None) => continue,
+                    (Err(_), _) => return,
+                },
+                _ = tokio::time::sleep(PING_EVERY) => ": ping\n\n".to_owned(),
+                _ = stop.changed() => return,
+                // The page went away.
+                _ = tx.closed() => return,
+            };
+            if tx.send(Ok(Bytes::from(out))).await.is_err() {
                 return;
             }
         }
-        std::thread::sleep(Duration::from_millis(250));
-    }
-    crate::http::end(w);
+    });
+    let mut r = Response::new(body);
+    let h = r.headers_mut();
+    h.insert(
+        "content-type",
+        HeaderValue::from_static("text/event-stream"),
+    );
+    h.insert("cache-control", HeaderValue::from_static("no-store"));
+    r
 }
 
-/// A stored file's answer: status, headers, body.
+/// How often an idle live feed sends a comment, so proxies keep it open.
+const PING_EVERY: Duration = Duration::from_secs(15);
+
+/// A stored file's answer: status, headers and the byte range to send.
 pub struct FileReply {
     pub status: u16,
     pub headers: Vec<(String, String)>,
-    pub len: u64,
-    pub body: Box<dyn Read + Send>,
+    /// The object and the range `start..end` of it that is the body.
+    pub object: Option<(Arc<Store>, String)>,
+    pub start: u64,
+    pub end: u64,
+}
+
+impl FileReply {
+    fn unsatisfiable(len: u64) -> FileReply {
+        FileReply {
+            status: 416,
+            headers: vec![("Content-Range".into(), format!("bytes */{len}"))],
+            object: None,
+            start: 0,
+            end: 0,
+        }
+    }
 }
 
 pub fn file(
     shared: &Shared,
     who: &Caller,
     rest: &str,
-    range_header: Option<&str>,
+    asked: &http::HeaderMap,
 ) -> Result<FileReply, Reply> {
+    let header = |name| asked.get(name).and_then(|v: &HeaderValue| v.to_str().ok());
     let Some((vehicle, name)) = rest.split_once('/') else {
         return Err(Reply::error(404, "use /files/VEHICLE/NAME"));
     };
@@ -218,12 +247,27 @@ pub fn file(
     } else {
         "application/octet-stream"
     };
+    // The stored bytes never change under a name (an upload is renamed
+    // into place once), so their hash is a strong ETag and the time they
+    // were stored is their Last-Modified.
+    let etag = format!("\"{}\"", seg.blake3);
+    let stored = std::time::UNIX_EPOCH + Duration::from_nanos(seg.stored_ns.max(0) as u64);
     let mut headers = vec![
         ("Accept-Ranges".to_string(), "bytes".to_string()),
         ("Content-Type".into(), kind.into()),
-        ("ETag".into(), format!("\"{}\"", seg.blake3)),
+        ("ETag".into(), etag.clone()),
+        ("Last-Modified".into(), httpdate::fmt_http_date(stored)),
     ];
-    let (status, start, end) = match range::parse(range_header, len) {
+    if header(http::header::IF_NONE_MATCH).is_some_and(|v| v.split(',').any(|t| t.trim() == etag)) {
+        return Ok(FileReply {
+            status: 304,
+            headers,
+            object: None,
+            start: 0,
+            end: 0,
+        });
+    }
+    let (status, start, end) = match range::parse(header(http::header::RANGE), len) {
         RangeAsk::Whole => (200, 0, len),
         RangeAsk::Part { start, end } => {
             headers.push((
@@ -232,28 +276,65 @@ pub fn file(
             ));
             (206, start, end)
         }
-        RangeAsk::Unsatisfiable => {
-            return Ok(FileReply {
-                status: 416,
-                headers: vec![("Content-Range".into(), format!("bytes */{len}"))],
-                len: 0,
-                body: Box::new(std::io::empty()),
-            })
-        }
+        RangeAsk::Unsatisfiable => return Ok(FileReply::unsatisfiable(len)),
     };
     Ok(FileReply {
         status,
         headers,
-        len: end - start,
-        body: Box::new(StoreReader {
-            store: shared.store.clone(),
-            key: seg.object,
-            pos: start,
-            end,
-            buf: Vec::new(),
-            at: 0,
-        }),
+        object: Some((shared.store.clone(), seg.object)),
+        start,
+        end,
     })
+}
+
+/// Streams a file's range from the store: read on a blocking thread in
+/// pieces, a piece or two ahead of the socket.
+pub fn file_response(f: FileReply) -> Response<Body> {
+    let len = f.end - f.start;
+    let (tx, body) = ChannelBody::channel(2, Some(len));
+    if let Some((store, key)) = f.object {
+        let (start, end) = (f.start, f.end);
+        tokio::task::spawn_blocking(move || {
+            let mut reader = StoreReader {
+                store,
+                key,
+                pos: start,
+                end,
+            };
+            // Stops at the end, on a store error (hyper then cuts the
+            // response short of its Content-Length), or when the client
+            // has gone (the body, and so the receiver, was dropped).
+            while !tx.is_closed() {
+                match reader.next_piece() {
+                    Ok(Some(piece)) => {
+                        if tx.blocking_send(Ok(piece)).is_err() {
+                            return;
+                        }
+                    }
+                    Ok(None) => return,
+                    Err(e) => {
+                        let _ = tx.blocking_send(Err(e));
+                        return;
+                    }
+                }
+            }
+        });
+    }
+    let mut r = Response::new(body);
+    *r.status_mut() = StatusCode::from_u16(f.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let h = r.headers_mut();
+    for (k, v) in &f.headers {
+        if let (Ok(k), Ok(v)) = (
+            http::header::HeaderName::try_from(k.as_str()),
+            HeaderValue::try_from(v.as_str()),
+        ) {
+            h.insert(k, v);
+        }
+    }
+    if f.status != 304 {
+        h.insert(http::header::CONTENT_LENGTH, HeaderValue::from(len));
+    }
+    r
 }
 
 /// Reads an object's range from the store in 4 MiB pieces.
@@ -262,30 +343,24 @@ struct StoreReader {
     key: String,
     pos: u64,
     end: u64,
-    buf: Vec<u8>,
-    at: usize,
 }
 
-impl Read for StoreReader {
-    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
-        if self.at == self.buf.len() {
-            if self.pos >= self.end {
-                return Ok(0);
-            }
-            let to = (self.pos + (4 << 20)).min(self.end);
-            self.buf = self
-                .store
-                .get_range(&self.key, self.pos, to)
-                .map_err(std::io::Error::other)?;
-            self.at = 0;
-            self.pos = to;
-            if self.buf.is_empty() {
-                return Ok(0);
-            }
+impl StoreReader {
+    fn next_piece(&mut self) -> std::io::Result<Option<Bytes>> {
+        if self.pos >= self.end {
+            return Ok(None);
         }
-        let n = out.len().min(self.buf.len() - self.at);
-        out[..n].copy_from_slice(&self.buf[self.at..self.at + n]);
-        self.at += n;
-        Ok(n)
+        let to = (self.pos + (4 << 20)).min(self.end);
+        let piece = self
+            .store
+            .get_range(&self.key, self.pos, to)
+            .map_err(std::io::Error::other)?;
+        if piece.is_empty() {
+            return Err(std::io::Error::other(
+                "the stored object is shorter than its size",
+            ));
+        }
+        self.pos += piece.len() as u64;
+        Ok(Some(Bytes::from(piece)))
     }
 }

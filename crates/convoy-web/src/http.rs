@@ -1,18 +1,24 @@
-//! The HTTP server: one thread accepts, one thread per request answers
-//! (Server-Sent Events hold theirs for as long as the page is open).
+//! The web view's lifecycle and request routing: [`Web::start`] binds,
+//! starts a runtime on a thread of its own and serves until dropped;
+//! [`service`] is what each connection runs (gzip for JSON and the
+//! page's text assets, around [`handle`]).
 
+use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::http1::{finish, Request};
 use convoy_catalog::Catalog;
 use convoy_ingest::Store;
+use http::header::{HeaderMap, HeaderName, HeaderValue};
+use http::{Extensions, Method, Request, Response, StatusCode, Version};
+use tokio::sync::watch;
+use tower_http::compression::predicate::{And, Predicate as _, SizeAbove};
 
 use crate::api::{self, Caller, Reply};
-use crate::{assets, token};
+use crate::body::{self, Body};
+use crate::{assets, server, token};
 
 /// What the web view serves, and from where.
 pub struct WebConfig {
@@ -25,12 +31,17 @@ pub struct WebConfig {
     /// An extra GeoJSON layer drawn under the vehicles (roads of a SUMO
     /// network, a depot's outline); served at `/static/overlay.json`.
     pub overlay: Option<PathBuf>,
+    /// PEM certificate chain and private key: serve HTTPS instead of HTTP.
+    pub tls: Option<(PathBuf, PathBuf)>,
+    /// More families for `/metrics` (the transport's, the indexer's).
+    pub extra_metrics: Option<crate::metrics::ExtraMetrics>,
 }
 
 /// A running web view; stops when dropped.
 pub struct Web {
     addr: SocketAddr,
-    stop: Arc<AtomicBool>,
+    tls: bool,
+    stop: watch::Sender<bool>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -38,9 +49,13 @@ pub struct Web {
 pub(crate) struct Pool {
     url: String,
     idle: Mutex<Vec<Box<dyn Catalog>>>,
+    /// Queries that failed, for `/metrics`.
+    pub errors: std::sync::atomic::AtomicU64,
 }
 
 impl Pool {
+    /// Runs `f` on a pooled connection. Blocking: call it from a blocking
+    /// thread (`spawn_blocking`), never from a runtime worker.
     pub(crate) fn with<T>(
         &self,
         f: impl FnOnce(&mut dyn Catalog) -> convoy_catalog::Result<T>,
@@ -48,9 +63,17 @@ impl Pool {
         let got = self.idle.lock().ok().and_then(|mut v| v.pop());
         let mut c = match got {
             Some(c) => c,
-            None => convoy_catalog::open(&self.url).map_err(|e| e.to_string())?,
+            None => convoy_catalog::open(&self.url).map_err(|e| {
+                self.errors
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                e.to_string()
+            })?,
         };
         let r = f(c.as_mut()).map_err(|e| e.to_string());
+        if r.is_err() {
+            self.errors
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
         // A connection that failed may be broken: open a new one next time.
         if r.is_ok() {
             if let Ok(mut v) = self.idle.lock() {
@@ -66,8 +89,15 @@ pub(crate) struct Shared {
     pub store: Arc<Store>,
     pub key: [u8; 32],
     pub overlay: Option<Vec<u8>>,
-    pub stop: Arc<AtomicBool>,
+    /// The catalog's version, polled by one task for every live page.
+    pub version: watch::Receiver<Option<i64>>,
+    pub stop: watch::Receiver<bool>,
+    pub counters: crate::metrics::HttpCounters,
+    pub extra_metrics: Option<crate::metrics::ExtraMetrics>,
 }
+
+/// How often the catalog's version is polled for the live feed.
+const VERSION_POLL: Duration = Duration::from_millis(250);
 
 impl Web {
     pub fn start(cfg: WebConfig) -> Result<Web, String> {
@@ -75,52 +105,59 @@ impl Web {
             Some(p) => Some(std::fs::read(p).map_err(|e| format!("{}: {e}", p.display()))?),
             None => None,
         };
+        let tls = match &cfg.tls {
+            Some((cert, key)) => Some(crate::tls::server_config(cert, key)?),
+            None => None,
+        };
         let listener = std::net::TcpListener::bind(cfg.listen)
             .map_err(|e| format!("cannot listen on {} (HTTP): {e}", cfg.listen))?;
         let addr = listener.local_addr().map_err(|e| e.to_string())?;
         listener.set_nonblocking(true).map_err(|e| e.to_string())?;
-        let stop = Arc::new(AtomicBool::new(false));
+        let pool = Pool {
+            url: cfg.catalog_url,
+            idle: Mutex::new(Vec::new()),
+            errors: Default::default(),
+        };
+        // Check the catalog now, so a bad URL fails at start, not per request.
+        let first = pool.with(|c| c.version())?;
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let (version_tx, version_rx) = watch::channel(Some(first));
         let shared = Arc::new(Shared {
-            pool: Pool {
-                url: cfg.catalog_url,
-                idle: Mutex::new(Vec::new()),
-            },
+            pool,
             store: cfg.store,
             key: cfg.server_private,
             overlay,
-            stop: stop.clone(),
+            version: version_rx,
+            stop: stop_rx.clone(),
+            counters: Default::default(),
+            extra_metrics: cfg.extra_metrics,
         });
-        // Check the catalog now, so a bad URL fails at start, not per request.
-        shared.pool.with(|c| c.version())?;
-        let stop2 = stop.clone();
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("convoy-web")
+            .enable_all()
+            .build()
+            .map_err(|e| format!("cannot start the HTTP runtime: {e}"))?;
+        let is_tls = tls.is_some();
         let thread = std::thread::Builder::new()
             .name("convoy-web".into())
             .spawn(move || {
-                while !stop2.load(Ordering::Relaxed) {
-                    match listener.accept() {
-                        Ok((stream, _)) => {
-                            let _ = stream.set_nonblocking(false);
-                            let shared = shared.clone();
-                            let _ = std::thread::Builder::new()
-                                .name("convoy-web-req".into())
-                                .spawn(move || {
-                                    if let Some(req) = Request::read(stream) {
-                                        handle(shared, req);
-                                    }
-                                });
-                        }
-                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                            std::thread::sleep(Duration::from_millis(20))
-                        }
-                        // A client's failed connection is no reason to stop.
-                        Err(_) => std::thread::sleep(Duration::from_millis(20)),
-                    }
-                }
+                // The last reference is dropped here, off the runtime: the
+                // store owns a runtime of its own, which tokio refuses to
+                // drop from inside an asynchronous task.
+                let last = shared.clone();
+                runtime.spawn(poll_version(shared.clone(), version_tx));
+                runtime.block_on(server::accept_loop(listener, shared, tls, stop_rx));
+                // Live feeds see `stop` and end; what is still running
+                // after this is cut.
+                runtime.shutdown_timeout(Duration::from_secs(2));
+                drop(last);
             })
             .map_err(|e| e.to_string())?;
         Ok(Web {
             addr,
-            stop,
+            tls: is_tls,
+            stop: stop_tx,
             thread: Some(thread),
         })
     }
@@ -128,29 +165,104 @@ impl Web {
     pub fn addr(&self) -> SocketAddr {
         self.addr
     }
+
+    /// The base URL: `https://ADDR` with TLS, `http://ADDR` without.
+    pub fn url(&self) -> String {
+        let scheme = if self.tls { "https" } else { "http" };
+        format!("{scheme}://{}", self.addr)
+    }
 }
 
 impl Drop for Web {
     fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
+        let _ = self.stop.send(true);
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
     }
 }
 
-type Headers = Vec<(String, String)>;
+/// Publishes the catalog's version every [`VERSION_POLL`]: one query for
+/// all live pages rather than one per page.
+async fn poll_version(shared: Arc<Shared>, tx: watch::Sender<Option<i64>>) {
+    let mut stop = shared.stop.clone();
+    loop {
+        let s = shared.clone();
+        let v = tokio::task::spawn_blocking(move || s.pool.with(|c| c.version()).ok())
+            .await
+            .ok()
+            .flatten();
+        // A failed poll keeps the last version: the page keeps what it has.
+        if let Some(v) = v {
+            tx.send_if_modified(|old| {
+                let changed = *old != Some(v);
+                *old = Some(v);
+                changed
+            });
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(VERSION_POLL) => {}
+            _ = stop.changed() => return,
+        }
+    }
+}
 
-fn cors(headers: &mut Headers) {
+/// Compress JSON and the page's text, never a download (gzip would drop
+/// its byte ranges) nor the live feed (gzip would hold events back).
+fn compressible(_: StatusCode, _: Version, headers: &HeaderMap, _: &Extensions) -> bool {
+    let kind = headers
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let text = kind.starts_with("application/json")
+        || kind.starts_with("text/javascript")
+        || kind.starts_with("text/css")
+        || kind.starts_with("text/html");
+    text && !headers.contains_key(http::header::ACCEPT_RANGES)
+}
+
+/// Bodies under this stay as they are: gzip would make them no smaller.
+const GZIP_ABOVE: u16 = 128;
+
+type Predicate = And<SizeAbove, fn(StatusCode, Version, &HeaderMap, &Extensions) -> bool>;
+
+/// What one connection runs: [`handle`] under gzip.
+pub(crate) fn service(
+    shared: Arc<Shared>,
+    peer: SocketAddr,
+) -> tower_http::compression::Compression<
+    impl tower::Service<
+            Request<hyper::body::Incoming>,
+            Response = Response<Body>,
+            Error = Infallible,
+            Future = impl Send,
+        > + Clone
+        + Send,
+    Predicate,
+> {
+    let inner = tower::service_fn(move |req: Request<hyper::body::Incoming>| {
+        let shared = shared.clone();
+        async move { Ok::<_, Infallible>(handle(shared, req, peer).await) }
+    });
+    let gzip = tower_http::compression::CompressionLayer::new()
+        .gzip(true)
+        .compress_when(SizeAbove::new(GZIP_ABOVE).and(compressible as _));
+    tower::Layer::layer(&gzip, inner)
+}
+
+fn cors(headers: &mut HeaderMap) {
     for (k, v) in [
-        ("Access-Control-Allow-Origin", "*"),
-        ("Access-Control-Allow-Headers", "Authorization, Range"),
+        ("access-control-allow-origin", "*"),
         (
-            "Access-Control-Expose-Headers",
-            "Content-Range, Content-Length, Accept-Ranges",
+            "access-control-allow-headers",
+            "Authorization, Range, If-None-Match",
+        ),
+        (
+            "access-control-expose-headers",
+            "Content-Range, Content-Length, Accept-Ranges, ETag, Last-Modified",
         ),
     ] {
-        headers.push((k.into(), v.into()));
+        headers.insert(HeaderName::from_static(k), HeaderValue::from_static(v));
     }
 }
 
@@ -187,24 +299,54 @@ pub(crate) fn percent_decode(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-fn caller(shared: &Shared, req: &Request, params: &[(String, String)]) -> Result<Caller, Reply> {
-    let from_header = req
-        .header("Authorization")
+/// The request as the blocking handlers see it: no body (GET and HEAD).
+pub(crate) struct Asked {
+    pub path: String,
+    pub params: Vec<(String, String)>,
+    pub headers: HeaderMap,
+}
+
+/// The cookie `/api/login` sets; the page authenticates with it alone.
+pub(crate) const COOKIE: &str = "convoy_token";
+
+/// The token a request carries: `Authorization: Bearer T`, else the
+/// login cookie. Never the URL: proxies and logs keep URLs.
+fn presented_token(headers: &HeaderMap) -> Option<String> {
+    let bearer = headers
+        .get(http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::to_owned);
-    let from_query = params
-        .iter()
-        .find(|(k, _)| k == "token")
-        .map(|(_, v)| v.clone());
-    let Some(tok) = from_header.or(from_query) else {
+        .map(|v| v.trim().to_owned());
+    bearer.or_else(|| {
+        headers
+            .get_all(http::header::COOKIE)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(';'))
+            .find_map(|c| c.trim().strip_prefix(COOKIE)?.strip_prefix('='))
+            .map(str::to_owned)
+    })
+}
+
+fn now_s() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+/// Who is asking, from a genuine, unexpired token whose name is still in
+/// the registry and not revoked.
+fn caller(shared: &Shared, headers: &HeaderMap) -> Result<(Caller, token::Claims), Reply> {
+    let Some(tok) = presented_token(headers) else {
         return Err(Reply::error(
             401,
             "a token is needed: convoy fleet token NAME",
         ));
     };
-    let Some(name) = token::verify(&shared.key, &tok) else {
-        return Err(Reply::error(401, "invalid token"));
-    };
+    let claims = token::verify(&shared.key, &tok, now_s())
+        .map_err(|refusal| Reply::error(401, &refusal.to_string()))?;
+    let name = claims.name.clone();
     let row = shared
         .pool
         .with(|c| c.vehicles())
@@ -212,90 +354,248 @@ fn caller(shared: &Shared, req: &Request, params: &[(String, String)]) -> Result
         .into_iter()
         .find(|v| v.name == name);
     match row {
-        Some(v) if v.revoked_ns.is_none() => Ok(Caller {
-            operator: v.role == "operator",
-            name,
-        }),
+        Some(v) if v.revoked_ns.is_none() => Ok((
+            Caller {
+                operator: v.role == "operator",
+                name,
+                only: claims.vehicle.clone(),
+            },
+            claims,
+        )),
         Some(_) => Err(Reply::error(403, &format!("{name} is revoked"))),
         None => Err(Reply::error(403, &format!("{name} is not in the registry"))),
     }
 }
 
-fn handle(shared: Arc<Shared>, req: Request) {
-    let (path, params) = split_url(&req.url);
-    let mut headers = Vec::new();
-    cors(&mut headers);
-    let head_only = req.method == "HEAD";
-    if req.method == "OPTIONS" {
-        let _ = req.respond(204, &headers, std::io::empty(), 0, true);
-        return;
-    }
-    if req.method != "GET" && !head_only {
-        let _ = respond(req, Reply::error(405, "only GET"), headers);
-        return;
-    }
-    if let Some(a) = assets::find(&path) {
-        headers.push(("Content-Type".into(), a.content_type.into()));
-        headers.push(("Cache-Control".into(), "no-cache".into()));
-        let _ = req.respond(200, &headers, a.body, a.body.len() as u64, head_only);
-        return;
-    }
-    if path == "/static/overlay.json" {
-        let reply = match &shared.overlay {
-            Some(b) => Reply::Json(b.clone()),
-            None => Reply::Json(br#"{"type":"FeatureCollection","features":[]}"#.to_vec()),
-        };
-        let _ = respond(req, reply, headers);
-        return;
-    }
-    if !path.starts_with("/api/") && !path.starts_with("/files/") {
-        let _ = respond(req, Reply::error(404, "not found"), headers);
-        return;
-    }
-    let who = match caller(&shared, &req, &params) {
-        Ok(c) => c,
-        Err(r) => {
-            let _ = respond(req, r, headers);
-            return;
-        }
+/// `POST /api/login` with `Authorization: Bearer T`: the same token back
+/// as an HttpOnly, Secure, SameSite=Strict cookie that lives as long as
+/// the token. A cross-site form cannot set the header, so it cannot log
+/// a browser in as someone else.
+fn login(claims: &token::Claims, headers: &HeaderMap) -> Response<Body> {
+    // The token itself, not a cookie from an earlier login.
+    let bearer = headers
+        .get(http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "));
+    let Some(tok) = bearer.map(str::trim) else {
+        return json_reply(Reply::error(401, "log in with Authorization: Bearer TOKEN"));
     };
-    if path == "/api/events" {
-        api::events(shared, req, headers);
-        return;
+    let mut r = json_reply(Reply::Json(
+        serde_json::json!({"name": claims.name, "expires": claims.expires})
+            .to_string()
+            .into_bytes(),
+    ));
+    let max_age = claims.expires.saturating_sub(now_s());
+    let cookie =
+        format!("{COOKIE}={tok}; Path=/; HttpOnly; Secure; SameSite=Strict; Max-Age={max_age}");
+    if let Ok(v) = HeaderValue::try_from(cookie) {
+        r.headers_mut().insert(http::header::SET_COOKIE, v);
     }
-    if let Some(rest) = path.strip_prefix("/files/") {
-        let range = req.header("Range").map(str::to_owned);
-        match api::file(&shared, &who, rest, range.as_deref()) {
-            Ok(f) => {
-                headers.extend(f.headers.iter().cloned());
-                let _ = req.respond(f.status, &headers, f.body, f.len, head_only);
-            }
-            Err(r) => {
-                let _ = respond(req, r, headers);
-            }
-        }
-        return;
-    }
-    let reply = api::route(&shared, &who, &path, &params);
-    let _ = respond(req, reply, headers);
+    r
 }
 
-fn respond(req: Request, reply: Reply, mut headers: Headers) -> std::io::Result<()> {
-    let (status, body) = match reply {
+/// `POST /api/logout`: the cookie, expired.
+fn logout() -> Response<Body> {
+    let mut r = json_reply(Reply::Json(b"{}".to_vec()));
+    let cookie = format!("{COOKIE}=; Path=/; HttpOnly; Secure; SameSite=Strict; Max-Age=0");
+    if let Ok(v) = HeaderValue::try_from(cookie) {
+        r.headers_mut().insert(http::header::SET_COOKIE, v);
+    }
+    r
+}
+
+async fn handle(
+    shared: Arc<Shared>,
+    req: Request<hyper::body::Incoming>,
+    _peer: SocketAddr,
+) -> Response<Body> {
+    let url = req
+        .uri()
+        .path_and_query()
+        .map(|p| p.as_str().to_owned())
+        .unwrap_or_else(|| "/".into());
+    let (path, params) = split_url(&url);
+    let method = req.method().clone();
+    let mut resp = match method {
+        Method::OPTIONS => status_only(StatusCode::NO_CONTENT),
+        Method::POST if path == "/api/logout" => logout(),
+        Method::POST if path == "/api/login" => {
+            let headers = req.headers().clone();
+            let s = shared.clone();
+            let who =
+                tokio::task::spawn_blocking(move || caller(&s, &headers).map(|w| (w, headers)))
+                    .await;
+            match who {
+                Ok(Ok(((_, claims), headers))) => login(&claims, &headers),
+                Ok(Err(r)) => json_reply(r),
+                Err(_) => json_reply(Reply::error(500, "internal error")),
+            }
+        }
+        Method::GET | Method::HEAD => {
+            let asked = Asked {
+                path,
+                params,
+                headers: req.headers().clone(),
+            };
+            answer(shared.clone(), asked).await
+        }
+        _ => json_reply(Reply::error(405, "only GET and HEAD (POST for /api/login)")),
+    };
+    cors(resp.headers_mut());
+    shared.counters.response(resp.status().as_u16());
+    if method == Method::HEAD {
+        // The headers (Content-Length included) stay; the body goes.
+        *resp.body_mut() = body::empty();
+    }
+    resp
+}
+
+async fn answer(shared: Arc<Shared>, asked: Asked) -> Response<Body> {
+    match asked.path.as_str() {
+        "/healthz" => return text_reply(StatusCode::OK, "ok\n".into(), TEXT),
+        "/readyz" => return readyz(shared).await,
+        "/metrics" => return metrics(shared).await,
+        _ => {}
+    }
+    if let Some(a) = assets::find(&asked.path) {
+        return Response::builder()
+            .header("content-type", a.content_type)
+            .header("cache-control", "no-cache")
+            .body(body::full(a.body))
+            .unwrap_or_else(|_| status_only(StatusCode::INTERNAL_SERVER_ERROR));
+    }
+    if asked.path == "/static/overlay.json" {
+        return json_reply(match &shared.overlay {
+            Some(b) => Reply::Json(b.clone()),
+            None => Reply::Json(br#"{"type":"FeatureCollection","features":[]}"#.to_vec()),
+        });
+    }
+    if !asked.path.starts_with("/api/") && !asked.path.starts_with("/files/") {
+        return json_reply(Reply::error(404, "not found"));
+    }
+    if asked.path == "/api/events" {
+        // Authenticate on a blocking thread, then stream on the runtime.
+        let s = shared.clone();
+        let who = tokio::task::spawn_blocking(move || caller(&s, &asked.headers)).await;
+        return match who {
+            Ok(Ok(_)) => api::events(shared),
+            Ok(Err(r)) => json_reply(r),
+            Err(_) => json_reply(Reply::error(500, "internal error")),
+        };
+    }
+    let s = shared.clone();
+    let work = tokio::task::spawn_blocking(move || {
+        let (who, _) = caller(&s, &asked.headers)?;
+        if let Some(rest) = asked.path.strip_prefix("/files/") {
+            return api::file(&s, &who, rest, &asked.headers).map(Answer::File);
+        }
+        Ok(Answer::Reply(api::route(
+            &s,
+            &who,
+            &asked.path,
+            &asked.params,
+        )))
+    })
+    .await;
+    match work {
+        Ok(Ok(Answer::Reply(r))) => json_reply(r),
+        Ok(Ok(Answer::File(f))) => api::file_response(f),
+        Ok(Err(r)) => json_reply(r),
+        Err(_) => json_reply(Reply::error(500, "internal error")),
+    }
+}
+
+const TEXT: &str = "text/plain; charset=utf-8";
+/// The Prometheus text exposition format's content type.
+const PROMETHEUS_TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+fn text_reply(status: StatusCode, text: String, kind: &'static str) -> Response<Body> {
+    let mut r = Response::new(body::full(text));
+    *r.status_mut() = status;
+    r.headers_mut()
+        .insert("content-type", HeaderValue::from_static(kind));
+    r.headers_mut()
+        .insert("cache-control", HeaderValue::from_static("no-store"));
+    r
+}
+
+/// Ready when the catalog answers: a load balancer sends no request to a
+/// server whose every API call would fail.
+async fn readyz(shared: Arc<Shared>) -> Response<Body> {
+    let asked = tokio::task::spawn_blocking(move || shared.pool.with(|c| c.version())).await;
+    match asked {
+        Ok(Ok(_)) => text_reply(StatusCode::OK, "ready\n".into(), TEXT),
+        Ok(Err(e)) => text_reply(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("catalog: {e}\n"),
+            TEXT,
+        ),
+        Err(_) => status_only(StatusCode::INTERNAL_SERVER_ERROR),
+    }
+}
+
+async fn metrics(shared: Arc<Shared>) -> Response<Body> {
+    let s = shared.clone();
+    let figures = tokio::task::spawn_blocking(move || {
+        let now_ns = (now_s() as i64).saturating_mul(1_000_000_000);
+        s.pool
+            .with(|c| {
+                let vehicles = c.vehicles()?;
+                let fresh = c
+                    .last_states()?
+                    .iter()
+                    .filter(|l| l.t_ns >= now_ns - 60_000_000_000)
+                    .count();
+                Ok(crate::metrics::CatalogFigures {
+                    registered: vehicles.len(),
+                    revoked: vehicles.iter().filter(|v| v.revoked_ns.is_some()).count(),
+                    reporting_last_minute: fresh,
+                    index_queue: c.pending_count()?,
+                })
+            })
+            .ok()
+    })
+    .await
+    .ok()
+    .flatten();
+    let errors = shared
+        .pool
+        .errors
+        .load(std::sync::atomic::Ordering::Relaxed);
+    let text = crate::metrics::render(
+        &shared.counters,
+        errors,
+        figures.as_ref(),
+        shared.extra_metrics.as_ref(),
+    );
+    text_reply(StatusCode::OK, text, PROMETHEUS_TEXT)
+}
+
+enum Answer {
+    Reply(Reply),
+    File(api::FileReply),
+}
+
+pub(crate) fn status_only(status: StatusCode) -> Response<Body> {
+    let mut r = Response::new(body::empty());
+    *r.status_mut() = status;
+    r
+}
+
+pub(crate) fn json_reply(reply: Reply) -> Response<Body> {
+    let (status, bytes) = match reply {
         Reply::Json(b) => (200, b),
         Reply::Error(code, msg) => (
             code,
             serde_json::json!({ "error": msg }).to_string().into_bytes(),
         ),
     };
-    headers.push(("Content-Type".into(), "application/json".into()));
-    headers.push(("Cache-Control".into(), "no-store".into()));
-    let len = body.len() as u64;
-    req.respond(status, &headers, &body[..], len, false)
-}
-
-pub(crate) fn end(s: std::net::TcpStream) {
-    finish(s)
+    let mut r = Response::new(body::full(bytes));
+    *r.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let h = r.headers_mut();
+    h.insert("content-type", HeaderValue::from_static("application/json"));
+    h.insert("cache-control", HeaderValue::from_static("no-store"));
+    r
 }
 
 #[cfg(test)]
@@ -304,15 +604,31 @@ mod tests {
 
     #[test]
     fn urls_split_and_decode() {
-        let (p, q) = split_url("/files/v1/2026-11-24/cam%200.mcap?token=a.b&x=%2F");
+        let (p, q) = split_url("/files/v1/2026-11-24/cam%200.mcap?limit=5&x=%2F");
         assert_eq!(p, "/files/v1/2026-11-24/cam 0.mcap");
         assert_eq!(
             q,
-            vec![("token".into(), "a.b".into()), ("x".into(), "/".into())]
+            vec![("limit".into(), "5".into()), ("x".into(), "/".into())]
         );
         assert_eq!(percent_decode("%"), "%");
         assert_eq!(percent_decode("%4"), "%4");
         assert_eq!(percent_decode("%zz"), "%zz");
         assert_eq!(percent_decode("%C3%A9"), "é");
+    }
+
+    #[test]
+    fn tokens_come_from_the_header_or_the_cookie_only() {
+        let mut h = HeaderMap::new();
+        assert_eq!(presented_token(&h), None);
+        h.insert(
+            "cookie",
+            HeaderValue::from_static("a=b; convoy_token=T1; c=d"),
+        );
+        assert_eq!(presented_token(&h).as_deref(), Some("T1"));
+        h.insert("authorization", HeaderValue::from_static("Bearer T2"));
+        assert_eq!(presented_token(&h).as_deref(), Some("T2"));
+        let mut h = HeaderMap::new();
+        h.insert("cookie", HeaderValue::from_static("convoy_tokenX=T3"));
+        assert_eq!(presented_token(&h), None);
     }
 }

@@ -11,16 +11,29 @@
 //! * `/`: the page (Leaflet map on an offline Natural Earth basemap, the
 //!   vehicles and uploads tables), and its vendored assets.
 //!
-//! Every `/api` and `/files` request carries a token (`Authorization:
-//! Bearer T`, or `?token=T` where headers cannot be set: EventSource,
-//! links); a vehicle's token sees only that vehicle, an operator's all.
+//! Every `/api` and `/files` request carries a token: `Authorization:
+//! Bearer T`, or the HttpOnly cookie `POST /api/login` sets (the page,
+//! EventSource and download links use that), never the URL. A vehicle's
+//! token sees only that vehicle, an operator's all or, when scoped, one;
+//! tokens expire and are read-only ([`token`]).
 //! Tokens come from `convoy fleet token NAME` ([`token`]).
+//!
+//! The server is hyper on a tokio runtime of its own: HTTP/1.1 with
+//! keep-alive, HTTP/2 (by ALPN over TLS, by prior knowledge in the
+//! clear), gzip for JSON, TLS through rustls (`WebConfig::tls`), and
+//! bounds on what a client may hold ([`server`]).
+//!
+//! Without a token: `/healthz` (the process serves), `/readyz` (the
+//! catalog answers) and `/metrics` (Prometheus text format).
 
 mod api;
 mod assets;
+mod body;
 mod http;
-mod http1;
+pub mod metrics;
 pub mod range;
+mod server;
+mod tls;
 pub mod token;
 
 pub use http::{Web, WebConfig};

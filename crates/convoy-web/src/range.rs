@@ -36,7 +36,7 @@ pub fn parse(header: Option<&str>, len: u64) -> RangeAsk {
             .map(|n| (len.saturating_sub(n), len)),
         (false, true) => a.parse::<u64>().ok().map(|s| (s, len)),
         (false, false) => match (a.parse::<u64>(), b.parse::<u64>()) {
-            (Ok(s), Ok(e)) if e >= s => Some((s, (e + 1).min(len))),
+            (Ok(s), Ok(e)) if e >= s => Some((s, e.saturating_add(1).min(len))),
             _ => None,
         },
         (true, true) => None,
@@ -71,5 +71,25 @@ mod tests {
             assert_eq!(parse(Some(bad), 10), Unsatisfiable, "{bad}");
         }
         assert_eq!(parse(Some("bytes=0-0"), 0), Unsatisfiable);
+    }
+
+    proptest::proptest! {
+        /// Any header against any length: no panic, and a part asked for
+        /// always lies inside the object and is not empty.
+        #[test]
+        fn any_header_gives_a_range_inside_the_object(h in ".{0,60}", len in proptest::prelude::any::<u64>()) {
+            if let RangeAsk::Part { start, end } = parse(Some(&h), len) {
+                proptest::prop_assert!(start < end && end <= len);
+            }
+        }
+
+        #[test]
+        fn numeric_ranges_stay_inside(a in proptest::prelude::any::<u64>(), b in proptest::prelude::any::<u64>(), len in proptest::prelude::any::<u64>()) {
+            for h in [format!("bytes={a}-{b}"), format!("bytes={a}-"), format!("bytes=-{b}")] {
+                if let RangeAsk::Part { start, end } = parse(Some(&h), len) {
+                    proptest::prop_assert!(start < end && end <= len, "{h} of {len}");
+                }
+            }
+        }
     }
 }

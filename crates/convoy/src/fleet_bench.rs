@@ -145,9 +145,18 @@ pub fn run(a: BenchArgs) -> Result<()> {
         store,
         server_private: key,
         overlay: None,
+        tls: None,
+        extra_metrics: None,
     })
     .map_err(anyhow::Error::msg)?;
-    let token = convoy_web::token::issue(&key, "ops");
+    let token = convoy_web::token::issue(
+        &key,
+        &convoy_web::token::Claims {
+            name: "ops".into(),
+            expires: (convoy_telemetry::now_ns() / 1_000_000_000) as u64 + 3600,
+            vehicle: None,
+        },
+    );
     let mut fleet = Vec::new();
     let mut track = Vec::new();
     let mut fleet_bytes = 0;

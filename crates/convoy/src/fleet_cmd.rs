@@ -53,8 +53,9 @@ pub enum FleetCommand {
     /// Refuse a vehicle's key from now on, including its open connections
     /// (within about a second); its data stays.
     Revoke(RevokeArgs),
-    /// Print the HTTP token of a registered name, for the web view and
-    /// its JSON API (`Authorization: Bearer TOKEN` or `?token=TOKEN`).
+    /// Print an HTTP token for a registered name, for the web view and its
+    /// JSON API (`Authorization: Bearer TOKEN`, or the page's login): it
+    /// expires, may be confined to one vehicle, and is read-only.
     Token(TokenArgs),
     /// Measure the server side: telemetry indexed per second on one core,
     /// and the map's fleet and track queries over HTTP on 1,000 vehicles.
@@ -93,6 +94,13 @@ pub struct RevokeArgs {
 #[derive(Args)]
 pub struct TokenArgs {
     pub name: String,
+    /// How long the token lives: a number and s, m, h or d.
+    #[arg(long, value_name = "LIFETIME", default_value = "30d")]
+    pub expires: String,
+    /// Confine the token to this vehicle's data (an operator's token for
+    /// one vehicle; a vehicle's own token is confined to it anyway).
+    #[arg(long, value_name = "VEHICLE")]
+    pub vehicle: Option<String>,
     /// The server's private key file (tokens are derived from it).
     #[arg(long, value_name = "FILE")]
     pub key: PathBuf,
@@ -142,7 +150,17 @@ pub fn run(cmd: FleetCommand) -> Result<()> {
             if !c.vehicles()?.iter().any(|v| v.name == a.name) {
                 bail!("no vehicle or operator named {:?} in the registry", a.name);
             }
-            println!("{}", convoy_web::token::issue(&server.private, &a.name));
+            let lifetime =
+                convoy_web::token::parse_lifetime(&a.expires).map_err(anyhow::Error::msg)?;
+            if let Some(v) = &a.vehicle {
+                validate_identity_name(v).map_err(anyhow::Error::msg)?;
+            }
+            let claims = convoy_web::token::Claims {
+                name: a.name.clone(),
+                expires: (now / 1_000_000_000) as u64 + lifetime,
+                vehicle: a.vehicle.clone(),
+            };
+            println!("{}", convoy_web::token::issue(&server.private, &claims));
         }
     }
     Ok(())

@@ -16,6 +16,7 @@ mod net_common;
 mod perf_cmd;
 mod progress;
 mod service_cmd;
+mod service_metrics;
 mod sim_cmd;
 mod simulate_cmd;
 mod table;

@@ -180,12 +180,19 @@ pub fn serve(args: ServeArgs) -> Result<()> {
         "convoy: open mode (--open): anyone may read and write every file in the directory \
          (register vehicles with `convoy fleet add` and drop --open to close it)",
     );
-    run_server(opts, args.json, open_mode)
+    let observer = service.as_ref().map(|s| s.counters.clone());
+    run_server(opts, args.json, open_mode, observer)
 }
 
 /// Runs a server, logging its events, until a signal (or `--once`);
 /// `notice` goes to stderr once it is listening.
-pub fn run_server(opts: ServerOptions, json: bool, notice: Option<&str>) -> Result<()> {
+/// `observer` counts the events for the fleet service's `/metrics`.
+pub fn run_server(
+    opts: ServerOptions,
+    json: bool,
+    notice: Option<&str>,
+    observer: Option<std::sync::Arc<crate::service_metrics::ServiceCounters>>,
+) -> Result<()> {
     let open = opts.open && opts.dir.is_some();
     let mut server = Server::bind(opts)?;
     let addr = server.local_addr().context("socket address")?;
@@ -202,6 +209,9 @@ pub fn run_server(opts: ServerOptions, json: bool, notice: Option<&str>) -> Resu
         eprintln!("convoy: listening on {addr}");
     }
     server.on_event(move |e| {
+        if let Some(o) = &observer {
+            o.observe(e);
+        }
         if json {
             println!("{}", serde_json::to_string(e).unwrap_or_default());
         } else {

@@ -68,7 +68,7 @@ pub fn run(args: PerfArgs) -> Result<()> {
         // A perf server stores and serves no files (no `dir`): letting any
         // client measure against it exposes nothing.
         opts.open = true;
-        return crate::net_cmd::run_server(opts, args.json, None);
+        return crate::net_cmd::run_server(opts, args.json, None, None);
     }
     let addr = args
         .addr

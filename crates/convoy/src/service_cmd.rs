@@ -35,6 +35,10 @@ pub struct FleetServeOpts {
     /// Serve the web view and JSON API on this address (e.g. 127.0.0.1:8080).
     #[arg(long, value_name = "ADDR")]
     pub http: Option<String>,
+    /// Serve the web view over TLS (HTTPS, HTTP/2 by ALPN) with this PEM
+    /// certificate chain and PEM private key.
+    #[arg(long, num_args = 2, value_names = ["CERT", "KEY"], requires = "http")]
+    pub http_tls: Option<Vec<std::path::PathBuf>>,
     /// A GeoJSON file drawn under the vehicles on the map (roads, depots).
     #[arg(long, value_name = "FILE")]
     pub overlay: Option<std::path::PathBuf>,
@@ -56,6 +60,8 @@ impl FleetServeOpts {
 
 /// The fleet service's parts that run beside the transport server.
 pub struct FleetService {
+    /// Counted from the server's and the indexer's events, for `/metrics`.
+    pub counters: Arc<crate::service_metrics::ServiceCounters>,
     stop: Arc<AtomicBool>,
     indexer: Option<std::thread::JoinHandle<()>>,
     _web: Option<convoy_web::Web>,
@@ -86,7 +92,10 @@ pub fn start(
     server.commit_hook = Some(Arc::new(QueueHook::new(open()?, wake_tx)));
     let stop = Arc::new(AtomicBool::new(false));
     let ilog = log.clone();
+    let counters = Arc::new(crate::service_metrics::ServiceCounters::default());
+    let icounters = counters.clone();
     let indexer = Indexer::new(open()?, store.clone(), dir, move |e: &IndexEvent| {
+        icounters.index_event(e);
         let text = match e {
             IndexEvent::Indexed {
                 vehicle,
@@ -120,13 +129,18 @@ pub fn start(
                 store: store.clone(),
                 server_private: server.keypair.private,
                 overlay: opts.overlay.clone(),
+                tls: opts.http_tls.as_ref().map(|v| (v[0].clone(), v[1].clone())),
+                extra_metrics: Some({
+                    let c = counters.clone();
+                    Arc::new(move |p: &mut convoy_web::metrics::Exposition| c.write(p))
+                }),
             })
             .map_err(anyhow::Error::msg)?;
             log(
-                serde_json::json!({"event": "http", "addr": web.addr()}),
+                serde_json::json!({"event": "http", "addr": web.addr(), "url": web.url()}),
                 format!(
-                    "web view on http://{}/?token=TOKEN (convoy fleet token NAME)",
-                    web.addr()
+                    "web view on {}/#token=TOKEN (convoy fleet token NAME)",
+                    web.url()
                 ),
             );
             Some(web)
@@ -141,6 +155,7 @@ pub fn start(
         ),
     );
     Ok(FleetService {
+        counters,
         stop,
         indexer: Some(indexer),
         _web: web,

@@ -25,13 +25,15 @@ def chromium_path() -> str:
 
 
 @contextmanager
-def page(width: int = 1400, height: int = 860):
+def page(width: int = 1400, height: int = 860, ignore_https_errors: bool = False):
+    """A page in a fresh profile; `ignore_https_errors` for a server whose
+    certificate the test made (self-signed)."""
     from playwright.sync_api import sync_playwright
 
     with tempfile.TemporaryDirectory(prefix="convoy-chromium-") as profile, sync_playwright() as pw:
         ctx = pw.chromium.launch_persistent_context(
             profile, executable_path=chromium_path(), headless=True, args=FLAGS,
-            viewport={"width": width, "height": height})
+            viewport={"width": width, "height": height}, ignore_https_errors=ignore_https_errors)
         try:
             yield ctx.pages[0] if ctx.pages else ctx.new_page()
         finally:

@@ -56,7 +56,7 @@ def server_side(root: Path, overlay: Path, vehicles: int) -> int:
         if serve.poll() is not None:
             return 1
         time.sleep(0.5)
-    url = f"http://127.0.0.1:{HTTP}/?token={token}"
+    url = f"http://127.0.0.1:{HTTP}/#token={token}"
     doc: dict = {}
     try:
         doc["page"] = screenshot(url, root.parent / "fleet-map.png", wait_markers=vehicles, timeout_s=60)

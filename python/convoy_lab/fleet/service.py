@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import socket
+import ssl
 import subprocess
 import time
 import urllib.request
@@ -28,11 +29,25 @@ def run(*args: str | Path, check: bool = True, **kw) -> subprocess.CompletedProc
     return p
 
 
-def http_json(port: int, path: str, token: str) -> dict:
-    """GET a JSON document of the web view's API on 127.0.0.1."""
-    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", headers={"Authorization": f"Bearer {token}"})
-    with urllib.request.urlopen(req, timeout=10) as r:
+def http_json(port: int, path: str, token: str, cafile: Path | None = None) -> dict:
+    """GET a JSON document of the web view's API on 127.0.0.1 (over TLS,
+    trusting `cafile`, when it is given)."""
+    scheme = "https" if cafile else "http"
+    req = urllib.request.Request(f"{scheme}://127.0.0.1:{port}{path}", headers={"Authorization": f"Bearer {token}"})
+    ctx = ssl.create_default_context(cafile=str(cafile)) if cafile else None
+    with urllib.request.urlopen(req, timeout=10, context=ctx) as r:
         return json.loads(r.read())
+
+
+def make_certificate(directory: Path) -> tuple[Path, Path]:
+    """A self-signed certificate for 127.0.0.1 and its key, made by the
+    openssl command: (cert, key)."""
+    cert, key = directory / "cert.pem", directory / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+                    "-nodes", "-days", "2", "-subj", "/CN=convoy test",
+                    "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost",
+                    "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True)
+    return cert, key
 
 
 @dataclass
@@ -44,6 +59,9 @@ class Service:
     http: int = 0
     proc: subprocess.Popen | None = None
     agents: list[subprocess.Popen] = field(default_factory=list)
+    # Serve HTTPS with a certificate made for the run (`--http-tls`).
+    tls: bool = False
+    cert: Path | None = None
 
     def __post_init__(self) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
@@ -65,11 +83,15 @@ class Service:
     def start(self) -> "Service":
         self.port = self.port or free_port(socket.SOCK_DGRAM)
         self.http = self.http or free_port()
+        tls_args: list[str] = []
+        if self.tls:
+            self.cert, key = make_certificate(self.root)
+            tls_args = ["--http-tls", str(self.cert), str(key)]
         log = open(self.root / "server.log", "ab")
         self.proc = subprocess.Popen(
             [str(convoy_binary()), "serve", "--fleet", "--listen", f"127.0.0.1:{self.port}",
              "--dir", str(self.store), "--key", str(self.key), "--http", f"127.0.0.1:{self.http}",
-             *self.extra],
+             *tls_args, *self.extra],
             stdout=log, stderr=log, stdin=subprocess.DEVNULL)
         deadline = time.time() + 20
         while True:
@@ -120,10 +142,15 @@ class Service:
         return run("fleet", "token", who, "--key", self.key, "--dir", self.store).stdout.strip()
 
     def page_url(self, who: str = "ops") -> str:
-        return f"http://127.0.0.1:{self.http}/?token={self.token(who)}"
+        # The fragment never leaves the browser; the page trades it for a cookie.
+        return f"{self.base_url}/#token={self.token(who)}"
+
+    @property
+    def base_url(self) -> str:
+        return f"{'https' if self.tls else 'http'}://127.0.0.1:{self.http}"
 
     def api(self, path: str, who: str = "ops", token: str | None = None) -> dict:
-        return http_json(self.http, path, token or self.token(who))
+        return http_json(self.http, path, token or self.token(who), self.cert if self.tls else None)
 
     def agent_config(self, name: str, sources: str, extra: str = "") -> Path:
         cfg = self.root / f"{name}.agent.toml"

@@ -178,11 +178,36 @@ impl Fleet {
         }
     }
 
+    /// The certificate `--http-tls` was given, if the web view is HTTPS.
+    pub fn tls_cert(&self) -> Option<&str> {
+        let i = self.extra.iter().position(|a| a == "--http-tls")?;
+        Some(&self.extra[i + 1])
+    }
+
+    /// `http://127.0.0.1:PORT` or, with `--http-tls`, `https://…`.
+    pub fn base_url(&self) -> String {
+        let scheme = if self.tls_cert().is_some() {
+            "https"
+        } else {
+            "http"
+        };
+        format!("{scheme}://127.0.0.1:{}", self.http)
+    }
+
+    /// curl, trusting the web view's certificate when it has one.
+    pub fn curl(&self) -> Command {
+        let mut c = Command::new("curl");
+        if let Some(cert) = self.tls_cert() {
+            c.args(["--cacert", cert]);
+        }
+        c
+    }
+
     /// GET `path` with `who`'s token: (status, body, headers).
     pub fn http_get(&self, who: &str, path: &str, range: Option<&str>) -> (u16, Vec<u8>, String) {
         let token = self.token(who);
-        let url = format!("http://127.0.0.1:{}{path}", self.http);
-        let mut c = Command::new("curl");
+        let url = format!("{}{path}", self.base_url());
+        let mut c = self.curl();
         c.args([
             "-s",
             "-D",
