@@ -40,21 +40,12 @@ fn with_wifi_path(w: &mut World, backup_lte: bool) -> u8 {
     id
 }
 
-fn state_of(w: &mut World, id: u8) -> PathState {
-    w.client_conn()
-        .paths()
-        .iter()
-        .find(|p| p.id == id)
-        .unwrap()
-        .state
-}
-
 #[test]
 fn two_paths_carry_the_sum_of_their_capacities() {
     let mut w = world(wifi(), u64::MAX);
     let id = with_wifi_path(&mut w, false);
     w.run_until(8 * SEC, |_| {});
-    assert_eq!(state_of(&mut w, id), PathState::Active);
+    assert_eq!(w.path_state(id), PathState::Active);
     // CapProbe's packet pairs measure each path's capacity.
     let paths = w.client_conn().paths();
     let cap = |i: u8| {
@@ -96,7 +87,7 @@ fn a_silent_wifi_fails_over_to_standby_lte() {
     let mut w = world(wifi().outage(3 * SEC, 5 * SEC), u64::MAX);
     let id = with_wifi_path(&mut w, true);
     w.run_until(3 * SEC, |_| {});
-    assert_eq!(state_of(&mut w, 0), PathState::Standby);
+    assert_eq!(w.path_state(0), PathState::Standby);
     // Standby costs only its probes (and what the handshake sent).
     let probing = w.link_bytes(LTE, SEC, 3 * SEC) as f64 * 8.0 / 2.0;
     eprintln!("standby LTE probing: {probing:.0} bit/s");
@@ -106,7 +97,7 @@ fn a_silent_wifi_fails_over_to_standby_lte() {
     eprintln!("standby failover on silence: longest gap {gap:?}");
     assert!(gap <= 60 * MS + 200 * MS, "failover took {gap:?}");
     // Wi-Fi came back at 5 s: traffic returns to it within 2 s.
-    assert_eq!(state_of(&mut w, id), PathState::Active);
+    assert_eq!(w.path_state(id), PathState::Active);
     let back = w.link_bytes(WIFI, 7 * SEC, 8 * SEC);
     assert!(back > 2_000_000, "Wi-Fi carried {back} B in 7-8 s");
     let lte_after = w.link_bytes(LTE, 7500 * MS, 8 * SEC);

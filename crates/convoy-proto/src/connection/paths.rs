@@ -322,6 +322,17 @@ impl Path {
         p
     }
 
+    /// Unvalidated from now on, with a first challenge due and the 3×
+    /// limit counted afresh.
+    fn challenge_anew(&mut self) {
+        self.validated = false;
+        self.unvalidated_sent = 0;
+        self.unvalidated_received = 0;
+        self.challenge = None;
+        self.challenge_due = true;
+        self.challenge_tries = 0;
+    }
+
     /// Whether sending `len` more bytes on it would break the 3× limit.
     pub(crate) fn amplification_limited(&self, len: usize) -> bool {
         self.peer_opened
@@ -506,12 +517,7 @@ impl Connection {
         let cc = self.cfg.rate_control.build();
         let p = &mut self.paths[i];
         p.cc = cc;
-        p.validated = false;
-        p.unvalidated_sent = 0;
-        p.unvalidated_received = 0;
-        p.challenge = None;
-        p.challenge_due = true;
-        p.challenge_tries = 0;
+        p.challenge_anew();
         p.pto_count = 0;
         p.reprobe_at = None;
         p.abandon_repeats = 0;
@@ -536,14 +542,9 @@ impl Connection {
         if let Some(cc) = cc {
             p.cc = cc;
         }
-        p.validated = false;
         // Its address is the peer's choice now, as on a path it opened.
         p.peer_opened = true;
-        p.unvalidated_sent = 0;
-        p.unvalidated_received = 0;
-        p.challenge = None;
-        p.challenge_due = true;
-        p.challenge_tries = 0;
+        p.challenge_anew();
     }
 
     /// The peer echoed a challenge: the path it was sent on is validated.

@@ -221,6 +221,16 @@ impl World {
         self.client.connection(self.conn).unwrap()
     }
 
+    /// The state of the client's path `id`.
+    pub fn path_state(&mut self, id: u8) -> convoy_proto::PathState {
+        self.client_conn()
+            .paths()
+            .iter()
+            .find(|p| p.id == id)
+            .unwrap()
+            .state
+    }
+
     fn send_all(&mut self) {
         let mut buf = vec![0u8; 2048];
         while let Some(t) = self.client.poll_transmit(self.now, &mut buf) {

@@ -89,15 +89,6 @@ fn lte_then_wifi(p: &Point, wifi: Link, backup_lte: bool) -> (World, u8) {
     (w, id)
 }
 
-fn state_of(w: &mut World, id: u8) -> PathState {
-    w.client_conn()
-        .paths()
-        .iter()
-        .find(|p| p.id == id)
-        .unwrap()
-        .state
-}
-
 /// When Wi-Fi carries traffic again, counted from `from`: the first 100 ms
 /// bin from then on in which it carried half its rate (`None`: never by
 /// the end of the run).
@@ -175,7 +166,7 @@ fn wifi_dies(p: &Point) -> Figures {
     let dies = 3 * SEC + p.jitter(1, 256);
     let (mut w, id) = lte_then_wifi(p, p.wifi().outage(dies, 60 * SEC), false);
     w.run_until(dies + 2 * SEC, |_| {});
-    assert_ne!(state_of(&mut w, id), PathState::Active, "{p:?}");
+    assert_ne!(w.path_state(id), PathState::Active, "{p:?}");
     vec![("longest gap ms", ms(w.longest_gap(2 * SEC, dies + 2 * SEC)))]
 }
 
@@ -209,7 +200,7 @@ fn interface_down(p: &Point) -> Figures {
             w.client_conn().path_down(now, id).unwrap();
         }
     });
-    assert_eq!(state_of(&mut w, id), PathState::Abandoned, "{p:?}");
+    assert_eq!(w.path_state(id), PathState::Abandoned, "{p:?}");
     let gap = w.longest_gap(2 * SEC, out + 2 * SEC);
     vec![("failover gap over LTE RTT ms", ms(gap) - ms(p.lte_rtt()))]
 }
