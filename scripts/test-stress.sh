@@ -7,11 +7,19 @@ cd "$(dirname "$0")/.."
 runs=${1:-5}
 log=${2:-test-stress.log}
 loops=()
-stop_loops() {
+suite=
+stop() {
+    # The suite (make and the tests under it) and the busy loops.
+    [ -n "$suite" ] && kill -- -"$suite" 2>/dev/null
     for pid in "${loops[@]}"; do kill "$pid" 2>/dev/null; done
     wait 2>/dev/null
 }
-trap stop_loops EXIT INT TERM
+trap stop EXIT
+# A signal ends the script (the EXIT trap then stops everything); a trap
+# that only stopped the loops left the next run starting.
+trap 'exit 130' INT
+trap 'exit 143' TERM
+set -m  # the suite runs in a process group of its own, killed whole
 for _ in $(seq "$(nproc)"); do
     nice -n 19 bash -c 'while :; do :; done' &
     loops+=($!)
@@ -20,12 +28,15 @@ failed=0
 for i in $(seq "$runs"); do
     start=$(date +%s)
     out=$(mktemp)
-    if make --no-print-directory test >"$out" 2>&1; then
+    make --no-print-directory test >"$out" 2>&1 &
+    suite=$!
+    if wait "$suite"; then
         verdict=passed
     else
         verdict=FAILED
         failed=$((failed + 1))
     fi
+    suite=
     took=$(( $(date +%s) - start ))
     summary=$(grep -E "^(FAILED|ERROR) |test result: FAILED|[0-9]+ (passed|failed)" "$out" | grep -vE "test result: ok" | tail -n 20)
     printf 'run %d/%d: %s in %d s\n%s\n' "$i" "$runs" "$verdict" "$took" "$summary" | tee -a "$log"
