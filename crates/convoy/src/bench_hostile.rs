@@ -599,9 +599,6 @@ fn frame_bytes(frame: &Frame<'_>) -> Vec<u8> {
     w.into_written().to_vec()
 }
 
-/// How long a registered attacker waits after its handshake (see above).
-const AFTER_HANDSHAKE: Duration = Duration::from_millis(200);
-
 fn attack_run(
     attack: &'static str,
     target: SocketAddr,
@@ -633,7 +630,6 @@ fn attack_run(
     let mut next_offset = vec![1u64; n];
     let mut blocks_sent = vec![false; n];
     let mut reset_sent = vec![false; n];
-    let mut ready_at: Vec<Option<Instant>> = vec![None; n];
     let mut established = 0;
     let mut frames = Vec::with_capacity(2048);
     let symbol = vec![0x5au8; 1400];
@@ -650,15 +646,13 @@ fn attack_run(
             // The server reads nothing but 8 datagrams of a connection
             // until the registry has answered about its key, and drops the
             // rest: a registered attacker that wants its packets read waits
-            // a moment after the handshake. A key the registry does not
-            // know gains nothing by waiting.
-            let wait = if attack == "preauth" {
-                Duration::ZERO
-            } else {
-                AFTER_HANDSHAKE
-            };
-            let at = *ready_at[i].get_or_insert_with(|| Instant::now() + wait);
-            if Instant::now() < at {
+            // until the server answers its first ones (it reads them only
+            // once authorized). A key the registry does not know gains
+            // nothing by waiting.
+            let heard =
+                a.ep.connection_ref(h)
+                    .is_some_and(|c| c.stats().packets_received > 0);
+            if attack != "preauth" && !heard {
                 continue;
             }
             frames.clear();
@@ -694,12 +688,13 @@ fn attack_run(
                     }
                     one_symbol_block(next_block[i], &content, &mut frames);
                 }
-                // 1,000-byte pieces at offsets 1, 2, 3, ... of stream 0,
-                // never offset 0: each holds 1,000 bytes for 1 of credit.
+                // 1,000-byte pieces of stream 0 at offsets 2,000, 4,000,
+                // ..., never offset 0, with a gap after each so that no two
+                // join (overlapping or adjoining pieces are held as one).
                 "pieces" => {
                     let content = frame_bytes(&Frame::Stream {
                         stream: 0,
-                        offset: next_offset[i],
+                        offset: next_offset[i] * 2000,
                         fin: false,
                         data: &symbol[..1000],
                     });
