@@ -103,7 +103,7 @@ impl Mapping {
                 .and_then(|f| field(&json, f))
                 .and_then(|v| v.as_f64())
                 .filter(|s| s.is_finite() && *s > 0.0)
-                .map_or(now_ns, |s| (s * 1e9).round() as i64);
+                .map_or(now_ns, seconds_to_ns);
             for (name, vss) in &t.fields {
                 let Some(v) = field(&json, name) else { continue };
                 let value = match v {
@@ -124,6 +124,14 @@ impl Mapping {
         }
         Ok(out)
     }
+}
+
+/// Whole seconds and the fraction apart: `s * 1e9` in one f64 loses the
+/// last digits of a present-day time (1764000000.25 s became
+/// 1764000000249999872 ns).
+fn seconds_to_ns(s: f64) -> i64 {
+    let whole = s.trunc();
+    whole as i64 * 1_000_000_000 + ((s - whole) * 1e9).round() as i64
 }
 
 /// `a.b.c` in a JSON object; the empty name is the whole value.
