@@ -79,7 +79,9 @@ impl Mapping {
                     .map_err(|e| format!("topic {:?} field {field:?}: {e}", t.filter))?;
             }
         }
-        Ok(Mapping { topics: file.topics })
+        Ok(Mapping {
+            topics: file.topics,
+        })
     }
 
     /// The samples in one message, or why there are none. Every topic
@@ -105,7 +107,9 @@ impl Mapping {
                 .filter(|s| s.is_finite() && *s > 0.0)
                 .map_or(now_ns, seconds_to_ns);
             for (name, vss) in &t.fields {
-                let Some(v) = field(&json, name) else { continue };
+                let Some(v) = field(&json, name) else {
+                    continue;
+                };
                 let value = match v {
                     serde_json::Value::Number(n) => match n.as_f64() {
                         Some(x) => Value::Number(x),
@@ -113,7 +117,11 @@ impl Mapping {
                     },
                     serde_json::Value::Bool(b) => Value::Bool(*b),
                     serde_json::Value::String(s) => Value::Text(s.clone()),
-                    _ => return Err(format!("field {name:?} is neither a number, a boolean nor a string")),
+                    _ => {
+                        return Err(format!(
+                            "field {name:?} is neither a number, a boolean nor a string"
+                        ))
+                    }
                 };
                 out.push(Sample {
                     t_ns,
@@ -162,7 +170,12 @@ impl MqttSource {
         });
     }
 
-    fn run(&self, out: &SyncSender<Tagged>, status: &Shared, stop: &AtomicBool) -> Result<(), String> {
+    fn run(
+        &self,
+        out: &SyncSender<Tagged>,
+        status: &Shared,
+        stop: &AtomicBool,
+    ) -> Result<(), String> {
         let (host, port) = self
             .broker
             .rsplit_once(':')
@@ -243,15 +256,25 @@ filter = "bms/soc"
     fn fields_nested_fields_and_whole_payloads() {
         let m = Mapping::parse(MAP, &SignalCatalog::default()).unwrap();
         let s = m
-            .samples("ecu/7/drive", br#"{"speed": 12.5, "engine": {"rpm": 900}, "ts": 1764000000.5}"#, 1)
+            .samples(
+                "ecu/7/drive",
+                br#"{"speed": 12.5, "engine": {"rpm": 900}, "ts": 1764000000.5}"#,
+                1,
+            )
             .unwrap();
         assert_eq!(s.len(), 2);
         assert_eq!(s[0].path, "Vehicle.Powertrain.CombustionEngine.Speed");
-        assert_eq!((s[1].t_ns, &s[1].value), (1_764_000_000_500_000_000, &Value::Number(12.5)));
+        assert_eq!(
+            (s[1].t_ns, &s[1].value),
+            (1_764_000_000_500_000_000, &Value::Number(12.5))
+        );
         let s = m.samples("bms/soc", b"81.5", 7).unwrap();
         assert_eq!((s[0].t_ns, &s[0].value), (7, &Value::Number(81.5)));
         assert!(m.samples("other/topic", b"garbage", 1).unwrap().is_empty());
-        assert!(m.samples("bms/soc", b"{oops", 1).unwrap_err().contains("not JSON"));
+        assert!(m
+            .samples("bms/soc", b"{oops", 1)
+            .unwrap_err()
+            .contains("not JSON"));
     }
 
     #[test]

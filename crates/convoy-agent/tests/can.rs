@@ -13,7 +13,9 @@ use convoy_agent::can::{self, Decoder, Outcome};
 use convoy_telemetry::{SegmentReader, Value};
 
 fn data(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/can").join(name)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/can")
+        .join(name)
 }
 
 #[derive(serde::Deserialize)]
@@ -54,9 +56,19 @@ fn frames_decode_as_cantools_decodes_them() {
             panic!("line {}: {out:?}", i + 1)
         };
         assert_eq!(dec.messages()[m].name, e.message, "line {}", i + 1);
-        assert_eq!(got.keys().collect::<Vec<_>>(), e.signals.keys().collect::<Vec<_>>(), "line {}", i + 1);
+        assert_eq!(
+            got.keys().collect::<Vec<_>>(),
+            e.signals.keys().collect::<Vec<_>>(),
+            "line {}",
+            i + 1
+        );
         for (k, v) in &e.signals {
-            assert!(close(got[k], *v), "line {} {k}: ours {} cantools {v}", i + 1, got[k]);
+            assert!(
+                close(got[k], *v),
+                "line {} {k}: ours {} cantools {v}",
+                i + 1,
+                got[k]
+            );
         }
     }
 }
@@ -92,7 +104,11 @@ fn the_agent_keeps_every_sample_past_garbage_lines_and_a_broken_dbc() {
         "\u{fffd}\u{fffd}",
     ];
     let mut log = String::new();
-    for (i, line) in std::fs::read_to_string(data("drive.log")).unwrap().lines().enumerate() {
+    for (i, line) in std::fs::read_to_string(data("drive.log"))
+        .unwrap()
+        .lines()
+        .enumerate()
+    {
         log.push_str(line);
         log.push('\n');
         if i % 80 == 0 {
@@ -103,14 +119,21 @@ fn the_agent_keeps_every_sample_past_garbage_lines_and_a_broken_dbc() {
     // A frame of an id the DBC lacks, and one too short for its message.
     log.push_str("(1764000100.0) can0 7FF#00\n(1764000100.0) can0 100#01\n");
     std::fs::write(d.join("drive.log"), &log).unwrap();
-    let broken = std::fs::read_to_string(data("vehicle.dbc")).unwrap().replace("(0.01,0) [0|655.35]", "(0.01,0 [0|655.35]");
+    let broken = std::fs::read_to_string(data("vehicle.dbc"))
+        .unwrap()
+        .replace("(0.01,0) [0|655.35]", "(0.01,0 [0|655.35]");
     std::fs::write(d.join("broken.dbc"), broken).unwrap();
     std::fs::copy(data("vehicle.dbc"), d.join("vehicle.dbc")).unwrap();
-    convoy_net::write_keypair(&d.join("v.key"), &convoy_proto::crypto::Keypair::generate()).unwrap();
+    convoy_net::write_keypair(&d.join("v.key"), &convoy_proto::crypto::Keypair::generate())
+        .unwrap();
     let server = convoy_proto::crypto::Keypair::generate();
     let server_hex: String = server.public.iter().map(|b| format!("{b:02x}")).collect();
     // Nothing answers on this port: the samples stay in the spool.
-    let port = std::net::UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = std::net::UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     std::fs::write(
         d.join("agent.toml"),
         format!(
@@ -147,24 +170,41 @@ VehicleSpeed = "Vehicle.Speed"
     let deadline = Instant::now() + Duration::from_secs(120);
     let status = loop {
         let s = convoy_agent::status::read(&spool);
-        if let Some(s) = s.filter(|s| s.samples_in as usize == n_samples && s.can_frames_decoded == 400) {
+        if let Some(s) =
+            s.filter(|s| s.samples_in as usize == n_samples && s.can_frames_decoded == 400)
+        {
             break s;
         }
-        assert!(Instant::now() < deadline, "the agent did not read the log in 120 s");
+        assert!(
+            Instant::now() < deadline,
+            "the agent did not read the log in 120 s"
+        );
         std::thread::sleep(Duration::from_millis(200));
     };
     stop.store(true, Ordering::Relaxed);
     agent.join().unwrap().unwrap();
     let err = status.last_error.unwrap_or_default();
-    assert!(err.contains("CAN source not started") && err.contains("broken.dbc") && err.contains("not a valid DBC"), "{err}");
-    assert_eq!(status.lines_rejected, garbage.len() as u64, "{:?}", status.last_rejection);
+    assert!(
+        err.contains("CAN source not started")
+            && err.contains("broken.dbc")
+            && err.contains("not a valid DBC"),
+        "{err}"
+    );
+    assert_eq!(
+        status.lines_rejected,
+        garbage.len() as u64,
+        "{:?}",
+        status.last_rejection
+    );
     assert_eq!((status.can_frames_unknown, status.can_frames_short), (1, 1));
 
     let samples = spooled(&spool);
     assert_eq!(samples.len(), n_samples);
     let mut by_key: BTreeMap<(i64, String), f64> = BTreeMap::new();
     for s in &samples {
-        let Value::Number(v) = s.value else { panic!("{s:?}") };
+        let Value::Number(v) = s.value else {
+            panic!("{s:?}")
+        };
         by_key.insert((s.t_ns, s.path.clone()), v);
     }
     for e in &want {
@@ -172,10 +212,14 @@ VehicleSpeed = "Vehicle.Speed"
         for (sig, v) in &e.signals {
             let path = match (e.message.as_str(), sig.as_str()) {
                 (_, "VehicleSpeed") => "Vehicle.Speed".to_string(),
-                ("Engine", "EngineSpeed") => "Vehicle.Powertrain.CombustionEngine.Speed".to_string(),
+                ("Engine", "EngineSpeed") => {
+                    "Vehicle.Powertrain.CombustionEngine.Speed".to_string()
+                }
                 (m, s) => format!("Vehicle.Private.CAN.{m}.{s}"),
             };
-            let got = by_key.get(&(t_ns, path.clone())).unwrap_or_else(|| panic!("{path} at {t_ns} missing"));
+            let got = by_key
+                .get(&(t_ns, path.clone()))
+                .unwrap_or_else(|| panic!("{path} at {t_ns} missing"));
             assert!(close(*got, *v), "{path}: {got} vs {v}");
         }
     }
@@ -206,11 +250,17 @@ fn socketcan_frames_decode_when_the_kernel_has_vcan() {
     struct Link(&'static str);
     impl Drop for Link {
         fn drop(&mut self) {
-            let _ = std::process::Command::new("ip").args(["link", "del", "dev", self.0]).status();
+            let _ = std::process::Command::new("ip")
+                .args(["link", "del", "dev", self.0])
+                .status();
         }
     }
     let _link = Link(iface);
-    assert!(std::process::Command::new("ip").args(["link", "set", iface, "up"]).status().unwrap().success());
+    assert!(std::process::Command::new("ip")
+        .args(["link", "set", iface, "up"])
+        .status()
+        .unwrap()
+        .success());
     let (tx, rx) = std::sync::mpsc::sync_channel(1024);
     let status = Arc::new(convoy_agent::status::Shared::default());
     let stop = Arc::new(AtomicBool::new(false));
@@ -221,11 +271,17 @@ fn socketcan_frames_decode_when_the_kernel_has_vcan() {
         unmapped: can::Unmapped::Drop,
         class: convoy_agent::policy::Class::Telemetry,
     };
-    src.start(&Default::default(), tx, status.clone(), stop.clone()).unwrap();
+    src.start(&Default::default(), tx, status.clone(), stop.clone())
+        .unwrap();
     let sender = can::socketcan::CanSocket::open(iface, Duration::from_secs(1)).unwrap();
     // 30.00 km/h: 3000 = 0x0BB8, little endian.
-    sender.send(0x100, false, &[0xB8, 0x0B, 0, 0, 0, 0, 0, 0]).unwrap();
+    sender
+        .send(0x100, false, &[0xB8, 0x0B, 0, 0, 0, 0, 0, 0])
+        .unwrap();
     let (_, s) = rx.recv_timeout(Duration::from_secs(30)).unwrap();
-    assert_eq!((s.path.as_str(), s.value), ("Vehicle.Speed", Value::Number(30.0)));
+    assert_eq!(
+        (s.path.as_str(), s.value),
+        ("Vehicle.Speed", Value::Number(30.0))
+    );
     stop.store(true, Ordering::Relaxed);
 }

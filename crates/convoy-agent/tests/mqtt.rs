@@ -47,7 +47,10 @@ impl Broker {
             .unwrap();
         let deadline = Instant::now() + WAIT;
         while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "mosquitto did not listen on {port}");
+            assert!(
+                Instant::now() < deadline,
+                "mosquitto did not listen on {port}"
+            );
             std::thread::sleep(Duration::from_millis(50));
         }
         Broker(child)
@@ -63,7 +66,18 @@ impl Drop for Broker {
 
 fn publish(port: u16, topic: &str, payload: &str) {
     let ok = Command::new("mosquitto_pub")
-        .args(["-h", "127.0.0.1", "-p", &port.to_string(), "-q", "1", "-t", topic, "-m", payload])
+        .args([
+            "-h",
+            "127.0.0.1",
+            "-p",
+            &port.to_string(),
+            "-q",
+            "1",
+            "-t",
+            topic,
+            "-m",
+            payload,
+        ])
         .status()
         .expect("mosquitto_pub (Debian's mosquitto-clients) is not installed: run scripts/setup.sh")
         .success();
@@ -104,7 +118,11 @@ filter = "bms/soc"
 #[test]
 fn samples_from_mosquitto_and_through_a_broker_restart() {
     let dir = tempfile::tempdir().unwrap();
-    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let broker = Broker::start(dir.path(), port);
     let mapping = Mapping::parse(MAPPING, &SignalCatalog::default()).unwrap();
     let (tx, rx) = std::sync::mpsc::sync_channel(1024);
@@ -132,10 +150,17 @@ fn samples_from_mosquitto_and_through_a_broker_restart() {
         let (_, s) = rx.recv_timeout(WAIT).expect("samples from mosquitto");
         got.push(s);
     }
-    let find = |p: &str| got.iter().find(|s| s.path == p).unwrap_or_else(|| panic!("{p}: {got:?}"));
+    let find = |p: &str| {
+        got.iter()
+            .find(|s| s.path == p)
+            .unwrap_or_else(|| panic!("{p}: {got:?}"))
+    };
     assert_eq!(find("Vehicle.Speed").value, Value::Number(42.5));
     assert_eq!(find("Vehicle.Speed").t_ns, 1_764_000_000_250_000_000);
-    assert_eq!(find("Vehicle.Powertrain.CombustionEngine.Speed").value, Value::Number(1800.0));
+    assert_eq!(
+        find("Vehicle.Powertrain.CombustionEngine.Speed").value,
+        Value::Number(1800.0)
+    );
     assert_eq!(find("Vehicle.IsMoving").value, Value::Bool(true));
     assert_eq!(
         find("Vehicle.Powertrain.TractionBattery.StateOfCharge.Current").value,

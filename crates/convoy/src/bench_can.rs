@@ -16,7 +16,10 @@ use crate::table::Table;
 pub struct BenchCanArgs {
     /// The DBC file (default: the 100-message one scripts/can-fixtures.py
     /// wrote with cantools; run from the repository root).
-    #[arg(long, default_value = "crates/convoy-agent/tests/data/can/bench100.dbc")]
+    #[arg(
+        long,
+        default_value = "crates/convoy-agent/tests/data/can/bench100.dbc"
+    )]
     pub dbc: PathBuf,
     /// A candump -L log to decode; without it, `--frames` random frames of
     /// the DBC's messages are written as candump lines in memory first.
@@ -127,8 +130,13 @@ pub fn run(args: BenchCanArgs) -> Result<()> {
         }
     };
     let lines: Vec<&str> = text.lines().collect();
-    let map = SignalMap::new(&dec, &Default::default(), Unmapped::Private, &Default::default())
-        .map_err(|e| anyhow!(e))?;
+    let map = SignalMap::new(
+        &dec,
+        &Default::default(),
+        Unmapped::Private,
+        &Default::default(),
+    )
+    .map_err(|e| anyhow!(e))?;
     let mut rows = Vec::new();
 
     progress::update("timing: parse");
@@ -139,7 +147,14 @@ pub fn run(args: BenchCanArgs) -> Result<()> {
         }
         (n, 0)
     });
-    rows.push(row("parse candump lines", frames, 0, lines.len(), best, median));
+    rows.push(row(
+        "parse candump lines",
+        frames,
+        0,
+        lines.len(),
+        best,
+        median,
+    ));
 
     progress::update("timing: parse + decode");
     let (frames, signals, best, median) = time_passes(args.passes, || {
@@ -156,7 +171,14 @@ pub fn run(args: BenchCanArgs) -> Result<()> {
         black_box(sum);
         (n, sigs)
     });
-    rows.push(row("parse + decode (DBC)", frames, signals, lines.len(), best, median));
+    rows.push(row(
+        "parse + decode (DBC)",
+        frames,
+        signals,
+        lines.len(),
+        best,
+        median,
+    ));
     let decode_best = best;
 
     progress::update("timing: parse + decode + samples");
@@ -185,17 +207,24 @@ pub fn run(args: BenchCanArgs) -> Result<()> {
         }
         (n, sigs)
     });
-    rows.push(row("parse + decode + VSS samples", frames, signals, lines.len(), best, median));
+    rows.push(row(
+        "parse + decode + VSS samples",
+        frames,
+        signals,
+        lines.len(),
+        best,
+        median,
+    ));
     progress::clear();
 
     let best_fps = lines.len() as f64 / decode_best;
     let report = Report {
         dbc: args.dbc.display().to_string(),
         messages: dec.messages().len(),
-        log: args
-            .log
-            .as_ref()
-            .map_or_else(|| format!("{} random frames in memory", args.frames), |p| p.display().to_string()),
+        log: args.log.as_ref().map_or_else(
+            || format!("{} random frames in memory", args.frames),
+            |p| p.display().to_string(),
+        ),
         lines: lines.len(),
         threads: 1,
         rows,
@@ -210,7 +239,13 @@ pub fn run(args: BenchCanArgs) -> Result<()> {
         "CAN decoding on one thread: {} ({} messages), {} ({} lines), best and median of {} passes",
         report.dbc, report.messages, report.log, report.lines, args.passes
     );
-    let mut t = Table::new(&["stage", "frames", "signals", "best Mframes/s", "median Mframes/s"]);
+    let mut t = Table::new(&[
+        "stage",
+        "frames",
+        "signals",
+        "best Mframes/s",
+        "median Mframes/s",
+    ]);
     for r in &report.rows {
         t.row(vec![
             r.stage.to_string(),
@@ -230,7 +265,14 @@ pub fn run(args: BenchCanArgs) -> Result<()> {
     Ok(())
 }
 
-fn row(stage: &'static str, frames: u64, signals: u64, lines: usize, best: f64, median: f64) -> Row {
+fn row(
+    stage: &'static str,
+    frames: u64,
+    signals: u64,
+    lines: usize,
+    best: f64,
+    median: f64,
+) -> Row {
     Row {
         stage,
         frames,

@@ -91,7 +91,10 @@ pub fn parse_line(line: &str) -> Result<Frame<'_>, LineError> {
         i += 1;
     }
     if i == iface_start || i == b.len() {
-        return Err(err(iface_start + 1, "expected an interface name, then a space"));
+        return Err(err(
+            iface_start + 1,
+            "expected an interface name, then a space",
+        ));
     }
     let iface = &line[iface_start..i];
     i += 1;
@@ -111,8 +114,18 @@ pub fn parse_line(line: &str) -> Result<Frame<'_>, LineError> {
         8 if id <= 0x1FFF_FFFF => true,
         // candump writes error frames with the CAN_ERR_FLAG bit in the
         // id; they carry no signals, so they are refused here by name.
-        8 => return Err(err(id_start + 1, "an error frame or a flag in the identifier")),
-        _ => return Err(err(id_start + 1, "the identifier has neither 3 nor 8 hex digits")),
+        8 => {
+            return Err(err(
+                id_start + 1,
+                "an error frame or a flag in the identifier",
+            ))
+        }
+        _ => {
+            return Err(err(
+                id_start + 1,
+                "the identifier has neither 3 nor 8 hex digits",
+            ))
+        }
     };
     if i == b.len() {
         return Err(err(i + 1, "expected '#' after the identifier"));
@@ -128,7 +141,11 @@ pub fn parse_line(line: &str) -> Result<Frame<'_>, LineError> {
         len: 0,
         data: [0; MAX_DATA],
     };
-    let end = b.len() - b.iter().rev().take_while(|&&c| c == b' ' || c == b'\r').count();
+    let end = b.len()
+        - b.iter()
+            .rev()
+            .take_while(|&&c| c == b' ' || c == b'\r')
+            .count();
     match b.get(i) {
         Some(b'#') => {
             frame.fd = true;
@@ -247,10 +264,16 @@ mod tests {
     #[test]
     fn frames_of_each_kind() {
         let f = parse_line("(1764000000.006910) can0 100#AC0A1A0100000000").unwrap();
-        assert_eq!((f.t_ns, f.iface, f.id, f.extended), (1_764_000_000_006_910_000, "can0", 0x100, false));
+        assert_eq!(
+            (f.t_ns, f.iface, f.id, f.extended),
+            (1_764_000_000_006_910_000, "can0", 0x100, false)
+        );
         assert_eq!(f.payload(), &[0xAC, 0x0A, 0x1A, 0x01, 0, 0, 0, 0]);
         let f = parse_line("(1.5) vcan1 18FF0000#00044A90\r").unwrap();
-        assert_eq!((f.t_ns, f.id, f.extended, f.len), (1_500_000_000, 0x18FF_0000, true, 4));
+        assert_eq!(
+            (f.t_ns, f.id, f.extended, f.len),
+            (1_500_000_000, 0x18FF_0000, true, 4)
+        );
         let f = parse_line("(2.000001) can0 123#R").unwrap();
         assert!(f.remote && f.len == 0);
         parse_line("(2.000001) can0 123#R8").unwrap();

@@ -164,7 +164,13 @@ impl Decoder {
                     mux_value,
                 });
             }
-            by_id.insert(key(m.id.raw() & 0x1FFF_FFFF, matches!(m.id, MessageId::Extended(_))), messages.len());
+            by_id.insert(
+                key(
+                    m.id.raw() & 0x1FFF_FFFF,
+                    matches!(m.id, MessageId::Extended(_)),
+                ),
+                messages.len(),
+            );
             messages.push(def);
         }
         Ok(Decoder {
@@ -250,14 +256,26 @@ BO_ 2566848512 Ext: 8 ECU
         d.decode(&frame("(1.0) can0 18FF0000#000F"), |i, v| got.push((i, v)));
         assert_eq!(got, vec![(0, -1.0)]);
         // The same number as an 11-bit id is another message.
-        assert_eq!(d.decode(&frame("(1.0) can0 0FF#00"), |_, _| {}), Outcome::Unknown);
-        assert_eq!(d.decode(&frame("(1.0) can0 100#B8"), |_, _| {}), Outcome::TooShort);
-        assert_eq!(d.decode(&frame("(1.0) can0 100#R"), |_, _| {}), Outcome::TooShort);
+        assert_eq!(
+            d.decode(&frame("(1.0) can0 0FF#00"), |_, _| {}),
+            Outcome::Unknown
+        );
+        assert_eq!(
+            d.decode(&frame("(1.0) can0 100#B8"), |_, _| {}),
+            Outcome::TooShort
+        );
+        assert_eq!(
+            d.decode(&frame("(1.0) can0 100#R"), |_, _| {}),
+            Outcome::TooShort
+        );
     }
 
     #[test]
     fn a_broken_dbc_says_where() {
         let e = Decoder::parse("VERSION \"\"\n\nBO_ 256 Speed: 8 ECU\n SG_ VehicleSpeed : 0|16@1+ (0.01,0 [0|655.35] \"km/h\" ECU\n").err().unwrap();
-        assert!(e.contains("not a valid DBC file") && e.contains("4:"), "{e}");
+        assert!(
+            e.contains("not a valid DBC file") && e.contains("4:"),
+            "{e}"
+        );
     }
 }

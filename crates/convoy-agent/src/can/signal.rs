@@ -68,7 +68,9 @@ impl Layout {
         if last_bit >= bits {
             return Err(format!("bits {start_bit}+{size} lie past a 64-byte frame"));
         }
-        if matches!(kind, Kind::Float32) && size != 32 || matches!(kind, Kind::Float64) && size != 64 {
+        if matches!(kind, Kind::Float32) && size != 32
+            || matches!(kind, Kind::Float64) && size != 64
+        {
             return Err(format!("a float signal of {size} bits"));
         }
         Ok(Layout {
@@ -76,7 +78,11 @@ impl Layout {
             shift,
             little_endian,
             size: size as u32,
-            mask: if size == 64 { u64::MAX } else { (1u64 << size) - 1 },
+            mask: if size == 64 {
+                u64::MAX
+            } else {
+                (1u64 << size) - 1
+            },
             kind,
             factor,
             offset,

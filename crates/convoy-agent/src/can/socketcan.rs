@@ -35,7 +35,11 @@ impl CanSocket {
                     format!("no CAN interface {iface:?}"),
                 ));
             }
-            let raw = libc::socket(libc::AF_CAN, libc::SOCK_RAW | libc::SOCK_CLOEXEC, libc::CAN_RAW);
+            let raw = libc::socket(
+                libc::AF_CAN,
+                libc::SOCK_RAW | libc::SOCK_CLOEXEC,
+                libc::CAN_RAW,
+            );
             if raw < 0 {
                 return Err(io::Error::last_os_error());
             }

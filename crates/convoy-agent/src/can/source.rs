@@ -54,10 +54,14 @@ impl SignalMap {
         catalog: &SignalCatalog,
     ) -> Result<SignalMap, String> {
         for (key, vss) in signals {
-            catalog.check(vss).map_err(|e| format!("signals.{key}: {e}"))?;
+            catalog
+                .check(vss)
+                .map_err(|e| format!("signals.{key}: {e}"))?;
             let found = decoder.messages().iter().any(|m| {
                 m.signals.iter().any(|s| {
-                    *key == s.name || key.strip_prefix(&m.name).and_then(|r| r.strip_prefix('.')) == Some(&s.name)
+                    *key == s.name
+                        || key.strip_prefix(&m.name).and_then(|r| r.strip_prefix('.'))
+                            == Some(&s.name)
                 })
             });
             if !found {
@@ -149,7 +153,8 @@ impl CanSource {
         let class = self.class;
         match self.input {
             CanInput::Log(path) => {
-                let file = std::fs::File::open(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+                let file =
+                    std::fs::File::open(&path).map_err(|e| format!("{}: {e}", path.display()))?;
                 std::thread::spawn(move || {
                     let name = path.display().to_string();
                     let reader = std::io::BufReader::with_capacity(1 << 16, file);
