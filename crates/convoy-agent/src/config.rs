@@ -395,6 +395,36 @@ name = "wifi"
         assert_eq!(rules[1].classes.len(), 4);
         std::fs::write(&p, "key = 1").unwrap();
         assert!(Config::load(&p).is_err());
+        let base = "key='k'\nserver='s'\nserver_key='k'\nspool='s'\n";
+        std::fs::write(
+            &p,
+            format!("{base}[[source]]\nkind='can'\ndbc='v.dbc'\nlog='d.log'\nunmapped='private'\n[source.signals]\nVehicleSpeed='Vehicle.Speed'\n[[source]]\nkind='mqtt'\nbroker='127.0.0.1:1883'\nmapping='m.toml'\n"),
+        )
+        .unwrap();
+        let c = Config::load(&p).unwrap();
+        match &c.sources[0] {
+            SourceConfig::Can { dbc, log, .. } => {
+                assert_eq!(dbc, &dir.path().join("v.dbc"));
+                assert_eq!(log.as_deref(), Some(dir.path().join("d.log").as_path()));
+            }
+            other => panic!("{other:?}"),
+        }
+        for (src, why) in [
+            ("kind='can'\ndbc='v.dbc'\n", "one of the two"),
+            (
+                "kind='can'\ndbc='v.dbc'\nlog='a'\ninterface='can0'\n",
+                "one of the two",
+            ),
+            (
+                "kind='can'\ndbc='v.dbc'\nlog='a'\nunmapped='keep'\n",
+                "unknown variant",
+            ),
+            ("kind='mqtt'\nbroker='b:1'\n", "mapping"),
+        ] {
+            std::fs::write(&p, format!("{base}[[source]]\n{src}")).unwrap();
+            let err = Config::load(&p).unwrap_err();
+            assert!(err.contains(why), "{src}: {err}");
+        }
         std::fs::write(
             &p,
             "key='k'\nserver='s'\nserver_key='k'\nspool='s'\nbogus=1\n",
