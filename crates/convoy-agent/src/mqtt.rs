@@ -186,7 +186,10 @@ impl MqttSource {
         let (client, mut connection) = Client::new(opts, 64);
         let mut connected = false;
         while !stop.load(Ordering::Relaxed) {
-            match connection.recv_timeout(Duration::from_millis(500)) {
+            // The timeout only lets a stop be noticed. It must not be
+            // short: a timeout drops rumqttc's poll, and one dropped while
+            // connecting starts the connection over.
+            match connection.recv_timeout(Duration::from_secs(5)) {
                 Ok(Ok(Event::Incoming(Packet::ConnAck(_)))) => {
                     crate::log(&format!("MQTT {}: connected", self.broker));
                     connected = true;
