@@ -55,6 +55,11 @@ impl Layout {
             return Err(format!("a signal of {size} bits (1 to 64 can be decoded)"));
         }
         let bits = (MAX_DATA * 8) as u64;
+        // Checked first, so the sums below cannot wrap on a start bit
+        // near u64::MAX that a hostile DBC may hold.
+        if start_bit >= bits {
+            return Err(format!("start bit {start_bit} lies past a 64-byte frame"));
+        }
         let (byte, shift, last_bit) = if little_endian {
             let last = start_bit + size - 1;
             (start_bit / 8, (start_bit % 8) as u32, last)
@@ -157,5 +162,8 @@ mod tests {
         assert_eq!(l.raw(&padded(&bytes)), 0x0807_0605_0403_0201);
         assert!(Layout::new(449, 64, true, Kind::Unsigned, 1.0, 0.0).is_err());
         assert!(Layout::new(0, 0, true, Kind::Unsigned, 1.0, 0.0).is_err());
+        for little in [true, false] {
+            assert!(Layout::new(u64::MAX - 3, 16, little, Kind::Unsigned, 1.0, 0.0).is_err());
+        }
     }
 }
