@@ -29,6 +29,10 @@ command -v chromium >/dev/null 2>&1 || need_apt+=(chromium fonts-dejavu-core)
 command -v openssl >/dev/null 2>&1 || need_apt+=(openssl)
 # promtool (Debian's prometheus package) validates the /metrics pages.
 command -v promtool >/dev/null 2>&1 || need_apt+=(prometheus)
+# The agent's MQTT source is tested against a real broker, started by the
+# test on a free loopback port, and messages sent by mosquitto_pub.
+[ -x /usr/sbin/mosquitto ] || command -v mosquitto >/dev/null 2>&1 || need_apt+=(mosquitto)
+command -v mosquitto_pub >/dev/null 2>&1 || need_apt+=(mosquitto-clients)
 # aarch64 vehicle computers, from an x86-64 machine: `make arm64` links with
 # Debian's cross gcc (which brings the aarch64 glibc), and `make test` runs
 # the aarch64 test subset under qemu-user. An aarch64 machine builds natively.

@@ -1,10 +1,12 @@
 //! `agent.toml`: who the vehicle is, where the server is, the spool, the
 //! sources and the links (docs/SERVICE.md has a complete example).
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+use crate::can::Unmapped;
 use crate::policy::{Class, LinkRule, Timetable};
 
 #[derive(Debug, Deserialize)]
@@ -129,6 +131,39 @@ pub enum SourceConfig {
         #[serde(default)]
         looped: bool,
     },
+    /// CAN frames decoded with a DBC file: from a candump -L `log`, or
+    /// live from a SocketCAN `interface` (one of the two).
+    Can {
+        dbc: PathBuf,
+        #[serde(default)]
+        log: Option<PathBuf>,
+        #[serde(default)]
+        interface: Option<String>,
+        /// DBC signal (`SIGNAL` or `MESSAGE.SIGNAL`) → VSS name.
+        #[serde(default)]
+        signals: BTreeMap<String, String>,
+        /// Signals not in `signals`: "drop" (the default) or "private"
+        /// (`Vehicle.Private.CAN.MESSAGE.SIGNAL`).
+        #[serde(default)]
+        unmapped: Unmapped,
+        #[serde(default = "telemetry")]
+        class: Class,
+    },
+    /// JSON messages from a local MQTT broker, mapped to VSS names by a
+    /// mapping file (docs/SERVICE.md).
+    Mqtt {
+        /// HOST:PORT of the broker.
+        broker: String,
+        mapping: PathBuf,
+        #[serde(default = "default_client_id")]
+        client_id: String,
+        #[serde(default = "telemetry")]
+        class: Class,
+    },
+}
+
+fn default_client_id() -> String {
+    "convoy-agent".into()
 }
 
 fn telemetry() -> Class {
@@ -196,6 +231,24 @@ impl Config {
                 SourceConfig::Socket { path, .. }
                 | SourceConfig::Directory { path, .. }
                 | SourceConfig::Fcd { path, .. } => fix(path),
+                SourceConfig::Can {
+                    dbc,
+                    log,
+                    interface,
+                    ..
+                } => {
+                    if log.is_some() == interface.is_some() {
+                        return Err(format!(
+                            "{}: a CAN source reads a log or an interface (one of the two)",
+                            path.display()
+                        ));
+                    }
+                    fix(dbc);
+                    if let Some(l) = log.as_mut() {
+                        fix(l);
+                    }
+                }
+                SourceConfig::Mqtt { mapping, .. } => fix(mapping),
                 SourceConfig::Stdin { .. } => {}
             }
         }
@@ -342,6 +395,36 @@ name = "wifi"
         assert_eq!(rules[1].classes.len(), 4);
         std::fs::write(&p, "key = 1").unwrap();
         assert!(Config::load(&p).is_err());
+        let base = "key='k'\nserver='s'\nserver_key='k'\nspool='s'\n";
+        std::fs::write(
+            &p,
+            format!("{base}[[source]]\nkind='can'\ndbc='v.dbc'\nlog='d.log'\nunmapped='private'\n[source.signals]\nVehicleSpeed='Vehicle.Speed'\n[[source]]\nkind='mqtt'\nbroker='127.0.0.1:1883'\nmapping='m.toml'\n"),
+        )
+        .unwrap();
+        let c = Config::load(&p).unwrap();
+        match &c.sources[0] {
+            SourceConfig::Can { dbc, log, .. } => {
+                assert_eq!(dbc, &dir.path().join("v.dbc"));
+                assert_eq!(log.as_deref(), Some(dir.path().join("d.log").as_path()));
+            }
+            other => panic!("{other:?}"),
+        }
+        for (src, why) in [
+            ("kind='can'\ndbc='v.dbc'\n", "one of the two"),
+            (
+                "kind='can'\ndbc='v.dbc'\nlog='a'\ninterface='can0'\n",
+                "one of the two",
+            ),
+            (
+                "kind='can'\ndbc='v.dbc'\nlog='a'\nunmapped='keep'\n",
+                "unknown variant",
+            ),
+            ("kind='mqtt'\nbroker='b:1'\n", "mapping"),
+        ] {
+            std::fs::write(&p, format!("{base}[[source]]\n{src}")).unwrap();
+            let err = Config::load(&p).unwrap_err();
+            assert!(err.contains(why), "{src}: {err}");
+        }
         std::fs::write(
             &p,
             "key='k'\nserver='s'\nserver_key='k'\nspool='s'\nbogus=1\n",

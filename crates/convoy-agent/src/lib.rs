@@ -3,7 +3,8 @@
 //!
 //! ```text
 //! sources ──samples──▶ segmenter (per class) ──segments──▶ spool ──▶ live lane ──┐
-//!  stdin, socket, FCD                 zstd, 1 s / 4 MB     quota,     backlog lane ┴▶ convoy
+//!  stdin, socket, FCD,                zstd, 1 s / 4 MB     quota,     backlog lane ┴▶ convoy
+//!  CAN + DBC, MQTT
 //!  directory inbox ──────────files────────────────────────▶ SQLite                    server
 //! ```
 //!
@@ -11,7 +12,9 @@
 //! except by the spool's stated overflow rule ([`spool`]); a restart
 //! resumes every queued and half-sent segment ([`spool::Spool::open`]).
 
+pub mod can;
 pub mod config;
+pub mod mqtt;
 pub mod policy;
 pub mod segmenter;
 pub mod sources;
@@ -119,6 +122,54 @@ pub fn run(cfg: Config, stop: Arc<AtomicBool>, until_idle: bool) -> Result<(), S
                 looped,
             }
             .run(tx.clone(), status.clone(), stop.clone()),
+            SourceConfig::Can {
+                dbc,
+                log,
+                interface,
+                signals: map,
+                unmapped,
+                class,
+            } => {
+                let input = match (log, interface) {
+                    (Some(l), _) => can::CanInput::Log(l),
+                    (None, Some(i)) => can::CanInput::Interface(i),
+                    (None, None) => {
+                        status.note_error("CAN source not started: neither log nor interface");
+                        continue;
+                    }
+                };
+                let src = can::CanSource {
+                    dbc,
+                    input,
+                    signals: map,
+                    unmapped,
+                    class,
+                };
+                // A bad DBC or mapping stops this source, not the agent:
+                // the other sources and the spool's backlog go on.
+                if let Err(e) = src.start(&signals, tx.clone(), status.clone(), stop.clone()) {
+                    status.note_error(&format!("CAN source not started: {e}"));
+                }
+            }
+            SourceConfig::Mqtt {
+                broker,
+                mapping,
+                client_id,
+                class,
+            } => {
+                let started = mqtt::Mapping::load(&mapping, &signals).map(|m| {
+                    mqtt::MqttSource {
+                        broker,
+                        client_id,
+                        mapping: m,
+                        class,
+                    }
+                    .start(tx.clone(), status.clone(), stop.clone())
+                });
+                if let Err(e) = started {
+                    status.note_error(&format!("MQTT source not started: {e}"));
+                }
+            }
         }
     }
     drop(tx);

@@ -42,6 +42,21 @@ pub struct Snapshot {
     pub samples_lost: u64,
     pub last_rejection: Option<String>,
     pub last_error: Option<String>,
+    /// CAN sources: frames decoded, frames whose id the DBC lacks, and
+    /// frames too short for their message (garbage lines count as
+    /// `lines_rejected`).
+    #[serde(default)]
+    pub can_frames_decoded: u64,
+    #[serde(default)]
+    pub can_frames_unknown: u64,
+    #[serde(default)]
+    pub can_frames_short: u64,
+    /// MQTT sources: messages received, and those whose topic or JSON
+    /// matched no mapped field.
+    #[serde(default)]
+    pub mqtt_messages: u64,
+    #[serde(default)]
+    pub mqtt_unmapped: u64,
     pub live: LaneStatus,
     pub backlog: LaneStatus,
 }

@@ -140,6 +140,18 @@ fn status(path: &std::path::Path, json: bool) -> Result<()> {
                 s.samples_lost
             );
         }
+        if s.can_frames_decoded + s.can_frames_unknown + s.can_frames_short > 0 {
+            println!(
+                "CAN: {} frames decoded, {} with ids not in the DBC, {} too short for their message",
+                s.can_frames_decoded, s.can_frames_unknown, s.can_frames_short
+            );
+        }
+        if s.mqtt_messages > 0 {
+            println!(
+                "MQTT: {} messages, {} matching no mapped field",
+                s.mqtt_messages, s.mqtt_unmapped
+            );
+        }
     }
     Ok(())
 }

@@ -2,6 +2,7 @@
 //! the codec; later issues add send, serve, perf, emulate and simulate.
 
 mod agent_cmd;
+mod bench_can;
 mod bench_codec;
 mod bench_flood;
 mod bench_hostile;
@@ -132,6 +133,10 @@ enum Bench {
     /// and the uploads' goodput against the targets. `--short` is the
     /// form `make test` runs.
     Hostile(bench_hostile::HostileArgs),
+    /// candump frames per second decoded with a DBC on one thread (issue
+    /// 36: ≥ 1 M frames/s with a 100-message DBC): parsing, decoding, and
+    /// decoding into VSS samples as the agent's CAN source does.
+    Can(bench_can::BenchCanArgs),
 }
 
 #[derive(Args)]
@@ -179,6 +184,7 @@ fn main() -> ExitCode {
         Command::Bench(Bench::Load(args)) => bench_load::run(args),
         Command::Bench(Bench::Flood(args)) => bench_flood::run(args),
         Command::Bench(Bench::Hostile(args)) => bench_hostile::run(args),
+        Command::Bench(Bench::Can(args)) => bench_can::run(args),
         Command::Emu(args) => emu_cmd::run(args),
         Command::Trace(cmd) => trace_cmd::run(cmd),
         Command::Simulate(args) => simulate_cmd::run_simulate(args),

@@ -189,3 +189,54 @@ fn simulate_rejects_bad_input_in_one_line() {
         "{err}"
     );
 }
+
+#[test]
+fn bench_can_reports_each_stage_and_a_broken_dbc_by_line() {
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+    let report = json_of(convoy().current_dir(root).args([
+        "bench", "can", "--json", "--frames", "2000", "--passes", "1",
+    ]));
+    assert_eq!(report["messages"], 100);
+    let rows = report["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 3);
+    for r in rows {
+        assert_eq!(r["frames"], 2000, "{r}");
+    }
+    // The cantools log decodes whole: 400 frames, every one known.
+    let report = json_of(convoy().current_dir(root).args([
+        "bench",
+        "can",
+        "--json",
+        "--passes",
+        "1",
+        "--dbc",
+        "crates/convoy-agent/tests/data/can/vehicle.dbc",
+        "--log",
+        "crates/convoy-agent/tests/data/can/drive.log",
+    ]));
+    assert_eq!(report["rows"][1]["frames"], 400);
+    let dir = tempfile_dir();
+    let bad = dir.join("bad.dbc");
+    std::fs::write(
+        &bad,
+        "VERSION \"\"\n\nBO_ 1 M: 8 E\n SG_ S : 0|8@1+ (1,0 [0|1] \"\" E\n",
+    )
+    .unwrap();
+    let out = convoy()
+        .args(["bench", "can", "--dbc"])
+        .arg(&bad)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("bad.dbc") && err.contains("not a valid DBC file") && err.contains("4:"),
+        "{err}"
+    );
+}
+
+fn tempfile_dir() -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("convoy-cli-can-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}

@@ -394,3 +394,82 @@ fn postgres_catalog_and_s3_store_serve_the_same_service() {
         .iter()
         .any(|x| x["name"] == "v1" && !x["last"].is_null()));
 }
+
+#[test]
+fn can_frames_from_a_candump_log_arrive_indexed_under_their_vss_names() {
+    let f = Fleet::start("can", &["v1"], &[]);
+    let spool = f.dir.path().join("spool");
+    let data = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../convoy-agent/tests/data/can"
+    );
+    let cfg = f.agent_config(
+        "v1",
+        &spool,
+        &format!(
+            "[[source]]\nkind = \"can\"\ndbc = \"{data}/vehicle.dbc\"\nlog = \"{data}/drive.log\"\nunmapped = \"private\"\n[source.signals]\nVehicleSpeed = \"Vehicle.Speed\"\n"
+        ),
+    );
+    let out = Command::new(bin())
+        .args(["agent", "--until-idle", "--config"])
+        .arg(&cfg)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    // cantools' decoding of the same log says how many signals it holds.
+    let expected = std::fs::read_to_string(format!("{data}/expected.jsonl")).unwrap();
+    let signals: usize = expected
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            v["signals"].as_object().unwrap().len()
+        })
+        .sum();
+    let rows = f.wait_uploads("indexed", |r| {
+        !r.is_empty()
+            && r.iter().all(|x| x["state"] == "indexed")
+            && r.iter()
+                .map(|x| x["samples"].as_u64().unwrap())
+                .sum::<u64>() as usize
+                == signals
+    });
+    assert!(!rows.is_empty());
+    // The stored segments carry the VSS names: the mapped one, and the
+    // others under Vehicle.Private.CAN.
+    let speeds = expected
+        .lines()
+        .filter(|l| l.contains("\"VehicleSpeed\""))
+        .count();
+    let mut paths: std::collections::BTreeMap<String, usize> = Default::default();
+    let mut stack = vec![f.store.join("v1")];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.to_string_lossy().ends_with(".jsonl.zst") {
+                let raw = zstd::decode_all(std::fs::File::open(&p).unwrap()).unwrap();
+                for line in String::from_utf8(raw).unwrap().lines() {
+                    let v: serde_json::Value = serde_json::from_str(line).unwrap();
+                    *paths
+                        .entry(v["path"].as_str().unwrap().to_owned())
+                        .or_default() += 1;
+                }
+            }
+        }
+    }
+    assert_eq!(paths.get("Vehicle.Speed"), Some(&speeds), "{paths:?}");
+    assert!(
+        paths.contains_key("Vehicle.Private.CAN.Engine.EngineSpeed"),
+        "{paths:?}"
+    );
+    assert_eq!(paths.values().sum::<usize>(), signals);
+    let status = ok(&Command::new(bin())
+        .args(["agent", "status", "--json", "--config"])
+        .arg(&cfg)
+        .output()
+        .unwrap());
+    let s: serde_json::Value = serde_json::from_str(&status).unwrap();
+    assert_eq!(s["agent"]["can_frames_decoded"], 400, "{s}");
+    assert_eq!(s["agent"]["lines_rejected"], 0, "{s}");
+}
