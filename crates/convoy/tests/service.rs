@@ -10,7 +10,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use net_support::{bin, make_file, server_log_with, wait_partial};
-use service_support::{convoy, drive_lines, ok, stored_sample_times, Fleet};
+use service_support::{convoy, drive_lines, ok, stored_sample_times, stored_samples, Fleet};
 
 fn stderr(o: &std::process::Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
@@ -441,22 +441,10 @@ fn can_frames_from_a_candump_log_arrive_indexed_under_their_vss_names() {
         .filter(|l| l.contains("\"VehicleSpeed\""))
         .count();
     let mut paths: std::collections::BTreeMap<String, usize> = Default::default();
-    let mut stack = vec![f.store.join("v1")];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                stack.push(p);
-            } else if p.to_string_lossy().ends_with(".jsonl.zst") {
-                let raw = zstd::decode_all(std::fs::File::open(&p).unwrap()).unwrap();
-                for line in String::from_utf8(raw).unwrap().lines() {
-                    let v: serde_json::Value = serde_json::from_str(line).unwrap();
-                    *paths
-                        .entry(v["path"].as_str().unwrap().to_owned())
-                        .or_default() += 1;
-                }
-            }
-        }
+    for v in stored_samples(&f.store, "v1") {
+        *paths
+            .entry(v["path"].as_str().unwrap().to_owned())
+            .or_default() += 1;
     }
     assert_eq!(paths.get("Vehicle.Speed"), Some(&speeds), "{paths:?}");
     assert!(

@@ -289,8 +289,8 @@ pub fn drive_lines(n: usize, t0_s: i64, lat0: f64) -> String {
     s
 }
 
-/// Every sample time in the telemetry segments stored for `vehicle`.
-pub fn stored_sample_times(store: &Path, vehicle: &str) -> Vec<i64> {
+/// Every sample in the telemetry segments stored for `vehicle`.
+pub fn stored_samples(store: &Path, vehicle: &str) -> Vec<serde_json::Value> {
     let mut out = Vec::new();
     let mut stack = vec![store.join(vehicle)];
     while let Some(d) = stack.pop() {
@@ -301,14 +301,21 @@ pub fn stored_sample_times(store: &Path, vehicle: &str) -> Vec<i64> {
             } else if p.to_string_lossy().ends_with(".jsonl.zst") {
                 let raw = zstd::decode_all(std::fs::File::open(&p).unwrap()).unwrap();
                 for line in String::from_utf8(raw).unwrap().lines() {
-                    let v: serde_json::Value = serde_json::from_str(line).unwrap();
-                    if v["path"] == "Vehicle.CurrentLocation.Latitude" {
-                        out.push(v["t_ns"].as_i64().unwrap());
-                    }
+                    out.push(serde_json::from_str(line).unwrap());
                 }
             }
         }
     }
+    out
+}
+
+/// Every sample time in the telemetry segments stored for `vehicle`.
+pub fn stored_sample_times(store: &Path, vehicle: &str) -> Vec<i64> {
+    let mut out: Vec<i64> = stored_samples(store, vehicle)
+        .iter()
+        .filter(|v| v["path"] == "Vehicle.CurrentLocation.Latitude")
+        .map(|v| v["t_ns"].as_i64().unwrap())
+        .collect();
     out.sort();
     out
 }
