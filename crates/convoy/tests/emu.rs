@@ -192,8 +192,37 @@ fn start_probe(dir: &Path, client_script: &str) -> (Running, Vec<String>) {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let running = Running(child);
-    let ns = vec![wait_for_file(&s), wait_for_file(&c)];
+    let mut running = Running(child);
+    // An emulator that ended before its programs wrote is the failure to
+    // report, with its own words, not the file that never came.
+    let start = Instant::now();
+    let mut wait = |path: &Path| loop {
+        if let Ok(t) = std::fs::read_to_string(path) {
+            if t.ends_with('\n') {
+                return t.trim().to_owned();
+            }
+        }
+        if let Some(st) = running.0.try_wait().unwrap() {
+            let mut err = String::new();
+            if let Some(e) = running.0.stderr.take() {
+                for line in BufReader::new(e).lines().map_while(Result::ok) {
+                    err += &line;
+                    err.push('\n');
+                }
+            }
+            panic!(
+                "convoy emu ended ({st}) before {} appeared:\n{err}",
+                path.display()
+            );
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "{} never appeared, convoy emu still running",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let ns = vec![wait(&s), wait(&c)];
     (running, ns)
 }
 
