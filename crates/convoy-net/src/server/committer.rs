@@ -219,10 +219,11 @@ impl Committer {
     }
 
     /// Results of finished jobs; each thread's in the order submitted.
-    pub fn finished(&mut self) -> Vec<Keyed<Outcome>> {
-        let mut done: Vec<_> = self.refused.drain(..).collect();
-        done.extend(self.commits.finished());
-        done.extend(self.opens.finished());
-        done
+    /// Asked on every driver turn, so nothing is collected into a list.
+    pub fn finished(&mut self) -> impl Iterator<Item = Keyed<Outcome>> + '_ {
+        self.refused
+            .drain(..)
+            .chain(self.commits.finished())
+            .chain(self.opens.finished())
     }
 }
