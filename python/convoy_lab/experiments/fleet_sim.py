@@ -74,6 +74,15 @@ stop_s = {stop}
 """
 
 
+def _scenario(out: Path, name: str, text: str) -> tuple[Path, Path]:
+    """Writes `text` as OUT/NAME/scenario.toml: (the run's directory, the file)."""
+    d = out / name
+    d.mkdir(parents=True, exist_ok=True)
+    scen = d / "scenario.toml"
+    scen.write_text(text)
+    return d, scen
+
+
 def _ave(name: str, per_km2: float, quick: bool, seeds: int, out: Path, engine: str, workers: int | None) -> dict:
     work = out / "helsinki"
     city = fleet_city.helsinki(work)
@@ -85,10 +94,9 @@ def _ave(name: str, per_km2: float, quick: bool, seeds: int, out: Path, engine: 
         fcds.append(f.resolve())
         means.append(mean)
     rsus = [fleet_city.junction_near(city, 1 / 3, 1 / 3), fleet_city.junction_near(city, 2 / 3, 2 / 3)]
-    d = out / name
-    d.mkdir(parents=True, exist_ok=True)
-    scen = d / "scenario.toml"
-    scen.write_text(
+    d, scen = _scenario(
+        out,
+        name,
         AVE_TOML.format(
             name=name,
             duration=duration,
@@ -161,11 +169,8 @@ capacity = 100
 
 
 def _edge(quick: bool, seeds: int, out: Path, engine: str, workers: int | None) -> dict:
-    d = out / "edge-split"
-    d.mkdir(parents=True, exist_ok=True)
-    scen = d / "scenario.toml"
     duration = 30 if quick else 60
-    scen.write_text(EDGE_TOML.format(duration=duration))
+    d, scen = _scenario(out, "edge-split", EDGE_TOML.format(duration=duration))
     shares = [0, 0.25, 0.5, 0.75, 1] if quick else [round(0.1 * k, 1) for k in range(11)]
     params = ["edge.placement=pgw,enodeb", "edge.edge_share=" + ",".join(str(s) for s in shares)]
     runs = sweep(scen, f"1-{seeds}", params, d, engine=engine, workers=workers)
@@ -234,11 +239,8 @@ deadline_ms = 500
 
 
 def _clusters(quick: bool, seeds: int, out: Path, engine: str, workers: int | None) -> dict:
-    d = out / "clusters"
-    d.mkdir(parents=True, exist_ok=True)
-    scen = d / "scenario.toml"
     duration = 30 if quick else 60
-    scen.write_text(CLUSTER_TOML.format(duration=duration))
+    d, scen = _scenario(out, "clusters", CLUSTER_TOML.format(duration=duration))
     counts = [25, 100, 400] if quick else [25, 50, 100, 200, 400, 800]
     params = ["clusters.radios=wifi,lte,both", "mobility.grid.vehicles=" + ",".join(map(str, counts))]
     runs = sweep(scen, f"1-{seeds}", params, d, engine=engine, workers=workers)
