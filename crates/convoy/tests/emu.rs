@@ -186,7 +186,14 @@ fn start_probe(dir: &Path, client_script: &str) -> (Running, Vec<String>) {
             &format!("{NS_TO} {}; exec sleep 300", s.display()),
         ])
         .args(["--server-wait", "0", "--", "sh", "-c"])
-        .arg(format!("{NS_TO} {}; {client_script}", c.display()))
+        // The client waits for the server's line: on a loaded machine the
+        // server's shell can start after a client that exits at once, and
+        // the emulator would end both before the server ever wrote.
+        .arg(format!(
+            "until [ -s {s} ]; do sleep 0.02; done; {NS_TO} {c}; {client_script}",
+            s = s.display(),
+            c = c.display()
+        ))
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -282,11 +289,15 @@ fn cleanup_leaves_nothing_behind() {
     // An error after the namespaces exist: the client cannot be started.
     let s = dir.join("server-ns");
     let _ = std::fs::remove_file(&s);
+    // The server listens only after writing its namespace, and the
+    // emulator waits for it to listen: a fixed wait here raced the server's
+    // start on a loaded machine (the namespace line never came).
+    let listen = "import socket, time; s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen(); time.sleep(300)";
     let out = convoy()
-        .args(["emu", "--link", "lte", "--server-wait", "1"])
+        .args(["emu", "--link", "lte", "--server-wait", "120"])
         .args([
             "--server",
-            &format!("{NS_TO} {}; exec sleep 300", s.display()),
+            &format!("{NS_TO} {}; exec python3 -c \"{listen}\"", s.display()),
         ])
         .args(["--", "/nonexistent/client"])
         .output()
