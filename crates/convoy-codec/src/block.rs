@@ -176,6 +176,9 @@ pub enum Pushed {
 /// Produces encoding symbols of one block.
 pub trait BlockEncoder: Send {
     fn info(&self) -> &BlockInfo;
+    /// A copy of this encoder in its present state (a boxed trait object
+    /// cannot derive `Clone`); fuzzing snapshots an established connection.
+    fn boxed_clone(&self) -> Box<dyn BlockEncoder>;
     /// Writes encoding symbol `esi` into `out`, which must be `symbol_size`
     /// bytes. Any id may be asked for in any order: repair symbol n does not
     /// need repair symbols 0..n first.
@@ -185,6 +188,9 @@ pub trait BlockEncoder: Send {
 /// Collects encoding symbols of one block until it can be decoded.
 pub trait BlockDecoder: Send {
     fn info(&self) -> &BlockInfo;
+    /// A copy of this decoder in its present state (see
+    /// [`BlockEncoder::boxed_clone`]).
+    fn boxed_clone(&self) -> Box<dyn BlockDecoder>;
     /// Takes one received symbol. Errors leave the decoder unchanged.
     fn push(&mut self, block_id: u32, esi: u32, payload: &[u8]) -> Result<Pushed, CodecError>;
     /// Symbols kept so far (RLNC: the rank; RaptorQ: distinct ids kept).
@@ -231,4 +237,16 @@ pub fn new_decoder(info: BlockInfo) -> Result<Box<dyn BlockDecoder>, CodecError>
         CodeKind::Rlnc => Box::new(rlnc::RlncBlockDecoder::new(info)?),
         CodeKind::RaptorQ => Box::new(raptor::RaptorQDecoder::new(info)?),
     })
+}
+
+impl Clone for Box<dyn BlockEncoder> {
+    fn clone(&self) -> Self {
+        self.boxed_clone()
+    }
+}
+
+impl Clone for Box<dyn BlockDecoder> {
+    fn clone(&self) -> Self {
+        self.boxed_clone()
+    }
 }

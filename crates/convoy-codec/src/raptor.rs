@@ -41,6 +41,7 @@ fn oti(k: u32, symbol_size: u16) -> ObjectTransmissionInformation {
     ObjectTransmissionInformation::new(u64::from(k) * u64::from(symbol_size), symbol_size, 1, 1, 1)
 }
 
+#[derive(Clone)]
 pub struct RaptorQEncoder {
     info: BlockInfo,
     /// The block, zero-padded to K symbols: source symbol i is slice i.
@@ -72,6 +73,10 @@ impl BlockEncoder for RaptorQEncoder {
         &self.info
     }
 
+    fn boxed_clone(&self) -> Box<dyn BlockEncoder> {
+        Box::new(self.clone())
+    }
+
     fn write_symbol(&self, esi: u32, out: &mut [u8]) -> Result<(), CodecError> {
         self.info.check_symbol_len(out.len())?;
         check_esi(esi)?;
@@ -91,6 +96,7 @@ impl BlockEncoder for RaptorQEncoder {
     }
 }
 
+#[derive(Clone)]
 pub struct RaptorQDecoder {
     info: BlockInfo,
     seen: HashSet<u32>,
@@ -137,6 +143,10 @@ impl RaptorQDecoder {
 impl BlockDecoder for RaptorQDecoder {
     fn info(&self) -> &BlockInfo {
         &self.info
+    }
+
+    fn boxed_clone(&self) -> Box<dyn BlockDecoder> {
+        Box::new(self.clone())
     }
 
     fn push(&mut self, block_id: u32, esi: u32, payload: &[u8]) -> Result<Pushed, CodecError> {

@@ -137,6 +137,7 @@ fn flag(set: bool, bit: u64) -> u64 {
 }
 
 /// The result of a finished handshake.
+#[derive(Clone)]
 pub struct Established {
     pub send: SendKeys,
     pub recv: RecvKeys,

@@ -11,7 +11,7 @@ pub const REPLAY_WINDOW: u64 = 1 << 16;
 /// window floor moves up to refuse anything below what is still known.
 const MAX_RANGES: usize = 64;
 
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct ReceivedPackets {
     /// Disjoint, non-adjacent ranges, highest first.
     ranges: VecDeque<RangeInclusive<u64>>,

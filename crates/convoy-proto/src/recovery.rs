@@ -54,7 +54,7 @@ enum Fate {
 }
 
 /// The outcome of one ACK frame or timer.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct Outcome {
     pub acked: Vec<SentPacket>,
     pub lost: Vec<SentPacket>,
@@ -81,7 +81,7 @@ impl Outcome {
 
 /// Sent packets by number. Numbers are consecutive, so the packet numbered
 /// `pn` is at index `pn - first_pn`; resolved packets leave from the front.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct Recovery {
     sent: VecDeque<(SentPacket, Fate)>,
     first_pn: u64,
@@ -96,7 +96,7 @@ pub struct Recovery {
 }
 
 /// One path's share of the packets in flight.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 struct PathFlight {
     id: u8,
     next_seq: u64,

@@ -89,7 +89,7 @@ impl Default for StreamLimits {
     }
 }
 
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 struct SendSide {
     unsent: VecDeque<u8>,
     /// Offset of the first unsent byte.
@@ -107,7 +107,7 @@ impl SendSide {
     }
 }
 
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 struct RecvSide {
     /// The bytes from `read` on that have all arrived, in order: what
     /// `read` hands out. Data arriving in order is appended here (one
@@ -229,7 +229,7 @@ fn drain_front(queue: &mut VecDeque<u8>, n: usize, mut put: impl FnMut(&[u8])) {
 }
 
 /// All streams of one connection.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct Streams {
     is_client: bool,
     limits: StreamLimits,

@@ -6,6 +6,7 @@ use super::{Decoder, Encoder, Generation, SymbolKind};
 use crate::block::{BlockDecoder, BlockEncoder, BlockInfo, CodeKind, Pushed};
 use crate::error::CodecError;
 
+#[derive(Clone)]
 pub struct RlncBlockEncoder {
     info: BlockInfo,
     encoder: Encoder,
@@ -25,6 +26,10 @@ impl BlockEncoder for RlncBlockEncoder {
         &self.info
     }
 
+    fn boxed_clone(&self) -> Box<dyn BlockEncoder> {
+        Box::new(self.clone())
+    }
+
     fn write_symbol(&self, esi: u32, out: &mut [u8]) -> Result<(), CodecError> {
         let g = self.encoder.generation().size();
         let kind = SymbolKind::from_esi(self.info.block_id, esi, g);
@@ -32,6 +37,7 @@ impl BlockEncoder for RlncBlockEncoder {
     }
 }
 
+#[derive(Clone)]
 pub struct RlncBlockDecoder {
     info: BlockInfo,
     decoder: Decoder,
@@ -56,6 +62,10 @@ impl RlncBlockDecoder {
 impl BlockDecoder for RlncBlockDecoder {
     fn info(&self) -> &BlockInfo {
         &self.info
+    }
+
+    fn boxed_clone(&self) -> Box<dyn BlockDecoder> {
+        Box::new(self.clone())
     }
 
     fn push(&mut self, block_id: u32, esi: u32, payload: &[u8]) -> Result<Pushed, CodecError> {

@@ -129,6 +129,7 @@ impl Default for BackgroundConfig {
     }
 }
 
+#[derive(Clone)]
 pub struct Background {
     cfg: BackgroundConfig,
     cwnd: u64,
@@ -252,6 +253,10 @@ impl Background {
 impl RateController for Background {
     fn name(&self) -> &'static str {
         "background"
+    }
+
+    fn boxed_clone(&self) -> Box<dyn RateController> {
+        Box::new(self.clone())
     }
 
     fn next_send_time(&self) -> Option<Duration> {

@@ -122,7 +122,7 @@ struct PacketState {
 
 /// Windowed maximum over round counts (Kathleen Nichols' algorithm keeps
 /// three samples; we keep the few that can still win, which is as exact).
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 struct MaxFilter {
     samples: VecDeque<(u64, u64)>,
 }
@@ -152,6 +152,7 @@ impl MaxFilter {
     }
 }
 
+#[derive(Clone)]
 pub struct Bbr {
     cfg: BbrConfig,
     mode: Mode,
@@ -456,6 +457,10 @@ impl Bbr {
 impl RateController for Bbr {
     fn name(&self) -> &'static str {
         "bbr"
+    }
+
+    fn boxed_clone(&self) -> Box<dyn RateController> {
+        Box::new(self.clone())
     }
 
     fn next_send_time(&self) -> Option<Duration> {

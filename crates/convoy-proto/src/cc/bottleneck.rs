@@ -38,7 +38,7 @@ impl Bottleneck {
 }
 
 /// What the bottleneck saw.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct BottleneckLog {
     /// (time acknowledged, bytes) per delivered packet.
     pub acked: Vec<(Duration, u64)>,

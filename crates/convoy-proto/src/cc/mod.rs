@@ -55,6 +55,7 @@ pub(crate) fn pacing_base(
 }
 
 /// What the connection tells a controller about an acknowledgment.
+#[derive(Clone)]
 pub struct AckEvent<'a> {
     pub now: Duration,
     pub acked: &'a [SentPacket],
@@ -81,6 +82,11 @@ pub struct PeerReceive {
 pub trait RateController: Send {
     /// A short name for reports ("rcdp", "bbr").
     fn name(&self) -> &'static str;
+
+    /// A copy of this controller in its present state (a boxed trait
+    /// object cannot derive `Clone`); fuzzing snapshots an established
+    /// connection.
+    fn boxed_clone(&self) -> Box<dyn RateController>;
 
     /// The earliest time the next data packet may leave. `None` means at once.
     fn next_send_time(&self) -> Option<Duration>;
@@ -151,5 +157,11 @@ pub trait RateController: Send {
     /// A word for the controller's state, for traces and reports.
     fn state(&self) -> &'static str {
         self.name()
+    }
+}
+
+impl Clone for Box<dyn RateController> {
+    fn clone(&self) -> Self {
+        self.boxed_clone()
     }
 }

@@ -130,6 +130,7 @@ impl SentTrain {
     }
 }
 
+#[derive(Clone)]
 pub struct Rcdp {
     cfg: RcdpConfig,
     reports: VecDeque<u64>,
@@ -230,6 +231,10 @@ impl Rcdp {
 impl RateController for Rcdp {
     fn name(&self) -> &'static str {
         "rcdp"
+    }
+
+    fn boxed_clone(&self) -> Box<dyn RateController> {
+        Box::new(self.clone())
     }
 
     fn next_send_time(&self) -> Option<Duration> {

@@ -33,7 +33,7 @@ pub struct TrainReport {
     pub bytes_per_sec: u64,
 }
 
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct TrainEstimator {
     current: Option<Observed>,
     latest: Option<TrainReport>,

@@ -20,6 +20,7 @@ pub enum Received {
     Refused,
 }
 
+#[derive(Clone)]
 struct RxBlock {
     decoder: Box<dyn BlockDecoder>,
     k: u32,
@@ -39,6 +40,7 @@ pub struct ReceiverStats {
     pub blocks_decoded: u64,
 }
 
+#[derive(Clone)]
 pub struct CodedReceiver {
     code: CodeKind,
     window: u32,

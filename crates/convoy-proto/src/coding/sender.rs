@@ -151,6 +151,7 @@ pub fn symbols_for(need: u32, p: f64, z: f64) -> u32 {
     (x * x - 1e-9).ceil().max(f64::from(need)) as u32
 }
 
+#[derive(Clone)]
 struct TxBlock {
     id: u32,
     encoder: Box<dyn BlockEncoder>,
@@ -236,6 +237,7 @@ pub struct NextSymbol {
     pub top_up: bool,
 }
 
+#[derive(Clone)]
 pub struct CodedSender {
     cfg: CodingConfig,
     blocks: VecDeque<TxBlock>,

@@ -23,7 +23,7 @@ struct Partial {
     fin: bool,
 }
 
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub(crate) struct BlockReader {
     /// Bytes of the block taken so far (including `carry`).
     pos: usize,

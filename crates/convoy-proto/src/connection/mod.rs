@@ -185,7 +185,28 @@ pub(crate) enum Handshake {
     Done,
 }
 
+/// Only a finished handshake is copied: snow's handshake state cannot be,
+/// and a fuzzing snapshot is taken of established connections only.
+#[cfg(feature = "fuzzing")]
+impl Clone for Handshake {
+    fn clone(&self) -> Self {
+        match self {
+            Handshake::ClientFinal { message } => Handshake::ClientFinal {
+                message: message.clone(),
+            },
+            Handshake::ServerDone { reply } => Handshake::ServerDone {
+                reply: reply.clone(),
+            },
+            Handshake::Done => Handshake::Done,
+            Handshake::ClientWait { .. } | Handshake::ServerWait { .. } => {
+                panic!("a connection in the middle of its handshake cannot be copied")
+            }
+        }
+    }
+}
+
 /// What the endpoint learned from a client's Initial.
+#[cfg_attr(feature = "fuzzing", derive(Clone))]
 pub(crate) struct Accepted {
     pub local_cid: ConnectionId,
     pub client_cid: ConnectionId,
@@ -197,6 +218,7 @@ pub(crate) struct Accepted {
     pub validated: bool,
 }
 
+#[derive(Clone)]
 pub(crate) struct Established1Rtt {
     pub send: SendKeys,
     pub recv: RecvKeys,
@@ -208,6 +230,7 @@ pub(crate) struct Established1Rtt {
     pub block_contents: std::collections::BTreeMap<u32, Vec<(u64, u64)>>,
 }
 
+#[cfg_attr(feature = "fuzzing", derive(Clone))]
 pub struct Connection {
     pub(crate) role: Role,
     pub(crate) cfg: Arc<Config>,

@@ -140,6 +140,7 @@ pub(crate) struct PathCounters {
     pub packets_lost: u64,
 }
 
+#[derive(Clone)]
 pub(crate) struct Path {
     pub id: u8,
     pub remote: SocketAddr,

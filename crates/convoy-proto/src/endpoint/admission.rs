@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use super::ConnectionHandle;
 
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub(crate) struct Admission {
     threshold: usize,
     rate: f64,

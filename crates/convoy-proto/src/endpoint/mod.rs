@@ -79,6 +79,7 @@ pub struct EndpointStats {
 }
 
 /// A connection and its bookkeeping.
+#[cfg_attr(feature = "fuzzing", derive(Clone))]
 struct Slot {
     conn: Connection,
     cids: Vec<ConnectionId>,
@@ -87,6 +88,7 @@ struct Slot {
     touched: bool,
 }
 
+#[cfg_attr(feature = "fuzzing", derive(Clone))]
 pub struct Endpoint {
     cfg: Arc<Config>,
     is_server: bool,

@@ -11,14 +11,14 @@
 use std::collections::{BTreeSet, VecDeque};
 use std::time::Duration;
 
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub(crate) struct Schedule {
     timers: BTreeSet<(Duration, u64)>,
     active: VecDeque<u64>,
 }
 
 /// A connection's place in the schedule, kept beside it.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub(crate) struct Place {
     deadline: Option<Duration>,
     active: bool,

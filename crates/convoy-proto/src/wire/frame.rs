@@ -234,6 +234,7 @@ impl BlockStatus<'_> {
 }
 
 /// Iterates over the frames of a packet payload or a block.
+#[derive(Clone)]
 pub struct Frames<'a> {
     r: Reader<'a>,
     failed: bool,

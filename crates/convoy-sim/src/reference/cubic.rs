@@ -9,7 +9,7 @@ use super::{Growth, MSS};
 const C: f64 = 0.4;
 const BETA: f64 = 0.7;
 
-#[derive(Default)]
+#[derive(Clone, Default)]
 pub struct Cubic {
     /// Window at the last reduction, in MSS.
     w_max: f64,

@@ -32,7 +32,7 @@ const INITIAL_WINDOW: u64 = 10 * MSS;
 const MIN_WINDOW: u64 = 2 * MSS;
 
 /// How a loss-based controller grows in congestion avoidance and backs off.
-pub trait Growth: Send {
+pub trait Growth: Send + Clone + 'static {
     const NAME: &'static str;
     /// The window after `acked` bytes were acknowledged at `now`.
     fn grow(&mut self, cwnd: u64, acked: u64, now: Duration, srtt: Duration) -> u64;
@@ -41,6 +41,7 @@ pub trait Growth: Send {
 }
 
 /// A window-based, loss-driven controller.
+#[derive(Clone)]
 pub struct LossWindow<G: Growth> {
     growth: G,
     cwnd: u64,
@@ -69,6 +70,10 @@ impl<G: Growth> LossWindow<G> {
 impl<G: Growth> RateController for LossWindow<G> {
     fn name(&self) -> &'static str {
         G::NAME
+    }
+
+    fn boxed_clone(&self) -> Box<dyn RateController> {
+        Box::new(self.clone())
     }
 
     fn next_send_time(&self) -> Option<Duration> {

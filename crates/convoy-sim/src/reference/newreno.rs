@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use super::{Growth, MSS};
 
+#[derive(Clone)]
 pub struct NewReno;
 
 impl Growth for NewReno {

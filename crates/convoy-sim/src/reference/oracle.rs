@@ -36,6 +36,7 @@ const ENOUGH_PACKETS: u64 = 8;
 /// ...within this much of the schedule.
 const LONGEST: Duration = Duration::from_secs(2);
 
+#[derive(Clone)]
 pub struct Oracle {
     schedule: Schedule,
     /// Propagation delay from the sender to the bottleneck's exit, and the
@@ -91,6 +92,10 @@ impl Oracle {
 impl RateController for Oracle {
     fn name(&self) -> &'static str {
         "oracle"
+    }
+
+    fn boxed_clone(&self) -> Box<dyn RateController> {
+        Box::new(self.clone())
     }
 
     fn next_send_time(&self) -> Option<Duration> {

@@ -21,7 +21,7 @@ pub(super) const MIN_OUTAGE_GAP: Duration = Duration::from_millis(200);
 const BUSY_QUEUE_BYTES: u64 = 1000;
 
 /// Minimum over a sliding time window (monotone deque).
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 struct WindowMin {
     samples: VecDeque<(Duration, i64)>,
 }
@@ -82,7 +82,7 @@ fn arrival_rate(log: &VecDeque<Arrival>, window: Duration) -> Option<u64> {
         .then(|| ((new.delivered - old.delivered) as f64 / span.as_secs_f64()) as u64)
 }
 
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub(super) struct PathEstimate {
     /// Bytes acknowledged so far.
     delivered: u64,

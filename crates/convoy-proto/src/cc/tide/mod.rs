@@ -179,6 +179,7 @@ enum Phase {
     Silent,
 }
 
+#[derive(Clone)]
 pub struct Tide {
     cfg: TideConfig,
     phase: Phase,
@@ -477,6 +478,10 @@ impl Tide {
 impl RateController for Tide {
     fn name(&self) -> &'static str {
         "tide"
+    }
+
+    fn boxed_clone(&self) -> Box<dyn RateController> {
+        Box::new(self.clone())
     }
 
     fn next_send_time(&self) -> Option<Duration> {
