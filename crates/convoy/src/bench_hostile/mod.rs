@@ -1,9 +1,11 @@
 //! `convoy bench hostile`: issue 31's attacks on a real `convoy serve`.
 //!
 //! Each attack gets a fresh fleet server (a registry with honest vehicles
-//! and one rogue vehicle) on loopback. Honest vehicles upload once alone
-//! (the baseline) and once while a crafted client, built on convoy-proto
-//! with `Connection::hostile_packet`, attacks from many connections. The
+//! and one rogue vehicle) on loopback. Honest vehicles upload alone (the
+//! baseline: a warm-up, then `--rounds` times) and `--rounds` times while a
+//! crafted client, built on convoy-proto with `Connection::hostile_packet`,
+//! attacks from many connections; the medians are compared, so one noisy
+//! round on a shared machine decides neither side. The
 //! server's resident memory is read from /proc (VmRSS sampled, VmHWM at
 //! the end), and each attacking connection's fate (closed by the server,
 //! and with which code) is counted. The server runs under an address-space
@@ -13,20 +15,22 @@
 //! Traffic goes only to 127.0.0.1; every attack is bounded in time and
 //! count, and the server and its directory are removed on every exit path.
 
+mod attack;
+
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
-use std::net::{SocketAddr, UdpSocket};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use convoy_net::{Client, ClientOptions};
-use convoy_proto::wire::cursor::Writer;
-use convoy_proto::wire::frame::write_frame;
-use convoy_proto::wire::{Frame, Symbol};
-use convoy_proto::{CloseReason, CodeKind, Config, ConnectionHandle, Endpoint, Keypair, Mode};
+use convoy_proto::{Keypair, Mode};
+
+use attack::attack_run;
 
 use crate::bench_server::{proc_status_kib, RssSampler};
 
@@ -48,9 +52,14 @@ pub struct HostileArgs {
     /// Bytes each honest vehicle uploads (8 MB; 2 MB with --short).
     #[arg(long)]
     pub honest_bytes: Option<u64>,
-    /// Seconds each attack lasts at least (10; 3 with --short).
+    /// Seconds each attack lasts at least (10; 3 with --short); it goes on
+    /// until the honest rounds under it are done.
     #[arg(long)]
     pub seconds: Option<f64>,
+    /// Honest upload rounds alone and under each attack, compared by their
+    /// medians (3; 1 with --short).
+    #[arg(long)]
+    pub rounds: Option<usize>,
     /// Only these attacks, comma-separated: blocks, preauth, streams,
     /// pieces, reset.
     #[arg(long, value_delimiter = ',')]
@@ -77,6 +86,7 @@ struct Plan {
     honest: usize,
     honest_bytes: u64,
     seconds: f64,
+    rounds: usize,
 }
 
 pub fn run(args: HostileArgs) -> Result<()> {
@@ -89,9 +99,13 @@ pub fn run(args: HostileArgs) -> Result<()> {
             .honest_bytes
             .unwrap_or(if args.short { 2 << 20 } else { 8 << 20 }),
         seconds: args.seconds.unwrap_or(if args.short { 3.0 } else { 10.0 }),
+        rounds: args.rounds.unwrap_or(if args.short { 1 } else { 3 }),
     };
     if plan.connections == 0 || plan.connections > 1000 || plan.honest > 100 {
         bail!("--connections must be 1 to 1000 and --honest at most 100");
+    }
+    if !(1..=20).contains(&plan.rounds) {
+        bail!("--rounds must be 1 to 20");
     }
     for a in &args.only {
         if !ATTACKS.contains(&a.as_str()) {
@@ -140,6 +154,7 @@ struct AttackReport {
     peak_rss_mb: f64,
     server_alive: bool,
     established: usize,
+    opened: usize,
     closed_by_server: BTreeMap<u64, usize>,
     first_reason: Option<String>,
     packets_sent: u64,
@@ -158,6 +173,7 @@ impl AttackReport {
             "server_peak_rss_mb": round1(self.peak_rss_mb),
             "server_alive": self.server_alive,
             "attackers_established": self.established,
+            "attacker_connections_opened": self.opened,
             "attackers_closed_by_server": self.closed_by_server.iter()
                 .map(|(c, n)| (format!("{c:#x}"), *n)).collect::<BTreeMap<_, _>>(),
             "first_close_reason": self.first_reason,
@@ -178,7 +194,7 @@ impl AttackReport {
             .map(|(c, n)| format!("{n}x{c:#x}"))
             .collect();
         format!(
-            "{:<8} {} conns: server RSS {:.0} -> peak {:.0} MB{}; {}/{} attackers established, {} closed by the server [{}]{}; honest {} at {:.1} Mbit/s vs {:.1} alone ({:.2}x) -> {}",
+            "{:<8} {} conns: server RSS {:.0} -> peak {:.0} MB{}; {}/{} attackers established, {} of {} closed by the server [{}]{}; honest {} at {:.1} Mbit/s vs {:.1} alone ({:.2}x, medians) -> {}",
             self.attack,
             self.connections,
             self.rss_before_mb,
@@ -187,6 +203,7 @@ impl AttackReport {
             self.established,
             self.connections,
             closed,
+            self.opened,
             codes.join(" "),
             self.first_reason
                 .as_deref()
@@ -425,11 +442,19 @@ fn run_attack(
     memory_limit_mb: u64,
 ) -> Result<AttackReport> {
     let mut server = FleetServer::start(bin, plan.honest, memory_limit_mb)?;
-    // The better of two runs alone: the first also warms the server up
-    // (its registry, its page cache), and came out slower.
+    // A warm-up round first (the server's registry, the page cache), not
+    // counted: it came out slower than the rest.
     let alone = if plan.honest > 0 {
-        let first = honest_uploads(&server, plan.honest_bytes, "alone-1")?;
-        first.max(honest_uploads(&server, plan.honest_bytes, "alone-2")?)
+        honest_uploads(&server, plan.honest_bytes, "warm-up")?;
+        let mut rounds = Vec::new();
+        for r in 0..plan.rounds {
+            rounds.push(honest_uploads(
+                &server,
+                plan.honest_bytes,
+                &format!("alone-{r}"),
+            )?);
+        }
+        median(rounds)
     } else {
         0.0
     };
@@ -438,15 +463,24 @@ fn run_attack(
     let (target, public) = (server.addr, server.public);
     let rogue = server.rogue.clone();
     let (connections, seconds) = (plan.connections, plan.seconds);
-    let attacker =
-        std::thread::spawn(move || attack_run(attack, target, public, rogue, connections, seconds));
+    let stop = Arc::new(AtomicBool::new(false));
+    let attacker = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            attack_run(attack, target, public, rogue, connections, seconds, stop)
+        })
+    };
     let honest = if plan.honest > 0 {
         // Once the attack is under way.
         std::thread::sleep(Duration::from_millis(500));
-        honest_uploads(&server, plan.honest_bytes, "attacked")
+        (0..plan.rounds)
+            .map(|r| honest_uploads(&server, plan.honest_bytes, &format!("attacked-{r}")))
+            .collect::<Result<Vec<f64>>>()
+            .map(median)
     } else {
         Ok(0.0)
     };
+    stop.store(true, Ordering::SeqCst);
     let outcome = attacker
         .join()
         .map_err(|_| anyhow::anyhow!("the attacker panicked"))??;
@@ -466,6 +500,7 @@ fn run_attack(
         peak_rss_mb: peak_kib as f64 / 1024.0,
         server_alive,
         established: outcome.established,
+        opened: outcome.opened,
         closed_by_server: outcome.closed,
         first_reason: outcome.first_reason,
         packets_sent: outcome.packets,
@@ -476,289 +511,12 @@ fn run_attack(
     })
 }
 
-struct AttackOutcome {
-    established: usize,
-    closed: BTreeMap<u64, usize>,
-    first_reason: Option<String>,
-    packets: u64,
-}
-
-/// The crafted client: one endpoint on one socket, `n` connections.
-struct Attacker {
-    sock: UdpSocket,
-    ep: Endpoint,
-    conns: Vec<ConnectionHandle>,
-    t0: Instant,
-    buf: Vec<u8>,
-    rbuf: Vec<u8>,
-    packets: u64,
-}
-
-impl Attacker {
-    fn new(kp: Keypair, code: CodeKind) -> Result<Attacker> {
-        let sock = UdpSocket::bind("127.0.0.1:0").context("attacker socket")?;
-        sock.set_nonblocking(true)?;
-        let mut cfg = Config::for_mode(kp, Mode::Tide).with_code(code);
-        cfg.handshake_timeout = Duration::from_secs(3);
-        let ep = Endpoint::new(cfg, false).map_err(|e| anyhow::anyhow!("{e}"))?;
-        Ok(Attacker {
-            sock,
-            ep,
-            conns: Vec::new(),
-            t0: Instant::now(),
-            buf: vec![0; 65_536],
-            rbuf: vec![0; 65_536],
-            packets: 0,
-        })
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    match n {
+        0 => 0.0,
+        _ if n % 2 == 1 => v[n / 2],
+        _ => (v[n / 2 - 1] + v[n / 2]) / 2.0,
     }
-
-    fn now(&self) -> Duration {
-        self.t0.elapsed()
-    }
-
-    /// Reads what arrived, runs timers and sends what the endpoint has.
-    fn pump(&mut self) {
-        let now = self.now();
-        while let Ok((n, from)) = self.sock.recv_from(&mut self.rbuf) {
-            self.ep.handle(now, from, &self.rbuf[..n]);
-        }
-        self.ep.handle_timeout(now);
-        while let Some(t) = self.ep.poll_transmit(now, &mut self.buf) {
-            let _ = self.sock.send_to(&self.buf[..t.len], t.remote);
-        }
-    }
-
-    /// Seals `frames` for connection `h` and sends the packet.
-    fn inject(&mut self, h: ConnectionHandle, frames: &[u8]) {
-        let now = self.now();
-        let Some(c) = self.ep.connection(h) else {
-            return;
-        };
-        if !c.is_established() {
-            return;
-        }
-        if let Some(t) = c.hostile_packet(now, frames, &mut self.buf) {
-            let _ = self.sock.send_to(&self.buf[..t.len], t.remote);
-            self.packets += 1;
-        }
-    }
-
-    fn established(&mut self) -> usize {
-        let hs = self.conns.clone();
-        hs.iter()
-            .filter(|&&h| {
-                self.ep
-                    .connection_ref(h)
-                    .is_some_and(|c| c.peer_static().is_some())
-            })
-            .count()
-    }
-
-    fn outcome(&self) -> AttackOutcome {
-        let mut closed = BTreeMap::new();
-        let mut first_reason = None;
-        for &h in &self.conns {
-            if let Some(CloseReason::Peer { code, reason }) =
-                self.ep.connection_ref(h).and_then(|c| c.close_reason())
-            {
-                *closed.entry(*code).or_insert(0) += 1;
-                first_reason.get_or_insert_with(|| reason.clone());
-            }
-        }
-        AttackOutcome {
-            established: 0,
-            closed,
-            first_reason,
-            packets: self.packets,
-        }
-    }
-}
-
-/// A coded block of one source symbol holding `content` (frames as a
-/// block carries them), as a SYMBOL frame.
-fn one_symbol_block(block_id: u32, content: &[u8], out: &mut Vec<u8>) {
-    let mut buf = vec![0u8; content.len() + 32];
-    let mut w = Writer::new(&mut buf);
-    write_frame(
-        &mut w,
-        &Frame::Symbol(Symbol {
-            block_id,
-            esi: 0,
-            block_len: content.len() as u32,
-            payload: content,
-        }),
-    )
-    .expect("sized for it");
-    out.extend_from_slice(w.into_written());
-}
-
-fn frame_bytes(frame: &Frame<'_>) -> Vec<u8> {
-    let mut buf = vec![0u8; 2048];
-    let mut w = Writer::new(&mut buf);
-    write_frame(&mut w, frame).expect("small frame");
-    w.into_written().to_vec()
-}
-
-fn attack_run(
-    attack: &'static str,
-    target: SocketAddr,
-    public: [u8; 32],
-    rogue: Keypair,
-    n: usize,
-    seconds: f64,
-) -> Result<AttackOutcome> {
-    // Who attacks: the registered rogue vehicle, or (preauth) a key the
-    // registry has never seen, half over XX (no server key needed).
-    let (key, code) = match attack {
-        "blocks" => (rogue, CodeKind::RaptorQ),
-        "preauth" => (Keypair::generate(), CodeKind::RaptorQ),
-        _ => (rogue, CodeKind::Rlnc),
-    };
-    let mut a = Attacker::new(key, code)?;
-    for i in 0..n {
-        let now = a.now();
-        let server_key = (attack != "preauth" || i % 2 == 0).then_some(&public);
-        let h =
-            a.ep.connect(now, target, server_key)
-                .map_err(|e| anyhow::anyhow!("{e}"))?;
-        a.conns.push(h);
-    }
-    let end = Instant::now() + Duration::from_secs_f64(seconds);
-    // Per connection: the next block id, stream id and offset it uses.
-    let mut next_block = vec![0u32; n];
-    let mut next_stream = vec![0u64; n];
-    let mut next_offset = vec![1u64; n];
-    let mut blocks_sent = vec![false; n];
-    let mut reset_sent = vec![false; n];
-    let mut established = 0;
-    let mut frames = Vec::with_capacity(2048);
-    let symbol = vec![0x5au8; 1400];
-    let zeros = vec![0u8; 1400];
-    while Instant::now() < end {
-        a.pump();
-        established = established.max(a.established());
-        for i in 0..n {
-            let h = a.conns[i];
-            let established_now = a.ep.connection_ref(h).is_some_and(|c| c.is_established());
-            if !established_now {
-                continue;
-            }
-            // The server reads nothing but 8 datagrams of a connection
-            // until the registry has answered about its key, and drops the
-            // rest: a registered attacker that wants its packets read waits
-            // until the server answers its first ones (it reads them only
-            // once authorized). A key the registry does not know gains
-            // nothing by waiting.
-            let heard =
-                a.ep.connection_ref(h)
-                    .is_some_and(|c| c.stats().packets_received > 0);
-            if attack != "preauth" && !heard {
-                continue;
-            }
-            frames.clear();
-            match attack {
-                // One symbol of each of 32 maximal RaptorQ blocks (K =
-                // 56,403 symbols of 1,400 bytes: 79 MB a block), sent
-                // once per connection: the ~30-datagram attack.
-                "blocks" | "preauth" => {
-                    if blocks_sent[i] {
-                        continue;
-                    }
-                    blocks_sent[i] = true;
-                    for b in 0..32u32 {
-                        frames.clear();
-                        write_symbol(&mut frames, b, 56_403 * 1400, &zeros);
-                        let f = frames.clone();
-                        a.inject(h, &f);
-                    }
-                    continue;
-                }
-                // Zero-length STREAM frames, each opening a new stream.
-                "streams" => {
-                    let mut content = Vec::with_capacity(1400);
-                    while content.len() < 1300 {
-                        let id = next_stream[i] * 2;
-                        next_stream[i] += 1;
-                        content.extend(frame_bytes(&Frame::Stream {
-                            stream: id,
-                            offset: 0,
-                            fin: false,
-                            data: &[],
-                        }));
-                    }
-                    one_symbol_block(next_block[i], &content, &mut frames);
-                }
-                // 1,000-byte pieces of stream 0 at offsets 2,000, 4,000,
-                // ..., never offset 0, with a gap after each so that no two
-                // join (overlapping or adjoining pieces are held as one).
-                "pieces" => {
-                    let content = frame_bytes(&Frame::Stream {
-                        stream: 0,
-                        offset: next_offset[i] * 2000,
-                        fin: false,
-                        data: &symbol[..1000],
-                    });
-                    next_offset[i] += 1;
-                    one_symbol_block(next_block[i], &content, &mut frames);
-                }
-                // A reset claiming a final size far beyond every limit,
-                // then data on other streams.
-                "reset" => {
-                    let content = if !reset_sent[i] {
-                        reset_sent[i] = true;
-                        frame_bytes(&Frame::ResetStream {
-                            stream: 0,
-                            final_size: (1 << 62) - 1,
-                            code: 0,
-                        })
-                    } else {
-                        let id = 2 + next_stream[i] % 50 * 2;
-                        next_stream[i] += 1;
-                        frame_bytes(&Frame::Stream {
-                            stream: id,
-                            offset: next_offset[i] * 1000,
-                            fin: false,
-                            data: &symbol[..1000],
-                        })
-                    };
-                    next_offset[i] += 1;
-                    one_symbol_block(next_block[i], &content, &mut frames);
-                }
-                _ => unreachable!("attacks are checked"),
-            }
-            next_block[i] += 1;
-            let f = frames.clone();
-            a.inject(h, &f);
-        }
-        // About 1,000 crafted packets per second per connection at most:
-        // bounded, and still far beyond what the server allows.
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    // Let the server's last words (close frames) arrive.
-    let settle = Instant::now() + Duration::from_millis(300);
-    while Instant::now() < settle {
-        a.pump();
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    let mut out = a.outcome();
-    out.established = established;
-    Ok(out)
-}
-
-fn write_symbol(out: &mut Vec<u8>, block_id: u32, block_len: u32, payload: &[u8]) {
-    let mut buf = vec![0u8; payload.len() + 32];
-    let mut w = Writer::new(&mut buf);
-    write_frame(
-        &mut w,
-        &Frame::Symbol(Symbol {
-            block_id,
-            // Not the block's first source, so it is not read in order as
-            // frames: only the decoder takes it.
-            esi: 1,
-            block_len,
-            payload,
-        }),
-    )
-    .expect("sized for it");
-    out.extend_from_slice(w.into_written());
 }
