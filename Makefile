@@ -73,9 +73,12 @@ arm64-toolchain:
 
 # The codec's aarch64 code (the NEON tier) is linted for its own target:
 # clippy only type-checks, so this needs the Rust target, not the cross gcc.
+# The second clippy covers convoy-proto's fuzzing-only copies (Clone on
+# Endpoint), which only the fuzz targets build.
 lint: setup
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets $(FEATURES) -- -D warnings
+	$(CARGO) clippy -p convoy-proto --features fuzzing,hostile -- -D warnings
 ifneq ($(HOST_ARCH),aarch64)
 	$(CARGO) clippy --target $(ARM64) -p convoy-codec --all-targets -- -D warnings
 endif
