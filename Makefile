@@ -73,7 +73,7 @@ arm64-toolchain:
 
 # The codec's aarch64 code (the NEON tier) is linted for its own target:
 # clippy only type-checks, so this needs the Rust target, not the cross gcc.
-# The second clippy covers convoy-proto's fuzzing-only copies (Clone on
+# The clippy with `--features fuzzing` covers convoy-proto's copies (Clone on
 # Endpoint), which only the fuzz targets build.
 lint: setup
 	$(CARGO) fmt --all --check
