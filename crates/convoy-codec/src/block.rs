@@ -183,6 +183,23 @@ pub trait BlockEncoder: Send {
     /// bytes. Any id may be asked for in any order: repair symbol n does not
     /// need repair symbols 0..n first.
     fn write_symbol(&self, esi: u32, out: &mut [u8]) -> Result<(), CodecError>;
+    /// Writes repair symbol `esi` (≥ K) as a combination of source symbols
+    /// `0..covered` only, so it can go out before the rest of the block and
+    /// fill a gap in what was sent so far. Codes without prefix repairs
+    /// refuse.
+    fn write_prefix_symbol(
+        &self,
+        esi: u32,
+        covered: u32,
+        out: &mut [u8],
+    ) -> Result<(), CodecError> {
+        let _ = (esi, covered, out);
+        Err(no_prefix(self.info().code))
+    }
+}
+
+fn no_prefix(code: CodeKind) -> CodecError {
+    CodecError::InvalidParams(format!("{} has no prefix repairs", code.name()))
 }
 
 /// Collects encoding symbols of one block until it can be decoded.
@@ -201,6 +218,27 @@ pub trait BlockDecoder: Send {
     fn is_decodable(&mut self) -> bool;
     /// The block's `data_len` bytes; decodes first if needed.
     fn data(&mut self) -> Result<&[u8], CodecError>;
+    /// Takes a repair written by [`BlockEncoder::write_prefix_symbol`].
+    /// Errors leave the decoder unchanged; codes without prefix repairs
+    /// refuse.
+    fn push_prefix(
+        &mut self,
+        block_id: u32,
+        esi: u32,
+        covered: u32,
+        payload: &[u8],
+    ) -> Result<Pushed, CodecError> {
+        let _ = (block_id, esi, covered, payload);
+        Err(no_prefix(self.info().code))
+    }
+    /// Source symbol `i` (a whole symbol, the last one padded), as soon as
+    /// what arrived determines it on its own, before the block decodes:
+    /// a lost source solved from a prefix repair is readable at once.
+    /// Codes that cannot tell before decoding answer `None`.
+    fn source_symbol(&self, i: u32) -> Option<&[u8]> {
+        let _ = i;
+        None
+    }
 }
 
 /// An encoder for `data` (one block) with the given code and symbol size.

@@ -10,7 +10,8 @@ use crate::rlnc::{Decoder, Generation, Recoder, SymbolKind};
 /// error, never a panic. Layout: code (1 byte), symbol size (1), data length
 /// (2, LE), block id (1); then records of flags (1: low 6 bits block id,
 /// 0x40 ask "decodable?", 0x80 explicit RLNC coefficients from the payload's
-/// head), esi (4, LE), payload length (1), payload.
+/// head; both: a prefix repair over as many sources as the esi's top byte
+/// says), esi (4, LE), payload length (1), payload.
 pub fn decoder_input(input: &[u8]) {
     let Some((head, mut rest)) = input.split_first_chunk::<5>() else {
         return;
@@ -38,11 +39,25 @@ pub fn decoder_input(input: &[u8]) {
         let len = usize::from(record[5]).min(tail.len());
         let (payload, tail) = tail.split_at(len);
         rest = tail;
-        let _ = decoder.push(u32::from(record[0] & 0x3f), esi, payload);
+        let prefix = record[0] & 0xc0 == 0xc0;
+        let covered = u32::from(record[4]);
+        let id = u32::from(record[0] & 0x3f);
+        let _ = if prefix {
+            decoder.push_prefix(id, esi, covered, payload)
+        } else {
+            decoder.push(id, esi, payload)
+        };
+        for i in 0..info.source_symbols() {
+            if let Some(s) = decoder.source_symbol(i) {
+                assert_eq!(s.len(), usize::from(symbol_size));
+            }
+        }
         if let Some((dec, rec)) = raw.as_mut() {
             // The explicit form reads its coefficients from the payload's head.
             let g = dec.generation().size();
-            let kind = if record[0] & 0x80 != 0 && payload.len() >= g {
+            let kind = if prefix {
+                SymbolKind::Prefix { seed: esi, covered }
+            } else if record[0] & 0x80 != 0 && payload.len() >= g {
                 SymbolKind::Explicit(&payload[..g])
             } else {
                 SymbolKind::from_esi(block_id, esi, g)
@@ -50,7 +65,7 @@ pub fn decoder_input(input: &[u8]) {
             let _ = dec.push(kind, payload);
             let _ = rec.push(kind, payload);
         }
-        if record[0] & 0x40 != 0 {
+        if record[0] & 0x40 != 0 && !prefix {
             let _ = decoder.is_decodable();
         }
     }

@@ -64,6 +64,11 @@ pub struct TransportParams {
     /// The sender of these parameters offers AES-256-GCM for packets
     /// (bit 1 of the flags; ChaCha20-Poly1305 is always offered).
     pub aes_gcm: bool,
+    /// The sender of these parameters takes PREFIX_SYMBOL frames (repairs
+    /// over the first sources of an RLNC block; bit 2 of the flags). A
+    /// peer sends them only when this is set, so an older peer, which
+    /// would refuse the frame type, never sees one.
+    pub prefix_repairs: bool,
     /// Streams the sender lets its peer open at once (a varint after the
     /// flags; `None` from older peers, which neither limit streams nor
     /// read MAX_STREAMS frames).
@@ -72,6 +77,7 @@ pub struct TransportParams {
 
 const FLAG_RECEIVE_TIMES: u64 = 1;
 const FLAG_AES_GCM: u64 = 2;
+const FLAG_PREFIX_REPAIRS: u64 = 4;
 
 impl TransportParams {
     pub fn encode(&self) -> Vec<u8> {
@@ -87,7 +93,9 @@ impl TransportParams {
             self.max_stream_data,
             self.max_blocks,
             self.idle_timeout_ms,
-            flag(self.receive_times, FLAG_RECEIVE_TIMES) | flag(self.aes_gcm, FLAG_AES_GCM),
+            flag(self.receive_times, FLAG_RECEIVE_TIMES)
+                | flag(self.aes_gcm, FLAG_AES_GCM)
+                | flag(self.prefix_repairs, FLAG_PREFIX_REPAIRS),
         ] {
             w.varint(v).expect("64 bytes hold six varints");
         }
@@ -123,6 +131,7 @@ impl TransportParams {
             idle_timeout_ms,
             receive_times: flags & FLAG_RECEIVE_TIMES != 0,
             aes_gcm: flags & FLAG_AES_GCM != 0,
+            prefix_repairs: flags & FLAG_PREFIX_REPAIRS != 0,
             max_streams,
         })
     }
@@ -342,6 +351,7 @@ mod tests {
             idle_timeout_ms: 30_000,
             receive_times: code == CodeKind::Rlnc,
             aes_gcm: code == CodeKind::Rlnc,
+            prefix_repairs: code == CodeKind::Rlnc,
             max_streams: (code == CodeKind::Rlnc).then_some(100),
         }
     }
@@ -361,12 +371,12 @@ mod tests {
         .encode();
         old.pop();
         let p = TransportParams::decode(&old).unwrap();
-        assert!(!p.receive_times && !p.aes_gcm);
+        assert!(!p.receive_times && !p.aes_gcm && !p.prefix_repairs);
         // Flag bits we do not know yet are ignored.
         let mut newer = old.clone();
-        newer.extend_from_slice(&[0x40, 0x0e]);
+        newer.extend_from_slice(&[0x40, 0x0a]);
         let p = TransportParams::decode(&newer).unwrap();
-        assert!(!p.receive_times && p.aes_gcm);
+        assert!(!p.receive_times && p.aes_gcm && !p.prefix_repairs);
         assert_eq!(p.max_streams, None, "no stream limit from an older peer");
     }
 

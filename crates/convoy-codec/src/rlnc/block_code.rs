@@ -35,6 +35,36 @@ impl BlockEncoder for RlncBlockEncoder {
         let kind = SymbolKind::from_esi(self.info.block_id, esi, g);
         self.encoder.write(kind, out)
     }
+
+    fn write_prefix_symbol(
+        &self,
+        esi: u32,
+        covered: u32,
+        out: &mut [u8],
+    ) -> Result<(), CodecError> {
+        let g = self.encoder.generation().size();
+        let kind = prefix_kind(self.info.block_id, esi, covered, g)?;
+        self.encoder.write(kind, out)
+    }
+}
+
+/// A prefix symbol names a repair id (sources are never partial) and the
+/// sources it combines; its coefficients expand from the repair's seed.
+fn prefix_kind(
+    block_id: u32,
+    esi: u32,
+    covered: u32,
+    g: usize,
+) -> Result<SymbolKind<'static>, CodecError> {
+    if (esi as usize) < g {
+        return Err(CodecError::InvalidParams(format!(
+            "prefix symbol id {esi} names a source symbol (K = {g})"
+        )));
+    }
+    Ok(SymbolKind::Prefix {
+        seed: super::block_seed(block_id, esi),
+        covered,
+    })
 }
 
 #[derive(Clone)]
@@ -81,6 +111,23 @@ impl BlockDecoder for RlncBlockDecoder {
 
     fn is_decodable(&mut self) -> bool {
         self.decoder.is_complete()
+    }
+
+    fn push_prefix(
+        &mut self,
+        block_id: u32,
+        esi: u32,
+        covered: u32,
+        payload: &[u8],
+    ) -> Result<Pushed, CodecError> {
+        self.info.check_block(block_id)?;
+        let g = self.decoder.generation().size();
+        let kind = prefix_kind(block_id, esi, covered, g)?;
+        self.decoder.push(kind, payload)
+    }
+
+    fn source_symbol(&self, i: u32) -> Option<&[u8]> {
+        self.decoder.source_symbol(i as usize)
     }
 
     fn data(&mut self) -> Result<&[u8], CodecError> {

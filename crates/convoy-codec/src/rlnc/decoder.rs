@@ -2,7 +2,7 @@
 //! when the g-th one lands the data is already in place.
 
 use super::basis::{Basis, Step};
-use super::{coefficients, combine_into, Generation, SymbolKind};
+use super::{combine_into, Generation, SymbolKind};
 use crate::block::Pushed;
 use crate::error::CodecError;
 use crate::gf;
@@ -108,7 +108,9 @@ impl Decoder {
                 self.coeffs.fill(0);
                 self.coeffs[i] = 1;
             }
-            SymbolKind::Seeded(seed) => coefficients::expand(seed, &mut self.coeffs),
+            SymbolKind::Seeded(_) | SymbolKind::Prefix { .. } => {
+                super::expand_kind(symbol, &mut self.coeffs)
+            }
             SymbolKind::Explicit(c) => self.coeffs.copy_from_slice(c),
         }
         debug_assert_eq!(self.coeffs.len(), g);

@@ -1,7 +1,7 @@
 //! RLNC encoder: hands out source symbols as they are and coded symbols on
 //! demand, each from nothing but its seed or coefficient vector.
 
-use super::{coefficients, combine_into, Generation, SymbolKind};
+use super::{combine_into, Generation, SymbolKind};
 use crate::error::CodecError;
 
 /// Encodes one generation.
@@ -61,10 +61,10 @@ impl Encoder {
         self.generation.check_symbol(&kind)?;
         match kind {
             SymbolKind::Systematic(i) => out.copy_from_slice(self.systematic(i as usize)?),
-            SymbolKind::Seeded(seed) => {
+            SymbolKind::Seeded(_) | SymbolKind::Prefix { .. } => {
                 let mut coeffs = [0u8; super::MAX_GENERATION];
                 let coeffs = &mut coeffs[..self.generation.size()];
-                coefficients::expand(seed, coeffs);
+                super::expand_kind(kind, coeffs);
                 self.combine(coeffs, out);
             }
             SymbolKind::Explicit(coeffs) => self.combine(coeffs, out),

@@ -34,6 +34,13 @@ pub enum SymbolKind<'a> {
     Seeded(u32),
     /// An explicit coefficient vector, one entry per source symbol.
     Explicit(&'a [u8]),
+    /// A combination of source symbols `0..covered` only (1 ≤ covered ≤
+    /// g): the first `covered` coefficients [`coefficients::expand`] gives
+    /// over `covered` entries, zero beyond. A sender can code the prefix of
+    /// a generation it has sent so far, and the receiver solves a lost
+    /// source of that prefix as soon as the repair and the rest of the
+    /// prefix are in, without waiting for the generation's later symbols.
+    Prefix { seed: u32, covered: u32 },
 }
 
 impl SymbolKind<'_> {
@@ -56,6 +63,22 @@ impl SymbolKind<'_> {
 /// block id is in the header anyway.
 pub fn block_seed(block_id: u32, esi: u32) -> u32 {
     esi.wrapping_add(block_id.wrapping_mul(0x9E37_79B9))
+}
+
+/// Writes the coefficient vector of a seeded or prefix symbol into `out`
+/// (g entries); systematic and explicit symbols are not expanded here.
+pub(crate) fn expand_kind(kind: SymbolKind<'_>, out: &mut [u8]) {
+    match kind {
+        SymbolKind::Seeded(seed) => coefficients::expand(seed, out),
+        SymbolKind::Prefix { seed, covered } => {
+            let covered = covered as usize;
+            coefficients::expand(seed, &mut out[..covered]);
+            out[covered..].fill(0);
+        }
+        SymbolKind::Systematic(_) | SymbolKind::Explicit(_) => {
+            unreachable!("only seeded symbols expand")
+        }
+    }
 }
 
 /// Shape of a generation: g symbols of s bytes.
@@ -118,6 +141,12 @@ impl Generation {
                 Err(CodecError::WrongCoefficientCount {
                     expected: self.size,
                     got: c.len(),
+                })
+            }
+            SymbolKind::Prefix { covered, .. } if covered == 0 || covered as usize > self.size => {
+                Err(CodecError::IndexOutOfRange {
+                    index: covered,
+                    limit: self.size as u32 + 1,
                 })
             }
             _ => Ok(()),

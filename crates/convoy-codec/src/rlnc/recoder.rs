@@ -53,7 +53,7 @@ impl Recoder {
         let coeffs = &mut self.held_coeffs[start..];
         match kind {
             SymbolKind::Systematic(i) => coeffs[i as usize] = 1,
-            SymbolKind::Seeded(seed) => coefficients::expand(seed, coeffs),
+            SymbolKind::Seeded(_) | SymbolKind::Prefix { .. } => super::expand_kind(kind, coeffs),
             SymbolKind::Explicit(c) => coeffs.copy_from_slice(c),
         }
         self.scratch.copy_from_slice(coeffs);

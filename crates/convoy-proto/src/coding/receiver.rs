@@ -190,13 +190,25 @@ impl CodedReceiver {
         if info.data_len != s.block_len || usize::from(info.symbol_size) != s.payload.len() {
             return Received::Refused;
         }
-        match block.decoder.push(s.block_id, s.esi, s.payload) {
+        let pushed = match s.prefix {
+            Some(covered) => block
+                .decoder
+                .push_prefix(s.block_id, s.esi, covered, s.payload),
+            None => block.decoder.push(s.block_id, s.esi, s.payload),
+        };
+        match pushed {
             Err(_) => Received::Refused,
             Ok(Pushed::Redundant) => Received::Redundant,
             Ok(Pushed::Useful) => {
                 if s.esi == block.next_source {
                     block.next_source += 1;
-                } else if self.keep_early && s.esi > block.next_source && s.esi < block.k {
+                } else if self.keep_early
+                    && self.code != CodeKind::Rlnc
+                    && s.esi > block.next_source
+                    && s.esi < block.k
+                {
+                    // (RLNC's decoder holds the sources it took, and
+                    // `take_early` reads them there.)
                     block.early.insert(s.esi, s.payload.to_vec());
                 }
                 if block.decoder.useful_symbols() as u32 >= block.k && block.decoder.is_decodable()
@@ -249,12 +261,22 @@ impl CodedReceiver {
         self.keep_early = keep;
     }
 
-    /// The next source symbol of a block in order, if it arrived early and
-    /// is now next: its payload, and the block's next source moves on.
+    /// The next source symbol of a block in order, if it is known now
+    /// (it arrived early, or elimination solved it from a repair): its
+    /// payload, and the block's next source moves on. RLNC's decoder holds
+    /// every source it knows on its own, so a gap filled by a repair over
+    /// a prefix releases the sources behind it at once, without waiting
+    /// for the block to decode.
     pub fn take_early(&mut self, block_id: u32) -> Option<(u32, Vec<u8>)> {
         let b = self.blocks.get_mut(&block_id)?;
         let esi = b.next_source;
-        let payload = b.early.remove(&esi)?;
+        if esi >= b.k {
+            return None;
+        }
+        let payload = match b.early.remove(&esi) {
+            Some(payload) => payload,
+            None => b.decoder.source_symbol(esi)?.to_vec(),
+        };
         b.next_source += 1;
         Some((esi, payload))
     }
@@ -321,36 +343,87 @@ mod tests {
     #[test]
     fn sources_that_arrive_early_are_handed_out_once_the_gap_fills() {
         let data: Vec<u8> = (0..250u32).map(|i| i as u8).collect();
-        let enc = new_encoder(CodeKind::Rlnc, 0, &data, 50).unwrap();
-        let symbol = |esi: u32| {
-            let mut out = vec![0u8; 50];
-            enc.write_symbol(esi, &mut out).unwrap();
-            out
-        };
-        for keep in [false, true] {
-            let mut rx = CodedReceiver::new(CodeKind::Rlnc, 4);
-            rx.set_keep_early(keep);
-            for esi in [0u32, 2, 3, 1] {
-                let payload = symbol(esi);
-                let s = Symbol {
-                    block_id: 0,
-                    esi,
-                    block_len: 250,
-                    payload: &payload,
+        for code in [CodeKind::Rlnc, CodeKind::RaptorQ] {
+            let enc = new_encoder(code, 0, &data, 50).unwrap();
+            let symbol = |esi: u32| {
+                let mut out = vec![0u8; 50];
+                enc.write_symbol(esi, &mut out).unwrap();
+                out
+            };
+            for keep in [false, true] {
+                let mut rx = CodedReceiver::new(code, 4);
+                rx.set_keep_early(keep);
+                for esi in [0u32, 2, 3, 1] {
+                    let payload = symbol(esi);
+                    let s = Symbol {
+                        block_id: 0,
+                        esi,
+                        block_len: 250,
+                        prefix: None,
+                        payload: &payload,
+                    };
+                    let in_order = rx.is_next_source(&s);
+                    assert_eq!(in_order, esi < 2 && (esi == 0 || esi == 1));
+                    rx.on_symbol(&s);
+                }
+                let early: Vec<u32> = std::iter::from_fn(|| rx.take_early(0))
+                    .map(|(esi, payload)| {
+                        assert_eq!(payload, symbol(esi));
+                        esi
+                    })
+                    .collect();
+                // RLNC's decoder holds every source it knows, so it hands
+                // them out either way; RaptorQ's only with `keep_early`.
+                let want: Vec<u32> = if keep || code == CodeKind::Rlnc {
+                    vec![2, 3]
+                } else {
+                    vec![]
                 };
-                let in_order = rx.is_next_source(&s);
-                assert_eq!(in_order, esi < 2 && (esi == 0 || esi == 1));
-                rx.on_symbol(&s);
+                assert_eq!(early, want, "{code:?} keep_early {keep}");
             }
-            let early: Vec<u32> = std::iter::from_fn(|| rx.take_early(0))
-                .map(|(esi, payload)| {
-                    assert_eq!(payload, symbol(esi));
-                    esi
-                })
-                .collect();
-            let want: Vec<u32> = if keep { vec![2, 3] } else { vec![] };
-            assert_eq!(early, want, "keep_early {keep}");
         }
+    }
+
+    #[test]
+    fn a_prefix_repair_releases_the_gap_and_the_sources_behind_it_before_the_block_decodes() {
+        let data: Vec<u8> = (0..250u32).map(|i| (i * 7) as u8).collect();
+        let enc = new_encoder(CodeKind::Rlnc, 0, &data, 50).unwrap();
+        let mut rx = CodedReceiver::new(CodeKind::Rlnc, 4);
+        let mut out = [0u8; 50];
+        // Source 1 is lost; 0, 2 and 3 arrive; 4 is not sent yet.
+        for esi in [0u32, 2, 3] {
+            enc.write_symbol(esi, &mut out).unwrap();
+            let s = Symbol {
+                block_id: 0,
+                esi,
+                block_len: 250,
+                prefix: None,
+                payload: &out,
+            };
+            rx.on_symbol(&s);
+        }
+        assert_eq!(rx.take_early(0), None, "source 1 is missing");
+        enc.write_prefix_symbol(5, 4, &mut out).unwrap();
+        let s = Symbol {
+            block_id: 0,
+            esi: 5,
+            block_len: 250,
+            prefix: Some(4),
+            payload: &out,
+        };
+        assert_eq!(rx.on_symbol(&s), Received::Useful);
+        let released: Vec<u32> = std::iter::from_fn(|| rx.take_early(0))
+            .map(|(esi, payload)| {
+                assert_eq!(payload, data[esi as usize * 50..][..50]);
+                esi
+            })
+            .collect();
+        assert_eq!(
+            released,
+            vec![1, 2, 3],
+            "all before source 4, which is not in"
+        );
+        assert_eq!(rx.status().0, 0, "the block is not decodable yet");
     }
 
     #[test]
@@ -371,6 +444,7 @@ mod tests {
                         block_id: id,
                         esi,
                         block_len: 250,
+                        prefix: None,
                         payload: &out,
                     };
                     if rx.on_symbol(&s) == Received::Completed {
@@ -397,6 +471,7 @@ mod tests {
             block_id: 4,
             esi: 0,
             block_len: 10,
+            prefix: None,
             payload: &[0; 10],
         };
         assert_eq!(rx.on_symbol(&s), Received::Refused);
@@ -404,6 +479,7 @@ mod tests {
             block_id: 0,
             esi: 0,
             block_len: 100,
+            prefix: None,
             payload: &[0; 10],
         };
         assert_eq!(rx.on_symbol(&s), Received::Useful);
@@ -411,6 +487,7 @@ mod tests {
             block_id: 0,
             esi: 1,
             block_len: 90,
+            prefix: None,
             payload: &[0; 10],
         };
         assert_eq!(rx.on_symbol(&s), Received::Refused, "block length changed");
@@ -450,6 +527,7 @@ mod hostile_tests {
                 block_id,
                 esi: 0,
                 block_len: 56_403 * 1400,
+                prefix: None,
                 payload: &payload,
             };
             assert_eq!(rx.on_symbol(&s), Received::Refused);
@@ -465,6 +543,7 @@ mod hostile_tests {
             block_id: 0,
             esi: 0,
             block_len: 255 * 60_000,
+            prefix: None,
             payload: &payload,
         };
         assert_eq!(rx.on_symbol(&s), Received::Refused);
@@ -482,6 +561,7 @@ mod hostile_tests {
                 block_id,
                 esi: 1,
                 block_len: full,
+                prefix: None,
                 payload: &payload,
             };
             if rx.on_symbol(&s) == Received::Useful {

@@ -170,6 +170,20 @@ struct TxBlock {
     /// block needed a second round.
     first_round: u32,
     second_round: bool,
+    /// What acknowledgments and loss detection told of each source:
+    /// `UNKNOWN` (in flight, or not sent), `ARRIVED` or `LOST`.
+    fate: Vec<u8>,
+    /// Sources `0..known_fate` all have a known fate.
+    known_fate: u32,
+    /// The lowest source declared lost (`u32::MAX`: none).
+    lowest_lost: u32,
+    /// Sources declared lost that no prefix repair answered yet: one
+    /// prefix repair goes out per loss, never more (repairs beyond that
+    /// are the margin for losses not yet seen, which may lie past the
+    /// prefix, so they cover the whole block).
+    unanswered: u32,
+    /// Prefix repairs in flight: one lost is a loss to answer again.
+    prefix_in_flight: Vec<u32>,
     done: bool,
     /// Source symbols lost with a path that died: sent again as they were,
     /// before anything else of the block. Any repair would do for decoding,
@@ -188,6 +202,53 @@ impl TxBlock {
     fn missing(&self, overhead: u32) -> u32 {
         let useful = self.useful_reported + (self.acked - self.acked_at_report);
         (self.k + overhead).saturating_sub(useful)
+    }
+
+    /// Records what the sender learnt of symbol `esi`.
+    fn note_fate(&mut self, esi: u32, fate: u8) {
+        let Some(f) = self.fate.get_mut(esi as usize) else {
+            // A repair: a prefix repair lost leaves its loss unanswered.
+            if let Some(i) = self.prefix_in_flight.iter().position(|&e| e == esi) {
+                self.prefix_in_flight.swap_remove(i);
+                self.unanswered += u32::from(fate == LOST);
+            }
+            return;
+        };
+        let was = *f;
+        *f = fate;
+        if fate == LOST {
+            self.lowest_lost = self.lowest_lost.min(esi);
+            self.unanswered += u32::from(was != LOST);
+        } else if was == LOST {
+            self.unanswered = self.unanswered.saturating_sub(1);
+        }
+        if was == LOST && fate != LOST && esi == self.lowest_lost {
+            // Declared lost, then acknowledged after all (a source sent
+            // again, or a late acknowledgment): the next lost one is lowest.
+            self.lowest_lost = (esi..self.k)
+                .find(|&i| self.fate[i as usize] == LOST)
+                .unwrap_or(u32::MAX);
+        }
+        while self.known_fate < self.k && self.fate[self.known_fate as usize] != UNKNOWN {
+            self.known_fate += 1;
+        }
+    }
+
+    /// The sources a repair answering loss reports covers, when fewer than
+    /// the block: `0..known_fate`, every one of which the sender knows
+    /// arrived or was declared lost, and which holds a lost one. While the
+    /// block is not decodable, such a repair is innovative exactly when a
+    /// repair over the whole block would be (the received symbols cannot
+    /// determine the lost sources of the prefix without all the block's
+    /// missing rank), so it costs nothing; and it fills the prefix's gap
+    /// as it arrives, where a repair over the whole block waits for the
+    /// repairs of the losses behind it, declared later.
+    fn reactive_prefix(&self) -> Option<u32> {
+        (self.next_source >= self.k
+            && self.unanswered > 0
+            && self.lowest_lost < self.known_fate
+            && self.known_fate < self.k)
+            .then_some(self.known_fate)
     }
 
     /// Whether the block needs another symbol in flight: fewer than
@@ -235,6 +296,9 @@ pub struct NextSymbol {
     /// A top-up sent because the sender was otherwise idle, not because
     /// the block was short of its margin.
     pub top_up: bool,
+    /// `Some(n)`: a repair over source symbols `0..n` only, sent among
+    /// the block's sources (a PREFIX_SYMBOL frame).
+    pub prefix: Option<u32>,
 }
 
 #[derive(Clone)]
@@ -250,8 +314,15 @@ pub struct CodedSender {
     /// controllers tell it apart (`RateController::air_loss`): when
     /// known, it sizes the margins instead of `loss`.
     air_loss: Option<f64>,
+    /// The peer takes prefix repairs (negotiated; RLNC only).
+    prefix_repairs: bool,
     stats: SenderStats,
 }
+
+/// A source's fate as far as the sender knows (`TxBlock::fate`).
+const UNKNOWN: u8 = 0;
+const ARRIVED: u8 = 1;
+const LOST: u8 = 2;
 
 /// Weight of one packet in the loss-rate average (about the last 200).
 const LOSS_EWMA: f64 = 1.0 / 200.0;
@@ -265,6 +336,7 @@ impl CodedSender {
             peer_max_blocks,
             loss: 0.0,
             air_loss: None,
+            prefix_repairs: false,
             stats: SenderStats::default(),
         }
     }
@@ -348,6 +420,11 @@ impl CodedSender {
             sent: 0,
             first_round,
             second_round: false,
+            fate: vec![UNKNOWN; k as usize],
+            known_fate: 0,
+            lowest_lost: u32::MAX,
+            unanswered: 0,
+            prefix_in_flight: Vec::new(),
             resend: Vec::new(),
             done: false,
             target: std::cell::Cell::new((u32::MAX, 0, 0, 0)),
@@ -375,6 +452,13 @@ impl CodedSender {
         self.air_loss = air_loss;
     }
 
+    /// Whether repairs may go out among a block's sources, each over the
+    /// sources sent before it: only to a peer that said it takes them, and
+    /// only with RLNC (RaptorQ has no prefix repairs).
+    pub fn set_prefix_repairs(&mut self, on: bool) {
+        self.prefix_repairs = on && self.cfg.code == CodeKind::Rlnc;
+    }
+
     /// The loss rate margins are sized for.
     fn margin_loss(&self) -> f64 {
         self.air_loss.unwrap_or(self.loss)
@@ -382,28 +466,31 @@ impl CodedSender {
 
     fn symbol_with_margin(&self, z: f64, top_up: bool) -> Option<NextSymbol> {
         let (h, p) = (self.cfg.overhead(), self.margin_loss());
-        self.blocks
-            .iter()
-            .find(|b| b.wants_more(h, p, z))
-            .map(|b| NextSymbol {
+        self.blocks.iter().find(|b| b.wants_more(h, p, z)).map(|b| {
+            // Lost sources go again while they could all be missing;
+            // once the block lacks fewer symbols than that, some of
+            // them surely arrived, and repairs (always useful) finish it.
+            let resend = b
+                .resend
+                .first()
+                .filter(|_| b.resend.len() as u32 <= b.missing(h));
+            let (esi, prefix) = if let Some(&esi) = resend {
+                (esi, None)
+            } else if b.next_source < b.k {
+                (b.next_source, None)
+            } else if self.prefix_repairs && !top_up {
+                (b.next_repair, b.reactive_prefix())
+            } else {
+                (b.next_repair, None)
+            };
+            NextSymbol {
                 block_id: b.id,
-                // Lost sources go again while they could all be missing; once
-                // the block lacks fewer symbols than that, some of them
-                // surely arrived, and repairs (always useful) finish it.
-                esi: if let Some(&esi) = b
-                    .resend
-                    .first()
-                    .filter(|_| b.resend.len() as u32 <= b.missing(h))
-                {
-                    esi
-                } else if b.next_source < b.k {
-                    b.next_source
-                } else {
-                    b.next_repair
-                },
+                esi,
                 block_len: b.len,
                 top_up,
-            })
+                prefix,
+            }
+        })
     }
 
     /// Blocks are in id order but not contiguous (a newer block may finish
@@ -422,7 +509,14 @@ impl CodedSender {
                 "block no longer in flight".into(),
             ));
         };
-        b.encoder.write_symbol(s.esi, out)?;
+        match s.prefix {
+            Some(covered) => {
+                b.encoder.write_prefix_symbol(s.esi, covered, out)?;
+                b.unanswered = b.unanswered.saturating_sub(1);
+                b.prefix_in_flight.push(s.esi);
+            }
+            None => b.encoder.write_symbol(s.esi, out)?,
+        }
         b.resend.retain(|&e| e != s.esi);
         let source = s.esi < b.k;
         if source {
@@ -445,18 +539,20 @@ impl CodedSender {
         Ok(())
     }
 
-    pub fn on_acked(&mut self, block_id: u32) {
+    pub fn on_acked(&mut self, block_id: u32, esi: u32) {
         self.loss *= 1.0 - LOSS_EWMA;
         if let Some(b) = self.block_mut(block_id) {
             b.in_flight = b.in_flight.saturating_sub(1);
             b.acked += 1;
+            b.note_fate(esi, ARRIVED);
         }
     }
 
-    pub fn on_lost(&mut self, block_id: u32) {
+    pub fn on_lost(&mut self, block_id: u32, esi: u32) {
         self.loss = self.loss * (1.0 - LOSS_EWMA) + LOSS_EWMA;
         if let Some(b) = self.block_mut(block_id) {
             b.in_flight = b.in_flight.saturating_sub(1);
+            b.note_fate(esi, LOST);
         }
     }
 
@@ -472,6 +568,7 @@ impl CodedSender {
             if let Some(i) = b.resend.iter().position(|&e| e == esi) {
                 b.resend.remove(i);
                 b.acked += 1;
+                b.note_fate(esi, ARRIVED);
             }
         }
     }
@@ -482,6 +579,7 @@ impl CodedSender {
     pub fn on_path_lost(&mut self, block_id: u32, esi: u32) {
         if let Some(b) = self.block_mut(block_id) {
             b.in_flight = b.in_flight.saturating_sub(1);
+            b.note_fate(esi, LOST);
             if esi < b.k && !b.resend.contains(&esi) {
                 let at = b.resend.partition_point(|&e| e < esi);
                 b.resend.insert(at, esi);
@@ -520,214 +618,4 @@ impl CodedSender {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn symbols_for_matches_expectation_with_margin() {
-        assert_eq!(symbols_for(10, 0.0, 1.0), 10);
-        assert_eq!(symbols_for(0, 0.5, 1.0), 0);
-        let n = symbols_for(100, 0.3, 1.0);
-        let (mean, sd) = (f64::from(n) * 0.7, (f64::from(n) * 0.21).sqrt());
-        assert!(mean - sd >= 100.0 && mean - sd < 101.0, "n = {n}");
-        assert!(symbols_for(100, 0.3, 2.0) > n);
-    }
-
-    #[test]
-    fn a_controller_that_tells_air_loss_from_drops_sizes_the_margins() {
-        let mut s = sender();
-        s.start_block(vec![7u8; 400]).unwrap();
-        // Every loss counts into the sender's own rate (a burst of drops
-        // at a full queue, here)...
-        for _ in 0..100 {
-            s.on_lost(0);
-        }
-        assert!(s.loss_rate() > 0.3);
-        let inflated = symbols_for(4, s.margin_loss(), 1.0);
-        assert!(inflated > 6, "{inflated}");
-        // ...but a path's controller that tells loss on the air from drops
-        // at a full queue and timeouts sizes the margins with its reading.
-        s.set_air_loss(Some(0.0));
-        assert_eq!(symbols_for(4, s.margin_loss(), 1.0), 4);
-        s.set_air_loss(None);
-        assert_eq!(symbols_for(4, s.margin_loss(), 1.0), inflated);
-    }
-
-    fn sender() -> CodedSender {
-        let cfg = CodingConfig {
-            code: CodeKind::Rlnc,
-            symbol_size: 100,
-            block_symbols: 4,
-            window: 2,
-            margin_z: 1.0,
-            idle_margin_z: 2.0,
-            block_airtime: None,
-        };
-        CodedSender::new(cfg, 10)
-    }
-
-    /// A sender with one block of four source symbols, all sent.
-    fn one_block_sent() -> (CodedSender, [u8; 100]) {
-        let mut s = sender();
-        s.start_block(vec![1u8; 400]).unwrap();
-        let mut out = [0u8; 100];
-        for _ in 0..4 {
-            let n = s.next_symbol().unwrap();
-            s.emit(n, &mut out).unwrap();
-        }
-        (s, out)
-    }
-
-    #[test]
-    fn sources_lost_with_a_path_go_again_first_while_they_could_all_be_missing() {
-        let (mut s, mut out) = one_block_sent();
-        let before = s.loss_rate();
-        // Sources 1 and 3 died with their path (2 and 0 were acknowledged).
-        s.on_acked(0);
-        s.on_acked(0);
-        s.on_path_lost(0, 3);
-        s.on_path_lost(0, 1);
-        assert_eq!(s.loss_rate(), before, "a dead path is not link loss");
-        let n = s.next_symbol().unwrap();
-        assert_eq!(n.esi, 1, "the first lost source first");
-        s.emit(n, &mut out).unwrap();
-        let n = s.next_symbol().unwrap();
-        assert_eq!(n.esi, 3);
-        s.emit(n, &mut out).unwrap();
-        assert_eq!(s.next_symbol(), None, "both on their way again");
-    }
-
-    #[test]
-    fn resends_give_way_to_repairs_once_the_block_lacks_fewer_symbols() {
-        let (mut s, _) = one_block_sent();
-        // Three acknowledged, then all four declared lost with the path:
-        // the block lacks one symbol, so of four candidates at most one is
-        // missing and a repair (always useful) is the better bet.
-        for _ in 0..3 {
-            s.on_acked(0);
-        }
-        for esi in 0..4 {
-            s.on_path_lost(0, esi);
-        }
-        let n = s.next_symbol().unwrap();
-        assert!(n.esi >= 4, "a repair, not source {}", n.esi);
-    }
-
-    #[test]
-    fn a_late_acknowledgment_takes_a_source_off_the_resend_list() {
-        let (mut s, mut out) = one_block_sent();
-        // Source 0 was acknowledged; 1, 2 and 3 were in flight on a path
-        // that died, but 1 and 2 had got through: their acknowledgments
-        // arrive late, over another path.
-        s.on_acked(0);
-        for esi in 1..4 {
-            s.on_path_lost(0, esi);
-        }
-        s.on_late_ack(0, 1);
-        s.on_late_ack(0, 2);
-        // Only 3 goes again, as a source the in-order reader can use at
-        // once (three candidates for one missing symbol would have been
-        // a repair).
-        let n = s.next_symbol().unwrap();
-        assert_eq!(n.esi, 3);
-        s.emit(n, &mut out).unwrap();
-        assert_eq!(s.next_symbol(), None);
-        // A late acknowledgment of a symbol no longer waiting changes
-        // nothing (it was counted when it went again).
-        s.on_late_ack(0, 3);
-        assert_eq!(s.next_symbol(), None);
-    }
-
-    #[test]
-    fn sends_sources_then_waits_then_repairs_after_loss() {
-        let mut s = sender();
-        s.start_block(vec![1u8; 400]).unwrap();
-        let mut out = [0u8; 100];
-        for esi in 0..4 {
-            let n = s.next_symbol().unwrap();
-            assert_eq!((n.block_id, n.esi), (0, esi));
-            s.emit(n, &mut out).unwrap();
-        }
-        assert_eq!(
-            s.next_symbol(),
-            None,
-            "no loss seen: four in flight suffice"
-        );
-        s.on_lost(0);
-        let n = s.next_symbol().unwrap();
-        assert_eq!(n.esi, 4, "a fresh repair id, not a resend");
-    }
-
-    fn report_done_below(s: &mut CodedSender, done_below: u32) {
-        let mut buf = [0u8; 16];
-        let mut w = crate::wire::cursor::Writer::new(&mut buf);
-        crate::wire::frame::write_block_status(&mut w, done_below, &[]).unwrap();
-        let n = w.len();
-        match crate::wire::Frames::new(&buf[..n]).next() {
-            Some(Ok(crate::wire::Frame::BlockStatus(status))) => {
-                s.on_status(&status);
-            }
-            other => panic!("{other:?}"),
-        }
-    }
-
-    #[test]
-    fn an_idle_sender_tops_blocks_up_to_the_idle_margin() {
-        let mut s = sender();
-        let mut out = [0u8; 100];
-        s.start_block(vec![1u8; 400]).unwrap();
-        for _ in 0..20 {
-            s.on_lost(0);
-        }
-        while let Some(n) = s.next_symbol() {
-            s.emit(n, &mut out).unwrap();
-        }
-        let planned = s.blocks[0].sent;
-        let extra = s.idle_symbol().expect("the idle margin (z 2) is above z 1");
-        assert_eq!((extra.block_id, extra.esi), (0, planned));
-        s.emit(extra, &mut out).unwrap();
-        while let Some(n) = s.idle_symbol() {
-            s.emit(n, &mut out).unwrap();
-        }
-        assert!(s.blocks[0].sent > planned);
-        assert_eq!(s.next_symbol(), None, "the lean margin is long satisfied");
-    }
-
-    #[test]
-    fn blocks_that_needed_more_than_their_plan_are_counted() {
-        let mut s = sender();
-        let mut out = [0u8; 100];
-        s.start_block(vec![1u8; 400]).unwrap();
-        while let Some(n) = s.next_symbol() {
-            s.emit(n, &mut out).unwrap();
-        }
-        s.start_block(vec![2u8; 400]).unwrap();
-        while let Some(n) = s.next_symbol() {
-            s.emit(n, &mut out).unwrap();
-        }
-        // Block 0 decodes from its plan; block 1 loses one symbol and gets
-        // a repair beyond its plan.
-        report_done_below(&mut s, 1);
-        s.on_lost(1);
-        let n = s.next_symbol().unwrap();
-        assert_eq!(n.block_id, 1);
-        s.emit(n, &mut out).unwrap();
-        report_done_below(&mut s, 2);
-        let st = s.stats();
-        assert_eq!((st.blocks_done, st.second_round_blocks), (2, 1));
-    }
-
-    #[test]
-    fn repair_of_an_older_block_goes_before_newer_sources() {
-        let mut s = sender();
-        let mut out = [0u8; 100];
-        s.start_block(vec![1u8; 400]).unwrap();
-        while let Some(n) = s.next_symbol() {
-            s.emit(n, &mut out).unwrap();
-        }
-        s.start_block(vec![2u8; 400]).unwrap();
-        assert!(!s.can_start_block(), "window of 2");
-        s.on_lost(0);
-        assert_eq!(s.next_symbol().unwrap().block_id, 0);
-    }
-}
+mod tests;

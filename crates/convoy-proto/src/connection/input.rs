@@ -290,7 +290,7 @@ impl Connection {
                     e.send.on_acked(ack.largest);
                     for p in &out.acked {
                         if let Some(b) = p.block {
-                            e.tx.on_acked(b);
+                            e.tx.on_acked(b, p.esi);
                         }
                     }
                     let mut progressed = Vec::new();
@@ -359,12 +359,16 @@ impl Connection {
                     e.rx.set_keep_early(self.paths.len() > 1);
                     let in_order = e.rx.is_next_source(&s);
                     let received = e.rx.on_symbol(&s);
-                    if in_order && matches!(received, Received::Useful | Received::Completed) {
+                    if matches!(received, Received::Useful | Received::Completed) {
                         // A source symbol in order: the block's bytes at its
-                        // place, readable now, and those that came early
-                        // behind it.
+                        // place, readable now. Then those known behind it:
+                        // sources that came early, and sources a repair
+                        // solved (a repair over a prefix fills its gap as
+                        // it arrives).
                         let reader = e.readers.entry(s.block_id).or_default();
-                        read_source(reader, &s, s.esi, s.payload, &mut self.streams)?;
+                        if in_order {
+                            read_source(reader, &s, s.esi, s.payload, &mut self.streams)?;
+                        }
                         while let Some((esi, payload)) = e.rx.take_early(s.block_id) {
                             let reader = e.readers.entry(s.block_id).or_default();
                             read_source(reader, &s, esi, &payload, &mut self.streams)?;

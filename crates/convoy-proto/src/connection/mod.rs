@@ -370,6 +370,9 @@ impl Connection {
             idle_timeout_ms: cfg.idle_timeout.as_millis() as u64,
             receive_times: cfg.rate_control.wants_receive_times(),
             aes_gcm: cfg.aead.offers_aes_gcm(),
+            // Our receiver takes prefix repairs (of RLNC blocks; a sender
+            // never codes RaptorQ blocks that way).
+            prefix_repairs: true,
             max_streams: Some(cfg.streams.max_streams),
         }
     }
@@ -450,7 +453,11 @@ impl Connection {
         self.one_rtt = Some(Established1Rtt {
             send: est.send,
             recv: est.recv,
-            tx: CodedSender::new(coding, est.peer_params.max_blocks),
+            tx: {
+                let mut tx = CodedSender::new(coding, est.peer_params.max_blocks);
+                tx.set_prefix_repairs(est.peer_params.prefix_repairs);
+                tx
+            },
             rx: {
                 let mut rx = CodedReceiver::new(coding.code, self.cfg.coding.window);
                 rx.set_limits(crate::coding::ReceiveLimits {
@@ -920,7 +927,7 @@ impl Connection {
         };
         for p in lost {
             if let Some(b) = p.block {
-                e.tx.on_lost(b);
+                e.tx.on_lost(b, p.esi);
             }
         }
         self.charge_losses(now, lost);

@@ -318,7 +318,13 @@ impl Connection {
                 SHORT_HEADER_LEN
                     + TAG_LEN
                     + if train.is_some() { 24 } else { 0 }
-                    + symbol_header_len(next.block_id, next.esi, next.block_len, symbol_size)
+                    + symbol_header_len(
+                        next.block_id,
+                        next.esi,
+                        next.block_len,
+                        next.prefix,
+                        symbol_size,
+                    )
                     + symbol_size,
             );
             if feedback.len() > room {
@@ -341,8 +347,15 @@ impl Connection {
                         return false;
                     }
                 }
-                if write_symbol_header(w, next.block_id, next.esi, next.block_len, symbol_size)
-                    .is_err()
+                if write_symbol_header(
+                    w,
+                    next.block_id,
+                    next.esi,
+                    next.block_len,
+                    next.prefix,
+                    symbol_size,
+                )
+                .is_err()
                 {
                     return false;
                 }

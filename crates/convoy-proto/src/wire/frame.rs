@@ -37,6 +37,7 @@ pub const PATH_ABANDON: u8 = 0x13;
 pub const PAIR_PROBE: u8 = 0x14;
 pub const PAIR_REPORT: u8 = 0x15;
 pub const MAX_STREAMS: u8 = 0x16;
+pub const PREFIX_SYMBOL: u8 = 0x17;
 pub const STREAM: u8 = 0x10;
 pub const RESET_STREAM: u8 = 0x11;
 
@@ -152,6 +153,10 @@ pub struct Symbol<'a> {
     pub esi: u32,
     /// Bytes of data in the block (the decoder needs it to size itself).
     pub block_len: u32,
+    /// `Some(n)`: a repair over source symbols `0..n` only (a
+    /// PREFIX_SYMBOL frame, sent only to a peer that offered to take
+    /// them); `None`: a source symbol or a repair over the whole block.
+    pub prefix: Option<u32>,
     pub payload: &'a [u8],
 }
 
@@ -285,18 +290,33 @@ fn parse_frame<'a>(r: &mut Reader<'a>) -> Result<Frame<'a>, WireError> {
                 len,
             })
         }
-        SYMBOL => {
+        SYMBOL | PREFIX_SYMBOL => {
             let block_id = r.varint_u32()?;
             let esi = r.varint_u32()?;
             let block_len = r.varint_u32()?;
+            let prefix = if kind == PREFIX_SYMBOL {
+                Some(r.varint_u32()?)
+            } else {
+                None
+            };
             let payload = r.length_prefixed()?;
             if payload.is_empty() || block_len == 0 {
                 return Err(WireError::Invalid("empty symbol or block"));
+            }
+            if let Some(covered) = prefix {
+                // A prefix is a repair's (ids from K up) over 1 to K - 1
+                // sources: K would be a plain SYMBOL, and anything else
+                // names sources the block does not have.
+                let k = block_len.div_ceil(payload.len().try_into().unwrap_or(u32::MAX));
+                if covered == 0 || covered >= k || esi < k {
+                    return Err(WireError::Invalid("prefix symbol outside its block"));
+                }
             }
             Frame::Symbol(Symbol {
                 block_id,
                 esi,
                 block_len,
+                prefix,
                 payload,
             })
         }
@@ -446,11 +466,18 @@ fn parse_block_status<'a>(r: &mut Reader<'a>) -> Result<BlockStatus<'a>, WireErr
 }
 
 /// Bytes [`write_symbol_header`] takes, so a sender can size the payload.
-pub fn symbol_header_len(block_id: u32, esi: u32, block_len: u32, payload_len: usize) -> usize {
+pub fn symbol_header_len(
+    block_id: u32,
+    esi: u32,
+    block_len: u32,
+    prefix: Option<u32>,
+    payload_len: usize,
+) -> usize {
     use super::cursor::varint_len;
     1 + varint_len(block_id.into())
         + varint_len(esi.into())
         + varint_len(block_len.into())
+        + prefix.map_or(0, |n| varint_len(n.into()))
         + varint_len(payload_len as u64)
 }
 
@@ -461,12 +488,20 @@ pub fn write_symbol_header(
     block_id: u32,
     esi: u32,
     block_len: u32,
+    prefix: Option<u32>,
     payload_len: usize,
 ) -> Result<(), WireError> {
-    w.u8(SYMBOL)?;
+    w.u8(if prefix.is_some() {
+        PREFIX_SYMBOL
+    } else {
+        SYMBOL
+    })?;
     w.varint(block_id.into())?;
     w.varint(esi.into())?;
     w.varint(block_len.into())?;
+    if let Some(covered) = prefix {
+        w.varint(covered.into())?;
+    }
     w.varint(payload_len as u64)
 }
 
@@ -546,7 +581,7 @@ fn write_frame_fields(w: &mut Writer<'_>, frame: &Frame<'_>) -> Result<(), WireE
             w.varint(t.len.into())
         }
         Frame::Symbol(s) => {
-            write_symbol_header(w, s.block_id, s.esi, s.block_len, s.payload.len())?;
+            write_symbol_header(w, s.block_id, s.esi, s.block_len, s.prefix, s.payload.len())?;
             w.bytes(s.payload)
         }
         Frame::RateReport {
@@ -709,181 +744,4 @@ pub fn stream_header_len(stream: u64, offset: u64, data_len: usize) -> usize {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn encode(f: impl FnOnce(&mut Writer<'_>)) -> Vec<u8> {
-        let mut buf = vec![0u8; 4096];
-        let mut w = Writer::new(&mut buf);
-        f(&mut w);
-        let n = w.len();
-        buf.truncate(n);
-        buf
-    }
-
-    #[test]
-    fn ack_ranges_round_trip() {
-        let ranges = [90..=100, 50..=80, 10..=10, 0..=5];
-        let bytes = encode(|w| write_ack(w, &ranges, 250).unwrap());
-        let frames: Vec<_> = Frames::new(&bytes).collect::<Result<_, _>>().unwrap();
-        let Frame::Ack(ack) = frames[0] else { panic!() };
-        assert_eq!((ack.largest, ack.delay_us), (100, 250));
-        assert_eq!(ack.ranges().collect::<Vec<_>>(), ranges.to_vec());
-    }
-
-    #[test]
-    fn ack_ranges_that_would_go_below_zero_are_refused() {
-        // largest 3, first range 3 (covers 0..=3), then a second range.
-        let bytes = [ACK, 3, 0, 1, 3, 0, 0];
-        assert!(Frames::new(&bytes).next().unwrap().is_err());
-        assert!(write_ack(&mut Writer::new(&mut [0; 64]), &[5..=9, 4..=4], 0).is_err());
-    }
-
-    #[test]
-    fn block_status_round_trips() {
-        let entries = [
-            BlockProgress {
-                block_id: 7,
-                useful: 3,
-                done: false,
-            },
-            BlockProgress {
-                block_id: 8,
-                useful: 40,
-                done: true,
-            },
-            BlockProgress {
-                block_id: 20,
-                useful: 0,
-                done: false,
-            },
-        ];
-        let bytes = encode(|w| write_block_status(w, 5, &entries).unwrap());
-        let Frame::BlockStatus(s) = Frames::new(&bytes).next().unwrap().unwrap() else {
-            panic!()
-        };
-        assert_eq!(s.done_below, 5);
-        assert_eq!(s.entries().collect::<Vec<_>>(), entries.to_vec());
-    }
-
-    #[test]
-    fn every_simple_frame_round_trips() {
-        let frames = [
-            Frame::Ping,
-            Frame::Train(TrainTag {
-                train_id: 9,
-                index: 3,
-                len: 32,
-            }),
-            Frame::Symbol(Symbol {
-                block_id: 1,
-                esi: 70_000,
-                block_len: 9000,
-                payload: b"abc",
-            }),
-            Frame::RateReport {
-                train_id: 4,
-                bytes_per_sec: 2_500_000,
-            },
-            Frame::MaxData(1 << 40),
-            Frame::MaxStreamData { stream: 4, max: 99 },
-            Frame::MaxBlocks(12),
-            Frame::DataBlocked(5),
-            Frame::StreamDataBlocked {
-                stream: 1,
-                limit: 2,
-            },
-            Frame::Close {
-                code: 3,
-                reason: b"bye",
-            },
-            Frame::ReceiveTime {
-                pn: 1 << 20,
-                time_us: 86_400_000_000,
-            },
-            Frame::PathChallenge(*b"12345678"),
-            Frame::PathResponse([0xff; 8]),
-            Frame::PathStatus {
-                path: 3,
-                seq: 1 << 30,
-                backup: true,
-            },
-            Frame::PathAbandon { path: 255, code: 2 },
-            Frame::PairProbe {
-                pair: 77,
-                second: true,
-            },
-            Frame::PairReport {
-                pair: 77,
-                first_us: 1 << 35,
-                dispersion_us: 1200,
-            },
-            Frame::Stream {
-                stream: 8,
-                offset: 1 << 33,
-                fin: true,
-                data: b"hello",
-            },
-            Frame::ResetStream {
-                stream: 8,
-                final_size: 10,
-                code: 1,
-            },
-        ];
-        let bytes = encode(|w| {
-            for f in &frames {
-                write_frame(w, f).unwrap();
-            }
-            w.pad_to(w.len() + 5).unwrap();
-        });
-        let parsed: Vec<_> = Frames::new(&bytes).collect::<Result<_, _>>().unwrap();
-        assert_eq!(&parsed[..frames.len()], &frames);
-        assert_eq!(parsed[frames.len()..], [Frame::Padding]);
-    }
-
-    #[test]
-    fn a_frame_that_does_not_fit_leaves_nothing_behind() {
-        let mut buf = [0u8; 6];
-        let mut w = Writer::new(&mut buf);
-        write_frame(&mut w, &Frame::Ping).unwrap();
-        let big = Frame::MaxStreamData {
-            stream: 1 << 20,
-            max: 1 << 40,
-        };
-        assert!(write_frame(&mut w, &big).is_err());
-        assert_eq!(w.len(), 1, "no half frame after the PING");
-        write_frame(&mut w, &Frame::MaxData(7)).unwrap();
-        assert_eq!(w.len(), 3);
-    }
-
-    #[test]
-    fn truncated_and_bad_path_frames_are_errors() {
-        for bad in [
-            &[PATH_CHALLENGE, 1, 2, 3][..],
-            &[PATH_RESPONSE][..],
-            &[PATH_STATUS, 1, 0, 2][..],
-            &[PATH_STATUS, 1][..],
-            &[PATH_ABANDON, 1][..],
-            &[PAIR_PROBE, 1, 2][..],
-            &[PAIR_PROBE, 1][..],
-            &[PAIR_REPORT, 1, 2][..],
-        ] {
-            assert!(
-                Frames::new(bad).next().unwrap().is_err(),
-                "{bad:?} should not parse"
-            );
-        }
-    }
-
-    #[test]
-    fn bad_frames_stop_the_iterator_with_an_error() {
-        assert_eq!(
-            Frames::new(&[0x3f]).next(),
-            Some(Err(WireError::UnknownFrameType(0x3f)))
-        );
-        let mut it = Frames::new(&[TRAIN, 1, 5, 5, PING]);
-        assert!(it.next().unwrap().is_err(), "index must be below len");
-        assert!(it.next().is_none(), "nothing after an error");
-        assert!(Frames::new(&[SYMBOL, 0, 0, 10, 0]).next().unwrap().is_err());
-    }
-}
+mod tests;

@@ -166,6 +166,7 @@ fn one_symbol_block(block_id: u32, content: &[u8], out: &mut Vec<u8>) {
             block_id,
             esi: 0,
             block_len: content.len() as u32,
+            prefix: None,
             payload: content,
         }),
     )
@@ -369,6 +370,7 @@ fn write_symbol(out: &mut Vec<u8>, block_id: u32, block_len: u32, payload: &[u8]
             // frames: only the decoder takes it.
             esi: 1,
             block_len,
+            prefix: None,
             payload,
         }),
     )
