@@ -184,6 +184,14 @@ struct TxBlock {
     unanswered: u32,
     /// Prefix repairs in flight: one lost is a loss to answer again.
     prefix_in_flight: Vec<u32>,
+    /// Sources declared lost among `0..known_fate`, and the prefix repairs
+    /// sent (and not lost) that answer them: every prefix repair covered
+    /// at most today's `known_fate`, so each answers one loss there. With
+    /// fates learnt out of order (several paths), an unanswered loss may
+    /// lie past the prefix while the prefix's own losses are answered
+    /// already: a prefix repair then would be useless.
+    lost_in_prefix: u32,
+    prefix_answered: u32,
     done: bool,
     /// Source symbols lost with a path that died: sent again as they were,
     /// before anything else of the block. Any repair would do for decoding,
@@ -211,11 +219,18 @@ impl TxBlock {
             if let Some(i) = self.prefix_in_flight.iter().position(|&e| e == esi) {
                 self.prefix_in_flight.swap_remove(i);
                 self.unanswered += u32::from(fate == LOST);
+                if fate == LOST {
+                    self.prefix_answered = self.prefix_answered.saturating_sub(1);
+                }
             }
             return;
         };
         let was = *f;
         *f = fate;
+        if esi < self.known_fate {
+            self.lost_in_prefix += u32::from(fate == LOST);
+            self.lost_in_prefix = self.lost_in_prefix.saturating_sub(u32::from(was == LOST));
+        }
         if fate == LOST {
             self.lowest_lost = self.lowest_lost.min(esi);
             self.unanswered += u32::from(was != LOST);
@@ -230,6 +245,7 @@ impl TxBlock {
                 .unwrap_or(u32::MAX);
         }
         while self.known_fate < self.k && self.fate[self.known_fate as usize] != UNKNOWN {
+            self.lost_in_prefix += u32::from(self.fate[self.known_fate as usize] == LOST);
             self.known_fate += 1;
         }
     }
@@ -247,6 +263,7 @@ impl TxBlock {
         (self.next_source >= self.k
             && self.unanswered > 0
             && self.lowest_lost < self.known_fate
+            && self.lost_in_prefix > self.prefix_answered
             && self.known_fate < self.k)
             .then_some(self.known_fate)
     }
@@ -425,6 +442,8 @@ impl CodedSender {
             lowest_lost: u32::MAX,
             unanswered: 0,
             prefix_in_flight: Vec::new(),
+            lost_in_prefix: 0,
+            prefix_answered: 0,
             resend: Vec::new(),
             done: false,
             target: std::cell::Cell::new((u32::MAX, 0, 0, 0)),
@@ -513,6 +532,7 @@ impl CodedSender {
             Some(covered) => {
                 b.encoder.write_prefix_symbol(s.esi, covered, out)?;
                 b.unanswered = b.unanswered.saturating_sub(1);
+                b.prefix_answered += 1;
                 b.prefix_in_flight.push(s.esi);
             }
             None => b.encoder.write_symbol(s.esi, out)?,

@@ -106,6 +106,23 @@ fn a_lost_prefix_repair_is_answered_again_with_a_prefix() {
 }
 
 #[test]
+fn a_loss_past_an_answered_prefix_gets_a_repair_over_the_whole_block() {
+    // Fates learnt out of order, as over two paths: source 0 is lost and
+    // answered by a repair over it alone; then source 3, on the fast
+    // path, is lost while 1 and 2 are still on the slow one. Another
+    // repair over source 0 alone would tell the receiver nothing.
+    let (mut s, mut out) = one_block_sent();
+    s.set_prefix_repairs(true);
+    s.on_lost(0, 0);
+    let n = s.next_symbol().unwrap();
+    assert_eq!(n.prefix, Some(1));
+    s.emit(n, &mut out).unwrap();
+    s.on_lost(0, 3);
+    let n = s.next_symbol().unwrap();
+    assert_eq!(n.prefix, None, "the loss lies past the prefix");
+}
+
+#[test]
 fn without_the_peers_consent_or_with_raptorq_repairs_cover_the_whole_block() {
     let (mut s, _) = one_block_sent();
     s.on_acked(0, 0);
