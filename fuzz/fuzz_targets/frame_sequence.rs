@@ -1,6 +1,6 @@
 //! Sequences of frames through a full connection: a client and a server
 //! endpoint shake hands in virtual time, then each piece of the input
-//! (split at 0xFF 0xFF) is sealed as the body of one protected packet from
+//! (split at each 0xFF byte) is sealed as the body of one protected packet from
 //! the client (`Connection::hostile_packet`) and handed to the server,
 //! which answers. The server must never panic, and a connection still
 //! open must hold no more than its memory budget after every packet. The
@@ -42,8 +42,8 @@ struct Pair {
 
 /// Shakes hands once per process. Every run starts from a copy of the
 /// same established pair: the handshake's key exchanges took nearly all of
-/// a run's time, and a copy is the same state a fresh handshake with these
-/// seeds reaches.
+/// a run's time. The keys differ from process to process (OS randomness),
+/// but the frames the input chooses, not the keys, drive the server.
 fn established() -> Pair {
     let server_kp = Keypair::generate();
     let mut scfg = Config::new(server_kp.clone());

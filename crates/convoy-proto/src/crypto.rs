@@ -157,7 +157,7 @@ pub fn cpu_has_aes_gcm() -> bool {
 }
 
 /// Seals or opens the packets of one direction.
-#[derive(Clone)]
+#[cfg_attr(feature = "fuzzing", derive(Clone))]
 pub struct PacketKey {
     key: LessSafeKey,
 }
@@ -240,7 +240,7 @@ pub const DEFAULT_KEY_UPDATE_PACKETS: u64 = 1 << 30;
 /// acknowledged: the receiver then holds the current key, so one bit is
 /// enough to tell it when to move too. The two directions update on their
 /// own.
-#[derive(Clone)]
+#[cfg_attr(feature = "fuzzing", derive(Clone))]
 pub struct SendKeys {
     aead: Aead,
     secret: [u8; 32],
@@ -316,7 +316,7 @@ impl SendKeys {
 /// The receiving direction's keys: the current one, the previous one (for
 /// packets reordered across an update) and the next one, tried when a
 /// packet arrives with the other phase bit.
-#[derive(Clone)]
+#[cfg_attr(feature = "fuzzing", derive(Clone))]
 pub struct RecvKeys {
     aead: Aead,
     current: PacketKey,
@@ -385,7 +385,7 @@ impl RecvKeys {
 /// Stateless address-validation tokens (the server's Retry cookies): a
 /// timestamp and a keyed BLAKE3 MAC over the client's address and connection
 /// id. The server keeps no state per token.
-#[derive(Clone)]
+#[cfg_attr(feature = "fuzzing", derive(Clone))]
 pub struct CookieKey {
     key: [u8; 32],
 }

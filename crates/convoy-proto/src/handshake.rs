@@ -146,7 +146,7 @@ fn flag(set: bool, bit: u64) -> u64 {
 }
 
 /// The result of a finished handshake.
-#[derive(Clone)]
+#[cfg_attr(feature = "fuzzing", derive(Clone))]
 pub struct Established {
     pub send: SendKeys,
     pub recv: RecvKeys,

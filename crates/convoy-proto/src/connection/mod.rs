@@ -218,7 +218,7 @@ pub(crate) struct Accepted {
     pub validated: bool,
 }
 
-#[derive(Clone)]
+#[cfg_attr(feature = "fuzzing", derive(Clone))]
 pub(crate) struct Established1Rtt {
     pub send: SendKeys,
     pub recv: RecvKeys,
