@@ -141,6 +141,23 @@ pub fn proc_status_kib(pid: u32, field: &str) -> Option<u64> {
         .and_then(|v| v.split_whitespace().next()?.parse().ok())
 }
 
+/// CPU seconds (user + system) a process, or with `task`, one of its
+/// threads, has used: /proc/PID[/task/TID]/stat fields 14 and 15.
+pub fn proc_cpu_seconds(pid: u32, task: Option<u32>) -> Option<f64> {
+    let path = match task {
+        Some(tid) => format!("/proc/{pid}/task/{tid}/stat"),
+        None => format!("/proc/{pid}/stat"),
+    };
+    let text = std::fs::read_to_string(path).ok()?;
+    // The command name (field 2) may hold spaces: count from its ')'.
+    let rest = &text[text.rfind(')')? + 1..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: u64 = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
+    // SAFETY: plain sysconf query.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    Some(ticks as f64 / hz)
+}
+
 /// Samples a process's resident memory (VmRSS) every 100 ms until
 /// stopped; `finish` gives the peak in KiB.
 pub struct RssSampler {

@@ -211,11 +211,15 @@ pub(super) fn attack_run(
         }
         Ok(a)
     };
-    let mut a = connect(if attack == "preauth" {
-        Keypair::generate()
-    } else {
-        rogue
-    })?;
+    // Each round's key: the rogue's, or a new one the registry never saw.
+    let key = || {
+        if attack == "preauth" {
+            Keypair::generate()
+        } else {
+            rogue.clone()
+        }
+    };
+    let mut a = connect(key())?;
     let mut past = AttackOutcome {
         established: 0,
         opened: 0,
@@ -237,18 +241,24 @@ pub(super) fn attack_run(
     while Instant::now() < end || !stop.load(Ordering::SeqCst) {
         a.pump();
         established = established.max(a.established());
-        // A key the registry does not know is refused once its handshake
-        // is done; a persistent attacker comes back with a fresh key, so
-        // the server does the handshake's key exchanges and a registry
-        // lookup again, for as long as the attack lasts.
-        // The XX half is refused without an answer and would only time
-        // out: a round ends once the IK half has been refused.
-        if attack == "preauth" && (a.all_closed() || a.refused_after(Duration::from_millis(500))) {
+        // A persistent attacker: once the server has closed or refused
+        // every connection of a round, it comes back with as many (the
+        // rogue with its key, preauth with a fresh key, so the server pays
+        // the handshake's key exchanges and a registry lookup again), for
+        // as long as the attack lasts. The XX half of preauth is refused
+        // without an answer and would only time out: a round also ends
+        // once no connection is left open 500 ms into it.
+        if a.all_closed() || a.refused_after(Duration::from_millis(500)) {
             let mut round = a.outcome();
             round.established = established;
             past.absorb(round);
-            a = connect(Keypair::generate())?;
-            (next_block, blocks_sent, established) = (vec![0; n], vec![false; n], 0);
+            a = connect(key())?;
+            next_block = vec![0; n];
+            next_stream = vec![0; n];
+            next_offset = vec![1; n];
+            blocks_sent = vec![false; n];
+            reset_sent = vec![false; n];
+            established = 0;
         }
         for i in 0..n {
             let h = a.conns[i];

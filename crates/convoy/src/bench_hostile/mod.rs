@@ -32,7 +32,7 @@ use convoy_proto::{Keypair, Mode};
 
 use attack::attack_run;
 
-use crate::bench_server::{proc_status_kib, RssSampler};
+use crate::bench_server::{proc_cpu_seconds, proc_status_kib, RssSampler};
 
 /// Every attack, in the order they run.
 pub const ATTACKS: &[&str] = &["blocks", "preauth", "streams", "pieces", "reset"];
@@ -162,6 +162,11 @@ struct AttackReport {
     goodput_alone_mbit: f64,
     goodput_attacked_mbit: f64,
     goodput_ratio: f64,
+    /// Server CPU seconds over the honest rounds alone, over the attack
+    /// (its honest rounds included), and the attacking thread's own.
+    server_cpu_alone_s: f64,
+    server_cpu_attacked_s: f64,
+    attacker_cpu_s: f64,
 }
 
 impl AttackReport {
@@ -182,6 +187,9 @@ impl AttackReport {
             "honest_goodput_alone_mbit_s": round1(self.goodput_alone_mbit),
             "honest_goodput_attacked_mbit_s": round1(self.goodput_attacked_mbit),
             "goodput_ratio": (self.goodput_ratio * 100.0).round() / 100.0,
+            "server_cpu_alone_s": round1(self.server_cpu_alone_s),
+            "server_cpu_attacked_s": round1(self.server_cpu_attacked_s),
+            "attacker_cpu_s": round1(self.attacker_cpu_s),
             "pass": pass,
         })
     }
@@ -194,7 +202,7 @@ impl AttackReport {
             .map(|(c, n)| format!("{n}x{c:#x}"))
             .collect();
         format!(
-            "{:<8} {} conns: server RSS {:.0} -> peak {:.0} MB{}; {}/{} attackers established, {} of {} closed by the server [{}]{}; honest {} at {:.1} Mbit/s vs {:.1} alone ({:.2}x, medians) -> {}",
+            "{:<8} {} conns: server RSS {:.0} -> peak {:.0} MB{}; {}/{} attackers established, {} of {} closed by the server [{}]{}; honest {} at {:.1} Mbit/s vs {:.1} alone ({:.2}x, medians); server CPU {:.1} s alone, {:.1} s attacked; attacker {:.1} s -> {}",
             self.attack,
             self.connections,
             self.rss_before_mb,
@@ -213,6 +221,9 @@ impl AttackReport {
             self.goodput_attacked_mbit,
             self.goodput_alone_mbit,
             self.goodput_ratio,
+            self.server_cpu_alone_s,
+            self.server_cpu_attacked_s,
+            self.attacker_cpu_s,
             if pass { "pass" } else { "FAIL" },
         )
     }
@@ -444,8 +455,14 @@ fn run_attack(
     let mut server = FleetServer::start(bin, plan.honest, memory_limit_mb)?;
     // A warm-up round first (the server's registry, the page cache), not
     // counted: it came out slower than the rest.
+    // The server's CPU over the rounds alone and over the attack: whether
+    // an attack's cost lands on the server, or on the machine the bench
+    // shares with it (the attacker runs here too).
+    let server_cpu = || proc_cpu_seconds(server.pid(), None).unwrap_or(0.0);
+    let mut cpu_alone = 0.0;
     let alone = if plan.honest > 0 {
         honest_uploads(&server, plan.honest_bytes, "warm-up")?;
+        cpu_alone = server_cpu();
         let mut rounds = Vec::new();
         for r in 0..plan.rounds {
             rounds.push(honest_uploads(
@@ -458,6 +475,8 @@ fn run_attack(
     } else {
         0.0
     };
+    cpu_alone = server_cpu() - cpu_alone;
+    let cpu_attack_start = server_cpu();
     let rss_before_mb = server.status_kib("VmRSS") as f64 / 1024.0;
     let sampler = RssSampler::start(server.pid());
     let (target, public) = (server.addr, server.public);
@@ -467,7 +486,11 @@ fn run_attack(
     let attacker = {
         let stop = stop.clone();
         std::thread::spawn(move || {
-            attack_run(attack, target, public, rogue, connections, seconds, stop)
+            // SAFETY: plain syscall.
+            let tid = unsafe { libc::gettid() } as u32;
+            let out = attack_run(attack, target, public, rogue, connections, seconds, stop);
+            let cpu = proc_cpu_seconds(std::process::id(), Some(tid)).unwrap_or(0.0);
+            out.map(|o| (o, cpu))
         })
     };
     let honest = if plan.honest > 0 {
@@ -481,7 +504,8 @@ fn run_attack(
         Ok(0.0)
     };
     stop.store(true, Ordering::SeqCst);
-    let outcome = attacker
+    let cpu_attacked = server_cpu() - cpu_attack_start;
+    let (outcome, attacker_cpu) = attacker
         .join()
         .map_err(|_| anyhow::anyhow!("the attacker panicked"))??;
     let peak_kib = sampler.finish().max(server.status_kib("VmHWM"));
@@ -508,6 +532,9 @@ fn run_attack(
         goodput_alone_mbit: alone,
         goodput_attacked_mbit: attacked,
         goodput_ratio: if alone > 0.0 { attacked / alone } else { 1.0 },
+        server_cpu_alone_s: cpu_alone,
+        server_cpu_attacked_s: cpu_attacked,
+        attacker_cpu_s: attacker_cpu,
     })
 }
 
