@@ -201,6 +201,14 @@ pub struct Config {
     /// clients that have not proven their address; beyond it, Retry. A
     /// flood of spoofed Initials then costs one MAC each, not a Noise DH.
     pub retry_rate: u32,
+    /// Server: handshakes per second an address may begin for
+    /// `offender_hold` after a connection from it was closed for its own
+    /// fault (a protocol violation, or refused by the application);
+    /// beyond it, its Initials are dropped before any key exchange. A
+    /// rate, not a ban: vehicles share addresses behind carrier NAT.
+    /// 0 turns the gate off.
+    pub offender_rate: u32,
+    pub offender_hold: Duration,
     /// The server and worker our connection ids name (QUIC-LB layout,
     /// `crate::cid`).
     pub routing: crate::cid::Routing,
@@ -252,6 +260,8 @@ impl Config {
             allowed_peers: None,
             retry_threshold: 64,
             retry_rate: 500,
+            offender_rate: 16,
+            offender_hold: Duration::from_secs(10),
             routing: crate::cid::Routing::default(),
             key_update_packets: 1 << 30,
             aead: AeadChoice::Auto,

@@ -230,6 +230,7 @@ pub fn run_server(
         "retries_dropped": e.retries_dropped, "tokens_accepted": e.tokens_accepted,
         "unproven_expired": e.unproven_expired, "accepted": e.accepted,
         "replays": e.replays, "auth_failures": e.auth_failures,
+        "offender_drops": e.offender_drops,
     });
     if json {
         println!(
@@ -242,8 +243,8 @@ pub fn run_server(
             stats.workers, d.datagrams_received, d.recv_syscalls, d.datagrams_sent, d.send_syscalls, d.receive_drops
         );
         eprintln!(
-            "convoy: refused: {} malformed, {} for no connection, {} failed handshakes, {} replays, {} failed authentication; {} Retries sent",
-            e.malformed, e.unknown_connection, e.handshake_failures, e.replays, e.auth_failures, e.retries_sent
+            "convoy: refused: {} malformed, {} for no connection, {} failed handshakes, {} replays, {} failed authentication, {} handshakes from held offenders; {} Retries sent",
+            e.malformed, e.unknown_connection, e.handshake_failures, e.replays, e.auth_failures, e.offender_drops, e.retries_sent
         );
     }
     Ok(())

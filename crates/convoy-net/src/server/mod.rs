@@ -399,6 +399,7 @@ fn add_endpoint_stats(a: EndpointStats, b: EndpointStats) -> EndpointStats {
         accepted: a.accepted + b.accepted,
         replays: a.replays + b.replays,
         auth_failures: a.auth_failures + b.auth_failures,
+        offender_drops: a.offender_drops + b.offender_drops,
     }
 }
 

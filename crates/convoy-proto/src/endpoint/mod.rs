@@ -6,6 +6,7 @@
 //! serves thousands of connections.
 
 mod admission;
+mod offenders;
 mod schedule;
 
 use std::collections::{HashMap, VecDeque};
@@ -76,6 +77,9 @@ pub struct EndpointStats {
     /// packets that failed authentication (see [`Endpoint::totals`]).
     pub replays: u64,
     pub auth_failures: u64,
+    /// Initials dropped unread from an address whose connections were
+    /// just closed for its own fault, beyond its handshake rate.
+    pub offender_drops: u64,
 }
 
 /// A connection and its bookkeeping.
@@ -101,6 +105,10 @@ pub struct Endpoint {
     accept_queue: VecDeque<ConnectionHandle>,
     schedule: Schedule,
     admission: Admission,
+    offenders: offenders::Offenders,
+    /// The latest time the application gave us (`handle`,
+    /// `handle_timeout`): `remove` takes none.
+    last_now: Duration,
     touched: Vec<ConnectionHandle>,
     stats: EndpointStats,
 }
@@ -116,6 +124,7 @@ impl Endpoint {
         };
         let cookies = CookieKey::new(rng.random());
         let admission = Admission::new(cfg.retry_threshold, cfg.retry_rate);
+        let offenders = offenders::Offenders::new(cfg.offender_rate, cfg.offender_hold);
         Ok(Endpoint {
             cfg: Arc::new(cfg),
             is_server,
@@ -128,6 +137,8 @@ impl Endpoint {
             accept_queue: VecDeque::new(),
             schedule: Schedule::default(),
             admission,
+            offenders,
+            last_now: Duration::ZERO,
             touched: Vec::new(),
             stats: EndpointStats::default(),
         })
@@ -293,6 +304,19 @@ impl Endpoint {
     /// Forgets a connection (after its `Closed` event).
     pub fn remove(&mut self, h: ConnectionHandle) -> Option<Connection> {
         let slot = self.slots.remove(&h.0)?;
+        if slot.conn.role == crate::connection::Role::Server {
+            // Closed for the peer's own fault: a protocol violation, or an
+            // application refusal (a close with a non-zero code).
+            let fault = match slot.conn.close_reason() {
+                Some(CloseReason::ProtocolViolation(_)) => true,
+                Some(CloseReason::Local { code }) => *code != 0,
+                _ => false,
+            };
+            if fault {
+                let ip = slot.conn.remote_address().ip();
+                self.offenders.offend(ip, self.last_now);
+            }
+        }
         self.schedule.forget(h.0, &slot.place);
         for cid in &slot.cids {
             if self.by_cid.get(cid) == Some(&h.0) {
@@ -308,6 +332,7 @@ impl Endpoint {
     /// Takes one received datagram. `now` should be the receive time
     /// (a kernel timestamp when the driver has one).
     pub fn handle(&mut self, now: Duration, remote: SocketAddr, datagram: &[u8]) {
+        self.last_now = self.last_now.max(now);
         let packet = match wire::packet::parse(datagram) {
             Ok(p) => p,
             Err(_) => {
@@ -367,6 +392,10 @@ impl Endpoint {
         noise: &[u8],
         len: usize,
     ) {
+        if !self.offenders.admit(remote.ip(), now) {
+            self.stats.offender_drops += 1;
+            return;
+        }
         let validated = !token.is_empty()
             && self
                 .cookies
@@ -519,6 +548,7 @@ impl Endpoint {
 
     /// Runs the timers that are due.
     pub fn handle_timeout(&mut self, now: Duration) {
+        self.last_now = self.last_now.max(now);
         while self.admission.next_expiry().is_some_and(|t| t <= now) {
             let (_, h) = self.admission.unproven.pop_front().expect("listed");
             if let Some(s) = self.slots.get_mut(&h.0) {

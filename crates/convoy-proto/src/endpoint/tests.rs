@@ -366,3 +366,68 @@ fn a_rebound_client_address_is_validated_before_it_gets_more_than_three_times() 
     assert_eq!(t.received, 3_000_000);
     assert_eq!(t.s.connection(t.sh).unwrap().remote_address(), rebound);
 }
+
+#[test]
+fn an_address_closed_for_its_own_fault_gets_a_small_handshake_rate() {
+    let (mut s, kp) = server(64, 500);
+    let mut now = Duration::ZERO;
+    let mut c = client();
+    c.connect(now, addr(0), Some(&kp.public)).unwrap();
+    exchange(&mut c, &mut s, &mut now, 5);
+    let sh = s.accept().expect("accepted");
+    // The application refuses the key (as convoy-net's authorizer does).
+    s.connection(sh).unwrap().close(0x4e4f, "refused");
+    exchange(&mut c, &mut s, &mut now, 5);
+    assert!(matches!(
+        s.connection(sh).unwrap().close_reason(),
+        Some(CloseReason::Local { code: 0x4e4f })
+    ));
+    s.remove(sh);
+    // The same address comes straight back: dropped unread, before any
+    // key exchange.
+    let mut again = client();
+    again.connect(now, addr(0), Some(&kp.public)).unwrap();
+    for (_, d) in drain(&mut again, now) {
+        s.handle(now, addr(1), &d);
+    }
+    assert_eq!(s.accept(), None);
+    assert_eq!(s.stats().offender_drops, 1);
+    // Another address is not held...
+    let mut other = client();
+    other.connect(now, addr(0), Some(&kp.public)).unwrap();
+    for (_, d) in drain(&mut other, now) {
+        s.handle(now, addr(2), &d);
+    }
+    assert!(s.accept().is_some(), "another address gets in");
+    // ...and the held one gets in at its rate (16 a second by default):
+    // an Initial 100 ms on is read.
+    now += 100 * MS;
+    // (Another seed: the same seed would pick `other`'s connection ids.)
+    let mut later = {
+        let mut cfg = Config::new(Keypair::generate());
+        cfg.seed = Some(3);
+        Endpoint::new(cfg, false).unwrap()
+    };
+    later.connect(now, addr(0), Some(&kp.public)).unwrap();
+    for (_, d) in drain(&mut later, now) {
+        s.handle(now, addr(1), &d);
+    }
+    assert!(s.accept().is_some(), "the held address, at its rate");
+    // A clean close (code 0) holds nobody.
+    let (mut s2, kp2) = server(64, 500);
+    let mut now2 = Duration::ZERO;
+    let mut c2 = client();
+    c2.connect(now2, addr(0), Some(&kp2.public)).unwrap();
+    exchange(&mut c2, &mut s2, &mut now2, 5);
+    let h2 = s2.accept().unwrap();
+    s2.connection(h2).unwrap().close(0, "done");
+    exchange(&mut c2, &mut s2, &mut now2, 5);
+    s2.remove(h2);
+    let mut c3 = client();
+    c3.connect(now2, addr(0), Some(&kp2.public)).unwrap();
+    for (_, d) in drain(&mut c3, now2) {
+        s2.handle(now2, addr(1), &d);
+    }
+    assert!(s2.accept().is_some());
+    assert_eq!(s2.stats().offender_drops, 0);
+}

@@ -53,7 +53,10 @@ struct Attacker {
 
 impl Attacker {
     fn new(kp: Keypair, code: CodeKind) -> Result<Attacker> {
-        let sock = UdpSocket::bind("127.0.0.1:0").context("attacker socket")?;
+        // Another host than the honest vehicles' (127.0.0.1), as an
+        // attacker is: the server holds back an address it closed for a
+        // fault, and loopback's 127/8 gives each its own.
+        let sock = UdpSocket::bind("127.0.0.2:0").context("attacker socket")?;
         sock.set_nonblocking(true)?;
         let mut cfg = Config::for_mode(kp, Mode::Tide).with_code(code);
         cfg.handshake_timeout = Duration::from_secs(3);

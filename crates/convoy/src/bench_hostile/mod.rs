@@ -12,7 +12,8 @@
 //! limit (`--server-memory-limit`), so an attack that would take the
 //! machine's memory ends the server instead.
 //!
-//! Traffic goes only to 127.0.0.1; every attack is bounded in time and
+//! Traffic stays on loopback (honest vehicles on 127.0.0.1, the attacker
+//! on 127.0.0.2); every attack is bounded in time and
 //! count, and the server and its directory are removed on every exit path.
 
 mod attack;
