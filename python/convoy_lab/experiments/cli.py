@@ -195,7 +195,8 @@ def parser() -> argparse.ArgumentParser:
                      "smart-ap, background: one factor multiplying the schedule's times (0.5: half length)")
     run.add_argument("--only", help="smart-ap, background: only the cells matching these comma-separated tokens")
     run.add_argument("--remeasure", action="store_true",
-                     help="smart-ap, background, mp-*: recompute the figures from the kept run directories, run nothing")
+                     help="smart-ap, background, mp-*, incumbents: recompute the figures from the kept run "
+                     "directories, run nothing")
     common(run)
     common(sub.add_parser("demo", help=f"the short default subset ({', '.join(DEMO)}), then the report"))
     common(sub.add_parser("reproduce", help="every experiment at full length, then the report"))
@@ -348,11 +349,14 @@ def _incumbents(args) -> int:
     """convoy beside MQTT + S3 and HTTPS PUT (convoy_lab.experiments.incumbents):
     stacks, not schemes of one sender, so a run of its own."""
     stacks = [s.strip() for s in args.schemes.split(",")] if args.schemes else None
-    s = incumbents.settings_from(args.trace, args.loss, stacks, args.quick)
-    convoy_binary()
-    check_emulator()
-    args.out.mkdir(parents=True, exist_ok=True)
-    df, meta = incumbents.run(s, args.out)
+    if args.remeasure:
+        df, meta = incumbents.remeasure(args.out)
+    else:
+        s = incumbents.settings_from(args.trace, args.loss, stacks, args.quick)
+        convoy_binary()
+        check_emulator()
+        args.out.mkdir(parents=True, exist_ok=True)
+        df, meta = incumbents.run(s, args.out)
     if args.json:
         print(json.dumps(incumbents.as_json(df, meta), indent=1))
     else:

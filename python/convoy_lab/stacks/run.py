@@ -124,11 +124,17 @@ def figures(stack: str, root: Path, trace: Path, plan: Plan) -> dict:
     else:
         shown, stored = _newest_shown(rec["arrivals"]), [t for _, t in rec["arrivals"]]
     at = lambda s: link0 + int(s * 1e9)  # noqa: E731 -- link time (s) to host ns
-    # Live samples: taken while the link is up (none can arrive during the
-    # outage), after the first two seconds of connection set-up.
-    live = (freshness_in(shown, sent, at(2), at(plan.before_s))
-            + freshness_in(shown, sent, at(plan.outage_end_s), at(plan.generate_s)))
-    steady = freshness_in(shown, sent, at(2), at(plan.before_s - 1))
+    # Live samples: taken while the link is up, after the first two seconds
+    # of connection set-up. Those of the last 2 s before the outage are left
+    # out, as `fleet lte` does: a sample still in its segment, its socket
+    # buffer or the link's queue when the link goes waits out the outage
+    # whatever the stack, which is the outage's figure, not the stack's.
+    steady = freshness_in(shown, sent, at(2), at(plan.before_s - 2))
+    live = steady + freshness_in(shown, sent, at(plan.outage_end_s), at(plan.generate_s))
+    # How long after the link came back the server first had a sample
+    # taken after it: reconnection (TCP's backed-off retransmission timer,
+    # MQTT's keep-alive, the agent's idle timeout) plus delivery.
+    back = next((seen for seen, t in shown if t >= at(plan.outage_end_s)), None)
     considered = set(sent)
     got = set(stored)
     sample_bytes = len(sample(sent[0], 45.000001)) if sent else 0
@@ -141,6 +147,7 @@ def figures(stack: str, root: Path, trace: Path, plan: Plan) -> dict:
     out = {
         "fresh_p50_s": pct(live, 0.5), "fresh_p99_s": pct(live, 0.99),
         "fresh_steady_p99_s": pct(steady, 0.99), "fresh_samples": len(live),
+        "recover_s": (back - at(plan.outage_end_s)) / 1e9 if back is not None else math.nan,
         "samples_sent": len(sent), "samples_lost": len(considered - got),
         "samples_duplicated": len(stored) - len(got),
         "files_sent": len(files), "files_lost": len(lost_files),
