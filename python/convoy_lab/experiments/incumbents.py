@@ -168,19 +168,21 @@ def _f(v, fmt="{:.2f}") -> str:
 
 def table_rows(df: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
     headers = ["trace", "loss", "stack", "fresh p50 s", "fresh p99 s", "back s", "log drain Mbit/s (of cap.)",
-               "camera s", "air/payload", "samples lost/dup", "files lost (bytes)", "CPU vehicle s (%)",
+               "log wait p50/p99 s", "camera s", "air/payload", "samples lost/dup", "files lost (bytes)", "CPU vehicle s (%)",
                "CPU server s"]
     rows = []
     for _, r in df.iterrows():
         if pd.isna(r.get("samples_sent", math.nan)):  # nothing measured: say why
             rows.append([r["trace"], f"{r['loss_pct']:g} %", r["stack"], r["status"], r["error"][:60],
-                         *[""] * 8])
+                         *[""] * 9])
             continue
         drain = (f"{_f(r['drain_mbit_s'])} ({_f(r['drain_of_capacity'], '{:.0%}')})"
                  if pd.notna(r.get("drain_mbit_s")) else f"not drained ({r.get('log_backlog_unacked', '?'):g} left)")
         rows.append([
             r["trace"], f"{r['loss_pct']:g} %", r["stack"] + ("" if r["status"] == "ok" else f" ({r['status']})"),
-            _f(r["fresh_p50_s"]), _f(r["fresh_p99_s"]), _f(r.get("recover_s", math.nan), "{:.1f}"), drain, _f(r["camera_s"], "{:.1f}"),
+            _f(r["fresh_p50_s"]), _f(r["fresh_p99_s"]), _f(r.get("recover_s", math.nan), "{:.1f}"), drain,
+            f"{_f(r.get('log_wait_p50_s', math.nan), '{:.1f}')}/{_f(r.get('log_wait_p99_s', math.nan), '{:.1f}')}",
+            _f(r["camera_s"], "{:.1f}"),
             _f(r["air_per_payload"], "{:.3f}"), f"{r['samples_lost']:g}/{r['samples_duplicated']:g}",
             f"{r['files_lost']:g} ({r['bytes_lost']:g})",
             f"{_f(r['vehicle_cpu_s'], '{:.1f}')} ({_f(r['vehicle_cpu_pct'], '{:.1f}')})",

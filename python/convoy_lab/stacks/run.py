@@ -171,6 +171,12 @@ def figures(stack: str, root: Path, trace: Path, plan: Plan) -> dict:
     out["camera_s"] = ((acks[camera["name"]] - camera["created_ns"]) / 1e9
                        if camera and camera["name"] in acks else math.nan)
     out.update(_drain(files, acks, link0, trace, plan))
+    # Every log's wait from its creation to its acknowledgement: the drain
+    # is one backlog's figure, this is what a log waits behind the camera
+    # file (a log never acknowledged counts as waiting until the end).
+    waits = [((acks.get(f["name"]) or client["ended_ns"]) - f["created_ns"]) / 1e9
+             for f in files if f["kind"] == "inbox-logs"]
+    out.update(log_wait_p50_s=pct(waits, 0.5), log_wait_p99_s=pct(waits, 0.99))
     air = air_bytes(root / "records")
     payload = sample_bytes * len(got & considered) + sum(f["bytes"] for f in files if f["name"] in intact)
     out.update(air_up_bytes=air["up"], air_down_bytes=air["down"], payload_bytes=payload,
