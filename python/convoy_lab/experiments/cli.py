@@ -357,10 +357,12 @@ def _incumbents(args) -> int:
         check_emulator()
         args.out.mkdir(parents=True, exist_ok=True)
         df, meta = incumbents.run(s, args.out)
+    path = report.write_report(args.out)
     if args.json:
-        print(json.dumps(incumbents.as_json(df, meta), indent=1))
+        print(json.dumps({"report": str(path.resolve()), **incumbents.as_json(df, meta)}, indent=1))
     else:
         incumbents.print_result(df, meta)
+        print(f"\nreport: {path.resolve()}")
     return 0 if (df["status"] == "ok").all() else 1
 
 

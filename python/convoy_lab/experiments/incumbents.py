@@ -215,6 +215,34 @@ def as_json(df: pd.DataFrame, meta: dict) -> dict:
             "rows": [{k: clean(v) for k, v in r.items()} for r in df.to_dict("records")]}
 
 
+def report_section(out: Path) -> str | None:
+    """The report's section: the table, the targets, the plot and the
+    command behind them."""
+    import html
+
+    from ..report.html import _html_table, _img
+
+    d = out / NAME
+    if not (d / "runs.csv").is_file() or not (d / "meta.json").is_file():
+        return None
+    df = pd.read_csv(d / "runs.csv")
+    df["error"] = df["error"].astype(str).replace("nan", "")
+    meta = json.loads((d / "meta.json").read_text())
+    cmd = f".venv/bin/python -m convoy_lab.experiments run {NAME}" + (" --quick" if meta.get("quick") else "")
+    parts = [f'<h2 id="{NAME}">{html.escape(TITLE)}</h2>',
+             f"<p>Regenerate: <code>{html.escape(cmd)}</code>; traces {html.escape(', '.join(meta['traces']))}, "
+             f"losses {meta['losses_pct']} %, measured {html.escape(meta['started'])}.</p>",
+             _html_table(*table_rows(df)),
+             "<h3>Targets (issue 35)</h3>",
+             _html_table(["target", "trace", "loss", "measured", "", "detail"],
+                         [[c["target"], c["trace"], f"{c['loss_pct']:g} %", _f(c["value"]),
+                           "n/a" if c["met"] is None else "met" if c["met"] else "MISSED", c["detail"]]
+                          for c in checks(df)])]
+    if (d / f"{NAME}.png").is_file():
+        parts.append(_img(d / f"{NAME}.png"))
+    return "\n".join(parts)
+
+
 def plot(df: pd.DataFrame, path: Path) -> None:
     import matplotlib
 
@@ -222,7 +250,8 @@ def plot(df: pd.DataFrame, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     measures = [("fresh_p99_s", "live freshness p99, s"), ("drain_mbit_s", "log drain, Mbit/s"),
-                ("camera_s", "camera file done, s"), ("air_per_payload", "air bytes / payload byte")]
+                ("log_wait_p99_s", "log wait p99, s"), ("camera_s", "camera file done, s"),
+                ("air_per_payload", "air bytes / payload byte")]
     ok = df[df["status"] == "ok"]
     conds = sorted({(t, l) for t, l in zip(ok["trace"], ok["loss_pct"])})
     fig, axes = plt.subplots(1, len(measures), figsize=(4 * len(measures), 3.6))
