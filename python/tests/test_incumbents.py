@@ -9,7 +9,8 @@ import math
 import pandas as pd
 import pytest
 
-from convoy_lab.experiments import incumbents
+from convoy_lab.analysis.incumbents import checks
+from convoy_lab.report.incumbents import table_rows
 from convoy_lab.stacks import run as stacks_run
 from convoy_lab.stacks.workload import Plan, sample, sample_times
 
@@ -61,7 +62,7 @@ def test_checks_compare_convoy_with_each_incumbent_by_the_issue_limits():
         _row("mqtt-s3", 2, fresh_p99_s=1.0, drain_mbit_s=2.0),
         _row("https-put", 2, camera_s=60.0),
     ])
-    got = {c["target"].split(":")[0]: c for c in incumbents.checks(df)}
+    got = {c["target"].split(":")[0]: c for c in checks(df)}
     assert got["freshness p99"]["value"] == pytest.approx(0.4) and got["freshness p99"]["met"]
     assert got["log drain"]["value"] == pytest.approx(1.5) and got["log drain"]["met"]
     assert got["camera file"]["value"] == pytest.approx(1.5) and got["camera file"]["met"]
@@ -69,7 +70,7 @@ def test_checks_compare_convoy_with_each_incumbent_by_the_issue_limits():
     # One duplicated sample is a miss, and a missing incumbent row is n/a, not a pass.
     df.loc[0, "samples_duplicated"] = 1
     df = df[df["stack"] != "https-put"]
-    got = {c["target"].split(":")[0]: c for c in incumbents.checks(df)}
+    got = {c["target"].split(":")[0]: c for c in checks(df)}
     assert got["convoy"]["met"] is False
     assert got["camera file"]["met"] is None and math.isnan(got["camera file"]["value"])
 
@@ -77,6 +78,6 @@ def test_checks_compare_convoy_with_each_incumbent_by_the_issue_limits():
 def test_the_table_says_why_a_run_measured_nothing():
     df = pd.DataFrame([_row("convoy", 0), {"stack": "mqtt-s3", "trace": "T.up", "loss_pct": 0.0,
                                            "status": "skipped", "error": "mosquitto not installed"}])
-    headers, rows = incumbents.table_rows(df)
+    headers, rows = table_rows(df)
     assert len(rows) == 2 and len(rows[0]) == len(headers)
     assert rows[1][3] == "skipped" and "mosquitto" in rows[1][4]

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from convoy_lab.analysis.incumbents import checks
 from convoy_lab.experiments import incumbents
 from convoy_lab.runner import ConvoyNotFound, convoy_binary
 
@@ -48,4 +49,4 @@ def test_three_stacks_over_one_trace_are_measured_and_convoy_loses_nothing(tmp_p
     assert c["camera_s"] > 0 and c["log_backlog_unacked"] == 0
     assert (tmp_path / "incumbents" / "runs.csv").is_file() and (tmp_path / "incumbents" / "incumbents.png").is_file()
     assert json.loads((tmp_path / "incumbents" / "meta.json").read_text())["quick"] is True
-    assert len(incumbents.checks(df)) == 5
+    assert len(checks(df)) == 5

@@ -348,6 +348,8 @@ def _faults(args) -> int:
 def _incumbents(args) -> int:
     """convoy beside MQTT + S3 and HTTPS PUT (convoy_lab.experiments.incumbents):
     stacks, not schemes of one sender, so a run of its own."""
+    from ..report import incumbents as incumbents_report
+
     stacks = [s.strip() for s in args.schemes.split(",")] if args.schemes else None
     if args.remeasure:
         df, meta = incumbents.remeasure(args.out)
@@ -359,9 +361,9 @@ def _incumbents(args) -> int:
         df, meta = incumbents.run(s, args.out)
     path = report.write_report(args.out)
     if args.json:
-        print(json.dumps({"report": str(path.resolve()), **incumbents.as_json(df, meta)}, indent=1))
+        print(json.dumps({"report": str(path.resolve()), **incumbents_report.as_json(df, meta)}, indent=1))
     else:
-        incumbents.print_result(df, meta)
+        incumbents_report.print_result(df, meta)
         print(f"\nreport: {path.resolve()}")
     return 0 if (df["status"] == "ok").all() else 1
 

@@ -276,7 +276,7 @@ def write_report(out: Path) -> Path:
         if section:
             sections.append(section)
             index.append(f'<li><a href="#{name}">{html.escape(title)}</a></li>')
-    from ..experiments import incumbents
+    from . import incumbents
 
     section = incumbents.report_section(out)
     if section:
