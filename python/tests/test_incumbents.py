@@ -41,9 +41,10 @@ def test_link_spec_has_the_outage_and_the_loss_on_the_data_direction(tmp_path):
     trace = tmp_path / "X.up"
     trace.write_text("1\n")
     (tmp_path / "X.down").write_text("1\n")
-    spec = stacks_run.link_spec(trace, 2, Plan(before_s=20, outage_s=30))
+    # The outage counts from the emulator's start: set-up time, then the workload's first 20 s.
+    spec = stacks_run.link_spec(trace, 2, Plan(start_s=10, before_s=20, outage_s=30))
     assert spec.startswith(f"lte:up={trace},down={tmp_path / 'X.down'},")
-    assert "up-loss=2%" in spec and "outage=20s-50s,outage-policy=drop" in spec
+    assert "up-loss=2%" in spec and "outage=30s-60s,outage-policy=drop" in spec
     assert "loss" not in stacks_run.link_spec(trace, 0, Plan())
 
 

@@ -37,7 +37,7 @@ QUICK_TRACES = ["Verizon-LTE-short.up"]  # its first 20 s carry the most (5-8 Mb
 FULL = Plan()
 # A few seconds each: the camera file just over one 8 MiB part, so the
 # multipart path runs.
-QUICK = Plan(before_s=4, outage_s=3, after_s=3, drain_max_s=60, camera_bytes=9_000_000)
+QUICK = Plan(start_s=8, before_s=4, outage_s=3, after_s=3, drain_max_s=60, camera_bytes=9_000_000)
 
 
 @dataclass

@@ -52,10 +52,15 @@ def print_result(df: pd.DataFrame, meta: dict, stream=None) -> None:
     p = meta["plan"]
     print(f"\n== {NAME}: {TITLE}", file=stream)
     print(f"   telemetry every {p['sample_every_s']:g} s, a {p['log_bytes'] / 1e3:g} kB log every "
-          f"{p['log_every_s']:g} s, a {p['camera_bytes'] / 1e6:g} MB camera file at {p['camera_at_s']:g} s; "
-          f"outage {p['before_s']:g}-{p['before_s'] + p['outage_s']:g} s; 20 ms each way, 200-packet queue",
+          f"{p['log_every_s']:g} s, a {p['camera_bytes'] / 1e6:g} MB camera file at {p['camera_at_s']:g} s, from "
+          f"{p['start_s']:g} s of link time; outage {p['start_s'] + p['before_s']:g}-"
+          f"{p['start_s'] + p['before_s'] + p['outage_s']:g} s; 20 ms each way, 200-packet queue",
           file=stream)
     print(text_table(*table_rows(df)), file=stream)
+    late = df[df["late_start_s"] > 0] if "late_start_s" in df else df.iloc[:0]
+    for _, r in late.iterrows():
+        print(f"   {r['stack']} {r['trace']} {r['loss_pct']:g} %: its workload began {r['late_start_s']:.1f} s late "
+              "(the stack was still starting)", file=stream)
     print("\ntargets (issue 35):", file=stream)
     for c in checks(df):
         state = "n/a   " if c["met"] is None else "met   " if c["met"] else "MISSED"

@@ -21,7 +21,7 @@ from pathlib import Path
 from ..fleet.bench import stored_times
 from ..fleet.service import Service, http_json
 from ..runner import convoy_binary
-from .workload import CAMERA_INBOX, LOG_INBOX, SOCKET, CpuRecorder
+from .workload import CAMERA_INBOX, LOG_INBOX, CpuRecorder, socket_path
 
 NAME = "convoy"
 VEHICLE = "car"
@@ -42,7 +42,7 @@ def prepare(root: Path, server_ip: str) -> None:
         f'key = "{svc.key_of(VEHICLE)}"\nserver = "{server_ip}:{PORT}"\n'
         f'server_key = "{svc.key}.pub"\nspool = "{root / "spool"}"\nidle_timeout = 5\n'
         f"[segments]\nmax_seconds = {SEGMENT_S}\n"
-        f'[[source]]\nkind = "socket"\npath = "{root / SOCKET}"\n'
+        f'[[source]]\nkind = "socket"\npath = "{socket_path(root)}"\n'
         f'[[source]]\nkind = "directory"\npath = "{root / LOG_INBOX}"\nclass = "previews"\nsettle_seconds = 0.1\n'
         f'[[source]]\nkind = "directory"\npath = "{root / CAMERA_INBOX}"\nclass = "bulk"\nsettle_seconds = 0.1\n')
 

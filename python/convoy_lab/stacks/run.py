@@ -23,7 +23,7 @@ from ..fleet.bench import freshness_in, pct
 from ..runner import convoy_binary
 from ..traces import twin, window_capacity_mbit
 from . import convoy_stack, https_put, mqtt_s3
-from .workload import Plan, feed, sample, say, sha256
+from .workload import Plan, feed, sample, say, sha256, socket_path
 
 STACKS = {m.NAME: m for m in (convoy_stack, mqtt_s3, https_put)}
 SERVER_IP = "10.7.0.2"  # the first link's server address (docs/EMU.md)
@@ -46,7 +46,7 @@ def link_spec(trace: Path, loss_pct: float, plan: Plan, delay_ms: float = 20, qu
         # On the data direction only, as in every other experiment (scenarios.py).
         keys.append(f"up-loss={loss_pct:g}%")
     if plan.outage_s:
-        keys += [f"outage={plan.before_s:g}s-{plan.outage_end_s:g}s", "outage-policy=drop"]
+        keys += [f"outage={plan.outage_start_s:g}s-{plan.outage_end_s:g}s", "outage-policy=drop"]
     keys.append(f"seed={seed}")
     return f"{LINK}:" + ",".join(keys)
 
@@ -83,6 +83,7 @@ def run_one(stack: str, trace: Path, loss_pct: float, plan: Plan, root: Path) ->
     except subprocess.TimeoutExpired:
         row.update(status="error", error=f"timed out; see {root}")
     row["wall_s"] = time.time() - started
+    socket_path(root).unlink(missing_ok=True)
     try:
         row.update(figures(stack, root, trace, plan))
     except (OSError, ValueError, KeyError) as err:
@@ -124,12 +125,12 @@ def figures(stack: str, root: Path, trace: Path, plan: Plan) -> dict:
     else:
         shown, stored = _newest_shown(rec["arrivals"]), [t for _, t in rec["arrivals"]]
     at = lambda s: link0 + int(s * 1e9)  # noqa: E731 -- link time (s) to host ns
-    # Live samples: taken while the link is up, after the first two seconds
-    # of connection set-up. Those of the last 2 s before the outage are left
+    # Live samples: taken while the link is up, from two seconds into the
+    # workload. Those of the last 2 s before the outage are left
     # out, as `fleet lte` does: a sample still in its segment, its socket
     # buffer or the link's queue when the link goes waits out the outage
     # whatever the stack, which is the outage's figure, not the stack's.
-    steady = freshness_in(shown, sent, at(2), at(plan.before_s - 2))
+    steady = freshness_in(shown, sent, at(plan.start_s + 2), at(plan.outage_start_s - 2))
     live = steady + freshness_in(shown, sent, at(plan.outage_end_s), at(plan.generate_s))
     # How long after the link came back the server first had a sample
     # taken after it: reconnection (TCP's backed-off retransmission timer,
@@ -152,7 +153,7 @@ def figures(stack: str, root: Path, trace: Path, plan: Plan) -> dict:
         "samples_duplicated": len(stored) - len(got),
         "files_sent": len(files), "files_lost": len(lost_files),
         "bytes_lost": sum(f["bytes"] for f in lost_files),
-        "vehicle_cpu_s": client["vehicle_cpu_s"],
+        "vehicle_cpu_s": client["vehicle_cpu_s"], "late_start_s": client.get("late_s", math.nan),
     }
     if "puts" in rec:  # the HTTPS server sees each whole-file copy it stored
         counts: dict[str, int] = {}

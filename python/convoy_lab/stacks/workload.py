@@ -4,14 +4,19 @@ makes it in the emulator's client namespace.
 Timeline (link time, 0 = the emulator's start, which the outage counts
 from):
 
-    camera_at                 one camera file (50 MB) lands in the camera inbox
+    [0, start)                the servers and the vehicle's process start;
+                              nothing is made yet, so every stack meets the
+                              outage at the same point of its workload
+    start + camera_at         one camera file (50 MB) lands in the camera inbox
     every sample_every_s      one telemetry sample (three JSON lines, as the
                               agent's socket source reads them) to the
                               vehicle's Unix socket
     every log_every_s         one log file (200 kB) lands in the log inbox
-    [before, before+outage)   the link drops everything both ways
-    generate_s                no more samples or logs; the feeder waits until
-                              every file is acknowledged (or drain_max_s)
+    outage_start_s            (start + before) the link drops everything both
+                              ways for outage_s
+    generate_s                (outage end + after) no more samples or logs;
+                              the feeder waits until every file is
+                              acknowledged (or drain_max_s)
 
 Files are written beside the inbox and renamed into it, so a stack never
 sees half a file. The vehicle process (the stack's client) reads the
@@ -27,18 +32,19 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable
 
-SOCKET = "vehicle.sock"
 LOG_INBOX = "inbox-logs"
 CAMERA_INBOX = "inbox-camera"
 
 
 @dataclass(frozen=True)
 class Plan:
+    start_s: float = 10.0  # set-up allowance: the slowest stack (versitygw) is up in a few seconds
     before_s: float = 20.0
     outage_s: float = 30.0
     after_s: float = 30.0  # samples and logs keep coming this long after the outage
@@ -50,12 +56,16 @@ class Plan:
     sample_every_s: float = 0.1
 
     @property
+    def outage_start_s(self) -> float:
+        return self.start_s + self.before_s
+
+    @property
     def outage_end_s(self) -> float:
-        return self.before_s + self.outage_s
+        return self.outage_start_s + self.outage_s
 
     @property
     def generate_s(self) -> float:
-        return self.before_s + self.outage_s + self.after_s
+        return self.outage_end_s + self.after_s
 
     def save(self, root: Path) -> None:
         (root / "plan.json").write_text(json.dumps(asdict(self)))
@@ -63,6 +73,13 @@ class Plan:
     @staticmethod
     def load(root: Path) -> "Plan":
         return Plan(**json.loads((root / "plan.json").read_text()))
+
+
+def socket_path(root: Path) -> Path:
+    """The vehicle's Unix socket: in /tmp under a name derived from the run's
+    directory, as a deep run directory (pytest's) would pass the 107 bytes
+    an AF_UNIX path may have."""
+    return Path(tempfile.gettempdir()) / f"convoy-stacks-{hashlib.sha1(str(root).encode()).hexdigest()[:12]}.sock"
 
 
 def sample(t_ns: int, lat: float) -> bytes:
@@ -136,7 +153,7 @@ def feed(root: Path, vehicle: list[str], acked: Callable[[Path], set[str]], env:
     proc = subprocess.Popen(vehicle, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                             env={**os.environ, **(env or {})})
     s = socket.socket(socket.AF_UNIX)
-    while s.connect_ex(str(root / SOCKET)) != 0:
+    while s.connect_ex(str(socket_path(root))) != 0:
         if time.time() > deadline or proc.poll() is not None:
             say("the vehicle's socket did not open")
             return 1
@@ -146,8 +163,11 @@ def feed(root: Path, vehicle: list[str], acked: Callable[[Path], set[str]], env:
     files = open(root / "files.jsonl", "a", buffering=1)
     names: list[str] = []
     n = 0
+    # A stack still starting at `start` begins late, and the row says so.
+    late = max(0.0, time.time() - (link0 + plan.start_s))
+    time.sleep(max(0.0, link0 + plan.start_s - time.time()))
     next_sample = next_log = time.time()
-    camera_due = link0 + plan.camera_at_s
+    camera_due = link0 + plan.start_s + plan.camera_at_s
     end_gen = link0 + plan.generate_s
     cpu = 0.0
     while True:
@@ -189,7 +209,7 @@ def feed(root: Path, vehicle: list[str], acked: Callable[[Path], set[str]], env:
     except subprocess.TimeoutExpired:
         proc.kill()
     (root / "client.json").write_text(json.dumps({"link0_ns": int(link0 * 1e9), "vehicle_cpu_s": cpu,
-                                                  "ended_ns": time.time_ns()}))
+                                                  "ended_ns": time.time_ns(), "late_s": late}))
     return 0
 
 
@@ -228,7 +248,7 @@ def read_acks(root: Path) -> dict[str, int]:
 def serve_socket(root: Path):
     """The vehicle's end of the feeder's socket: a listening Unix socket
     (as the agent's socket source is), one connection accepted."""
-    path = root / SOCKET
+    path = socket_path(root)
     path.unlink(missing_ok=True)
     ls = socket.socket(socket.AF_UNIX)
     ls.bind(str(path))
