@@ -28,11 +28,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import queue
 import signal
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -132,6 +134,15 @@ def _drop(root: Path, inbox: str, name: str, data: bytes, files) -> None:
                             "sha256": hashlib.sha256(data).hexdigest(), "kind": inbox}) + "\n")
 
 
+def _writer(s: socket.socket, outbox: queue.Queue) -> None:
+    while (payload := outbox.get()) is not None:
+        try:
+            s.sendall(payload)
+        except OSError:
+            return
+    s.close()
+
+
 def feed(root: Path, vehicle: list[str], acked: Callable[[Path], set[str]], env: dict | None = None) -> int:
     """Runs the vehicle process and the workload until every file is
     acknowledged (`acked(root)`: the names the stack has confirmed durable)
@@ -159,6 +170,11 @@ def feed(root: Path, vehicle: list[str], acked: Callable[[Path], set[str]], env:
             return 1
         time.sleep(0.05)
     camera = os.urandom(plan.camera_bytes)
+    # A vehicle that stops reading its socket must not hold up the clock of
+    # the workload: samples are stamped when made and written by a thread
+    # of their own, so back-pressure shows as those samples' delay.
+    outbox: queue.Queue = queue.Queue()
+    threading.Thread(target=_writer, args=(s, outbox), daemon=True).start()
     sent = open(root / "sent.txt", "a", buffering=1)
     files = open(root / "files.jsonl", "a", buffering=1)
     names: list[str] = []
@@ -175,7 +191,7 @@ def feed(root: Path, vehicle: list[str], acked: Callable[[Path], set[str]], env:
         if now < end_gen:
             if now >= next_sample:
                 t = time.time_ns()
-                s.sendall(sample(t, 45.0 + n * 1e-6))
+                outbox.put(sample(t, 45.0 + n * 1e-6))
                 sent.write(f"{t}\n")
                 n += 1
                 next_sample += plan.sample_every_s
@@ -202,7 +218,7 @@ def feed(root: Path, vehicle: list[str], acked: Callable[[Path], set[str]], env:
     # Let the last samples' segments or messages arrive before the end.
     time.sleep(2)
     cpu = cpu_seconds(proc.pid) or cpu
-    s.close()
+    outbox.put(None)
     proc.send_signal(signal.SIGTERM)
     try:
         proc.wait(timeout=10)
