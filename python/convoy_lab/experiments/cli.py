@@ -419,7 +419,9 @@ def _list(as_json_doc: bool) -> int:
                 }
             }
             | {n: {"title": t, "demo": False} for n, t in scheduled.TITLES.items()}
-            | {n: {"title": t, "demo": False} for n, t in multipath_exp.TITLES.items()},
+            | {n: {"title": t, "demo": False} for n, t in multipath_exp.TITLES.items()}
+            | {incumbents.NAME: {"title": incumbents.TITLE, "demo": False,
+                                 "stacks": incumbents.STACK_ORDER}},
             "fleet_experiments": {n: {"title": e.title, "conditions": e.conditions} for n, e in fleet_experiments.FLEET.items()},
             "schemes": {n: s.description for n, s in SCHEMES.items()},
         }

@@ -29,7 +29,7 @@ from ..runner import convoy_binary
 from ..stacks.run import STACKS, figures, run_one
 from ..stacks.workload import Plan
 from ..analysis.incumbents import STACK_ORDER
-from ..report.incumbents import NAME, plot
+from ..report.incumbents import NAME, TITLE, plot  # noqa: F401 -- TITLE: for `list`
 from .catalog import ExperimentError, shared_traces_dir
 
 FULL_TRACES = ["TMobile-LTE-short.up", "Verizon-LTE-short.up"]
