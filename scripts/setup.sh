@@ -30,7 +30,8 @@ command -v openssl >/dev/null 2>&1 || need_apt+=(openssl)
 # promtool (Debian's prometheus package) validates the /metrics pages.
 command -v promtool >/dev/null 2>&1 || need_apt+=(prometheus)
 # The agent's MQTT source is tested against a real broker, started by the
-# test on a free loopback port, and messages sent by mosquitto_pub.
+# test on a free loopback port, and messages sent by mosquitto_pub; the
+# incumbents experiment runs it as the MQTT stack convoy is measured against.
 [ -x /usr/sbin/mosquitto ] || command -v mosquitto >/dev/null 2>&1 || need_apt+=(mosquitto)
 command -v mosquitto_pub >/dev/null 2>&1 || need_apt+=(mosquitto-clients)
 # aarch64 vehicle computers, from an x86-64 machine: `make arm64` links with
@@ -107,7 +108,7 @@ if [ ! -x .venv/bin/python ]; then
         python3 -m venv .venv
     fi
 fi
-if ! .venv/bin/python -c 'import convoy_lab, pytest, pandas, sumo, libsumo, sumolib, matplotlib, distributed, playwright' >/dev/null 2>&1; then
-    say "installing the convoy_lab Python package (editable), its test tools and Dask into .venv"
-    .venv/bin/python -m pip install --quiet --disable-pip-version-check -e 'python[test,cluster]'
+if ! .venv/bin/python -c 'import convoy_lab, pytest, pandas, sumo, libsumo, sumolib, matplotlib, distributed, playwright, paho.mqtt, boto3' >/dev/null 2>&1; then
+    say "installing the convoy_lab Python package (editable), its test tools, Dask and the incumbents' clients (paho-mqtt, boto3) into .venv"
+    .venv/bin/python -m pip install --quiet --disable-pip-version-check -e 'python[test,cluster,incumbents]'
 fi

@@ -71,7 +71,8 @@ def test_unknown_names_list_the_valid_ones(capsys):
 def test_list_names_every_experiment_and_scheme(capsys):
     assert experiments.main(["list", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert set(doc["experiments"]) == {*catalog.EXPERIMENTS, "cellular", *scheduled.TITLES, *multipath_exp.TITLES}
+    assert set(doc["experiments"]) == {*catalog.EXPERIMENTS, "cellular", *scheduled.TITLES, *multipath_exp.TITLES,
+                                       "incumbents"}
     assert set(doc["schemes"]) == set(SCHEMES)
     assert [n for n, e in doc["experiments"].items() if e["demo"]] == ["loss-50mbit", "cellular"]
 

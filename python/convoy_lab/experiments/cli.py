@@ -11,6 +11,7 @@
     python -m convoy_lab.experiments run faults [--uploads 100] [--quick]   # the fault campaign (convoy_lab.experiments.faults)
     python -m convoy_lab.experiments run smart-ap|background [--quick] [--scale F] [--only KIND]
     python -m convoy_lab.experiments run mp-aggregate|mp-wifi-dies|mp-drive|mp-capprobe [--quick] [--schemes A,B]
+    python -m convoy_lab.experiments run incumbents [--quick] [--trace FILE]... [--loss 0,2] [--schemes convoy,mqtt-s3,https-put]
 
 Each run prints progress on stderr, then the paper's figures beside ours and
 a goodput table on stdout (`--json`: one JSON document instead), and writes
@@ -27,7 +28,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from . import catalog, cellular, fleet_sim as fleet_experiments, multipath as multipath_exp, scheduled
+from . import catalog, cellular, fleet_sim as fleet_experiments, incumbents, multipath as multipath_exp, scheduled
 from ..analysis import cellular as cellular_analysis
 from ..report import html as report
 from .catalog import DEMO, EXPERIMENTS, ExperimentError, get_experiment
@@ -171,7 +172,8 @@ def parser() -> argparse.ArgumentParser:
                      "experiments, of: mptcp-fullmesh, mptcp-backup, tcp-bbr-wifi, tcp-bbr-lte, convoy-wifi, "
                      "convoy-lte, convoy-mp, convoy-mp-backup")
     grid = run.add_argument_group(
-        "cellular only", "override the cellular experiment's defaults (docs/EXPERIMENTS.md, `cellular`)"
+        "cellular only", "override the cellular experiment's defaults (docs/EXPERIMENTS.md, `cellular`); "
+        "incumbents takes --trace and --loss too"
     )
     grid.add_argument("--trace", type=Path, action="append", metavar="FILE",
                       help="a Mahimahi or convoy time-series (.csv) trace carrying the data, instead of the shared "
@@ -193,7 +195,8 @@ def parser() -> argparse.ArgumentParser:
                      "smart-ap, background: one factor multiplying the schedule's times (0.5: half length)")
     run.add_argument("--only", help="smart-ap, background: only the cells matching these comma-separated tokens")
     run.add_argument("--remeasure", action="store_true",
-                     help="smart-ap, background, mp-*: recompute the figures from the kept run directories, run nothing")
+                     help="smart-ap, background, mp-*, incumbents: recompute the figures from the kept run "
+                     "directories, run nothing")
     common(run)
     common(sub.add_parser("demo", help=f"the short default subset ({', '.join(DEMO)}), then the report"))
     common(sub.add_parser("reproduce", help="every experiment at full length, then the report"))
@@ -230,6 +233,8 @@ def main(argv: list[str] | None = None) -> int:
         overrides = {}
         if args.command == "run" and args.names == ["faults"]:
             return _faults(args)
+        if args.command == "run" and args.names == [incumbents.NAME]:
+            return _incumbents(args)
         if args.command == "run":
             names, quick = args.names, args.quick
             schemes = [s.strip() for s in args.schemes.split(",")] if args.schemes else None
@@ -340,6 +345,29 @@ def _faults(args) -> int:
     return 0 if s["bytes_lost"] == 0 and s["bytes_corrupted"] == 0 and s["stored"] == s["uploads"] else 1
 
 
+def _incumbents(args) -> int:
+    """convoy beside MQTT + S3 and HTTPS PUT (convoy_lab.experiments.incumbents):
+    stacks, not schemes of one sender, so a run of its own."""
+    from ..report import incumbents as incumbents_report
+
+    stacks = [s.strip() for s in args.schemes.split(",")] if args.schemes else None
+    if args.remeasure:
+        df, meta = incumbents.remeasure(args.out)
+    else:
+        s = incumbents.settings_from(args.trace, args.loss, stacks, args.quick)
+        convoy_binary()
+        check_emulator()
+        args.out.mkdir(parents=True, exist_ok=True)
+        df, meta = incumbents.run(s, args.out)
+    path = report.write_report(args.out)
+    if args.json:
+        print(json.dumps({"report": str(path.resolve()), **incumbents_report.as_json(df, meta)}, indent=1))
+    else:
+        incumbents_report.print_result(df, meta)
+        print(f"\nreport: {path.resolve()}")
+    return 0 if (df["status"] == "ok").all() else 1
+
+
 def _run_fleet(fleet: list[str], quick: bool, seeds: int, out: Path, as_json_doc: bool, engine: str,
                workers: int | None, rest: list[str]) -> int:
     """Fleet experiments: each a `convoy sim sweep`, then the thesis's figures beside ours."""
@@ -391,7 +419,9 @@ def _list(as_json_doc: bool) -> int:
                 }
             }
             | {n: {"title": t, "demo": False} for n, t in scheduled.TITLES.items()}
-            | {n: {"title": t, "demo": False} for n, t in multipath_exp.TITLES.items()},
+            | {n: {"title": t, "demo": False} for n, t in multipath_exp.TITLES.items()}
+            | {incumbents.NAME: {"title": incumbents.TITLE, "demo": False,
+                                 "stacks": incumbents.STACK_ORDER}},
             "fleet_experiments": {n: {"title": e.title, "conditions": e.conditions} for n, e in fleet_experiments.FLEET.items()},
             "schemes": {n: s.description for n, s in SCHEMES.items()},
         }
@@ -407,6 +437,8 @@ def _list(as_json_doc: bool) -> int:
         print(f"  {n:<15}  {title}")
     print(f"  {'faults':<15}  uploads under seeded random faults (kill -9, outages, loss, reordering,")
     print(f"  {'':<15}  duplication, corruption, a full disk), re-run until complete, checked byte for byte")
+    print(f"  {incumbents.NAME:<15}  convoy against MQTT + S3 multipart and HTTPS PUT per file (real mosquitto,")
+    print(f"  {'':<15}  versitygw, paho-mqtt, boto3), one vehicle's workload over a drive trace and an outage")
     print("fleet experiments (convoy sim; run NAME [--quick] [--seeds N] [--engine local|dask|ray]):")
     for n, e in fleet_experiments.FLEET.items():
         print(f"  {n:<15}  {e.title}")

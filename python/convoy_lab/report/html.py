@@ -276,6 +276,12 @@ def write_report(out: Path) -> Path:
         if section:
             sections.append(section)
             index.append(f'<li><a href="#{name}">{html.escape(title)}</a></li>')
+    from . import incumbents
+
+    section = incumbents.report_section(out)
+    if section:
+        sections.append(section)
+        index.append(f'<li><a href="#{incumbents.NAME}">{html.escape(incumbents.TITLE)}</a></li>')
     now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     body = "\n".join(sections) if sections else "<p>No results yet: run <code>make demo</code>.</p>"
     page = f"""<!doctype html>
