@@ -33,7 +33,7 @@ mod http;
 pub mod metrics;
 pub mod range;
 mod server;
-mod tls;
+pub mod tls;
 pub mod token;
 
 pub use http::{Web, WebConfig};

@@ -276,6 +276,17 @@ pub fn describe(e: &convoy_net::ServerEvent) -> String {
         ),
         Failed { peer, vehicle, error } => format!("{}: {error}", who(peer, vehicle)),
         Closed { peer, vehicle, reason } => format!("{} gone: {reason}", who(peer, vehicle)),
+        Draining { connections, commits } => format!(
+            "stopping: no new connections or uploads; finishing {commits} commits in flight on {connections} connections"
+        ),
+        Drained { millis, complete: true, connections, .. } => format!(
+            "every commit answered after {millis:.0} ms; closing {connections} connections"
+        ),
+        Drained { millis, complete: false, connections, commits, undelivered } => format!(
+            "drain limit reached after {millis:.0} ms: closing {connections} connections \
+             ({commits} commits still running, {undelivered} with replies not yet delivered; \
+             their clients ask again and resume)"
+        ),
     }
 }
 

@@ -62,7 +62,9 @@ impl ServiceCounters {
                 add(&self.sent, 1);
                 add(&self.bytes_out, *bytes);
             }
-            ServerEvent::PerfDone { .. } => {}
+            ServerEvent::PerfDone { .. }
+            | ServerEvent::Draining { .. }
+            | ServerEvent::Drained { .. } => {}
         }
     }
 

@@ -13,28 +13,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use net_support::{make_file, TempDir};
-use service_support::{ok, Fleet};
-
-/// A self-signed certificate for 127.0.0.1 and its key: (cert, key).
-fn make_certificate(dir: &Path) -> (PathBuf, PathBuf) {
-    let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
-    let out = Command::new("openssl")
-        .args(["req", "-x509", "-newkey", "ec", "-pkeyopt"])
-        .args(["ec_paramgen_curve:prime256v1", "-nodes", "-days", "2"])
-        .args(["-subj", "/CN=convoy test", "-addext"])
-        .args(["subjectAltName=IP:127.0.0.1,DNS:localhost", "-keyout"])
-        .arg(&key)
-        .arg("-out")
-        .arg(&cert)
-        .output()
-        .expect("openssl (scripts/setup.sh installs it)");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (cert, key)
-}
+use service_support::{make_certificate, ok, Fleet};
 
 /// curl's `-w` figures for one request with `who`'s token.
 fn curl_w(f: &Fleet, who: &str, args: &[&str], path: &str, format: &str) -> String {

@@ -164,6 +164,9 @@ pub struct Committer {
     opens: Offload<Keyed<Job>, Keyed<Outcome>>,
     /// Jobs no thread could take, failed here.
     refused: Vec<Keyed<Outcome>>,
+    /// Jobs handed over whose outcome has not come back: a server that is
+    /// shutting down waits for these (a commit, once begun, is answered).
+    in_flight: usize,
 }
 
 impl Committer {
@@ -187,6 +190,7 @@ impl Committer {
             commits,
             opens,
             refused: Vec::new(),
+            in_flight: 0,
         }
     }
 
@@ -205,6 +209,7 @@ impl Committer {
         } else {
             &mut self.commits
         };
+        self.in_flight += 1;
         if offload.submit((key, job)).is_err() {
             let err = NetError::Socket(std::io::Error::other("no thread to run the request"));
             self.refused.push((
@@ -221,9 +226,16 @@ impl Committer {
     /// Results of finished jobs; each thread's in the order submitted.
     /// Asked on every driver turn, so nothing is collected into a list.
     pub fn finished(&mut self) -> impl Iterator<Item = Keyed<Outcome>> + '_ {
+        let in_flight = &mut self.in_flight;
         self.refused
             .drain(..)
             .chain(self.commits.finished())
             .chain(self.opens.finished())
+            .inspect(move |_| *in_flight = in_flight.saturating_sub(1))
+    }
+
+    /// Jobs handed over and not yet back.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight
     }
 }

@@ -319,3 +319,24 @@ pub fn stored_sample_times(store: &Path, vehicle: &str) -> Vec<i64> {
     out.sort();
     out
 }
+
+/// A self-signed certificate for 127.0.0.1 and its key: (cert, key).
+pub fn make_certificate(dir: &Path) -> (PathBuf, PathBuf) {
+    let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
+    let out = Command::new("openssl")
+        .args(["req", "-x509", "-newkey", "ec", "-pkeyopt"])
+        .args(["ec_paramgen_curve:prime256v1", "-nodes", "-days", "2"])
+        .args(["-subj", "/CN=convoy test", "-addext"])
+        .args(["subjectAltName=IP:127.0.0.1,DNS:localhost", "-keyout"])
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .output()
+        .expect("openssl (scripts/setup.sh installs it)");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (cert, key)
+}
