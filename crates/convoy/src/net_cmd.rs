@@ -43,6 +43,12 @@ pub fn keygen(args: KeygenArgs) -> Result<()> {
 
 #[derive(Args)]
 pub struct ServeArgs {
+    /// Read settings from this TOML file: one key per long option
+    /// (`listen`, `dir`, `http_tls = ["CERT", "KEY"]`, `fleet = true`…);
+    /// flags given on the command line override it; an unknown key is an
+    /// error. Example: /etc/convoy/serve.toml in the package.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
     /// Address and UDP port to listen on.
     #[arg(long, value_name = "ADDR", default_value = "0.0.0.0:4433")]
     pub listen: String,

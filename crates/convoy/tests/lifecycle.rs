@@ -293,3 +293,83 @@ fn sighup_reloads_the_registry_and_the_certificate() {
     // Still serving after both signals.
     assert!(trusts(&f, &new_cert));
 }
+
+/// `/healthz` of a web view over plain HTTP answers 200.
+fn healthy(http: u16) -> bool {
+    let out = Command::new("curl")
+        .args([
+            "-s",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code}",
+            "--max-time",
+            "20",
+        ])
+        .arg(format!("http://127.0.0.1:{http}/healthz"))
+        .output()
+        .unwrap();
+    out.stdout == b"200"
+}
+
+#[test]
+fn serve_takes_a_config_file_that_flags_override() {
+    let dir = TempDir::new("serve-config");
+    let (key, _) = net_support::keygen(dir.path());
+    std::fs::create_dir(dir.path().join("store")).unwrap();
+    // Relative paths in the file are relative to it.
+    let (port, http) = (net_support::free_port(), convoy_testkit::free_port());
+    let cfg = dir.path().join("serve.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "listen = \"127.0.0.1:{port}\"\ndir = \"store\"\nkey = \"server.key\"\nfleet = true\n\
+             http = \"127.0.0.1:{http}\"\nmax_upload = \"1GB\"\n"
+        ),
+    )
+    .unwrap();
+    let mut server = spawn(&["serve", "--config", cfg.to_str().unwrap()], &[]);
+    service_support::wait_tcp(http);
+    assert!(healthy(http));
+    assert!(dir.path().join("store/.convoy-catalog.db").exists());
+    signal(&server, libc::SIGTERM);
+    assert!(server.wait_output(Duration::from_secs(10)).status.success());
+
+    // The packaged example, with flags overriding its paths and addresses.
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../packaging/serve.toml");
+    let (port, http) = (net_support::free_port(), convoy_testkit::free_port());
+    let store = dir.path().join("store");
+    let server = spawn(
+        &[
+            "serve",
+            "--config",
+            example.to_str().unwrap(),
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "--http",
+            &format!("127.0.0.1:{http}"),
+            "--dir",
+            store.to_str().unwrap(),
+            "--key",
+            key.to_str().unwrap(),
+        ],
+        &[],
+    );
+    service_support::wait_tcp(http);
+    assert!(healthy(http));
+    drop(server);
+
+    // An unknown key, or a wrong kind of value: one line, no server.
+    for (text, says) in [
+        ("listn = \"127.0.0.1:1\"\n", "unknown key \"listn\""),
+        ("fleet = \"yes\"\n", "fleet: expected true or false"),
+        ("dir = \n", "serve.toml"),
+    ] {
+        std::fs::write(&cfg, text).unwrap();
+        let out = convoy(&["serve", "--config", cfg.to_str().unwrap()]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success());
+        assert!(err.contains(says), "{err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    }
+}
