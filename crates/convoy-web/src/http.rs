@@ -519,7 +519,7 @@ async fn answer(shared: Arc<Shared>, asked: Asked) -> Response<Body> {
 
 const TEXT: &str = "text/plain; charset=utf-8";
 /// The Prometheus text exposition format's content type.
-const PROMETHEUS_TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
+pub(crate) const PROMETHEUS_TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
 
 fn text_reply(status: StatusCode, text: String, kind: &'static str) -> Response<Body> {
     let mut r = Response::new(body::full(text));

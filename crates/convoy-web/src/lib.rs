@@ -29,6 +29,7 @@
 mod api;
 mod assets;
 mod body;
+pub mod exporter;
 mod http;
 pub mod metrics;
 pub mod range;

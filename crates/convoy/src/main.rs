@@ -2,6 +2,7 @@
 //! the codec; later issues add send, serve, perf, emulate and simulate.
 
 mod agent_cmd;
+mod agent_metrics;
 mod bench_can;
 mod bench_codec;
 mod bench_flood;

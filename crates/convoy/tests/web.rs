@@ -490,24 +490,5 @@ fn health_readiness_and_metrics_that_promtool_accepts() {
     ] {
         assert!(text.contains(line), "{line}: {text}");
     }
-    let mut promtool = Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("promtool (scripts/setup.sh installs Debian's prometheus)");
-    promtool
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(text.as_bytes())
-        .unwrap();
-    let out = promtool.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "promtool: {}{}\n{text}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    service_support::promtool_check(&text);
 }

@@ -340,3 +340,29 @@ pub fn make_certificate(dir: &Path) -> (PathBuf, PathBuf) {
     );
     (cert, key)
 }
+
+/// `promtool check metrics` (Debian's prometheus package) accepts `text`.
+pub fn promtool_check(text: &str) {
+    use std::io::Write;
+    use std::process::Stdio;
+    let mut promtool = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("promtool (scripts/setup.sh installs Debian's prometheus)");
+    promtool
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let out = promtool.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "promtool: {}{}\n{text}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
