@@ -888,7 +888,7 @@ mod tests {
         let job = request(&mut s, &store, get()).expect("the hash is the open thread's");
         assert!(matches!(job.work, Work::Open(Open::Get)));
         assert!(replies(&mut s).is_empty(), "no answer before the hash");
-        let outcome = committer::run(job, &store, None, None);
+        let outcome = committer::run(job, &store, None, None, None);
         s.job_done(outcome, &ctx(&store), &mut Vec::new());
         let expected = *blake3::hash(&vec![7u8; 3 << 20]).as_bytes();
         assert!(matches!(
@@ -926,7 +926,7 @@ mod tests {
         let mut second = Session::new("127.0.0.1:1".parse().unwrap());
         let job = request(&mut second, &store, put()).expect("resume reads the partial");
         assert!(matches!(job.work, Work::Open(Open::Put { .. })));
-        let outcome = committer::run(job, &store, None, None);
+        let outcome = committer::run(job, &store, None, None, None);
         second.job_done(outcome, &ctx(&store), &mut Vec::new());
         assert!(matches!(
             replies(&mut second)[..],

@@ -201,6 +201,9 @@ pub fn run_server(
 ) -> Result<()> {
     let open = opts.open && opts.dir.is_some();
     let mut server = Server::bind(opts)?;
+    if let Some(o) = &observer {
+        o.set_figures(server.figures());
+    }
     let addr = server.local_addr().context("socket address")?;
     if let Some(n) = notice {
         eprintln!("{n}");

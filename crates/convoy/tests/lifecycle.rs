@@ -107,6 +107,23 @@ fn sigterm_during_ten_uploads_answers_what_it_began_and_loses_nothing() {
         );
         std::thread::sleep(Duration::from_millis(5));
     }
+    // The metrics see the uploads in progress and the commits' latency.
+    let page = Command::new("curl")
+        .args(["-s", "--max-time", "20"])
+        .arg(format!("{}/metrics", f.base_url()))
+        .output()
+        .unwrap();
+    let page = String::from_utf8_lossy(&page.stdout).into_owned();
+    let figure = |name: &str| -> f64 {
+        page.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+            .unwrap_or_else(|| panic!("{name}: {page}"))
+    };
+    assert!(figure("convoy_uploads_in_progress") >= 1.0, "{page}");
+    assert!(
+        figure("convoy_upload_commit_seconds_count") >= 10.0,
+        "{page}"
+    );
     signal(&f.server, libc::SIGTERM);
     let signalled = Instant::now();
     let child = f.server.0.as_mut().unwrap();

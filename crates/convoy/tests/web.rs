@@ -487,6 +487,9 @@ fn health_readiness_and_metrics_that_promtool_accepts() {
         "convoy_upload_bytes_total 2000\n",
         "convoy_handshakes_refused_total{reason=\"unknown_key\"} 1\n",
         "convoy_handshakes_refused_total{reason=\"revoked\"} 0\n",
+        "convoy_uploads_in_progress 0\n",
+        "convoy_upload_fsync_seconds_count 1\n",
+        "convoy_upload_commit_seconds_bucket{le=\"+Inf\"} 1\n",
     ] {
         assert!(text.contains(line), "{line}: {text}");
     }

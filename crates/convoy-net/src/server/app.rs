@@ -33,16 +33,22 @@ pub const MAX_CONNECTIONS_PER_IDENTITY: usize = 8;
 pub struct Claims {
     owners: Arc<Mutex<HashMap<PathBuf, u64>>>,
     next: Arc<AtomicU64>,
+    /// How many partial files are claimed: uploads in progress.
+    live: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl Claims {
     fn claim(&self, path: &Path) -> u64 {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
-        self.owners
-            .lock()
-            .expect("claims lock")
-            .insert(path.to_path_buf(), id);
+        let mut owners = self.owners.lock().expect("claims lock");
+        owners.insert(path.to_path_buf(), id);
+        self.live.store(owners.len(), Ordering::Relaxed);
         id
+    }
+
+    /// The count of claimed partial files, kept current.
+    pub fn live(&self) -> Arc<std::sync::atomic::AtomicUsize> {
+        self.live.clone()
     }
 
     fn holds(&self, path: &Path, id: u64) -> bool {
@@ -53,6 +59,7 @@ impl Claims {
         let mut owners = self.owners.lock().expect("claims lock");
         if owners.get(path) == Some(&id) {
             owners.remove(path);
+            self.live.store(owners.len(), Ordering::Relaxed);
         }
     }
 }
@@ -62,6 +69,7 @@ impl Claims {
 pub struct Access {
     pub auth: Option<Arc<dyn Authorizer>>,
     pub hook: Option<Arc<dyn CommitHook>>,
+    pub figures: Arc<crate::server::figures::ServerFigures>,
 }
 
 /// Where a worker's events go: the callback (worker 0), or a channel to
@@ -155,7 +163,12 @@ impl ServerApp {
             events: Vec::new(),
             touched: Vec::new(),
             next_tick: Duration::ZERO,
-            committer: Committer::new(store.clone(), access.hook.clone(), access.auth.clone()),
+            committer: Committer::new(
+                store.clone(),
+                access.hook.clone(),
+                access.auth.clone(),
+                access.figures.clone(),
+            ),
             identify: access.auth.clone().map(|auth| {
                 Offload::new("convoy-identify", move |(key, recheck): Question| {
                     let answer = if recheck {

@@ -29,6 +29,7 @@ use convoy_proto::{ConnectionHandle, StreamId};
 
 use crate::auth::{Authorizer, CommitHook, Committed, Identity, REFUSED_PREFIX};
 use crate::error::NetError;
+use crate::server::figures::ServerFigures;
 use crate::server::offload::Offload;
 use crate::store::{PartialUpload, PutStart, Store};
 use crate::wake::Waker;
@@ -92,7 +93,9 @@ pub fn run(
     store: &Store,
     hook: Option<&dyn CommitHook>,
     auth: Option<&dyn Authorizer>,
+    figures: Option<&ServerFigures>,
 ) -> Outcome {
+    let started = std::time::Instant::now();
     let durable = match job.work {
         Work::Open(Open::Put { size, hash }) => {
             let owner = job.who.as_ref().map_or("", |w| w.name.as_str());
@@ -111,11 +114,18 @@ pub fn run(
         }
         // A key revoked during the upload gets no acknowledgement; its
         // bytes stay in the partial file, never committed.
-        Work::Commit(upload) => still_registered(auth, job.key.as_ref())
-            .and_then(|()| Ok((upload.size, upload.commit()?))),
+        Work::Commit(upload) => still_registered(auth, job.key.as_ref()).and_then(|()| {
+            let size = upload.size;
+            let t = std::time::Instant::now();
+            let hash = upload.commit()?;
+            if let Some(f) = figures {
+                f.fsync.record(t.elapsed());
+            }
+            Ok((size, hash))
+        }),
         Work::Requeue { bytes, blake3 } => Ok((bytes, blake3)),
     };
-    Outcome::Stored(durable.and_then(|(bytes, blake3)| {
+    let stored = durable.and_then(|(bytes, blake3)| {
         if let Some(hook) = hook {
             queue(
                 hook,
@@ -127,7 +137,11 @@ pub fn run(
             )?;
         }
         Ok(blake3)
-    }))
+    });
+    if let (Some(f), Ok(_)) = (figures, &stored) {
+        f.commit.record(started.elapsed());
+    }
+    Outcome::Stored(stored)
 }
 
 fn still_registered(auth: Option<&dyn Authorizer>, key: Option<&[u8; 32]>) -> Result<(), NetError> {
@@ -176,15 +190,17 @@ impl Committer {
         store: Option<Store>,
         hook: Option<Arc<dyn CommitHook>>,
         auth: Option<Arc<dyn Authorizer>>,
+        figures: Arc<ServerFigures>,
     ) -> Committer {
         let commit_store = store.clone();
         let commits = Offload::new("convoy-commit", move |(key, job): Keyed<Job>| {
             let store = commit_store.as_ref().expect("uploads need a store");
-            (key, run(job, store, hook.as_deref(), auth.as_deref()))
+            let f = Some(&*figures);
+            (key, run(job, store, hook.as_deref(), auth.as_deref(), f))
         });
         let opens = Offload::new("convoy-open", move |(key, job): Keyed<Job>| {
             let store = store.as_ref().expect("requests need a store");
-            (key, run(job, store, None, None))
+            (key, run(job, store, None, None, None))
         });
         Committer {
             commits,
