@@ -466,8 +466,8 @@ impl ServerApp {
 impl Application for ServerApp {
     fn step(&mut self, ep: &mut Endpoint, now: Duration) -> Result<Step, NetError> {
         // Stopping: no new connections or streams; what was begun is
-        // answered, then every connection is closed (docs/NET.md,
-        // "Shutting down").
+        // answered, then every connection is closed (docs/SERVICE.md,
+        // "Configuration and signals").
         let drain_begins = self.stop.load(Ordering::Relaxed) && self.draining.is_none();
         if drain_begins {
             self.draining = Some((now, now + DRAIN_LIMIT));
