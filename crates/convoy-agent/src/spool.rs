@@ -322,6 +322,16 @@ impl Spool {
             .map(|b| b as u64)
     }
 
+    /// When the oldest segment not yet acknowledged was made (ns since
+    /// the epoch), if one waits: what `--metrics` ages.
+    pub fn oldest_waiting_ns(&self) -> rusqlite::Result<Option<i64>> {
+        self.db.query_row(
+            "SELECT MIN(created_ns) FROM items WHERE state IN ('queued', 'uploading')",
+            [],
+            |r| r.get(0),
+        )
+    }
+
     /// Makes room for `bytes` of `class` under the quota by the overflow
     /// rule; returns what was dropped (name, class, bytes).
     pub fn make_room(

@@ -90,6 +90,24 @@ impl Authorizer for RegistryAuthorizer {
 }
 
 impl RegistryAuthorizer {
+    /// Forgets every cached answer (SIGHUP): the next handshake, commit
+    /// and re-check of each key asks the catalog, so a revocation or a
+    /// new vehicle counts at once. Returns the registry's names and how
+    /// many of them are revoked.
+    pub fn reload(&self) -> Result<(usize, usize), String> {
+        if let Ok(mut cache) = self.cache.lock() {
+            cache.clear();
+        }
+        let all = self
+            .catalog
+            .lock()
+            .map_err(|_| "registry unavailable".to_string())?
+            .vehicles()
+            .map_err(|e| format!("registry unavailable: {e}"))?;
+        let revoked = all.iter().filter(|v| v.revoked_ns.is_some()).count();
+        Ok((all.len(), revoked))
+    }
+
     /// The cached answer if younger than `ttl`, else the catalog's.
     fn answer(&self, key: &[u8; 32], ttl: Duration) -> Result<Identity, String> {
         if let Ok(cache) = self.cache.lock() {

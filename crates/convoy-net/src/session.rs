@@ -123,6 +123,21 @@ pub enum ServerEvent {
         vehicle: Option<String>,
         reason: String,
     },
+    /// A worker saw the stop flag: it takes no new connections or streams
+    /// and finishes the `commits` it has begun (once per worker).
+    Draining { connections: usize, commits: usize },
+    /// A worker closed its `connections` after `millis`: `complete` if
+    /// every commit was answered and delivered, else the drain limit cut
+    /// `commits` still running and `undelivered` connections whose data
+    /// had not all reached the peer (a committed file stays stored; its
+    /// client, asking again, is told so without sending it again).
+    Drained {
+        millis: f64,
+        complete: bool,
+        connections: usize,
+        commits: usize,
+        undelivered: usize,
+    },
 }
 
 /// What a session needs from the server around it.
@@ -188,6 +203,11 @@ enum Phase {
     },
     /// A timed perf answered: what still arrives is dropped unread.
     PerfOver,
+    /// The server is stopping: what still arrives is read and dropped
+    /// (an upload's partial file keeps what it had, for the client to
+    /// resume), so the peer's flow control never stalls the connection
+    /// while the replies of commits in flight reach it.
+    Stopped,
     Done,
 }
 
@@ -329,6 +349,17 @@ impl Session {
 
     pub fn is_done(&self) -> bool {
         matches!(self.phase, Phase::Done) && self.out.is_empty()
+    }
+
+    /// The server is stopping: unless its commit is running (then it is
+    /// answered), the request goes no further and what arrives for it is
+    /// dropped; an upload's partial file stays for the client's next run.
+    pub fn stop(&mut self) {
+        if !matches!(self.phase, Phase::Committing { .. } | Phase::Done) {
+            self.phase = Phase::Stopped;
+            self.partial = None;
+            self.job = None;
+        }
     }
 
     /// Drops an upload without deleting its partial file (another session
@@ -478,7 +509,7 @@ impl Session {
                 *received += data.len() as u64;
                 Ok(())
             }
-            Phase::PerfOver => Ok(()),
+            Phase::PerfOver | Phase::Stopped => Ok(()),
             Phase::Committing { .. } | Phase::Get { .. } | Phase::Done => {
                 Err(NetError::Protocol("unexpected data".into()))
             }
@@ -684,7 +715,7 @@ impl Session {
                     events,
                 );
             }
-            Phase::PerfOver => {}
+            Phase::PerfOver | Phase::Stopped => {}
             Phase::Header => {
                 return Err(NetError::Protocol("stream ended before the request".into()))
             }
@@ -857,7 +888,7 @@ mod tests {
         let job = request(&mut s, &store, get()).expect("the hash is the open thread's");
         assert!(matches!(job.work, Work::Open(Open::Get)));
         assert!(replies(&mut s).is_empty(), "no answer before the hash");
-        let outcome = committer::run(job, &store, None, None);
+        let outcome = committer::run(job, &store, None, None, None);
         s.job_done(outcome, &ctx(&store), &mut Vec::new());
         let expected = *blake3::hash(&vec![7u8; 3 << 20]).as_bytes();
         assert!(matches!(
@@ -895,7 +926,7 @@ mod tests {
         let mut second = Session::new("127.0.0.1:1".parse().unwrap());
         let job = request(&mut second, &store, put()).expect("resume reads the partial");
         assert!(matches!(job.work, Work::Open(Open::Put { .. })));
-        let outcome = committer::run(job, &store, None, None);
+        let outcome = committer::run(job, &store, None, None, None);
         second.job_done(outcome, &ctx(&store), &mut Vec::new());
         assert!(matches!(
             replies(&mut second)[..],

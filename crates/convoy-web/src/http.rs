@@ -41,6 +41,7 @@ pub struct WebConfig {
 pub struct Web {
     addr: SocketAddr,
     tls: bool,
+    identity: Option<Arc<crate::tls::Certificate>>,
     stop: watch::Sender<bool>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
@@ -105,8 +106,12 @@ impl Web {
             Some(p) => Some(std::fs::read(p).map_err(|e| format!("{}: {e}", p.display()))?),
             None => None,
         };
-        let tls = match &cfg.tls {
-            Some((cert, key)) => Some(crate::tls::server_config(cert, key)?),
+        let identity = match &cfg.tls {
+            Some((cert, key)) => Some(crate::tls::Certificate::load(cert, key)?),
+            None => None,
+        };
+        let tls = match &identity {
+            Some(id) => Some(crate::tls::server_config(id.clone())?),
             None => None,
         };
         let listener = std::net::TcpListener::bind(cfg.listen)
@@ -157,9 +162,16 @@ impl Web {
         Ok(Web {
             addr,
             tls: is_tls,
+            identity,
             stop: stop_tx,
             thread: Some(thread),
         })
+    }
+
+    /// The TLS identity, to [`crate::tls::Certificate::reload`] on SIGHUP
+    /// (`None` without `--http-tls`).
+    pub fn certificate(&self) -> Option<Arc<crate::tls::Certificate>> {
+        self.identity.clone()
     }
 
     pub fn addr(&self) -> SocketAddr {
@@ -507,7 +519,7 @@ async fn answer(shared: Arc<Shared>, asked: Asked) -> Response<Body> {
 
 const TEXT: &str = "text/plain; charset=utf-8";
 /// The Prometheus text exposition format's content type.
-const PROMETHEUS_TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
+pub(crate) const PROMETHEUS_TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
 
 fn text_reply(status: StatusCode, text: String, kind: &'static str) -> Response<Body> {
     let mut r = Response::new(body::full(text));

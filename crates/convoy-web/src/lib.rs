@@ -29,11 +29,12 @@
 mod api;
 mod assets;
 mod body;
+pub mod exporter;
 mod http;
 pub mod metrics;
 pub mod range;
 mod server;
-mod tls;
+pub mod tls;
 pub mod token;
 
 pub use http::{Web, WebConfig};

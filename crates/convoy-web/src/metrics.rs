@@ -57,9 +57,15 @@ pub struct CatalogFigures {
 /// A page of metrics being written: one HELP and TYPE per family, then
 /// its samples. Other parts of the server (the transport, the indexer)
 /// add their families through `WebConfig::extra_metrics`.
+#[derive(Default)]
 pub struct Exposition(String);
 
 impl Exposition {
+    /// The page written so far.
+    pub fn into_text(self) -> String {
+        self.0
+    }
+
     /// `kind`: `counter` (name ends in `_total`) or `gauge`.
     pub fn family(&mut self, name: &str, kind: &str, help: &str) {
         let _ = writeln!(self.0, "# HELP {name} {help}\n# TYPE {name} {kind}");

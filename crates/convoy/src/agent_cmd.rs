@@ -20,6 +20,11 @@ pub struct AgentArgs {
     /// (for scripts and tests; an agent on a vehicle runs until stopped).
     #[arg(long)]
     pub until_idle: bool,
+    /// Serve the agent's Prometheus metrics at http://ADDR/metrics (spool
+    /// bytes per class, per-link budget used, the lanes' state, the age of
+    /// the oldest unacknowledged segment), e.g. 127.0.0.1:9464.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics: Option<String>,
 }
 
 #[derive(Subcommand)]
@@ -43,6 +48,21 @@ pub fn run(args: AgentArgs) -> Result<()> {
                 bail!("give --config agent.toml (docs/SERVICE.md has an example)");
             };
             let cfg = Config::load(&path).map_err(anyhow::Error::msg)?;
+            // Kept for as long as the agent runs; dropping it stops it.
+            let _exporter = match &args.metrics {
+                Some(addr) => {
+                    let m = crate::agent_metrics::AgentMetrics::new(&cfg)
+                        .map_err(anyhow::Error::msg)?;
+                    let e = convoy_web::exporter::Exporter::start(
+                        crate::net_common::resolve_tcp(addr)?,
+                        Arc::new(move |p: &mut convoy_web::metrics::Exposition| m.write(p)),
+                    )
+                    .map_err(anyhow::Error::msg)?;
+                    eprintln!("convoy agent: metrics on http://{}/metrics", e.addr());
+                    Some(e)
+                }
+                None => None,
+            };
             let stop = Arc::new(AtomicBool::new(false));
             crate::net_common::stop_on_signals(&stop)?;
             convoy_agent::run(cfg, stop, args.until_idle).map_err(anyhow::Error::msg)

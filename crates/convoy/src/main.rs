@@ -2,6 +2,7 @@
 //! the codec; later issues add send, serve, perf, emulate and simulate.
 
 mod agent_cmd;
+mod agent_metrics;
 mod bench_can;
 mod bench_codec;
 mod bench_flood;
@@ -16,6 +17,7 @@ mod net_cmd;
 mod net_common;
 mod perf_cmd;
 mod progress;
+mod serve_config;
 mod service_cmd;
 mod service_metrics;
 mod sim_cmd;
@@ -25,7 +27,7 @@ mod trace_cmd;
 
 use std::process::ExitCode;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, Parser, Subcommand};
 
 #[derive(Parser)]
 #[command(
@@ -78,7 +80,9 @@ enum Command {
     /// Accept uploads over convoy and store them durably: `convoy serve
     /// --listen 0.0.0.0:4433 --dir DIR --key server.key`. Each upload is
     /// written to a temporary file, fsynced and renamed into DIR before the
-    /// client is told it is complete.
+    /// client is told it is complete. `--config serve.toml` takes the
+    /// same settings from a file (flags given here override it).
+    #[command(args_override_self = true)]
     Serve(net_cmd::ServeArgs),
     /// Upload files: `convoy send FILE... ADDR --server-key server.key.pub`.
     /// Re-running after an interruption resumes; the server's copy is
@@ -169,7 +173,13 @@ struct BenchCodecArgs {
 
 fn main() -> ExitCode {
     net_common::keep_freed_memory();
-    let cli = Cli::parse();
+    let cli = match command_line() {
+        Ok(args) => Cli::parse_from(args),
+        Err(e) => {
+            eprintln!("convoy: {e:#}");
+            return ExitCode::FAILURE;
+        }
+    };
     let result = match cli.command {
         Command::Bench(Bench::Codec(args)) => bench_codec::run(&bench_codec::Options {
             json: args.json,
@@ -204,4 +214,23 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// The command line, with `convoy serve --config FILE`'s settings put in
+/// front of the flags given (which so override them).
+fn command_line() -> anyhow::Result<Vec<std::ffi::OsString>> {
+    let raw: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let text: Vec<String> = raw
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let Some(path) = serve_config::config_path(&text) else {
+        return Ok(raw);
+    };
+    let cli = Cli::command();
+    let serve = cli.find_subcommand("serve").expect("serve is a subcommand");
+    Ok(serve_config::expand(text, &path, serve)?
+        .into_iter()
+        .map(Into::into)
+        .collect())
 }

@@ -43,6 +43,12 @@ pub fn keygen(args: KeygenArgs) -> Result<()> {
 
 #[derive(Args)]
 pub struct ServeArgs {
+    /// Read settings from this TOML file: one key per long option
+    /// (`listen`, `dir`, `http_tls = ["CERT", "KEY"]`, `fleet = true`…);
+    /// flags given on the command line override it; an unknown key is an
+    /// error. Example: /etc/convoy/serve.toml in the package.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
     /// Address and UDP port to listen on.
     #[arg(long, value_name = "ADDR", default_value = "0.0.0.0:4433")]
     pub listen: String,
@@ -195,6 +201,9 @@ pub fn run_server(
 ) -> Result<()> {
     let open = opts.open && opts.dir.is_some();
     let mut server = Server::bind(opts)?;
+    if let Some(o) = &observer {
+        o.set_figures(server.figures());
+    }
     let addr = server.local_addr().context("socket address")?;
     if let Some(n) = notice {
         eprintln!("{n}");
@@ -277,6 +286,17 @@ pub fn describe(e: &convoy_net::ServerEvent) -> String {
         ),
         Failed { peer, vehicle, error } => format!("{}: {error}", who(peer, vehicle)),
         Closed { peer, vehicle, reason } => format!("{} gone: {reason}", who(peer, vehicle)),
+        Draining { connections, commits } => format!(
+            "stopping: no new connections or uploads; finishing {commits} commits in flight on {connections} connections"
+        ),
+        Drained { millis, complete: true, connections, .. } => format!(
+            "every commit answered after {millis:.0} ms; closing {connections} connections"
+        ),
+        Drained { millis, complete: false, connections, commits, undelivered } => format!(
+            "drain limit reached after {millis:.0} ms: closing {connections} connections \
+             ({commits} commits still running, {undelivered} with replies not yet delivered; \
+             their clients ask again and resume)"
+        ),
     }
 }
 

@@ -88,7 +88,8 @@ pub fn start(
     let registered = open()?.vehicles()?.len();
     let store = Arc::new(Store::open(opts.store.as_deref(), dir)?);
     let (wake_tx, wake_rx) = std::sync::mpsc::sync_channel(1024);
-    server.authorizer = Some(Arc::new(RegistryAuthorizer::new(open()?)));
+    let registry = Arc::new(RegistryAuthorizer::new(open()?));
+    server.authorizer = Some(registry.clone());
     server.commit_hook = Some(Arc::new(QueueHook::new(open()?, wake_tx)));
     let stop = Arc::new(AtomicBool::new(false));
     let ilog = log.clone();
@@ -147,6 +148,11 @@ pub fn start(
         }
         None => None,
     };
+    reload_on_hangup(
+        registry,
+        web.as_ref().and_then(|w| w.certificate()),
+        log.clone(),
+    )?;
     log(
         serde_json::json!({"event": "fleet", "catalog": url, "store": store.url(), "registered": registered}),
         format!(
@@ -160,4 +166,47 @@ pub fn start(
         indexer: Some(indexer),
         _web: web,
     })
+}
+
+/// SIGHUP reloads the registry (every cached answer is dropped, so a
+/// revocation or a new vehicle counts at the next handshake, commit or
+/// re-check) and the web view's TLS certificate and key (new connections
+/// get the new one; a pair that does not load leaves the old in use).
+/// Each reload is logged with what it found.
+fn reload_on_hangup(
+    registry: Arc<RegistryAuthorizer>,
+    cert: Option<Arc<convoy_web::tls::Certificate>>,
+    log: Arc<dyn Fn(serde_json::Value, String) + Send + Sync>,
+) -> Result<()> {
+    let mut signals = signal_hook::iterator::Signals::new([libc::SIGHUP])
+        .context("cannot install the SIGHUP handler")?;
+    std::thread::Builder::new()
+        .name("convoy-sighup".into())
+        .spawn(move || {
+            for _ in signals.forever() {
+                match registry.reload() {
+                    Ok((names, revoked)) => log(
+                        serde_json::json!({"event": "reload", "what": "registry", "registered": names, "revoked": revoked}),
+                        format!("SIGHUP: registry reloaded: {names} names, {revoked} revoked"),
+                    ),
+                    Err(e) => log(
+                        serde_json::json!({"event": "reload_failed", "what": "registry", "error": e}),
+                        format!("SIGHUP: registry not reloaded: {e}"),
+                    ),
+                }
+                let Some(cert) = &cert else { continue };
+                let file = cert.paths().0.display().to_string();
+                match cert.reload() {
+                    Ok(_) => log(
+                        serde_json::json!({"event": "reload", "what": "tls", "cert": file}),
+                        format!("SIGHUP: TLS certificate reloaded from {file}"),
+                    ),
+                    Err(e) => log(
+                        serde_json::json!({"event": "reload_failed", "what": "tls", "error": e}),
+                        format!("SIGHUP: TLS certificate not reloaded, the old one stays: {e}"),
+                    ),
+                }
+            }
+        })?;
+    Ok(())
 }

@@ -6,6 +6,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use convoy_ingest::IndexEvent;
+use convoy_net::server::figures::{ServerFigures, LATENCY_BUCKETS};
 use convoy_net::ServerEvent;
 use convoy_web::metrics::Exposition;
 
@@ -14,6 +15,9 @@ const REFUSALS: [&str; 3] = ["unknown_key", "revoked", "other"];
 
 #[derive(Default)]
 pub struct ServiceCounters {
+    /// The server's own figures (uploads in progress, commit latency),
+    /// set once it is bound.
+    figures: std::sync::OnceLock<std::sync::Arc<ServerFigures>>,
     connections: AtomicU64,
     closed: AtomicU64,
     refused: [AtomicU64; 3],
@@ -32,6 +36,11 @@ fn add(a: &AtomicU64, n: u64) {
 }
 
 impl ServiceCounters {
+    /// The bound server's figures, for every later scrape.
+    pub fn set_figures(&self, f: std::sync::Arc<ServerFigures>) {
+        let _ = self.figures.set(f);
+    }
+
     pub fn observe(&self, e: &ServerEvent) {
         match e {
             ServerEvent::Connected { .. } => add(&self.connections, 1),
@@ -62,7 +71,9 @@ impl ServiceCounters {
                 add(&self.sent, 1);
                 add(&self.bytes_out, *bytes);
             }
-            ServerEvent::PerfDone { .. } => {}
+            ServerEvent::PerfDone { .. }
+            | ServerEvent::Draining { .. }
+            | ServerEvent::Drained { .. } => {}
         }
     }
 
@@ -130,6 +141,37 @@ impl ServiceCounters {
         ];
         for (name, help, a) in counters {
             p.one(name, "counter", help, v(a));
+        }
+        if let Some(f) = self.figures.get() {
+            p.one(
+                "convoy_uploads_in_progress",
+                "gauge",
+                "Uploads whose data is being received now (partial files held by a connection).",
+                f.uploads_in_progress(),
+            );
+            for (name, help, h) in [
+                (
+                    "convoy_upload_fsync_seconds",
+                    "Making a complete upload durable: the file's fsync, BLAKE3 check, rename and the directory's fsync.",
+                    &f.fsync,
+                ),
+                (
+                    "convoy_upload_commit_seconds",
+                    "From a complete upload to \"stored\": the fsync steps and the catalog's queue row.",
+                    &f.commit,
+                ),
+            ] {
+                p.family(name, "histogram", help);
+                let (cumulative, sum) = h.snapshot();
+                let bucket = format!("{name}_bucket");
+                for (le, n) in LATENCY_BUCKETS.iter().zip(&cumulative) {
+                    p.sample(&bucket, &format!("{{le=\"{le}\"}}"), n);
+                }
+                let total = *cumulative.last().unwrap_or(&0);
+                p.sample(&bucket, "{le=\"+Inf\"}", total);
+                p.sample(&format!("{name}_sum"), "", sum);
+                p.sample(&format!("{name}_count"), "", total);
+            }
         }
         p.family(
             "convoy_handshakes_refused_total",

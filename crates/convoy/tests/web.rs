@@ -8,33 +8,11 @@ mod service_support;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use net_support::{make_file, TempDir};
-use service_support::{ok, Fleet};
-
-/// A self-signed certificate for 127.0.0.1 and its key: (cert, key).
-fn make_certificate(dir: &Path) -> (PathBuf, PathBuf) {
-    let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
-    let out = Command::new("openssl")
-        .args(["req", "-x509", "-newkey", "ec", "-pkeyopt"])
-        .args(["ec_paramgen_curve:prime256v1", "-nodes", "-days", "2"])
-        .args(["-subj", "/CN=convoy test", "-addext"])
-        .args(["subjectAltName=IP:127.0.0.1,DNS:localhost", "-keyout"])
-        .arg(&key)
-        .arg("-out")
-        .arg(&cert)
-        .output()
-        .expect("openssl (scripts/setup.sh installs it)");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (cert, key)
-}
+use service_support::{make_certificate, ok, Fleet};
 
 /// curl's `-w` figures for one request with `who`'s token.
 fn curl_w(f: &Fleet, who: &str, args: &[&str], path: &str, format: &str) -> String {
@@ -509,27 +487,11 @@ fn health_readiness_and_metrics_that_promtool_accepts() {
         "convoy_upload_bytes_total 2000\n",
         "convoy_handshakes_refused_total{reason=\"unknown_key\"} 1\n",
         "convoy_handshakes_refused_total{reason=\"revoked\"} 0\n",
+        "convoy_uploads_in_progress 0\n",
+        "convoy_upload_fsync_seconds_count 1\n",
+        "convoy_upload_commit_seconds_bucket{le=\"+Inf\"} 1\n",
     ] {
         assert!(text.contains(line), "{line}: {text}");
     }
-    let mut promtool = Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("promtool (scripts/setup.sh installs Debian's prometheus)");
-    promtool
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(text.as_bytes())
-        .unwrap();
-    let out = promtool.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "promtool: {}{}\n{text}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    service_support::promtool_check(&text);
 }

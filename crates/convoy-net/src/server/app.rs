@@ -33,16 +33,22 @@ pub const MAX_CONNECTIONS_PER_IDENTITY: usize = 8;
 pub struct Claims {
     owners: Arc<Mutex<HashMap<PathBuf, u64>>>,
     next: Arc<AtomicU64>,
+    /// How many partial files are claimed: uploads in progress.
+    live: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl Claims {
     fn claim(&self, path: &Path) -> u64 {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
-        self.owners
-            .lock()
-            .expect("claims lock")
-            .insert(path.to_path_buf(), id);
+        let mut owners = self.owners.lock().expect("claims lock");
+        owners.insert(path.to_path_buf(), id);
+        self.live.store(owners.len(), Ordering::Relaxed);
         id
+    }
+
+    /// The count of claimed partial files, kept current.
+    pub fn live(&self) -> Arc<std::sync::atomic::AtomicUsize> {
+        self.live.clone()
     }
 
     fn holds(&self, path: &Path, id: u64) -> bool {
@@ -53,6 +59,7 @@ impl Claims {
         let mut owners = self.owners.lock().expect("claims lock");
         if owners.get(path) == Some(&id) {
             owners.remove(path);
+            self.live.store(owners.len(), Ordering::Relaxed);
         }
     }
 }
@@ -62,6 +69,7 @@ impl Claims {
 pub struct Access {
     pub auth: Option<Arc<dyn Authorizer>>,
     pub hook: Option<Arc<dyn CommitHook>>,
+    pub figures: Arc<crate::server::figures::ServerFigures>,
 }
 
 /// Where a worker's events go: the callback (worker 0), or a channel to
@@ -119,7 +127,15 @@ pub struct ServerApp {
     /// `PARTIAL_SWEEP_EVERY`.
     pub partial_max_age: Option<Duration>,
     next_sweep: Duration,
+    /// Set once the stop flag is seen: when the drain began and must end.
+    draining: Option<(Duration, Duration)>,
 }
+
+/// How long a stopping server goes on answering before it closes every
+/// connection: commits in flight are finished and their "stored" replies
+/// delivered within this, or cut (the client resumes). With the indexer's
+/// and the web view's stop it keeps a SIGTERM's exit under 10 s.
+pub const DRAIN_LIMIT: Duration = Duration::from_secs(5);
 
 /// How often worker 0 looks for abandoned partial files.
 const PARTIAL_SWEEP_EVERY: Duration = Duration::from_secs(60);
@@ -147,7 +163,12 @@ impl ServerApp {
             events: Vec::new(),
             touched: Vec::new(),
             next_tick: Duration::ZERO,
-            committer: Committer::new(store.clone(), access.hook.clone(), access.auth.clone()),
+            committer: Committer::new(
+                store.clone(),
+                access.hook.clone(),
+                access.auth.clone(),
+                access.figures.clone(),
+            ),
             identify: access.auth.clone().map(|auth| {
                 Offload::new("convoy-identify", move |(key, recheck): Question| {
                     let answer = if recheck {
@@ -163,6 +184,7 @@ impl ServerApp {
             outcomes: HashMap::new(),
             partial_max_age: None,
             next_sweep: PARTIAL_SWEEP_EVERY,
+            draining: None,
             store,
             access,
         }
@@ -333,7 +355,7 @@ impl ServerApp {
         }
         // Not identified yet: its streams wait unaccepted.
         let who = self.who.get(&h).cloned();
-        if who.is_some() {
+        if who.is_some() && self.draining.is_none() {
             while let Some(id) = c.accept_stream() {
                 self.sessions.entry(h).or_default().push((
                     id,
@@ -379,6 +401,12 @@ impl ServerApp {
             if let Some(outcome) = self.outcomes.remove(&(h, *id)) {
                 r.session.job_done(outcome, &ctx, &mut self.events);
             }
+            // Stopping: only commits already running are answered. An
+            // upload still receiving keeps its partial file, which the
+            // client resumes after the restart.
+            if self.draining.is_some() {
+                r.session.stop();
+            }
             r.session
                 .step(c, *id, &ctx, now, &mut self.scratch, &mut self.events);
             if let Some(job) = r.session.take_job() {
@@ -405,6 +433,17 @@ impl ServerApp {
         }
     }
 
+    /// A stopping server may close now: no job on the commit or open
+    /// thread, and every reply written is at its peer (a download still
+    /// sending holds the drain up to [`DRAIN_LIMIT`]).
+    fn drained(&self, ep: &Endpoint) -> bool {
+        self.committer.in_flight() == 0
+            && ep.handles().into_iter().all(|h| {
+                ep.connection_ref(h)
+                    .is_none_or(|c| c.is_closed() || c.all_delivered())
+            })
+    }
+
     fn emit(&mut self) {
         if let Some(rx) = &self.inbox {
             while let Ok(e) = rx.try_recv() {
@@ -426,22 +465,57 @@ impl ServerApp {
 
 impl Application for ServerApp {
     fn step(&mut self, ep: &mut Endpoint, now: Duration) -> Result<Step, NetError> {
-        if self.stop.load(Ordering::Relaxed) {
-            for h in ep.handles() {
-                if let Some(c) = ep.connection(h) {
-                    c.close(0, "server shutting down");
+        // Stopping: no new connections or streams; what was begun is
+        // answered, then every connection is closed (docs/SERVICE.md,
+        // "Configuration and signals").
+        let drain_begins = self.stop.load(Ordering::Relaxed) && self.draining.is_none();
+        if drain_begins {
+            self.draining = Some((now, now + DRAIN_LIMIT));
+            self.events.push(ServerEvent::Draining {
+                connections: ep.handles().len(),
+                commits: self.committer.in_flight(),
+            });
+        }
+        if let Some((began, deadline)) = self.draining {
+            let drained = self.drained(ep);
+            if drained || now >= deadline {
+                let handles = ep.handles();
+                self.events.push(ServerEvent::Drained {
+                    millis: (now - began).as_secs_f64() * 1e3,
+                    complete: drained,
+                    connections: handles.len(),
+                    commits: self.committer.in_flight(),
+                    undelivered: handles
+                        .iter()
+                        .filter_map(|&h| ep.connection_ref(h))
+                        .filter(|c| !c.is_closed() && !c.all_delivered())
+                        .count(),
+                });
+                for &h in &handles {
+                    if let Some(c) = ep.connection(h) {
+                        c.close(0, "server shutting down");
+                    }
                 }
+                self.emit();
+                return Ok(Step::Done);
             }
-            self.emit();
-            return Ok(Step::Done);
         }
         while let Some(h) = ep.accept() {
-            if let Some(c) = ep.connection_ref(h) {
+            if let Some(c) = ep.connection(h) {
+                if self.draining.is_some() {
+                    c.close(0, "server shutting down");
+                }
                 self.peers.insert(h, c.remote_address());
             }
         }
         let mut touched = std::mem::take(&mut self.touched);
         ep.take_touched(&mut touched);
+        if drain_begins {
+            // Every session is stepped now, so uploads still receiving stop.
+            touched.extend(self.sessions.keys().copied());
+            touched.sort();
+            touched.dedup();
+        }
         self.collect_answers(&mut touched);
         // Sessions whose storage work finished: stepped now, to answer.
         for (key, outcome) in self.committer.finished() {
@@ -491,6 +565,12 @@ impl Application for ServerApp {
     }
 
     fn wake_at(&self) -> Option<Duration> {
-        (!self.sessions.is_empty()).then_some(self.next_tick)
+        let tick = (!self.sessions.is_empty()).then_some(self.next_tick);
+        match self.draining {
+            // Waits for acknowledgements or the commit thread, which wake
+            // the driver; the deadline needs a turn of its own.
+            Some((_, deadline)) => Some(tick.map_or(deadline, |t| t.min(deadline))),
+            None => tick,
+        }
     }
 }

@@ -29,6 +29,7 @@ use convoy_proto::{ConnectionHandle, StreamId};
 
 use crate::auth::{Authorizer, CommitHook, Committed, Identity, REFUSED_PREFIX};
 use crate::error::NetError;
+use crate::server::figures::ServerFigures;
 use crate::server::offload::Offload;
 use crate::store::{PartialUpload, PutStart, Store};
 use crate::wake::Waker;
@@ -92,7 +93,9 @@ pub fn run(
     store: &Store,
     hook: Option<&dyn CommitHook>,
     auth: Option<&dyn Authorizer>,
+    figures: Option<&ServerFigures>,
 ) -> Outcome {
+    let started = std::time::Instant::now();
     let durable = match job.work {
         Work::Open(Open::Put { size, hash }) => {
             let owner = job.who.as_ref().map_or("", |w| w.name.as_str());
@@ -111,11 +114,18 @@ pub fn run(
         }
         // A key revoked during the upload gets no acknowledgement; its
         // bytes stay in the partial file, never committed.
-        Work::Commit(upload) => still_registered(auth, job.key.as_ref())
-            .and_then(|()| Ok((upload.size, upload.commit()?))),
+        Work::Commit(upload) => still_registered(auth, job.key.as_ref()).and_then(|()| {
+            let size = upload.size;
+            let t = std::time::Instant::now();
+            let hash = upload.commit()?;
+            if let Some(f) = figures {
+                f.fsync.record(t.elapsed());
+            }
+            Ok((size, hash))
+        }),
         Work::Requeue { bytes, blake3 } => Ok((bytes, blake3)),
     };
-    Outcome::Stored(durable.and_then(|(bytes, blake3)| {
+    let stored = durable.and_then(|(bytes, blake3)| {
         if let Some(hook) = hook {
             queue(
                 hook,
@@ -127,7 +137,11 @@ pub fn run(
             )?;
         }
         Ok(blake3)
-    }))
+    });
+    if let (Some(f), Ok(_)) = (figures, &stored) {
+        f.commit.record(started.elapsed());
+    }
+    Outcome::Stored(stored)
 }
 
 fn still_registered(auth: Option<&dyn Authorizer>, key: Option<&[u8; 32]>) -> Result<(), NetError> {
@@ -164,6 +178,9 @@ pub struct Committer {
     opens: Offload<Keyed<Job>, Keyed<Outcome>>,
     /// Jobs no thread could take, failed here.
     refused: Vec<Keyed<Outcome>>,
+    /// Jobs handed over whose outcome has not come back: a server that is
+    /// shutting down waits for these (a commit, once begun, is answered).
+    in_flight: usize,
 }
 
 impl Committer {
@@ -173,20 +190,23 @@ impl Committer {
         store: Option<Store>,
         hook: Option<Arc<dyn CommitHook>>,
         auth: Option<Arc<dyn Authorizer>>,
+        figures: Arc<ServerFigures>,
     ) -> Committer {
         let commit_store = store.clone();
         let commits = Offload::new("convoy-commit", move |(key, job): Keyed<Job>| {
             let store = commit_store.as_ref().expect("uploads need a store");
-            (key, run(job, store, hook.as_deref(), auth.as_deref()))
+            let f = Some(&*figures);
+            (key, run(job, store, hook.as_deref(), auth.as_deref(), f))
         });
         let opens = Offload::new("convoy-open", move |(key, job): Keyed<Job>| {
             let store = store.as_ref().expect("requests need a store");
-            (key, run(job, store, None, None))
+            (key, run(job, store, None, None, None))
         });
         Committer {
             commits,
             opens,
             refused: Vec::new(),
+            in_flight: 0,
         }
     }
 
@@ -205,6 +225,7 @@ impl Committer {
         } else {
             &mut self.commits
         };
+        self.in_flight += 1;
         if offload.submit((key, job)).is_err() {
             let err = NetError::Socket(std::io::Error::other("no thread to run the request"));
             self.refused.push((
@@ -221,9 +242,16 @@ impl Committer {
     /// Results of finished jobs; each thread's in the order submitted.
     /// Asked on every driver turn, so nothing is collected into a list.
     pub fn finished(&mut self) -> impl Iterator<Item = Keyed<Outcome>> + '_ {
+        let in_flight = &mut self.in_flight;
         self.refused
             .drain(..)
             .chain(self.commits.finished())
             .chain(self.opens.finished())
+            .inspect(move |_| *in_flight = in_flight.saturating_sub(1))
+    }
+
+    /// Jobs handed over and not yet back.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight
     }
 }

@@ -9,6 +9,7 @@
 
 mod app;
 pub(crate) mod committer;
+pub mod figures;
 mod offload;
 
 use std::net::SocketAddr;
@@ -242,6 +243,10 @@ impl Server {
         let access = Access {
             auth: opts.authorizer.clone(),
             hook: opts.commit_hook.clone(),
+            figures: Arc::new(figures::ServerFigures {
+                in_progress: claims.live(),
+                ..Default::default()
+            }),
         };
         if let Some(s) = &store {
             s.sweep_partials(opts.partial_max_age);
@@ -265,6 +270,12 @@ impl Server {
             access,
             stats: None,
         })
+    }
+
+    /// Uploads in progress and commit latencies, shared by every worker
+    /// (for metrics; read at any time, also while `run` runs).
+    pub fn figures(&self) -> Arc<figures::ServerFigures> {
+        self.access.figures.clone()
     }
 
     /// The address the sockets are bound to.

@@ -660,6 +660,17 @@ impl Connection {
         self.acked_stream_bytes.get(&id.0).copied().unwrap_or(0)
     }
 
+    /// Whether everything written on every stream is at the peer (sent,
+    /// and each block reported decodable): what a server that is shutting
+    /// down waits for before closing, so a reply it wrote is not lost.
+    pub fn all_delivered(&self) -> bool {
+        self.streams.unsent_bytes() == 0
+            && self
+                .one_rtt
+                .as_ref()
+                .is_none_or(|e| e.tx.bytes_undelivered() == 0)
+    }
+
     pub fn write_room(&self, id: StreamId) -> usize {
         self.streams.write_room(id).min(self.send_budget_room())
     }

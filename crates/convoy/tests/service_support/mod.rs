@@ -319,3 +319,50 @@ pub fn stored_sample_times(store: &Path, vehicle: &str) -> Vec<i64> {
     out.sort();
     out
 }
+
+/// A self-signed certificate for 127.0.0.1 and its key: (cert, key).
+pub fn make_certificate(dir: &Path) -> (PathBuf, PathBuf) {
+    let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
+    let out = Command::new("openssl")
+        .args(["req", "-x509", "-newkey", "ec", "-pkeyopt"])
+        .args(["ec_paramgen_curve:prime256v1", "-nodes", "-days", "2"])
+        .args(["-subj", "/CN=convoy test", "-addext"])
+        .args(["subjectAltName=IP:127.0.0.1,DNS:localhost", "-keyout"])
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .output()
+        .expect("openssl (scripts/setup.sh installs it)");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (cert, key)
+}
+
+/// `promtool check metrics` (Debian's prometheus package) accepts `text`.
+pub fn promtool_check(text: &str) {
+    use std::io::Write;
+    use std::process::Stdio;
+    let mut promtool = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("promtool (scripts/setup.sh installs Debian's prometheus)");
+    promtool
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let out = promtool.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "promtool: {}{}\n{text}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
