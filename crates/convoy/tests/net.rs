@@ -639,3 +639,46 @@ fn send_with_several_files_overlaps_them_and_stores_each() {
         .collect();
     assert_eq!(names, expected);
 }
+
+/// An upload abandoned mid-way leaves its partial file; a server started
+/// after the partial's age limit sweeps it at start-up (the same sweep runs
+/// every minute after), so no partial outlives its limit once swept.
+#[test]
+fn an_abandoned_partial_is_swept_once_older_than_its_limit() {
+    let Site {
+        dir,
+        key,
+        pubkey,
+        store,
+    } = site("age-out");
+    let src = dir.path().join("drive.log");
+    make_file(&src, 60_000_000, 9);
+    let port = free_port();
+    let mut server = serve(port, &store, &key, &[]);
+    let addr = format!("127.0.0.1:{port}");
+    let mut client = spawn(
+        &[
+            "send",
+            src.to_str().unwrap(),
+            &addr,
+            "--json",
+            "--server-key",
+        ],
+        &[&pubkey],
+    );
+    wait_partial(&store, 4_000_000, Duration::from_secs(60));
+    client.kill();
+    server.kill();
+    assert!(partial_size(&store) > 0, "the abandoned upload's partial");
+    // 0.001 h = 3.6 s: the partial is older than that by the restart.
+    std::thread::sleep(Duration::from_secs(4));
+    let _server = serve(port, &store, &key, &["--partial-max-age", "0.001"]);
+    let start = std::time::Instant::now();
+    while partial_size(&store) > 0 {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "a partial older than --partial-max-age outlived the start-up sweep"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
