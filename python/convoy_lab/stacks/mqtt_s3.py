@@ -32,7 +32,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from .workload import CpuRecorder, read_acks, read_samples, serve_socket, watch_inboxes, write_ack
+from .workload import (CpuRecorder, incumbent_vehicle, incumbent_vehicle_command, read_acked, read_acks,
+                       read_samples, serve_socket, watch_inboxes, write_ack)
 
 NAME = "mqtt-s3"
 MQTT_PORT = 1883
@@ -275,22 +276,16 @@ def _files(root: Path, server_ip: str) -> None:
 
 
 def vehicle(root: Path, server_ip: str) -> int:
-    threading.Thread(target=_files, args=(root, server_ip), daemon=True).start()
-    _telemetry(root, server_ip)
-    return 0
+    return incumbent_vehicle(_files, _telemetry, root, server_ip)
 
 
 def vehicle_command(root: Path, server_ip: str) -> list[str]:
-    return [sys.executable, "-m", "convoy_lab.stacks.run", "vehicle", NAME, str(root), server_ip]
+    return incumbent_vehicle_command(NAME, root, server_ip)
 
 
-def acks(root: Path) -> dict[str, int]:
-    """File name → when the server confirmed it stored (the vehicle's log)."""
-    return read_acks(root)
-
-
-def acked(root: Path) -> set[str]:
-    return set(read_acks(root))
+# File name → when the server confirmed it stored (the vehicle's log).
+acks = read_acks
+acked = read_acked
 
 
 def received(root: Path) -> dict:

@@ -247,6 +247,25 @@ def write_ack(root: Path, name: str) -> None:
         f.write(json.dumps({"name": name, "ack_ns": time.time_ns()}) + "\n")
 
 
+def incumbent_vehicle(files: Callable[[Path, str], None], telemetry: Callable[[Path, str], None],
+                      root: Path, server_ip: str) -> int:
+    """An incumbent's vehicle: its file uploader on a thread of its own,
+    its telemetry on this one, until the emulator ends it."""
+    threading.Thread(target=files, args=(root, server_ip), daemon=True).start()
+    telemetry(root, server_ip)
+    return 0
+
+
+def incumbent_vehicle_command(name: str, root: Path, server_ip: str) -> list[str]:
+    """How the emulator starts an incumbent's vehicle (`run.py vehicle`)."""
+    return [sys.executable, "-m", "convoy_lab.stacks.run", "vehicle", name, str(root), server_ip]
+
+
+def read_acked(root: Path) -> set[str]:
+    """The files an incumbent confirmed (see `read_acks`)."""
+    return set(read_acks(root))
+
+
 def read_acks(root: Path) -> dict[str, int]:
     """First acknowledgement time of each file an incumbent confirmed."""
     out: dict[str, int] = {}
