@@ -108,6 +108,12 @@ const MAX_LOSS: f64 = 0.5;
 /// drives' capacity than 1× for 11–28 % more p95 queueing, at 5, 25 and
 /// 100 % of their rates (docs/PROTOCOL.md, "Constants").
 const WINDOW_HEADROOM: f64 = 1.0;
+/// Beside other paths there is no coasting, so the window binds whenever
+/// a path's acknowledgments bunch, and the scheduler's failover and
+/// Wi-Fi-recovery bounds were tuned with 1.5× (`tests/multipath.rs`, the
+/// grid's fast tier: at 1× a stall after a slow Wi-Fi recovers grew past
+/// its 1 s bound).
+const WINDOW_HEADROOM_BESIDE: f64 = 1.5;
 /// Coasting: while the receiver is silent (no acknowledgment, and no
 /// stall report saying our data stopped arriving), up to this much time
 /// at the link's rate may leave past the last acknowledgment...
@@ -470,7 +476,12 @@ impl Tide {
             .saturating_sub(base_rtt + self.est.queue_delay)
             .as_secs_f64();
         let batch = self.cfg.max_ack_delay.as_secs_f64();
-        let bytes = WINDOW_HEADROOM
+        let headroom = if self.only_path {
+            WINDOW_HEADROOM
+        } else {
+            WINDOW_HEADROOM_BESIDE
+        };
+        let bytes = headroom
             * (avg as f64 * (base_rtt.as_secs_f64() + return_path + 2.0 * batch) + target as f64);
         self.cwnd = (bytes as u64).max(4 * self.cfg.mss);
         if self.phase == Phase::Track
