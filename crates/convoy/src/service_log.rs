@@ -112,9 +112,10 @@ pub fn index_event(e: &IndexEvent) {
             name,
             samples,
             millis,
+            lag_seconds,
         } => info!(
             target: "convoy::indexer",
-            vehicle = vehicle.as_str(), name = name.as_str(), samples, millis,
+            vehicle = vehicle.as_str(), name = name.as_str(), samples, millis, lag_seconds,
             "indexed"
         ),
         IndexEvent::IndexFailed {
