@@ -226,6 +226,9 @@ pub trait Catalog: Send {
     ) -> Result<bool>;
     /// Newest first; `vehicle` filters.
     fn requests(&mut self, vehicle: Option<&str>, limit: usize) -> Result<Vec<RequestRow>>;
+    /// Requests still `queued` with an id above `after`, oldest first:
+    /// what servers sharing the catalog issued since they last looked.
+    fn queued_after(&mut self, after: i64, limit: usize) -> Result<Vec<RequestRow>>;
 }
 
 /// The columns of a request row, in the order both backends select them.

@@ -469,4 +469,15 @@ impl Catalog for PgCatalog {
         )?;
         Ok(rows.iter().map(request_row).collect())
     }
+
+    fn queued_after(&mut self, after: i64, limit: usize) -> Result<Vec<RequestRow>> {
+        let rows = self.db.query(
+            &format!(
+                "SELECT {REQUEST_COLUMNS} FROM requests
+                 WHERE id > $1 AND state = 'queued' ORDER BY id LIMIT $2"
+            ),
+            &[&after, &(limit as i64)],
+        )?;
+        Ok(rows.iter().map(request_row).collect())
+    }
 }

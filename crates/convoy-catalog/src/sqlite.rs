@@ -498,4 +498,13 @@ impl Catalog for SqliteCatalog {
         let rows = st.query_map(params![vehicle, limit as i64], request_row)?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
+
+    fn queued_after(&mut self, after: i64, limit: usize) -> Result<Vec<RequestRow>> {
+        let mut st = self.db.prepare_cached(&format!(
+            "SELECT {REQUEST_COLUMNS} FROM requests
+             WHERE id > ?1 AND state = 'queued' ORDER BY id LIMIT ?2"
+        ))?;
+        let rows = st.query_map(params![after, limit as i64], request_row)?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
 }
