@@ -11,7 +11,7 @@
 use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use convoy_net::{Client, ClientOptions, UploadQueue, UploadReport};
@@ -25,7 +25,10 @@ pub struct Uploader {
     pub client: ClientOptions,
     pub spool: Arc<Mutex<Spool>>,
     pub status: Arc<Shared>,
-    pub rules: Vec<LinkRule>,
+    /// Shared with the requests driver, which changes them on request.
+    pub rules: Arc<RwLock<Vec<LinkRule>>>,
+    /// The live lane's: opens the control stream on each connection.
+    pub requests: Option<Arc<crate::requests::Requests>>,
     pub link_file: Option<PathBuf>,
     pub stop: Arc<AtomicBool>,
     /// Set by `stop` to interrupt a transfer in progress.
@@ -72,12 +75,13 @@ fn retry_wait(error: &convoy_net::NetError, backoff: Duration) -> Duration {
 }
 
 /// The link in use now: the link file's content, or the first rule.
-pub fn current_link<'a>(rules: &'a [LinkRule], file: Option<&PathBuf>) -> Option<&'a LinkRule> {
+pub fn current_link(rules: &RwLock<Vec<LinkRule>>, file: Option<&PathBuf>) -> Option<LinkRule> {
+    let rules = rules.read().ok()?;
     match file {
-        None => rules.first(),
+        None => rules.first().cloned(),
         Some(f) => {
             let name = std::fs::read_to_string(f).ok()?;
-            rules.iter().find(|r| r.name == name.trim())
+            rules.iter().find(|r| r.name == name.trim()).cloned()
         }
     }
 }
@@ -164,8 +168,9 @@ impl LaneQueue<'_> {
             // A rate-capped link sends one segment, then pauses; a change
             // of link (or stopping) ends the queue so its rules are read
             // again.
+            // A rule changed by a request ends the queue too.
             let same_link = current_link(&self.up.rules, self.up.link_file.as_ref())
-                .is_some_and(|r| r.name == self.rule.name);
+                .is_some_and(|r| r == self.rule);
             let capped = self.rule.rate_bps.is_some() && self.given > 0;
             if capped || !same_link || self.up.stop.load(Ordering::Relaxed) {
                 return None;
@@ -231,7 +236,7 @@ impl Uploader {
         let mut client: Option<Client> = None;
         let mut backoff = Duration::from_millis(250);
         while !self.stop.load(Ordering::Relaxed) {
-            let Some(rule) = current_link(&self.rules, self.link_file.as_ref()).cloned() else {
+            let Some(rule) = current_link(&self.rules, self.link_file.as_ref()) else {
                 self.set(|l| l.state = "no link".into());
                 if self.lane == Lane::Live {
                     self.status.update(|s| s.link = None);
@@ -245,6 +250,37 @@ impl Uploader {
             }
             let mut queue = LaneQueue::new(&self, rule);
             match queue.take() {
+                Ok(false) if self.requests.is_some() => {
+                    // The live lane keeps a connection while idle, so
+                    // requests reach the vehicle; it waits on it, woken
+                    // by a new segment or a frame to send.
+                    self.set(|l| l.state = "idle".into());
+                    if client.is_none() {
+                        match self.connect() {
+                            Ok(c) => {
+                                client = Some(c);
+                                backoff = Duration::from_millis(250);
+                            }
+                            Err((e, attempt)) => {
+                                self.note_unreachable(&e);
+                                let wait = retry_wait(&e, backoff).saturating_sub(attempt);
+                                self.sleep_unless_stopped(wait);
+                                backoff = (backoff * 2).min(MAX_BACKOFF);
+                                continue;
+                            }
+                        }
+                    }
+                    let c = client.as_mut().expect("connected");
+                    let gen = self.status.generation();
+                    let status = self.status.clone();
+                    let stop = self.stop.clone();
+                    let woken = move || status.generation() != gen || stop.load(Ordering::Relaxed);
+                    if c.idle_until(IDLE_WAIT, &woken).is_err() {
+                        client = None;
+                        self.status.set_lane_waker(None);
+                    }
+                    continue;
+                }
                 Ok(false) => {
                     self.set(|l| l.state = "idle".into());
                     // The client is driven only inside its calls: an idle
@@ -271,21 +307,15 @@ impl Uploader {
                 }
             }
             if client.is_none() {
-                self.set(|l| l.state = "connecting".into());
-                let attempt = Instant::now();
-                match Client::connect(self.client.clone()) {
+                match self.connect() {
                     Ok(c) => {
-                        if let Ok(mut slot) = self.interrupt.lock() {
-                            *slot = Some(c.interrupt_flag());
-                        }
-                        self.status.set_offline(false);
                         client = Some(c);
                         backoff = Duration::from_millis(250);
                     }
-                    Err(e) => {
+                    Err((e, attempt)) => {
                         queue.fail(&e.to_string());
                         self.note_unreachable(&e);
-                        let wait = retry_wait(&e, backoff).saturating_sub(attempt.elapsed());
+                        let wait = retry_wait(&e, backoff).saturating_sub(attempt);
                         self.sleep_unless_stopped(wait);
                         backoff = (backoff * 2).min(MAX_BACKOFF);
                         continue;
@@ -318,6 +348,25 @@ impl Uploader {
         if let Some(c) = client {
             c.close();
         }
+    }
+
+    /// Connects; the live lane also opens its control stream. `Err`: why,
+    /// and how long the attempt took.
+    fn connect(&self) -> Result<Client, (convoy_net::NetError, Duration)> {
+        self.set(|l| l.state = "connecting".into());
+        let attempt = Instant::now();
+        let mut c = Client::connect(self.client.clone()).map_err(|e| (e, attempt.elapsed()))?;
+        if let Ok(mut slot) = self.interrupt.lock() {
+            *slot = Some(c.interrupt_flag());
+        }
+        self.status.set_offline(false);
+        if let Some(r) = &self.requests {
+            match r.attach(&mut c) {
+                Ok(w) => self.status.set_lane_waker(Some(w)),
+                Err(e) => return Err((e, attempt.elapsed())),
+            }
+        }
+        Ok(c)
     }
 
     /// The server confirmed `item` durable (the spool records it with

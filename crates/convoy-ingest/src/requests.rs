@@ -40,11 +40,29 @@ struct Link {
 #[derive(Clone, Debug, serde::Serialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum RequestLog {
-    ControlOpened { vehicle: String },
-    RequestSent { vehicle: String, id: i64, kind: String },
-    RequestAcked { vehicle: String, id: i64, millis: f64 },
-    RequestFinished { vehicle: String, id: i64, state: String, detail: String },
-    ControlError { vehicle: String, error: String },
+    ControlOpened {
+        vehicle: String,
+    },
+    RequestSent {
+        vehicle: String,
+        id: i64,
+        kind: String,
+    },
+    RequestAcked {
+        vehicle: String,
+        id: i64,
+        millis: f64,
+    },
+    RequestFinished {
+        vehicle: String,
+        id: i64,
+        state: String,
+        detail: String,
+    },
+    ControlError {
+        vehicle: String,
+        error: String,
+    },
 }
 
 /// The control hook and its dispatcher thread.
@@ -97,7 +115,10 @@ impl RequestDispatch {
 impl ControlHook for RequestDispatch {
     fn attach(&self, who: &Identity, bell: Bell) -> Result<mpsc::Receiver<Vec<u8>>, String> {
         let (tx, rx) = mpsc::channel();
-        let mut links = self.links.lock().map_err(|_| "dispatcher stopped".to_string())?;
+        let mut links = self
+            .links
+            .lock()
+            .map_err(|_| "dispatcher stopped".to_string())?;
         links.entry(who.name.clone()).or_default().push(Link {
             tx,
             bell,
@@ -236,7 +257,10 @@ impl Worker {
             FromVehicle::Done { result, .. } => RequestEvent::Done(result.to_string()),
             FromVehicle::Failed { error, .. } => RequestEvent::Failed(error),
             FromVehicle::Unreadable { error } => {
-                return self.error(vehicle, &format!("the vehicle could not read a request: {error}"))
+                return self.error(
+                    vehicle,
+                    &format!("the vehicle could not read a request: {error}"),
+                )
             }
         };
         if let Some(id) = id {
@@ -248,7 +272,12 @@ impl Worker {
         let now = convoy_telemetry::now_ns();
         match self.catalog.request_event(vehicle, id, ev, now) {
             Ok(true) => {}
-            Ok(false) => return self.error(vehicle, &format!("answer for request {id}, not one of its own")),
+            Ok(false) => {
+                return self.error(
+                    vehicle,
+                    &format!("answer for request {id}, not one of its own"),
+                )
+            }
             Err(e) => return self.error(vehicle, &format!("catalog: {e}")),
         }
         match ev {

@@ -251,7 +251,7 @@ impl<A: Application> Application for WithControl<'_, A> {
             if self.scratch.is_empty() {
                 self.scratch = vec![0; 16 * 1024];
             }
-            ctl.serve(c, &mut self.scratch)?;
+            ctl.serve(c, &mut self.scratch);
         }
         Ok(step)
     }

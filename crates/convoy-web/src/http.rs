@@ -490,7 +490,10 @@ async fn issue_request(shared: Arc<Shared>, req: Request<hyper::body::Incoming>)
         Err(_) => {
             return json_reply(Reply::error(
                 413,
-                &format!("a request body is at most {} bytes", crate::requests::MAX_BODY),
+                &format!(
+                    "a request body is at most {} bytes",
+                    crate::requests::MAX_BODY
+                ),
             ))
         }
     };

@@ -80,5 +80,7 @@ pub fn list(shared: &Shared, who: &Caller, params: &[(String, String)]) -> Resul
         return Ok(Reply::error(403, "not your vehicle"));
     }
     let rows = shared.pool.with(|c| c.requests(filter.as_deref(), limit))?;
-    Ok(Reply::Json(json!({ "requests": rows }).to_string().into_bytes()))
+    Ok(Reply::Json(
+        json!({ "requests": rows }).to_string().into_bytes(),
+    ))
 }

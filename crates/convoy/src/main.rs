@@ -13,6 +13,7 @@ mod bench_server;
 mod emu_cmd;
 mod fleet_bench;
 mod fleet_cmd;
+mod fleet_request;
 mod net_cmd;
 mod net_common;
 mod perf_cmd;

@@ -93,26 +93,31 @@ pub fn start(
     server.commit_hook = Some(Arc::new(QueueHook::new(open()?, wake_tx)));
     let stop = Arc::new(AtomicBool::new(false));
     let rlog = log.clone();
-    let dispatch = convoy_ingest::requests::RequestDispatch::start(open()?, stop.clone(), move |e| {
-        use convoy_ingest::requests::RequestLog::*;
-        let text = match e {
-            ControlOpened { vehicle } => format!("{vehicle}: control stream open"),
-            RequestSent { vehicle, id, kind } => format!("{vehicle}: request {id} ({kind}) sent"),
-            RequestAcked {
-                vehicle,
-                id,
-                millis,
-            } => format!("{vehicle}: request {id} acknowledged {millis:.1} ms after it was issued"),
-            RequestFinished {
-                vehicle,
-                id,
-                state,
-                detail,
-            } => format!("{vehicle}: request {id} {state}: {detail}"),
-            ControlError { vehicle, error } => format!("{vehicle}: control: {error}"),
-        };
-        rlog(serde_json::to_value(e).unwrap_or_default(), text);
-    });
+    let dispatch =
+        convoy_ingest::requests::RequestDispatch::start(open()?, stop.clone(), move |e| {
+            use convoy_ingest::requests::RequestLog::*;
+            let text = match e {
+                ControlOpened { vehicle } => format!("{vehicle}: control stream open"),
+                RequestSent { vehicle, id, kind } => {
+                    format!("{vehicle}: request {id} ({kind}) sent")
+                }
+                RequestAcked {
+                    vehicle,
+                    id,
+                    millis,
+                } => format!(
+                    "{vehicle}: request {id} acknowledged {millis:.1} ms after it was issued"
+                ),
+                RequestFinished {
+                    vehicle,
+                    id,
+                    state,
+                    detail,
+                } => format!("{vehicle}: request {id} {state}: {detail}"),
+                ControlError { vehicle, error } => format!("{vehicle}: control: {error}"),
+            };
+            rlog(serde_json::to_value(e).unwrap_or_default(), text);
+        });
     server.control_hook = Some(dispatch.clone());
     let ilog = log.clone();
     let counters = Arc::new(crate::service_metrics::ServiceCounters::default());

@@ -81,6 +81,9 @@ pub struct ClientControl {
     out: Outbox,
     to_app: mpsc::Sender<Vec<u8>>,
     from_app: mpsc::Receiver<Vec<u8>>,
+    /// The stream ended (the server refused it, or broke it): the
+    /// connection's transfers go on without it.
+    ended: bool,
 }
 
 impl ClientControl {
@@ -98,13 +101,29 @@ impl ClientControl {
             out,
             to_app,
             from_app,
+            ended: false,
         }
     }
 
-    /// Reads what arrived, hands whole frames on, writes what waits.
-    /// `Err`: the stream ended or broke (the server refused it, or the
-    /// agent stopped listening).
-    pub(crate) fn serve(&mut self, c: &mut Connection, scratch: &mut [u8]) -> Result<(), NetError> {
+    /// Whether the stream ended (the server's reason, if it gave one, was
+    /// handed on as a frame).
+    pub fn ended(&self) -> bool {
+        self.ended
+    }
+
+    /// Reads what arrived, hands whole frames on, writes what waits. A
+    /// stream that ends or breaks is dropped ([`ClientControl::ended`]);
+    /// the connection and its uploads are not disturbed by it.
+    pub(crate) fn serve(&mut self, c: &mut Connection, scratch: &mut [u8]) {
+        if self.ended {
+            return;
+        }
+        if self.serve_inner(c, scratch).is_err() {
+            self.ended = true;
+        }
+    }
+
+    fn serve_inner(&mut self, c: &mut Connection, scratch: &mut [u8]) -> Result<(), NetError> {
         while let Ok(frame) = self.from_app.try_recv() {
             self.out.push(&encode_frame(&frame));
         }
