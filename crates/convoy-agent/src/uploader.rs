@@ -270,6 +270,7 @@ impl Uploader {
                             }
                         }
                     }
+                    self.set(|l| l.state = "idle".into());
                     let c = client.as_mut().expect("connected");
                     let gen = self.status.generation();
                     let status = self.status.clone();

@@ -34,6 +34,9 @@ use collect::{CollectProgress, Collectors};
 /// How often running uploads' progress is looked up in the spool.
 const PROGRESS_POLL: Duration = Duration::from_millis(250);
 
+/// The control stream's sender, and the waker of the driver that writes it.
+type Outlet = (Sender<Vec<u8>>, Arc<Waker>);
+
 struct UploadJob {
     id: i64,
     boosted: spool_ops::Boosted,
@@ -42,7 +45,7 @@ struct UploadJob {
 pub struct Requests {
     inbound: Sender<Vec<u8>>,
     /// The control stream of the live lane's current connection.
-    out: Mutex<Option<(Sender<Vec<u8>>, Arc<Waker>)>>,
+    out: Mutex<Option<Outlet>>,
     book: Mutex<RequestBook>,
     uploads: Mutex<Vec<UploadJob>>,
     pub collectors: Arc<Collectors>,
