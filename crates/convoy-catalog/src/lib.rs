@@ -200,7 +200,8 @@ pub trait Catalog: Send {
 
     fn last_states(&mut self) -> Result<Vec<LastState>>;
     fn track(&mut self, vehicle: &str, from_ns: i64, to_ns: i64) -> Result<Vec<TrackPoint>>;
-    /// Changes whenever something is indexed (for live updates).
+    /// Changes whenever something is indexed, and when a request is
+    /// issued, acknowledged or finished (for live updates).
     fn version(&mut self) -> Result<i64>;
 
     /// Queues a request for `vehicle` (which must be a registered,

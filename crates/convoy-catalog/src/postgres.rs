@@ -374,7 +374,9 @@ impl Catalog for PgCatalog {
         Ok(self
             .db
             .query_one(
-                "SELECT (COALESCE(MAX(indexed_ns), 0) + COUNT(*))::BIGINT FROM segments",
+                "SELECT (COALESCE(MAX(indexed_ns), 0) + COUNT(*)
+                    + (SELECT COUNT(*) + COUNT(acked_ns) + COUNT(finished_ns) FROM requests))::BIGINT
+                 FROM segments",
                 &[],
             )?
             .get(0))

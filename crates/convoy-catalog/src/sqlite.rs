@@ -398,7 +398,9 @@ impl Catalog for SqliteCatalog {
 
     fn version(&mut self) -> Result<i64> {
         Ok(self.db.query_row(
-            "SELECT COALESCE(MAX(indexed_ns), 0) + COUNT(*) FROM segments",
+            "SELECT COALESCE(MAX(indexed_ns), 0) + COUNT(*)
+                    + (SELECT COUNT(*) + COUNT(acked_ns) + COUNT(finished_ns) FROM requests)
+             FROM segments",
             [],
             |r| r.get(0),
         )?)

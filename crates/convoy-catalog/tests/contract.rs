@@ -147,9 +147,11 @@ fn requests(c: &mut dyn Catalog) {
             other => panic!("{who}: {other:?}"),
         }
     }
+    let v0 = c.version().unwrap();
     let a = c
         .add_request("truck-3", "status", r#"{"type":"status"}"#, "ops", 30)
         .unwrap();
+    assert_ne!(c.version().unwrap(), v0, "the page learns of a new request");
     let b = c
         .add_request("truck-3", "status", r#"{"type":"status"}"#, "ops", 31)
         .unwrap();
@@ -161,13 +163,22 @@ fn requests(c: &mut dyn Catalog) {
         .map(|r| r.id)
         .collect();
     assert_eq!(open, [a.id, b.id]);
+    let after: Vec<i64> = c
+        .queued_after(a.id, 10)
+        .unwrap()
+        .iter()
+        .map(|r| r.id)
+        .collect();
+    assert_eq!(after, [b.id]);
     // Another vehicle cannot touch it.
     assert!(!c
         .request_event("truck-1", a.id, &RequestEvent::Ack, 32)
         .unwrap());
+    let v1 = c.version().unwrap();
     assert!(c
         .request_event("truck-3", a.id, &RequestEvent::Ack, 33)
         .unwrap());
+    assert_ne!(c.version().unwrap(), v1, "and of its acknowledgement");
     c.request_event("truck-3", a.id, &RequestEvent::Ack, 34)
         .unwrap();
     c.request_event(

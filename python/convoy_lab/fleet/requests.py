@@ -34,11 +34,14 @@ VEHICLE = "truck-7"
 
 
 def post_request(s: Service, token: str, vehicle: str, request: dict) -> tuple[int, dict]:
+    import ssl
+    cafile = getattr(s, "cert", None) if getattr(s, "tls", False) else None
+    ctx = ssl.create_default_context(cafile=str(cafile)) if cafile else None
     req = urllib.request.Request(
         f"{s.base_url}/api/requests", data=json.dumps({"vehicle": vehicle, "request": request}).encode(),
         method="POST", headers={"Authorization": f"Bearer {token}", "content-type": "application/json"})
     try:
-        with urllib.request.urlopen(req, timeout=10) as r:
+        with urllib.request.urlopen(req, timeout=10, context=ctx) as r:
             return r.status, json.loads(r.read())
     except urllib.error.HTTPError as e:
         return e.code, json.loads(e.read())
