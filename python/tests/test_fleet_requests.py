@@ -5,6 +5,7 @@ the reason; a request queued while the vehicle is away reaches it when
 it is back; an upload request runs once a link request lets its class
 through, and reports progress."""
 
+import json
 import subprocess
 import time
 
@@ -99,4 +100,31 @@ def test_an_upload_request_runs_when_a_link_request_lets_its_class_through(servi
     assert u["state"] == "done", u
     assert '"uploaded":' in u["result"] and u["progress"] and '"done":' in u["progress"]
     assert got[link["request"]["id"]]["state"] == "done"
+    agent.stdin.close()
+
+
+def test_a_collection_sends_the_latest_values_and_an_unknown_signal_fails(service):
+    s, ops = service, service.token()
+    cfg = s.agent_config("truck-7", '[[source]]\nkind = "stdin"\n')
+    agent = s.start_agent(cfg, stdin=subprocess.PIPE)
+    agent.stdin.write(drive_lines(3, time.time() - 3, 45.0).encode())
+    agent.stdin.flush()
+    wait_control(s, 0)
+    code, bad = post_request(s, ops, "truck-7", {"type": "collect", "signals": ["Vehicle.Sped"],
+                                                 "rate_hz": 5, "seconds": 1})
+    assert code == 200
+    code, ok = post_request(s, ops, "truck-7", {"type": "collect", "signals": ["Vehicle.Speed"],
+                                                "rate_hz": 10, "seconds": 1})
+    assert code == 200
+    # Values read during the collection are what it samples.
+    for i in range(40):
+        agent.stdin.write(drive_lines(1, time.time(), 45.0 + i * 1e-4).encode())
+        agent.stdin.flush()
+        time.sleep(0.05)
+    got = wait_rows(s, ops, {bad["request"]["id"], ok["request"]["id"]}, "finished", 20)
+    b, o = got[bad["request"]["id"]], got[ok["request"]["id"]]
+    assert b["state"] == "failed" and "Vehicle.Sped" in b["error"], b
+    assert o["state"] == "done", o
+    assert '"ticks":10' in o["result"], o["result"]
+    assert 5 <= json.loads(o["result"])["samples"] <= 10, o["result"]
     agent.stdin.close()

@@ -35,8 +35,9 @@ pub enum RequestBody {
         #[serde(default = "default_priority")]
         priority: String,
     },
-    /// Send the latest value of each signal `rate_hz` times a second for
-    /// `seconds`, as events (so they go out first).
+    /// Send the latest value of each signal (read since the collection
+    /// began) `rate_hz` times a second for `seconds`, as events (so they
+    /// go out first).
     Collect {
         signals: Vec<String>,
         rate_hz: f64,
