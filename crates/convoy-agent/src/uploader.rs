@@ -35,6 +35,42 @@ pub struct Uploader {
     pub interrupt: Arc<Mutex<Option<Arc<AtomicBool>>>>,
 }
 
+/// How often a lane's watcher looks at the link in use while the lane
+/// uploads: an upload whose class the new link does not allow (Wi-Fi
+/// turned metered) is interrupted within this and a driver turn.
+const LINK_WATCH: Duration = Duration::from_millis(200);
+
+/// Interrupts the lane's transfer when the link in use no longer allows
+/// a class it has in flight. The connection closes; the server keeps
+/// each partial upload, and the segment, queued again, resumes from the
+/// byte the server has when a link allows it again, so no byte the
+/// server acknowledged is sent twice.
+fn watch_link(
+    rules: Arc<RwLock<Vec<LinkRule>>>,
+    link_file: Option<PathBuf>,
+    inflight: Arc<Mutex<Vec<crate::policy::Class>>>,
+    interrupt: Arc<Mutex<Option<Arc<AtomicBool>>>>,
+    done: Arc<AtomicBool>,
+) {
+    while !done.load(Ordering::Relaxed) {
+        std::thread::sleep(LINK_WATCH);
+        let classes = inflight.lock().map(|c| c.clone()).unwrap_or_default();
+        if classes.is_empty() {
+            continue;
+        }
+        let allowed = current_link(&rules, link_file.as_ref());
+        let refused = match &allowed {
+            None => true,
+            Some(rule) => classes.iter().any(|c| !rule.classes.contains(c)),
+        };
+        if refused {
+            if let Some(flag) = interrupt.lock().ok().and_then(|s| s.clone()) {
+                flag.store(true, Ordering::Release);
+            }
+        }
+    }
+}
+
 /// The longest time from the start of one connection attempt to the start
 /// of the next. Each attempt is itself a handshake retried for
 /// `handshake_timeout` (Initials at 0, 0.6, 1.8, 3.0 and 4.2 s), so an
@@ -93,6 +129,7 @@ pub fn current_link(rules: &RwLock<Vec<LinkRule>>, file: Option<&PathBuf>) -> Op
 /// the spool as each is confirmed.
 struct LaneQueue<'u> {
     up: &'u Uploader,
+    inflight: Arc<Mutex<Vec<crate::policy::Class>>>,
     rule: LinkRule,
     /// Taken from the spool and not yet confirmed, oldest first; the first
     /// `given` of them were handed to the connection.
@@ -111,9 +148,22 @@ struct LaneQueue<'u> {
 }
 
 impl<'u> LaneQueue<'u> {
+    /// Tells the link watcher which classes are in flight now.
+    fn sync_inflight(&self, inflight: &Mutex<Vec<crate::policy::Class>>) {
+        if let Ok(mut v) = inflight.lock() {
+            *v = self
+                .taken
+                .iter()
+                .take(self.given)
+                .map(|i| i.class)
+                .collect();
+        }
+    }
+
     fn new(up: &'u Uploader, rule: LinkRule) -> LaneQueue<'u> {
         LaneQueue {
             up,
+            inflight: Arc::default(),
             rule,
             taken: VecDeque::new(),
             given: 0,
@@ -156,6 +206,9 @@ impl<'u> LaneQueue<'u> {
     /// Records what was confirmed, and puts back what was not.
     fn fail(&mut self, msg: &str) {
         self.flush_acks();
+        if let Ok(mut v) = self.inflight.lock() {
+            v.clear();
+        }
         let items: Vec<Item> = self.taken.drain(..).collect();
         self.up.fail(&items, msg);
     }
@@ -197,6 +250,7 @@ impl UploadQueue for LaneQueue<'_> {
         self.flush_acks();
         let next = self.next_file();
         self.ended = next.is_none();
+        self.sync_inflight(&self.inflight);
         next
     }
 
@@ -218,6 +272,7 @@ impl UploadQueue for LaneQueue<'_> {
         if self.ended {
             self.flush_acks();
         }
+        self.sync_inflight(&self.inflight);
     }
 }
 
@@ -235,6 +290,18 @@ impl Uploader {
     pub fn run(self) {
         let mut client: Option<Client> = None;
         let mut backoff = Duration::from_millis(250);
+        let inflight: Arc<Mutex<Vec<crate::policy::Class>>> = Arc::default();
+        let lane_done = Arc::new(AtomicBool::new(false));
+        let watcher = {
+            let (r, f, i, s, d) = (
+                self.rules.clone(),
+                self.link_file.clone(),
+                inflight.clone(),
+                self.interrupt.clone(),
+                lane_done.clone(),
+            );
+            std::thread::spawn(move || watch_link(r, f, i, s, d))
+        };
         while !self.stop.load(Ordering::Relaxed) {
             let Some(rule) = current_link(&self.rules, self.link_file.as_ref()) else {
                 self.set(|l| l.state = "no link".into());
@@ -249,6 +316,7 @@ impl Uploader {
                 self.status.update(|s| s.link = Some(rule.name.clone()));
             }
             let mut queue = LaneQueue::new(&self, rule);
+            queue.inflight = inflight.clone();
             match queue.take() {
                 Ok(false) if self.requests.is_some() => {
                     // The live lane keeps a connection while idle, so
@@ -349,6 +417,8 @@ impl Uploader {
         if let Some(c) = client {
             c.close();
         }
+        lane_done.store(true, Ordering::Relaxed);
+        let _ = watcher.join();
     }
 
     /// Connects; the live lane also opens its control stream. `Err`: why,
