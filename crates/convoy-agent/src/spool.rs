@@ -349,7 +349,7 @@ impl Spool {
                 .db
                 .query_row(
                     "SELECT COALESCE(SUM(bytes), 0) FROM items
-                     WHERE state = 'queued' AND class > 0 AND class >= ?1",
+                     WHERE state = 'queued' AND class > 0 AND class >= ?1 AND prio IS NULL",
                     [class as i64],
                     |r| r.get(0),
                 )
@@ -391,7 +391,7 @@ impl Spool {
             .db
             .query_row(
                 "SELECT id, name, class, bytes FROM items
-                 WHERE state = 'queued' AND class > 0 AND class >= ?1
+                 WHERE state = 'queued' AND class > 0 AND class >= ?1 AND prio IS NULL
                  ORDER BY class DESC, id ASC LIMIT 1",
                 [class as i64],
                 |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),

@@ -1,6 +1,8 @@
 //! What upload requests do to the spool: put named segments, or those
 //! made in a time range, ahead of every lower priority, and tell which of
-//! them the vehicle no longer has and why.
+//! them the vehicle no longer has and why. A requested segment is also
+//! **preserved**: like an event, the overflow rule never drops it before
+//! it is uploaded (`prio IS NOT NULL` is left out of what may be dropped).
 
 use rusqlite::{params, Connection, OptionalExtension};
 
@@ -126,6 +128,19 @@ impl Spool {
             ));
         }
         Ok(out)
+    }
+
+    /// Segments preserved by a request and not yet uploaded: how many,
+    /// and their bytes (0 for a spool made before requests existed).
+    pub fn preserved(&self) -> (u64, u64) {
+        self.db
+            .query_row(
+                "SELECT COUNT(*), COALESCE(SUM(bytes), 0) FROM items
+                 WHERE state IN ('queued', 'uploading') AND prio IS NOT NULL",
+                [],
+                |r| Ok((r.get::<_, i64>(0)? as u64, r.get::<_, i64>(1)? as u64)),
+            )
+            .unwrap_or((0, 0))
     }
 
     /// Where the segments `ids` stand now.
