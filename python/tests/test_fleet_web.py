@@ -11,6 +11,7 @@ import pytest
 
 from convoy_lab.fleet import Service, drive_lines
 from convoy_lab.fleet.browser import page
+from convoy_lab.fleet.requests import post_request
 from convoy_lab.runner import ConvoyNotFound, convoy_binary
 
 
@@ -70,6 +71,11 @@ def test_the_page_shows_the_fleet_and_follows_live_updates(service, tmp_path):
         p.locator("#vehicles tbody tr[data-vehicle='truck-1']").click()
         p.wait_for_function("Number(document.body.dataset.trackPoints || 0) >= 6", timeout=10_000)
         assert p.locator("path.leaflet-interactive").count() >= 3  # 2 markers + the track
+        # A request to a vehicle that is away: listed as queued, live.
+        code, _ = post_request(service, service.token("ops"), "truck-1", {"type": "status"})
+        assert code == 200
+        p.wait_for_function("document.querySelectorAll('#requests tbody tr').length === 1", timeout=10_000)
+        assert "queued" in p.inner_text("#requests") and "status" in p.inner_text("#requests")
         # The offline basemap is drawn (no tile server involved).
         assert p.locator(".leaflet-tile").count() == 0
         p.screenshot(path=str(tmp_path / "fleet.png"))

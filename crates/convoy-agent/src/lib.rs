@@ -16,6 +16,7 @@ pub mod can;
 pub mod config;
 pub mod mqtt;
 pub mod policy;
+pub mod requests;
 pub mod segmenter;
 pub mod sources;
 pub mod spool;
@@ -60,7 +61,7 @@ pub fn run(cfg: Config, stop: Arc<AtomicBool>, until_idle: bool) -> Result<(), S
         .next()
         .ok_or_else(|| format!("server {:?} has no address", cfg.server))?;
     let mode = cfg.mode.parse().map_err(|e: String| e)?;
-    let rules = cfg.link_rules()?;
+    let rules = Arc::new(std::sync::RwLock::new(cfg.link_rules()?));
     let spool = Arc::new(Mutex::new(Spool::open(&cfg.spool, cfg.quota_bytes())?));
     let status = Arc::new(Shared::default());
     let signals = Arc::new(SignalCatalog::new(cfg.extra_signals.iter()));
@@ -181,6 +182,21 @@ pub fn run(cfg: Config, stop: Arc<AtomicBool>, until_idle: bool) -> Result<(), S
     }
     drop(tx);
 
+    let (requests, request_rx) = requests::Requests::new(
+        spool.clone(),
+        status.clone(),
+        rules.clone(),
+        signals.clone(),
+    );
+    {
+        let (r, stop) = (requests.clone(), stop.clone());
+        std::thread::Builder::new()
+            .name("convoy-requests".into())
+            .spawn(move || r.run(request_rx, stop))
+            .map_err(|e| e.to_string())?;
+    }
+    let collectors = requests.collectors.clone();
+
     let mut client = convoy_net::ClientOptions::new(server, server_key);
     client.keypair = Some(keypair);
     client.mode = mode;
@@ -197,6 +213,7 @@ pub fn run(cfg: Config, stop: Arc<AtomicBool>, until_idle: bool) -> Result<(), S
             spool: spool.clone(),
             status: status.clone(),
             rules: rules.clone(),
+            requests: (lane == Lane::Live).then(|| requests.clone()),
             link_file: cfg.link_file.clone(),
             stop: stop.clone(),
             interrupt: slot,
@@ -235,7 +252,11 @@ pub fn run(cfg: Config, stop: Arc<AtomicBool>, until_idle: bool) -> Result<(), S
     let mut next_status = Instant::now();
     let mut inputs_open = true;
     while !stop.load(Ordering::Relaxed) {
-        let deadline = segs.values().filter_map(|s| s.deadline()).min();
+        let deadline = segs
+            .values()
+            .filter_map(|s| s.deadline())
+            .chain(collectors.deadline())
+            .min();
         let wait = deadline
             .map(|d| d.saturating_duration_since(Instant::now()))
             .unwrap_or(Duration::from_millis(250))
@@ -248,6 +269,7 @@ pub fn run(cfg: Config, stop: Arc<AtomicBool>, until_idle: bool) -> Result<(), S
                     } else {
                         Class::Telemetry
                     };
+                    collectors.observe(&s);
                     segs.get_mut(&class).expect("segmenter").push(&s);
                     // Take what else is waiting before looking at the clock.
                     while let Ok((class, s)) = rx.try_recv() {
@@ -256,6 +278,7 @@ pub fn run(cfg: Config, stop: Arc<AtomicBool>, until_idle: bool) -> Result<(), S
                         } else {
                             Class::Telemetry
                         };
+                        collectors.observe(&s);
                         segs.get_mut(&class).expect("segmenter").push(&s);
                     }
                 }
@@ -264,6 +287,14 @@ pub fn run(cfg: Config, stop: Arc<AtomicBool>, until_idle: bool) -> Result<(), S
             }
         } else {
             std::thread::sleep(wait);
+        }
+        // Collection requests' samples go out as events.
+        let (due, ticked) = collectors.due(Instant::now(), now_ns());
+        for s in &due {
+            segs.get_mut(&Class::Events).expect("segmenter").push(s);
+        }
+        for p in ticked {
+            requests.collected(p);
         }
         for s in segs.values_mut() {
             s.tick();

@@ -121,7 +121,7 @@ pub struct ClassStatus {
 
 pub struct Spool {
     dir: PathBuf,
-    db: Connection,
+    pub(crate) db: Connection,
     quota: u64,
     /// Segments taken for upload on a link with a budget and not yet
     /// recorded acknowledged or given back, by item id: their bytes count
@@ -186,6 +186,7 @@ impl Spool {
         db.pragma_update(None, "wal_autocheckpoint", 128)
             .map_err(|e| err(&e))?;
         db.execute_batch(SCHEMA).map_err(|e| err(&e))?;
+        crate::requests::spool_ops::migrate(&db).map_err(|e| err(&e))?;
         db.execute(
             "UPDATE items SET state = 'queued' WHERE state = 'uploading'",
             [],
@@ -348,7 +349,7 @@ impl Spool {
                 .db
                 .query_row(
                     "SELECT COALESCE(SUM(bytes), 0) FROM items
-                     WHERE state = 'queued' AND class > 0 AND class >= ?1",
+                     WHERE state = 'queued' AND class > 0 AND class >= ?1 AND prio IS NULL",
                     [class as i64],
                     |r| r.get(0),
                 )
@@ -390,7 +391,7 @@ impl Spool {
             .db
             .query_row(
                 "SELECT id, name, class, bytes FROM items
-                 WHERE state = 'queued' AND class > 0 AND class >= ?1
+                 WHERE state = 'queued' AND class > 0 AND class >= ?1 AND prio IS NULL
                  ORDER BY class DESC, id ASC LIMIT 1",
                 [class as i64],
                 |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
@@ -544,13 +545,14 @@ impl Spool {
         let sql = match lane {
             Lane::Live => format!(
                 "SELECT id, name, class, bytes, created_ns FROM items
-                 WHERE state = 'queued' AND class IN ({list}) AND class <= 1 AND created_ns >= ?1
-                 ORDER BY id ASC LIMIT 1"
+                 WHERE state = 'queued' AND class IN ({list})
+                   AND ((class <= 1 AND created_ns >= ?1) OR prio <= 1)
+                 ORDER BY COALESCE(prio, class) ASC, id ASC LIMIT 1"
             ),
             Lane::Backlog => format!(
                 "SELECT id, name, class, bytes, created_ns FROM items
                  WHERE state = 'queued' AND class IN ({list}) AND ?1 = ?1
-                 ORDER BY class ASC, id ASC LIMIT 1"
+                 ORDER BY COALESCE(prio, class) ASC, id ASC LIMIT 1"
             ),
         };
         loop {

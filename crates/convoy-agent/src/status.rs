@@ -72,6 +72,9 @@ pub struct Shared {
     inner: Mutex<Snapshot>,
     wake: Condvar,
     wake_lock: Mutex<u64>,
+    /// The live lane's driver, which waits on its connection (so its
+    /// control stream is read) rather than on the condition variable.
+    lane_waker: Mutex<Option<std::sync::Arc<convoy_net::wake::Waker>>>,
 }
 
 impl Shared {
@@ -123,6 +126,21 @@ impl Shared {
             *g += 1;
         }
         self.wake.notify_all();
+        if let Some(w) = self.lane_waker.lock().ok().and_then(|w| w.clone()) {
+            w.wake();
+        }
+    }
+
+    /// Counts [`Shared::wake_uploaders`] calls: a waiter compares it.
+    pub fn generation(&self) -> u64 {
+        self.wake_lock.lock().map(|g| *g).unwrap_or(0)
+    }
+
+    /// The driver to wake with the uploaders.
+    pub fn set_lane_waker(&self, w: Option<std::sync::Arc<convoy_net::wake::Waker>>) {
+        if let Ok(mut slot) = self.lane_waker.lock() {
+            *slot = w;
+        }
     }
 
     /// Sleeps until a segment is queued or `timeout` passes.

@@ -11,7 +11,7 @@
 use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use convoy_net::{Client, ClientOptions, UploadQueue, UploadReport};
@@ -25,11 +25,50 @@ pub struct Uploader {
     pub client: ClientOptions,
     pub spool: Arc<Mutex<Spool>>,
     pub status: Arc<Shared>,
-    pub rules: Vec<LinkRule>,
+    /// Shared with the requests driver, which changes them on request.
+    pub rules: Arc<RwLock<Vec<LinkRule>>>,
+    /// The live lane's: opens the control stream on each connection.
+    pub requests: Option<Arc<crate::requests::Requests>>,
     pub link_file: Option<PathBuf>,
     pub stop: Arc<AtomicBool>,
     /// Set by `stop` to interrupt a transfer in progress.
     pub interrupt: Arc<Mutex<Option<Arc<AtomicBool>>>>,
+}
+
+/// How often a lane's watcher looks at the link in use while the lane
+/// uploads: an upload whose class the new link does not allow (Wi-Fi
+/// turned metered) is interrupted within this and a driver turn.
+const LINK_WATCH: Duration = Duration::from_millis(200);
+
+/// Interrupts the lane's transfer when the link in use no longer allows
+/// a class it has in flight. The connection closes; the server keeps
+/// each partial upload, and the segment, queued again, resumes from the
+/// byte the server has when a link allows it again, so no byte the
+/// server acknowledged is sent twice.
+fn watch_link(
+    rules: Arc<RwLock<Vec<LinkRule>>>,
+    link_file: Option<PathBuf>,
+    inflight: Arc<Mutex<Vec<crate::policy::Class>>>,
+    interrupt: Arc<Mutex<Option<Arc<AtomicBool>>>>,
+    done: Arc<AtomicBool>,
+) {
+    while !done.load(Ordering::Relaxed) {
+        std::thread::sleep(LINK_WATCH);
+        let classes = inflight.lock().map(|c| c.clone()).unwrap_or_default();
+        if classes.is_empty() {
+            continue;
+        }
+        let allowed = current_link(&rules, link_file.as_ref());
+        let refused = match &allowed {
+            None => true,
+            Some(rule) => classes.iter().any(|c| !rule.classes.contains(c)),
+        };
+        if refused {
+            if let Some(flag) = interrupt.lock().ok().and_then(|s| s.clone()) {
+                flag.store(true, Ordering::Release);
+            }
+        }
+    }
 }
 
 /// The longest time from the start of one connection attempt to the start
@@ -72,12 +111,13 @@ fn retry_wait(error: &convoy_net::NetError, backoff: Duration) -> Duration {
 }
 
 /// The link in use now: the link file's content, or the first rule.
-pub fn current_link<'a>(rules: &'a [LinkRule], file: Option<&PathBuf>) -> Option<&'a LinkRule> {
+pub fn current_link(rules: &RwLock<Vec<LinkRule>>, file: Option<&PathBuf>) -> Option<LinkRule> {
+    let rules = rules.read().ok()?;
     match file {
-        None => rules.first(),
+        None => rules.first().cloned(),
         Some(f) => {
             let name = std::fs::read_to_string(f).ok()?;
-            rules.iter().find(|r| r.name == name.trim())
+            rules.iter().find(|r| r.name == name.trim()).cloned()
         }
     }
 }
@@ -89,6 +129,7 @@ pub fn current_link<'a>(rules: &'a [LinkRule], file: Option<&PathBuf>) -> Option
 /// the spool as each is confirmed.
 struct LaneQueue<'u> {
     up: &'u Uploader,
+    inflight: Arc<Mutex<Vec<crate::policy::Class>>>,
     rule: LinkRule,
     /// Taken from the spool and not yet confirmed, oldest first; the first
     /// `given` of them were handed to the connection.
@@ -107,9 +148,22 @@ struct LaneQueue<'u> {
 }
 
 impl<'u> LaneQueue<'u> {
+    /// Tells the link watcher which classes are in flight now.
+    fn sync_inflight(&self, inflight: &Mutex<Vec<crate::policy::Class>>) {
+        if let Ok(mut v) = inflight.lock() {
+            *v = self
+                .taken
+                .iter()
+                .take(self.given)
+                .map(|i| i.class)
+                .collect();
+        }
+    }
+
     fn new(up: &'u Uploader, rule: LinkRule) -> LaneQueue<'u> {
         LaneQueue {
             up,
+            inflight: Arc::default(),
             rule,
             taken: VecDeque::new(),
             given: 0,
@@ -152,6 +206,9 @@ impl<'u> LaneQueue<'u> {
     /// Records what was confirmed, and puts back what was not.
     fn fail(&mut self, msg: &str) {
         self.flush_acks();
+        if let Ok(mut v) = self.inflight.lock() {
+            v.clear();
+        }
         let items: Vec<Item> = self.taken.drain(..).collect();
         self.up.fail(&items, msg);
     }
@@ -164,8 +221,9 @@ impl LaneQueue<'_> {
             // A rate-capped link sends one segment, then pauses; a change
             // of link (or stopping) ends the queue so its rules are read
             // again.
+            // A rule changed by a request ends the queue too.
             let same_link = current_link(&self.up.rules, self.up.link_file.as_ref())
-                .is_some_and(|r| r.name == self.rule.name);
+                .is_some_and(|r| r == self.rule);
             let capped = self.rule.rate_bps.is_some() && self.given > 0;
             if capped || !same_link || self.up.stop.load(Ordering::Relaxed) {
                 return None;
@@ -192,6 +250,7 @@ impl UploadQueue for LaneQueue<'_> {
         self.flush_acks();
         let next = self.next_file();
         self.ended = next.is_none();
+        self.sync_inflight(&self.inflight);
         next
     }
 
@@ -213,6 +272,7 @@ impl UploadQueue for LaneQueue<'_> {
         if self.ended {
             self.flush_acks();
         }
+        self.sync_inflight(&self.inflight);
     }
 }
 
@@ -230,8 +290,20 @@ impl Uploader {
     pub fn run(self) {
         let mut client: Option<Client> = None;
         let mut backoff = Duration::from_millis(250);
+        let inflight: Arc<Mutex<Vec<crate::policy::Class>>> = Arc::default();
+        let lane_done = Arc::new(AtomicBool::new(false));
+        let watcher = {
+            let (r, f, i, s, d) = (
+                self.rules.clone(),
+                self.link_file.clone(),
+                inflight.clone(),
+                self.interrupt.clone(),
+                lane_done.clone(),
+            );
+            std::thread::spawn(move || watch_link(r, f, i, s, d))
+        };
         while !self.stop.load(Ordering::Relaxed) {
-            let Some(rule) = current_link(&self.rules, self.link_file.as_ref()).cloned() else {
+            let Some(rule) = current_link(&self.rules, self.link_file.as_ref()) else {
                 self.set(|l| l.state = "no link".into());
                 if self.lane == Lane::Live {
                     self.status.update(|s| s.link = None);
@@ -244,7 +316,40 @@ impl Uploader {
                 self.status.update(|s| s.link = Some(rule.name.clone()));
             }
             let mut queue = LaneQueue::new(&self, rule);
+            queue.inflight = inflight.clone();
             match queue.take() {
+                Ok(false) if self.requests.is_some() => {
+                    // The live lane keeps a connection while idle, so
+                    // requests reach the vehicle; it waits on it, woken
+                    // by a new segment or a frame to send.
+                    self.set(|l| l.state = "idle".into());
+                    if client.is_none() {
+                        match self.connect() {
+                            Ok(c) => {
+                                client = Some(c);
+                                backoff = Duration::from_millis(250);
+                            }
+                            Err((e, attempt)) => {
+                                self.note_unreachable(&e);
+                                let wait = retry_wait(&e, backoff).saturating_sub(attempt);
+                                self.sleep_unless_stopped(wait);
+                                backoff = (backoff * 2).min(MAX_BACKOFF);
+                                continue;
+                            }
+                        }
+                    }
+                    self.set(|l| l.state = "idle".into());
+                    let c = client.as_mut().expect("connected");
+                    let gen = self.status.generation();
+                    let status = self.status.clone();
+                    let stop = self.stop.clone();
+                    let woken = move || status.generation() != gen || stop.load(Ordering::Relaxed);
+                    if c.idle_until(IDLE_WAIT, &woken).is_err() {
+                        client = None;
+                        self.status.set_lane_waker(None);
+                    }
+                    continue;
+                }
                 Ok(false) => {
                     self.set(|l| l.state = "idle".into());
                     // The client is driven only inside its calls: an idle
@@ -271,21 +376,15 @@ impl Uploader {
                 }
             }
             if client.is_none() {
-                self.set(|l| l.state = "connecting".into());
-                let attempt = Instant::now();
-                match Client::connect(self.client.clone()) {
+                match self.connect() {
                     Ok(c) => {
-                        if let Ok(mut slot) = self.interrupt.lock() {
-                            *slot = Some(c.interrupt_flag());
-                        }
-                        self.status.set_offline(false);
                         client = Some(c);
                         backoff = Duration::from_millis(250);
                     }
-                    Err(e) => {
+                    Err((e, attempt)) => {
                         queue.fail(&e.to_string());
                         self.note_unreachable(&e);
-                        let wait = retry_wait(&e, backoff).saturating_sub(attempt.elapsed());
+                        let wait = retry_wait(&e, backoff).saturating_sub(attempt);
                         self.sleep_unless_stopped(wait);
                         backoff = (backoff * 2).min(MAX_BACKOFF);
                         continue;
@@ -318,6 +417,27 @@ impl Uploader {
         if let Some(c) = client {
             c.close();
         }
+        lane_done.store(true, Ordering::Relaxed);
+        let _ = watcher.join();
+    }
+
+    /// Connects; the live lane also opens its control stream. `Err`: why,
+    /// and how long the attempt took.
+    fn connect(&self) -> Result<Client, (convoy_net::NetError, Duration)> {
+        self.set(|l| l.state = "connecting".into());
+        let attempt = Instant::now();
+        let mut c = Client::connect(self.client.clone()).map_err(|e| (e, attempt.elapsed()))?;
+        if let Ok(mut slot) = self.interrupt.lock() {
+            *slot = Some(c.interrupt_flag());
+        }
+        self.status.set_offline(false);
+        if let Some(r) = &self.requests {
+            match r.attach(&mut c) {
+                Ok(w) => self.status.set_lane_waker(Some(w)),
+                Err(e) => return Err((e, attempt.elapsed())),
+            }
+        }
+        Ok(c)
     }
 
     /// The server confirmed `item` durable (the spool records it with

@@ -130,6 +130,43 @@ pub struct IndexOutcome {
     pub parquet: Option<String>,
 }
 
+/// A request from the cloud to a vehicle (docs/SERVICE.md, "Requests"):
+/// `queued` until the vehicle acknowledges it, then `acked`, `running`
+/// while it reports progress, and `done` or `failed` for good.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct RequestRow {
+    pub id: i64,
+    pub vehicle: String,
+    /// `upload`, `collect`, `link` or `status`.
+    pub kind: String,
+    /// The request as JSON.
+    pub body: String,
+    /// The operator who issued it.
+    pub issuer: String,
+    pub state: String,
+    pub created_ns: i64,
+    pub acked_ns: Option<i64>,
+    pub finished_ns: Option<i64>,
+    /// The last progress report (JSON), the result (JSON) or the error.
+    pub progress: Option<String>,
+    pub result: Option<String>,
+    pub error: Option<String>,
+}
+
+/// What a vehicle said about one of its requests.
+#[derive(Clone, Debug, PartialEq)]
+pub enum RequestEvent {
+    Ack,
+    /// A progress report, JSON.
+    Progress(String),
+    /// The result, JSON.
+    Done(String),
+    Failed(String),
+}
+
+/// Request states that are not final.
+pub const OPEN_REQUEST_STATES: [&str; 3] = ["queued", "acked", "running"];
+
 /// The catalog's operations; both backends behave the same, and the
 /// shared tests (tests/contract.rs) run against both.
 pub trait Catalog: Send {
@@ -167,8 +204,55 @@ pub trait Catalog: Send {
 
     fn last_states(&mut self) -> Result<Vec<LastState>>;
     fn track(&mut self, vehicle: &str, from_ns: i64, to_ns: i64) -> Result<Vec<TrackPoint>>;
-    /// Changes whenever something is indexed (for live updates).
+    /// Changes whenever something is indexed, and when a request is
+    /// issued, acknowledged or finished (for live updates).
     fn version(&mut self) -> Result<i64>;
+
+    /// Queues a request for `vehicle` (which must be a registered,
+    /// unrevoked vehicle: [`CatalogError::NotFound`] otherwise).
+    fn add_request(
+        &mut self,
+        vehicle: &str,
+        kind: &str,
+        body: &str,
+        issuer: &str,
+        now_ns: i64,
+    ) -> Result<RequestRow>;
+    /// A vehicle's requests that are not finished, oldest first.
+    fn open_requests(&mut self, vehicle: &str) -> Result<Vec<RequestRow>>;
+    /// Records what `vehicle` said about its request `id`: `false` if it
+    /// has no such request. A finished request stays as it finished.
+    fn request_event(
+        &mut self,
+        vehicle: &str,
+        id: i64,
+        ev: &RequestEvent,
+        now_ns: i64,
+    ) -> Result<bool>;
+    /// Newest first; `vehicle` filters.
+    fn requests(&mut self, vehicle: Option<&str>, limit: usize) -> Result<Vec<RequestRow>>;
+    /// Requests still `queued` with an id above `after`, oldest first:
+    /// what servers sharing the catalog issued since they last looked.
+    fn queued_after(&mut self, after: i64, limit: usize) -> Result<Vec<RequestRow>>;
+}
+
+/// The columns of a request row, in the order both backends select them.
+pub(crate) const REQUEST_COLUMNS: &str = "id, vehicle, kind, body, issuer, state, created_ns, \
+     acked_ns, finished_ns, progress, result, error";
+
+/// The new state, and which columns change, for an event on a request in
+/// `state` (`None`: nothing changes).
+pub(crate) fn request_transition(state: &str, ev: &RequestEvent) -> Option<&'static str> {
+    if !OPEN_REQUEST_STATES.contains(&state) {
+        return None;
+    }
+    Some(match ev {
+        RequestEvent::Ack if state == "queued" => "acked",
+        RequestEvent::Ack => return None,
+        RequestEvent::Progress(_) => "running",
+        RequestEvent::Done(_) => "done",
+        RequestEvent::Failed(_) => "failed",
+    })
 }
 
 /// Opens a catalog: `postgres://…` (or `postgresql://…`) for PostgreSQL,

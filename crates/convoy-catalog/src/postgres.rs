@@ -6,8 +6,9 @@
 use ::postgres::{Client, NoTls, Row};
 
 use crate::{
-    merge_values, Catalog, CatalogError, IndexOutcome, LastState, NewSegment, Result, SegmentRow,
-    TrackPoint, VehicleRow, CLAIM_TIMEOUT_NS, SEGMENT_COLUMNS, TRACK_BUCKET_NS,
+    merge_values, request_transition, Catalog, CatalogError, IndexOutcome, LastState, NewSegment,
+    RequestEvent, RequestRow, Result, SegmentRow, TrackPoint, VehicleRow, CLAIM_TIMEOUT_NS,
+    REQUEST_COLUMNS, SEGMENT_COLUMNS, TRACK_BUCKET_NS,
 };
 
 const SCHEMA: &str = "
@@ -56,6 +57,21 @@ CREATE TABLE IF NOT EXISTS track (
     speed DOUBLE PRECISION,
     PRIMARY KEY (vehicle, bucket)
 );
+CREATE TABLE IF NOT EXISTS requests (
+    id BIGSERIAL PRIMARY KEY,
+    vehicle TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    body TEXT NOT NULL,
+    issuer TEXT NOT NULL,
+    state TEXT NOT NULL,
+    created_ns BIGINT NOT NULL,
+    acked_ns BIGINT,
+    finished_ns BIGINT,
+    progress TEXT,
+    result TEXT,
+    error TEXT
+);
+CREATE INDEX IF NOT EXISTS requests_open ON requests (vehicle, state);
 ";
 
 pub struct PgCatalog {
@@ -69,6 +85,23 @@ fn vehicle_row(r: &Row) -> VehicleRow {
         role: r.get(2),
         added_ns: r.get(3),
         revoked_ns: r.get(4),
+    }
+}
+
+fn request_row(r: &Row) -> RequestRow {
+    RequestRow {
+        id: r.get(0),
+        vehicle: r.get(1),
+        kind: r.get(2),
+        body: r.get(3),
+        issuer: r.get(4),
+        state: r.get(5),
+        created_ns: r.get(6),
+        acked_ns: r.get(7),
+        finished_ns: r.get(8),
+        progress: r.get(9),
+        result: r.get(10),
+        error: r.get(11),
     }
 }
 
@@ -351,9 +384,112 @@ impl Catalog for PgCatalog {
         Ok(self
             .db
             .query_one(
-                "SELECT (COALESCE(MAX(indexed_ns), 0) + COUNT(*))::BIGINT FROM segments",
+                "SELECT (COALESCE(MAX(indexed_ns), 0) + COUNT(*)
+                    + (SELECT COUNT(*) + COUNT(acked_ns) + COUNT(finished_ns) FROM requests))::BIGINT
+                 FROM segments",
                 &[],
             )?
             .get(0))
+    }
+
+    fn add_request(
+        &mut self,
+        vehicle: &str,
+        kind: &str,
+        body: &str,
+        issuer: &str,
+        now_ns: i64,
+    ) -> Result<RequestRow> {
+        let mut tx = self.db.transaction()?;
+        let ok = tx.query_opt(
+            "SELECT 1 FROM vehicles WHERE name = $1 AND role = 'vehicle' AND revoked_ns IS NULL",
+            &[&vehicle],
+        )?;
+        if ok.is_none() {
+            return Err(CatalogError::NotFound(format!(
+                "no vehicle named {vehicle:?} in the registry (or it is revoked)"
+            )));
+        }
+        let row = tx.query_one(
+            &format!(
+                "INSERT INTO requests (vehicle, kind, body, issuer, state, created_ns)
+                 VALUES ($1, $2, $3, $4, 'queued', $5) RETURNING {REQUEST_COLUMNS}"
+            ),
+            &[&vehicle, &kind, &body, &issuer, &now_ns],
+        )?;
+        tx.commit()?;
+        Ok(request_row(&row))
+    }
+
+    fn open_requests(&mut self, vehicle: &str) -> Result<Vec<RequestRow>> {
+        let rows = self.db.query(
+            &format!(
+                "SELECT {REQUEST_COLUMNS} FROM requests
+                 WHERE vehicle = $1 AND state IN ('queued', 'acked', 'running') ORDER BY id"
+            ),
+            &[&vehicle],
+        )?;
+        Ok(rows.iter().map(request_row).collect())
+    }
+
+    fn request_event(
+        &mut self,
+        vehicle: &str,
+        id: i64,
+        ev: &RequestEvent,
+        now_ns: i64,
+    ) -> Result<bool> {
+        let mut tx = self.db.transaction()?;
+        let Some(row) = tx.query_opt(
+            "SELECT state FROM requests WHERE id = $1 AND vehicle = $2 FOR UPDATE",
+            &[&id, &vehicle],
+        )?
+        else {
+            return Ok(false);
+        };
+        let state: String = row.get(0);
+        if let Some(next) = request_transition(&state, ev) {
+            let (progress, result, error) = match ev {
+                RequestEvent::Ack => (None, None, None),
+                RequestEvent::Progress(p) => (Some(p.as_str()), None, None),
+                RequestEvent::Done(r) => (None, Some(r.as_str()), None),
+                RequestEvent::Failed(e) => (None, None, Some(e.as_str())),
+            };
+            let finished = matches!(ev, RequestEvent::Done(_) | RequestEvent::Failed(_));
+            tx.execute(
+                "UPDATE requests SET state = $2,
+                    acked_ns = COALESCE(acked_ns, $3),
+                    finished_ns = CASE WHEN $4 THEN $3 ELSE finished_ns END,
+                    progress = COALESCE($5, progress),
+                    result = COALESCE($6, result),
+                    error = COALESCE($7, error)
+                 WHERE id = $1",
+                &[&id, &next, &now_ns, &finished, &progress, &result, &error],
+            )?;
+        }
+        tx.commit()?;
+        Ok(true)
+    }
+
+    fn requests(&mut self, vehicle: Option<&str>, limit: usize) -> Result<Vec<RequestRow>> {
+        let rows = self.db.query(
+            &format!(
+                "SELECT {REQUEST_COLUMNS} FROM requests
+                 WHERE $1::TEXT IS NULL OR vehicle = $1 ORDER BY id DESC LIMIT $2"
+            ),
+            &[&vehicle, &(limit as i64)],
+        )?;
+        Ok(rows.iter().map(request_row).collect())
+    }
+
+    fn queued_after(&mut self, after: i64, limit: usize) -> Result<Vec<RequestRow>> {
+        let rows = self.db.query(
+            &format!(
+                "SELECT {REQUEST_COLUMNS} FROM requests
+                 WHERE id > $1 AND state = 'queued' ORDER BY id LIMIT $2"
+            ),
+            &[&after, &(limit as i64)],
+        )?;
+        Ok(rows.iter().map(request_row).collect())
     }
 }

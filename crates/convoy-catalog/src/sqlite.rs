@@ -6,8 +6,9 @@ use std::path::Path;
 use rusqlite::{params, Connection, OptionalExtension, Row};
 
 use crate::{
-    merge_values, Catalog, CatalogError, IndexOutcome, LastState, NewSegment, Result, SegmentRow,
-    TrackPoint, VehicleRow, CLAIM_TIMEOUT_NS, SEGMENT_COLUMNS, TRACK_BUCKET_NS,
+    merge_values, request_transition, Catalog, CatalogError, IndexOutcome, LastState, NewSegment,
+    RequestEvent, RequestRow, Result, SegmentRow, TrackPoint, VehicleRow, CLAIM_TIMEOUT_NS,
+    REQUEST_COLUMNS, SEGMENT_COLUMNS, TRACK_BUCKET_NS,
 };
 
 const SCHEMA: &str = "
@@ -56,6 +57,21 @@ CREATE TABLE IF NOT EXISTS track (
     speed REAL,
     PRIMARY KEY (vehicle, bucket)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS requests (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    vehicle TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    body TEXT NOT NULL,
+    issuer TEXT NOT NULL,
+    state TEXT NOT NULL,
+    created_ns INTEGER NOT NULL,
+    acked_ns INTEGER,
+    finished_ns INTEGER,
+    progress TEXT,
+    result TEXT,
+    error TEXT
+);
+CREATE INDEX IF NOT EXISTS requests_open ON requests (vehicle, state);
 ";
 
 pub struct SqliteCatalog {
@@ -69,6 +85,23 @@ fn vehicle_row(r: &Row<'_>) -> rusqlite::Result<VehicleRow> {
         role: r.get(2)?,
         added_ns: r.get(3)?,
         revoked_ns: r.get(4)?,
+    })
+}
+
+fn request_row(r: &Row<'_>) -> rusqlite::Result<RequestRow> {
+    Ok(RequestRow {
+        id: r.get(0)?,
+        vehicle: r.get(1)?,
+        kind: r.get(2)?,
+        body: r.get(3)?,
+        issuer: r.get(4)?,
+        state: r.get(5)?,
+        created_ns: r.get(6)?,
+        acked_ns: r.get(7)?,
+        finished_ns: r.get(8)?,
+        progress: r.get(9)?,
+        result: r.get(10)?,
+        error: r.get(11)?,
     })
 }
 
@@ -373,9 +406,115 @@ impl Catalog for SqliteCatalog {
 
     fn version(&mut self) -> Result<i64> {
         Ok(self.db.query_row(
-            "SELECT COALESCE(MAX(indexed_ns), 0) + COUNT(*) FROM segments",
+            "SELECT COALESCE(MAX(indexed_ns), 0) + COUNT(*)
+                    + (SELECT COUNT(*) + COUNT(acked_ns) + COUNT(finished_ns) FROM requests)
+             FROM segments",
             [],
             |r| r.get(0),
         )?)
+    }
+
+    fn add_request(
+        &mut self,
+        vehicle: &str,
+        kind: &str,
+        body: &str,
+        issuer: &str,
+        now_ns: i64,
+    ) -> Result<RequestRow> {
+        let tx = self.write_tx()?;
+        let ok: Option<i64> = tx
+            .query_row(
+                "SELECT 1 FROM vehicles WHERE name = ?1 AND role = 'vehicle' AND revoked_ns IS NULL",
+                [vehicle],
+                |r| r.get(0),
+            )
+            .optional()?;
+        if ok.is_none() {
+            return Err(CatalogError::NotFound(format!(
+                "no vehicle named {vehicle:?} in the registry (or it is revoked)"
+            )));
+        }
+        tx.execute(
+            "INSERT INTO requests (vehicle, kind, body, issuer, state, created_ns)
+             VALUES (?1, ?2, ?3, ?4, 'queued', ?5)",
+            params![vehicle, kind, body, issuer, now_ns],
+        )?;
+        let id = tx.last_insert_rowid();
+        let row = tx.query_row(
+            &format!("SELECT {REQUEST_COLUMNS} FROM requests WHERE id = ?1"),
+            [id],
+            request_row,
+        )?;
+        tx.commit()?;
+        Ok(row)
+    }
+
+    fn open_requests(&mut self, vehicle: &str) -> Result<Vec<RequestRow>> {
+        let mut st = self.db.prepare_cached(&format!(
+            "SELECT {REQUEST_COLUMNS} FROM requests
+             WHERE vehicle = ?1 AND state IN ('queued', 'acked', 'running') ORDER BY id"
+        ))?;
+        let rows = st.query_map([vehicle], request_row)?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    fn request_event(
+        &mut self,
+        vehicle: &str,
+        id: i64,
+        ev: &RequestEvent,
+        now_ns: i64,
+    ) -> Result<bool> {
+        let tx = self.write_tx()?;
+        let state: Option<String> = tx
+            .query_row(
+                "SELECT state FROM requests WHERE id = ?1 AND vehicle = ?2",
+                params![id, vehicle],
+                |r| r.get(0),
+            )
+            .optional()?;
+        let Some(state) = state else {
+            return Ok(false);
+        };
+        if let Some(next) = request_transition(&state, ev) {
+            let (progress, result, error) = match ev {
+                RequestEvent::Ack => (None, None, None),
+                RequestEvent::Progress(p) => (Some(p.as_str()), None, None),
+                RequestEvent::Done(r) => (None, Some(r.as_str()), None),
+                RequestEvent::Failed(e) => (None, None, Some(e.as_str())),
+            };
+            let finished = matches!(ev, RequestEvent::Done(_) | RequestEvent::Failed(_));
+            tx.execute(
+                "UPDATE requests SET state = ?2,
+                    acked_ns = COALESCE(acked_ns, ?3),
+                    finished_ns = CASE WHEN ?4 THEN ?3 ELSE finished_ns END,
+                    progress = COALESCE(?5, progress),
+                    result = COALESCE(?6, result),
+                    error = COALESCE(?7, error)
+                 WHERE id = ?1",
+                params![id, next, now_ns, finished, progress, result, error],
+            )?;
+        }
+        tx.commit()?;
+        Ok(true)
+    }
+
+    fn requests(&mut self, vehicle: Option<&str>, limit: usize) -> Result<Vec<RequestRow>> {
+        let mut st = self.db.prepare_cached(&format!(
+            "SELECT {REQUEST_COLUMNS} FROM requests
+             WHERE ?1 IS NULL OR vehicle = ?1 ORDER BY id DESC LIMIT ?2"
+        ))?;
+        let rows = st.query_map(params![vehicle, limit as i64], request_row)?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    fn queued_after(&mut self, after: i64, limit: usize) -> Result<Vec<RequestRow>> {
+        let mut st = self.db.prepare_cached(&format!(
+            "SELECT {REQUEST_COLUMNS} FROM requests
+             WHERE id > ?1 AND state = 'queued' ORDER BY id LIMIT ?2"
+        ))?;
+        let rows = st.query_map(params![after, limit as i64], request_row)?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 }

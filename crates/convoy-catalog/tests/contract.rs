@@ -2,8 +2,8 @@
 //! against a real PostgreSQL cluster started for the test.
 
 use convoy_catalog::{
-    Catalog, CatalogError, IndexOutcome, LastState, NewSegment, PgCatalog, SqliteCatalog,
-    TrackPoint, CLAIM_TIMEOUT_NS, TRACK_BUCKET_NS,
+    Catalog, CatalogError, IndexOutcome, LastState, NewSegment, PgCatalog, RequestEvent,
+    SqliteCatalog, TrackPoint, CLAIM_TIMEOUT_NS, TRACK_BUCKET_NS,
 };
 use convoy_testkit::Postgres;
 
@@ -142,12 +142,103 @@ fn queue_and_index(c: &mut dyn Catalog) {
     assert_ne!(c.version().unwrap(), v1);
 }
 
+/// Runs after `registry`: truck-1 is revoked, ops is an operator.
+fn requests(c: &mut dyn Catalog) {
+    const KEY_C: &str = "cc00000000000000000000000000000000000000000000000000000000000000";
+    c.add_vehicle("truck-3", KEY_C, "vehicle", 20).unwrap();
+    for (who, why) in [
+        ("truck-1", "revoked"),
+        ("ops", "registry"),
+        ("nobody", "registry"),
+    ] {
+        match c.add_request(who, "status", "{}", "ops", 21) {
+            Err(CatalogError::NotFound(e)) => assert!(e.contains(why), "{e}"),
+            other => panic!("{who}: {other:?}"),
+        }
+    }
+    let v0 = c.version().unwrap();
+    let a = c
+        .add_request("truck-3", "status", r#"{"type":"status"}"#, "ops", 30)
+        .unwrap();
+    assert_ne!(c.version().unwrap(), v0, "the page learns of a new request");
+    let b = c
+        .add_request("truck-3", "status", r#"{"type":"status"}"#, "ops", 31)
+        .unwrap();
+    assert_eq!((a.state.as_str(), a.acked_ns), ("queued", None));
+    let open: Vec<i64> = c
+        .open_requests("truck-3")
+        .unwrap()
+        .iter()
+        .map(|r| r.id)
+        .collect();
+    assert_eq!(open, [a.id, b.id]);
+    let after: Vec<i64> = c
+        .queued_after(a.id, 10)
+        .unwrap()
+        .iter()
+        .map(|r| r.id)
+        .collect();
+    assert_eq!(after, [b.id]);
+    // Another vehicle cannot touch it.
+    assert!(!c
+        .request_event("truck-1", a.id, &RequestEvent::Ack, 32)
+        .unwrap());
+    let v1 = c.version().unwrap();
+    assert!(c
+        .request_event("truck-3", a.id, &RequestEvent::Ack, 33)
+        .unwrap());
+    assert_ne!(c.version().unwrap(), v1, "and of its acknowledgement");
+    c.request_event("truck-3", a.id, &RequestEvent::Ack, 34)
+        .unwrap();
+    c.request_event(
+        "truck-3",
+        a.id,
+        &RequestEvent::Progress("{\"done\":1}".into()),
+        35,
+    )
+    .unwrap();
+    c.request_event(
+        "truck-3",
+        a.id,
+        &RequestEvent::Done("{\"ok\":1}".into()),
+        36,
+    )
+    .unwrap();
+    // Final: a late failure changes nothing.
+    c.request_event("truck-3", a.id, &RequestEvent::Failed("late".into()), 37)
+        .unwrap();
+    c.request_event(
+        "truck-3",
+        b.id,
+        &RequestEvent::Failed("no such data".into()),
+        38,
+    )
+    .unwrap();
+    let rows = c.requests(Some("truck-3"), 10).unwrap();
+    assert_eq!(rows.len(), 2);
+    let (rb, ra) = (&rows[0], &rows[1]);
+    assert_eq!(
+        (ra.state.as_str(), ra.acked_ns, ra.finished_ns),
+        ("done", Some(33), Some(36))
+    );
+    assert_eq!(ra.progress.as_deref(), Some("{\"done\":1}"));
+    assert_eq!(
+        (ra.result.as_deref(), ra.error.as_deref()),
+        (Some("{\"ok\":1}"), None)
+    );
+    assert_eq!((rb.state.as_str(), rb.acked_ns), ("failed", Some(38)));
+    assert_eq!(rb.error.as_deref(), Some("no such data"));
+    assert!(c.open_requests("truck-3").unwrap().is_empty());
+    assert_eq!(c.requests(None, 1).unwrap().len(), 1);
+}
+
 #[test]
 fn sqlite_registry_and_queue() {
     let dir = tempfile::tempdir().unwrap();
     let mut c = SqliteCatalog::open(&dir.path().join("catalog.db")).unwrap();
     registry(&mut c);
     queue_and_index(&mut c);
+    requests(&mut c);
 }
 
 #[test]
@@ -156,7 +247,8 @@ fn postgres_registry_and_queue() {
     let mut c = PgCatalog::connect(&pg.url()).unwrap();
     registry(&mut c);
     queue_and_index(&mut c);
+    requests(&mut c);
     // A second server on the same database sees the same registry.
     let mut other = convoy_catalog::open(&pg.url()).unwrap();
-    assert_eq!(other.vehicles().unwrap().len(), 2);
+    assert_eq!(other.vehicles().unwrap().len(), 3);
 }

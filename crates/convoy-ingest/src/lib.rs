@@ -14,6 +14,7 @@
 pub mod extract;
 pub mod indexer;
 pub mod parquet_out;
+pub mod requests;
 pub mod store;
 
 use std::collections::HashMap;

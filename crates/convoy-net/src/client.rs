@@ -107,6 +107,8 @@ pub struct Client {
     pub(crate) server: SocketAddr,
     /// Set from elsewhere to stop the transfer in progress.
     pub(crate) interrupt: Arc<AtomicBool>,
+    /// The control stream, when opened ([`Client::open_control`]).
+    pub(crate) control: Option<crate::control::ClientControl>,
 }
 
 /// The connection, or why it is gone.
@@ -234,6 +236,50 @@ impl Application for IdleApp {
     }
 }
 
+/// Serves the control stream (if any) after every turn of `app`.
+struct WithControl<'a, A> {
+    app: &'a mut A,
+    control: Option<&'a mut crate::control::ClientControl>,
+    h: ConnectionHandle,
+    scratch: Vec<u8>,
+}
+
+impl<A: Application> Application for WithControl<'_, A> {
+    fn step(&mut self, ep: &mut Endpoint, now: Duration) -> Result<Step, NetError> {
+        let step = self.app.step(ep, now)?;
+        if let (Some(ctl), Some(c)) = (self.control.as_deref_mut(), ep.connection(self.h)) {
+            if self.scratch.is_empty() {
+                self.scratch = vec![0; 16 * 1024];
+            }
+            ctl.serve(c, &mut self.scratch);
+        }
+        Ok(step)
+    }
+
+    fn wake_at(&self) -> Option<Duration> {
+        self.app.wake_at()
+    }
+}
+
+/// Ends `app` early once `done()` holds.
+struct EndWhen<'a, A> {
+    app: &'a mut A,
+    done: &'a dyn Fn() -> bool,
+}
+
+impl<A: Application> Application for EndWhen<'_, A> {
+    fn step(&mut self, ep: &mut Endpoint, now: Duration) -> Result<Step, NetError> {
+        if (self.done)() {
+            return Ok(Step::Done);
+        }
+        self.app.step(ep, now)
+    }
+
+    fn wake_at(&self) -> Option<Duration> {
+        self.app.wake_at()
+    }
+}
+
 impl Client {
     /// Connects and finishes the handshake.
     pub fn connect(opts: ClientOptions) -> Result<Client, NetError> {
@@ -276,6 +322,7 @@ impl Client {
             handle,
             server: opts.server,
             interrupt,
+            control: None,
         };
         let mut app = AwaitConnected {
             h: handle,
@@ -302,7 +349,16 @@ impl Client {
     /// Runs a transfer until it is done or interrupted.
     pub(crate) fn run_transfer<A: Application>(&mut self, app: &mut A) -> Result<(), NetError> {
         let flag = self.interrupt.clone();
-        let r = self.driver.run(&mut Interruptible { app, flag: &flag });
+        let mut app = WithControl {
+            app,
+            control: self.control.as_mut(),
+            h: self.handle,
+            scratch: Vec::new(),
+        };
+        let r = self.driver.run(&mut Interruptible {
+            app: &mut app,
+            flag: &flag,
+        });
         if let Err(NetError::Interrupted) = r {
             // The stream is left half-sent, holding the server's session
             // and the connection's flow-control credit; closing the whole
@@ -335,6 +391,57 @@ impl Client {
             until: None,
         };
         self.run_transfer(&mut app)
+    }
+
+    /// Serves the connection for up to `d`, returning early once `done()`
+    /// says so (checked on every turn; ring the driver's waker, which
+    /// [`Client::open_control`] returns, to have it checked at once).
+    /// An idle agent lane waits here so its control stream is read as
+    /// requests arrive.
+    pub fn idle_until(&mut self, d: Duration, done: &dyn Fn() -> bool) -> Result<(), NetError> {
+        let mut app = IdleApp {
+            h: self.handle,
+            server: self.server,
+            span: d,
+            until: None,
+        };
+        let mut app = EndWhen {
+            app: &mut app,
+            done,
+        };
+        self.run_transfer(&mut app)
+    }
+
+    /// Opens the control stream ([`crate::control`]): frames the server
+    /// sends go to `to_app`, frames sent into `from_app` go to the server.
+    /// The stream is served during every call on this client (transfers,
+    /// [`Client::idle`], [`Client::idle_until`]). Returns the driver's
+    /// waker: ring it after sending into `from_app` so a waiting call
+    /// writes the frame at once.
+    pub fn open_control(
+        &mut self,
+        to_app: std::sync::mpsc::Sender<Vec<u8>>,
+        from_app: std::sync::mpsc::Receiver<Vec<u8>>,
+    ) -> Result<Arc<Waker>, NetError> {
+        let waker = match self.driver.waker() {
+            Some(w) => w,
+            None => {
+                let w = Arc::new(Waker::new().map_err(NetError::Socket)?);
+                self.driver.set_waker(w.clone());
+                w
+            }
+        };
+        let c = live(&mut self.driver.endpoint, self.handle, self.server)?;
+        let stream = c.open_stream().map_err(NetError::from)?;
+        self.control = Some(crate::control::ClientControl::new(
+            stream,
+            &crate::request::Request::Control.encode(),
+            to_app,
+            from_app,
+        ));
+        // One pass writes the header.
+        self.idle(Duration::ZERO)?;
+        Ok(waker)
     }
 
     /// Tells the server the connection is closed; waits at most 50 ms.

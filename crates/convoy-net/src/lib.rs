@@ -26,6 +26,7 @@
 pub mod auth;
 pub mod client;
 pub mod clock;
+pub mod control;
 pub mod download;
 pub mod driver;
 pub mod error;
@@ -54,6 +55,7 @@ pub mod wake;
 
 pub use auth::{Authorizer, CommitHook, Committed, Identity, Role};
 pub use client::{Client, ClientOptions, Progress};
+pub use control::ControlHook;
 pub use convoy_proto::cc::Priority;
 pub use download::DownloadReport;
 pub use driver::{Application, Driver, DriverConfig, Step};

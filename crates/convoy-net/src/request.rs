@@ -24,6 +24,9 @@ pub enum Request {
     /// Count what follows: `bytes` of it, or (`bytes` = 0) what arrives in
     /// the `millis` after the request (0: until the stream finishes).
     Perf { bytes: u64, millis: u64 },
+    /// Open the control stream: from here on both directions carry
+    /// control frames ([`crate::control`]).
+    Control,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -95,6 +98,7 @@ impl Request {
             Request::Put { name, .. } => (1u8, name.as_str()),
             Request::Get { name, .. } => (2, name.as_str()),
             Request::Perf { .. } => (3, ""),
+            Request::Control => (4, ""),
         };
         out.push(op);
         out.extend_from_slice(&(name.len() as u16).to_be_bytes());
@@ -109,6 +113,7 @@ impl Request {
                 out.extend_from_slice(&bytes.to_be_bytes());
                 out.extend_from_slice(&millis.to_be_bytes());
             }
+            Request::Control => {}
         }
         out
     }
@@ -155,6 +160,7 @@ impl Request {
                 };
                 Request::Perf { bytes, millis }
             }
+            4 => Request::Control,
             _ => return Err(NetError::Protocol(format!("unknown request {op}"))),
         };
         Ok(Some((req, r.pos)))
@@ -296,6 +302,7 @@ mod tests {
                 bytes: 0,
                 millis: 40_000,
             },
+            Request::Control,
         ] {
             let bytes = req.encode();
             for cut in 0..bytes.len() {

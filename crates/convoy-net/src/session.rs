@@ -203,6 +203,12 @@ enum Phase {
     },
     /// A timed perf answered: what still arrives is dropped unread.
     PerfOver,
+    /// A control stream: the server's app takes it over
+    /// ([`Session::take_control`]) with the bytes that came behind the
+    /// header.
+    Control {
+        early: Vec<u8>,
+    },
     /// The server is stopping: what still arrives is read and dropped
     /// (an upload's partial file keeps what it had, for the client to
     /// resume), so the peer's flow control never stalls the connection
@@ -344,6 +350,18 @@ impl Session {
                 }
             }
             Err(e) => self.fail(&e, ctx, events),
+        }
+    }
+
+    /// A control stream's header was read: the session ends here, and
+    /// the bytes read behind the header go to the control session.
+    pub fn take_control(&mut self) -> Option<Vec<u8>> {
+        match std::mem::replace(&mut self.phase, Phase::Done) {
+            Phase::Control { early } => Some(early),
+            other => {
+                self.phase = other;
+                None
+            }
         }
     }
 
@@ -510,6 +528,10 @@ impl Session {
                 Ok(())
             }
             Phase::PerfOver | Phase::Stopped => Ok(()),
+            Phase::Control { early } => {
+                early.extend_from_slice(data);
+                Ok(())
+            }
             Phase::Committing { .. } | Phase::Get { .. } | Phase::Done => {
                 Err(NetError::Protocol("unexpected data".into()))
             }
@@ -544,6 +566,7 @@ impl Session {
                     self.get_started(file, size, hash, name, offset)?;
                 }
             }
+            Request::Control => self.phase = Phase::Control { early: Vec::new() },
             Request::Perf { bytes, millis } => {
                 self.phase = Phase::Perf {
                     expected: bytes,

@@ -132,6 +132,30 @@ function renderUploads(doc) {
   document.getElementById("upload-count").textContent = `${doc.uploads.length} newest`;
 }
 
+// Requests to vehicles (docs/SERVICE.md, "Requests from the cloud"): the
+// page shows them; issuing one takes an operator's token in a header.
+function renderRequests(doc) {
+  const tbody = document.querySelector("#requests tbody");
+  tbody.replaceChildren();
+  for (const r of doc.requests) {
+    const tr = tbody.insertRow();
+    tr.dataset.vehicle = r.vehicle;
+    cell(tr, new Date(r.created_ns / 1e6).toISOString().replace("T", " ").slice(0, 19));
+    cell(tr, r.vehicle);
+    cell(tr, r.kind).title = r.body;
+    cell(tr, r.state, "state-" + r.state);
+    cell(tr, r.acked_ns ? `${((r.acked_ns - r.created_ns) / 1e6).toFixed(0)} ms` : "", "num");
+    let detail = r.error || "";
+    if (!detail && r.progress) {
+      const p = JSON.parse(r.progress);
+      detail = `${p.done}/${p.total} ${p.note}`;
+    }
+    if (r.state === "done") detail = "done";
+    cell(tr, detail).title = r.result || r.error || "";
+  }
+  document.getElementById("request-count").textContent = `${doc.requests.length} newest`;
+}
+
 async function selectVehicle(name) {
   state.selected = name;
   for (const tr of document.querySelectorAll("#vehicles tbody tr")) {
@@ -151,9 +175,11 @@ async function loadTrack() {
 
 async function refresh() {
   try {
-    const [v, u] = await Promise.all([api("/api/vehicles"), api("/api/uploads?limit=200")]);
+    const [v, u, r] = await Promise.all([
+      api("/api/vehicles"), api("/api/uploads?limit=200"), api("/api/requests?limit=50")]);
     renderVehicles(v);
     renderUploads(u);
+    renderRequests(r);
     await loadTrack();
     document.getElementById("updated").textContent = "updated " + new Date().toLocaleTimeString("en-GB");
     document.body.dataset.version = String(v.version);

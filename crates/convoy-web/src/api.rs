@@ -22,7 +22,7 @@ pub struct Caller {
 }
 
 impl Caller {
-    fn may_see(&self, vehicle: &str) -> bool {
+    pub(crate) fn may_see(&self, vehicle: &str) -> bool {
         let by_role = self.operator || self.name == vehicle;
         let by_scope = self.only.as_deref().is_none_or(|v| v == vehicle);
         by_role && by_scope
@@ -62,6 +62,7 @@ pub fn route(shared: &Shared, who: &Caller, path: &str, params: &[(String, Strin
         "/api/positions" => positions(shared, who),
         "/api/track" => track(shared, who, params),
         "/api/uploads" => uploads(shared, who, params),
+        "/api/requests" => crate::requests::list(shared, who, params),
         _ => return Reply::error(404, "no such API"),
     };
     r.unwrap_or_else(|e| Reply::error(503, &e))

@@ -35,6 +35,9 @@ pub struct WebConfig {
     pub tls: Option<(PathBuf, PathBuf)>,
     /// More families for `/metrics` (the transport's, the indexer's).
     pub extra_metrics: Option<crate::metrics::ExtraMetrics>,
+    /// Called after `POST /api/requests` queued a request (the request
+    /// dispatcher sends it at once instead of at its next poll).
+    pub on_request: Option<Arc<dyn Fn() + Send + Sync>>,
 }
 
 /// A running web view; stops when dropped.
@@ -95,6 +98,7 @@ pub(crate) struct Shared {
     pub stop: watch::Receiver<bool>,
     pub counters: crate::metrics::HttpCounters,
     pub extra_metrics: Option<crate::metrics::ExtraMetrics>,
+    pub on_request: Option<Arc<dyn Fn() + Send + Sync>>,
 }
 
 /// How often the catalog's version is polled for the live feed.
@@ -136,6 +140,7 @@ impl Web {
             stop: stop_rx.clone(),
             counters: Default::default(),
             extra_metrics: cfg.extra_metrics,
+            on_request: cfg.on_request,
         });
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
@@ -443,6 +448,7 @@ async fn handle(
                 Err(_) => json_reply(Reply::error(500, "internal error")),
             }
         }
+        Method::POST if path == "/api/requests" => issue_request(shared.clone(), req).await,
         Method::GET | Method::HEAD => {
             let asked = Asked {
                 path,
@@ -451,7 +457,10 @@ async fn handle(
             };
             answer(shared.clone(), asked).await
         }
-        _ => json_reply(Reply::error(405, "only GET and HEAD (POST for /api/login)")),
+        _ => json_reply(Reply::error(
+            405,
+            "only GET and HEAD (POST for /api/login, /api/logout, /api/requests)",
+        )),
     };
     cors(resp.headers_mut());
     shared.counters.response(resp.status().as_u16());
@@ -460,6 +469,43 @@ async fn handle(
         *resp.body_mut() = body::empty();
     }
     resp
+}
+
+/// `POST /api/requests`: the token must come in the `Authorization`
+/// header (a cookie alone is refused, so another site's form cannot send
+/// requests with a logged-in browser's cookie), the body at most
+/// [`crate::requests::MAX_BODY`].
+async fn issue_request(shared: Arc<Shared>, req: Request<hyper::body::Incoming>) -> Response<Body> {
+    use http_body_util::BodyExt;
+    let headers = req.headers().clone();
+    if !headers.contains_key(http::header::AUTHORIZATION) {
+        return json_reply(Reply::error(
+            401,
+            "requests need Authorization: Bearer TOKEN (an operator's)",
+        ));
+    }
+    let limited = http_body_util::Limited::new(req.into_body(), crate::requests::MAX_BODY);
+    let body = match limited.collect().await {
+        Ok(b) => b.to_bytes(),
+        Err(_) => {
+            return json_reply(Reply::error(
+                413,
+                &format!(
+                    "a request body is at most {} bytes",
+                    crate::requests::MAX_BODY
+                ),
+            ))
+        }
+    };
+    let work = tokio::task::spawn_blocking(move || {
+        let (who, _) = caller(&shared, &headers)?;
+        Ok::<_, Reply>(crate::requests::issue(&shared, &who, &body))
+    })
+    .await;
+    match work {
+        Ok(Ok(r)) | Ok(Err(r)) => json_reply(r),
+        Err(_) => json_reply(Reply::error(500, "internal error")),
+    }
 }
 
 async fn answer(shared: Arc<Shared>, asked: Asked) -> Response<Body> {

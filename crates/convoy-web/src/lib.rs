@@ -3,7 +3,9 @@
 //!
 //! * a JSON API: `/api/me`, `/api/vehicles` (registry + last state),
 //!   `/api/positions` (GeoJSON points), `/api/track?vehicle=V` (GeoJSON
-//!   line, last 24 h by default), `/api/uploads` (the uploads table);
+//!   line, last 24 h by default), `/api/uploads` (the uploads table),
+//!   `/api/requests` (requests to vehicles and their progress; `POST`
+//!   with an operator's token issues one);
 //! * `/api/events`: Server-Sent Events, one `change` per catalog change,
 //!   which the page turns into live updates;
 //! * `/files/VEHICLE/NAME`: the stored bytes with HTTP Range and CORS, so
@@ -33,6 +35,7 @@ pub mod exporter;
 mod http;
 pub mod metrics;
 pub mod range;
+mod requests;
 mod server;
 pub mod tls;
 pub mod token;

@@ -96,6 +96,7 @@ fn status(path: &std::path::Path, json: bool) -> Result<()> {
         convoy_agent::spool::Spool::open_readonly(&cfg.spool).map_err(anyhow::Error::msg)?;
     let classes = spool.status()?;
     let used = spool.used()?;
+    let (preserved_segments, preserved_bytes) = spool.preserved();
     let snap = convoy_agent::status::read(&cfg.spool);
     let now = convoy_telemetry::now_ns();
     let running = snap.as_ref().is_some_and(|s| {
@@ -107,6 +108,7 @@ fn status(path: &std::path::Path, json: bool) -> Result<()> {
             "{}",
             serde_json::json!({
                 "running": running, "spool_bytes": used, "quota_bytes": cfg.quota_bytes(),
+                "preserved_segments": preserved_segments, "preserved_bytes": preserved_bytes,
                 "classes": classes, "agent": snap,
             })
         );
@@ -126,6 +128,10 @@ fn status(path: &std::path::Path, json: bool) -> Result<()> {
         cfg.quota_bytes(),
         used as f64 * 100.0 / cfg.quota_bytes().max(1) as f64,
         cfg.spool.display()
+    );
+    println!(
+        "preserved: {preserved_bytes} bytes in {preserved_segments} segments \
+         (asked for by requests; never dropped by the overflow rule)"
     );
     println!(
         "{:<10} {:>8} {:>12} {:>8} {:>14} {:>8} {:>12} {:>8}",

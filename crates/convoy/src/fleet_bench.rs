@@ -147,6 +147,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
         overlay: None,
         tls: None,
         extra_metrics: None,
+        on_request: None,
     })
     .map_err(anyhow::Error::msg)?;
     let token = convoy_web::token::issue(

@@ -57,6 +57,10 @@ pub enum FleetCommand {
     /// JSON API (`Authorization: Bearer TOKEN`, or the page's login): it
     /// expires, may be confined to one vehicle, and is read-only.
     Token(TokenArgs),
+    /// Issue a request to a vehicle over its control stream (queued while
+    /// it is away): upload, collect, link, status. Needs an operator's
+    /// token.
+    Request(crate::fleet_request::RequestArgs),
     /// Measure the server side: telemetry indexed per second on one core,
     /// and the map's fleet and track queries over HTTP on 1,000 vehicles.
     Bench(crate::fleet_bench::BenchArgs),
@@ -112,6 +116,7 @@ pub fn run(cmd: FleetCommand) -> Result<()> {
     let now = convoy_telemetry::now_ns();
     match cmd {
         FleetCommand::Bench(a) => return crate::fleet_bench::run(a),
+        FleetCommand::Request(a) => return crate::fleet_request::run(a),
         FleetCommand::Add(a) => {
             validate_identity_name(&a.name).map_err(anyhow::Error::msg)?;
             let key = parse_server_key(&a.key).with_context(|| format!("reading key {}", a.key))?;

@@ -14,6 +14,7 @@ mod docs_cmd;
 mod emu_cmd;
 mod fleet_bench;
 mod fleet_cmd;
+mod fleet_request;
 mod logging;
 mod net_cmd;
 mod net_common;

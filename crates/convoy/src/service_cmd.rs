@@ -96,6 +96,43 @@ pub fn start(
     server.authorizer = Some(registry.clone());
     server.commit_hook = Some(Arc::new(QueueHook::new(open()?, wake_tx)));
     let stop = Arc::new(AtomicBool::new(false));
+    let rjson = json.clone();
+    let dispatch =
+        convoy_ingest::requests::RequestDispatch::start(open()?, stop.clone(), move |e| {
+            use convoy_ingest::requests::RequestLog::*;
+            match e {
+                ControlOpened { vehicle } => {
+                    tracing::info!(target: "convoy::requests", vehicle = %vehicle, "control stream open")
+                }
+                RequestSent { vehicle, id, kind } => {
+                    tracing::info!(target: "convoy::requests", vehicle = %vehicle, id = %id, kind = %kind, "request sent")
+                }
+                RequestAcked {
+                    vehicle,
+                    id,
+                    millis,
+                } => tracing::info!(
+                    target: "convoy::requests",
+                    vehicle = %vehicle, id = %id, millis = *millis,
+                    "request acknowledged"
+                ),
+                RequestFinished {
+                    vehicle,
+                    id,
+                    state,
+                    detail,
+                } => tracing::info!(
+                    target: "convoy::requests",
+                    vehicle = %vehicle, id = %id, state = %state, detail = %detail,
+                    "request finished"
+                ),
+                ControlError { vehicle, error } => {
+                    tracing::warn!(target: "convoy::requests", vehicle = %vehicle, error = %error, "control stream error")
+                }
+            }
+            rjson(serde_json::to_value(e).unwrap_or_default());
+        });
+    server.control_hook = Some(dispatch.clone());
     let ijson = json.clone();
     let counters = Arc::new(crate::service_metrics::ServiceCounters::default());
     let icounters = counters.clone();
@@ -121,6 +158,10 @@ pub fn start(
                 extra_metrics: Some({
                     let c = counters.clone();
                     Arc::new(move |p: &mut convoy_web::metrics::Exposition| c.write(p))
+                }),
+                on_request: Some({
+                    let d = dispatch.clone();
+                    Arc::new(move || d.queued())
                 }),
             })
             .map_err(anyhow::Error::msg)?;

@@ -13,9 +13,11 @@ use std::time::Duration;
 use convoy_proto::{Connection, ConnectionHandle, Endpoint, Event, StreamId};
 
 use crate::auth::{Authorizer, CommitHook, Identity, REAUTH_EVERY, REFUSED_CODE, REFUSED_PREFIX};
+use crate::control::Bell;
 use crate::driver::{Application, Step};
 use crate::error::NetError;
 use crate::server::committer::{Committer, JobKey, Outcome};
+use crate::server::control::ServerControl;
 use crate::server::offload::Offload;
 use crate::session::{ServerEvent, Session, SessionCtx, PROGRESS_EVERY};
 use crate::store::Store;
@@ -69,6 +71,7 @@ impl Claims {
 pub struct Access {
     pub auth: Option<Arc<dyn Authorizer>>,
     pub hook: Option<Arc<dyn CommitHook>>,
+    pub control: Option<Arc<dyn crate::control::ControlHook>>,
     pub figures: Arc<crate::server::figures::ServerFigures>,
 }
 
@@ -89,6 +92,8 @@ type Answer = ([u8; 32], Result<Identity, String>);
 struct Running {
     session: Session,
     claim: Option<(PathBuf, u64)>,
+    /// Set once the session's header asked for a control stream.
+    control: Option<ServerControl>,
 }
 
 pub struct ServerApp {
@@ -129,6 +134,10 @@ pub struct ServerApp {
     next_sweep: Duration,
     /// Set once the stop flag is seen: when the drain began and must end.
     draining: Option<(Duration, Duration)>,
+    /// Rung by the control hook when frames wait for a vehicle: every
+    /// connection with sessions is stepped on the next turn.
+    control_bell: Arc<AtomicBool>,
+    waker: Option<Arc<Waker>>,
 }
 
 /// How long a stopping server goes on answering before it closes every
@@ -185,6 +194,8 @@ impl ServerApp {
             partial_max_age: None,
             next_sweep: PARTIAL_SWEEP_EVERY,
             draining: None,
+            control_bell: Arc::new(AtomicBool::new(false)),
+            waker: None,
             store,
             access,
         }
@@ -192,6 +203,7 @@ impl ServerApp {
 
     /// The driver's waker, rung when off-thread work finishes.
     pub fn set_waker(&mut self, waker: Arc<Waker>) {
+        self.waker = Some(waker.clone());
         self.committer.set_waker(waker.clone());
         if let Some(identify) = &mut self.identify {
             identify.set_waker(waker);
@@ -362,6 +374,7 @@ impl ServerApp {
                     Running {
                         session: Session::new(peer),
                         claim: None,
+                        control: None,
                     },
                 ));
             }
@@ -391,7 +404,12 @@ impl ServerApp {
             who: who.as_ref(),
             key: c.peer_static(),
         };
+        let control_hook = self.access.control.clone();
         list.retain_mut(|(id, r)| {
+            if let Some(ctl) = &mut r.control {
+                ctl.step(c, *id, control_hook.as_ref(), &mut self.scratch);
+                return !ctl.is_done();
+            }
             if let Some((p, claim)) = &r.claim {
                 if !self.claims.holds(p, *claim) {
                     r.session.abandon();
@@ -411,6 +429,14 @@ impl ServerApp {
                 .step(c, *id, &ctx, now, &mut self.scratch, &mut self.events);
             if let Some(job) = r.session.take_job() {
                 self.committer.submit((h, *id), job);
+            }
+            if let Some(early) = r.session.take_control() {
+                let bell = Bell::new(self.control_bell.clone(), self.waker.clone());
+                let mut ctl = ServerControl::start(ctx.who, control_hook.as_ref(), bell, early);
+                ctl.step(c, *id, control_hook.as_ref(), &mut self.scratch);
+                let done = ctl.is_done();
+                r.control = Some(ctl);
+                return !done;
             }
             match (&r.claim, &r.session.partial) {
                 (None, Some(p)) => r.claim = Some((p.clone(), self.claims.claim(p))),
@@ -531,6 +557,11 @@ impl Application for ServerApp {
                 self.next_sweep = now + PARTIAL_SWEEP_EVERY;
                 store.sweep_partials(age);
             }
+        }
+        if self.control_bell.swap(false, Ordering::AcqRel) {
+            touched.extend(self.sessions.keys().copied());
+            touched.sort();
+            touched.dedup();
         }
         if now >= self.next_tick {
             // Perf sessions report progress on a clock of their own.

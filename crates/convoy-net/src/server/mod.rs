@@ -9,6 +9,7 @@
 
 mod app;
 pub(crate) mod committer;
+mod control;
 pub mod figures;
 mod offload;
 
@@ -63,6 +64,9 @@ pub struct ServerOptions {
     pub authorizer: Option<Arc<dyn Authorizer>>,
     /// Runs after each upload is durable, before it is acknowledged.
     pub commit_hook: Option<Arc<dyn CommitHook>>,
+    /// Takes vehicles' control streams (requests from the cloud,
+    /// [`crate::control`]); without it they are refused.
+    pub control_hook: Option<Arc<dyn crate::control::ControlHook>>,
     /// Requests announcing more bytes than this are refused before a
     /// partial file is made (64 GiB).
     pub max_upload: u64,
@@ -113,6 +117,7 @@ impl ServerOptions {
             server_id: 0,
             authorizer: None,
             commit_hook: None,
+            control_hook: None,
             max_upload: crate::store::DEFAULT_MAX_UPLOAD,
             partial_quota: crate::partials::Quota::default(),
             partial_max_age: DEFAULT_PARTIAL_MAX_AGE,
@@ -243,6 +248,7 @@ impl Server {
         let access = Access {
             auth: opts.authorizer.clone(),
             hook: opts.commit_hook.clone(),
+            control: opts.control_hook.clone(),
             figures: Arc::new(figures::ServerFigures {
                 in_progress: claims.live(),
                 ..Default::default()
