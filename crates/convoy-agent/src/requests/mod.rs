@@ -114,9 +114,10 @@ impl Requests {
             match a {
                 Action::Send(m) => self.send(&m),
                 Action::Start { id, body } => self.start(id, body),
-                Action::Refused(reason) => {
-                    crate::log(&format!("the server refused the control stream: {reason}"))
-                }
+                Action::Refused(reason) => tracing::warn!(
+                    reason = %reason,
+                    "the server refused the control stream"
+                ),
             }
         }
     }
