@@ -97,8 +97,10 @@ pub fn start(
     server.commit_hook = Some(Arc::new(QueueHook::new(open()?, wake_tx)));
     let stop = Arc::new(AtomicBool::new(false));
     let rjson = json.clone();
-    let dispatch =
-        convoy_ingest::requests::RequestDispatch::start(open()?, stop.clone(), move |e| {
+    let dispatch = convoy_ingest::requests::RequestDispatch::start(
+        open()?,
+        stop.clone(),
+        move |e| {
             use convoy_ingest::requests::RequestLog::*;
             match e {
                 ControlOpened { vehicle } => {
@@ -131,7 +133,8 @@ pub fn start(
                 }
             }
             rjson(serde_json::to_value(e).unwrap_or_default());
-        });
+        },
+    );
     server.control_hook = Some(dispatch.clone());
     let ijson = json.clone();
     let counters = Arc::new(crate::service_metrics::ServiceCounters::default());
