@@ -2,6 +2,9 @@ from pathlib import Path
 
 import pytest
 
+from convoy_lab.fleet import Service
+from convoy_lab.runner import ConvoyNotFound, convoy_binary
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SHARED_TRACES = REPO_ROOT.parent / "shared" / "traces"
 
@@ -11,3 +14,15 @@ def shared_traces() -> Path:
     if not SHARED_TRACES.is_dir():
         pytest.fail(f"expected the shared traces at {SHARED_TRACES}")
     return SHARED_TRACES
+
+
+@pytest.fixture
+def service(tmp_path):
+    """A fleet server on loopback with one registered vehicle, truck-7 (a
+    test module may define its own)."""
+    try:
+        convoy_binary()
+    except ConvoyNotFound as e:
+        pytest.fail(str(e))
+    with Service(tmp_path / "fleet", ["truck-7"]) as s:
+        yield s

@@ -8,22 +8,9 @@ import os
 import re
 import time
 
-import pytest
-
 from convoy_lab.fleet import Service
-from convoy_lab.runner import ConvoyNotFound, convoy_binary
 
 SIZE = 400 * 1000 * 1000
-
-
-@pytest.fixture
-def service(tmp_path):
-    try:
-        convoy_binary()
-    except ConvoyNotFound as e:
-        pytest.fail(str(e))
-    with Service(tmp_path / "fleet", ["truck-7"]) as s:
-        yield s
 
 
 def partial_size(s: Service) -> int:

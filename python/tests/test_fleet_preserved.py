@@ -11,21 +11,9 @@ import random
 import subprocess
 import time
 
-import pytest
-
 from convoy_lab.fleet import Service
 from convoy_lab.fleet.requests import post_request, wait_control, wait_rows
-from convoy_lab.runner import ConvoyNotFound, convoy_binary
-
-
-@pytest.fixture
-def service(tmp_path):
-    try:
-        convoy_binary()
-    except ConvoyNotFound as e:
-        pytest.fail(str(e))
-    with Service(tmp_path / "fleet", ["truck-7"]) as s:
-        yield s
+from convoy_lab.runner import convoy_binary
 
 
 def burst(agent, n: int = 50) -> None:

@@ -9,21 +9,9 @@ import json
 import subprocess
 import time
 
-import pytest
-
 from convoy_lab.fleet import Service, drive_lines
 from convoy_lab.fleet.requests import post_request, wait_control, wait_rows
-from convoy_lab.runner import ConvoyNotFound, convoy_binary
-
-
-@pytest.fixture
-def service(tmp_path):
-    try:
-        convoy_binary()
-    except ConvoyNotFound as e:
-        pytest.fail(str(e))
-    with Service(tmp_path / "fleet", ["truck-7"]) as s:
-        yield s
+from convoy_lab.runner import convoy_binary
 
 
 def telemetry_waiting(s: Service, cfg) -> int:
