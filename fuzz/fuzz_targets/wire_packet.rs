@@ -18,7 +18,9 @@ fuzz_target!(|data: &[u8]| {
         Ok(Packet::Protected(p)) => {
             assert!((1..=4).contains(&p.pn_len) && p.path_id < 8);
             assert_eq!(p.header.len(), 9 + usize::from(p.pn_len));
-            let largest = data.get(..8).map(|b| u64::from_be_bytes(b.try_into().unwrap()) >> 2);
+            let largest = data
+                .get(..8)
+                .map(|b| u64::from_be_bytes(b.try_into().unwrap()) >> 2);
             let pn = packet::expand_packet_number(largest, p.packet_number, p.pn_len);
             let win = 1u64 << (8 * p.pn_len);
             assert_eq!(pn & (win - 1), u64::from(p.packet_number));
