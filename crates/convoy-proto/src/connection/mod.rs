@@ -101,7 +101,7 @@ impl std::fmt::Display for CloseReason {
             CloseReason::IdleTimeout => write!(f, "idle timeout: nothing heard from the peer"),
             CloseReason::HandshakeTimeout => write!(
                 f,
-                "handshake timed out: server unreachable, or its key is not the one given"
+                "handshake timed out: server unreachable, its key is not the one given, or it runs convoy wire version 1 (which ignores this build's version 2)"
             ),
             CloseReason::Local { code } => write!(f, "closed locally (code {code})"),
             CloseReason::Peer { code, reason } => {
