@@ -6,7 +6,7 @@ CARGO ?= cargo
 PYTHON := .venv/bin/python
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
-.PHONY: demo reproduce test multipath-sweep test-stress test-arm64 arm64 arm64-toolchain setup build bench fuzz fuzz-deep lint
+.PHONY: demo reproduce test man deb test-deb multipath-sweep test-stress test-arm64 arm64 arm64-toolchain setup build bench fuzz fuzz-deep lint
 
 setup:
 	@scripts/setup.sh
@@ -83,9 +83,31 @@ ifneq ($(HOST_ARCH),aarch64)
 	$(CARGO) clippy --target $(ARM64) -p convoy-codec --all-targets -- -D warnings
 endif
 
+# Man pages (gzipped) and bash, zsh and fish completions, made by the
+# binary from its clap definitions, in target/package/{man,completions}.
+# `man -l target/package/man/convoy-serve.1.gz` reads one.
+man:
+	$(CARGO) build --release -p convoy
+	scripts/package-extras.sh target/release/convoy target/package
+
+# The Debian package (cargo-deb, installed with cargo if missing):
+# target/debian/convoy_VERSION-1_ARCH.deb with the binary, the systemd
+# units of packaging/, the example configurations in /etc/convoy, man pages
+# and completions (crates/convoy/Cargo.toml, [package.metadata.deb]).
+deb: man
+	@command -v cargo-deb >/dev/null || $(CARGO) install --locked cargo-deb
+	$(CARGO) deb -p convoy --no-build --strip
+	@ls -l target/debian/convoy_*.deb
+
+# The package looked at from outside: dpkg-deb --info and --contents, its
+# files extracted and run, the units verified, `dpkg --dry-run -i`, and
+# lintian where installed. Not in `make test`: it builds the package.
+test-deb: deb
+	$(CARGO) test --release -p convoy --test packaging -- --ignored --nocapture
+
 # The release binary for an ARM vehicle computer:
-# target/aarch64-unknown-linux-gnu/release/convoy. No .deb yet: convoy has
-# no packaging for any architecture so far.
+# target/aarch64-unknown-linux-gnu/release/convoy (`make deb` packages the
+# native build only).
 arm64: setup
 ifeq ($(HOST_ARCH),aarch64)
 	$(CARGO) build --release -p convoy

@@ -8,6 +8,7 @@ rate controller; the emulator (`experiments run cellular`) is the check.
     scripts/cellular-sim.py --kernel results/cellular/runs.csv [--loss 0] [--mode tide]
     scripts/cellular-sim.py --offsets 12 [--loss 0] [--bin target/release/convoy]
     scripts/cellular-sim.py --offsets 3 --scale 0.05,0.25,0.5,1 [--controller oracle]
+    scripts/cellular-sim.py --offsets 3 --scale 0.05,0.25,0.5,1 --frontier [--points]
 
 The kernel CSV comes from `experiments run cellular --schemes tcp-cubic,tcp-bbr`.
 Prints per point: convoy's share of the capacity, Cubic's and BBR's, the
@@ -21,7 +22,10 @@ sender declared lost and the receiver got redundant: a build against
 another, more points than the kernel grid has. --scale runs that grid on
 twins of the traces at each capacity factor (`convoy trace scale`, both
 directions scaled), a line per factor, with the share of packets dropped
-at the queue."""
+at the queue. --frontier runs the oracle sender beside it at every point and
+counts the points within issue 32's distance of that frontier: goodput at
+least 0.95x the oracle's, p95 queueing at most 2x the oracle's + 30 ms
+(--points prints each point)."""
 import argparse
 import concurrent.futures as cf
 import csv
@@ -45,6 +49,9 @@ def main() -> int:
     ap.add_argument("-j", type=int, default=2, help="simulations at once")
     ap.add_argument("--scale", help="without --kernel: comma-separated capacity factors (default 1)")
     ap.add_argument("--controller", help="a --controller for convoy simulate (oracle: the frontier)")
+    ap.add_argument("--frontier", action="store_true",
+                    help="without --kernel: also run the oracle at every point and give the distance to it")
+    ap.add_argument("--points", action="store_true", help="with --frontier: a line per point")
     a = ap.parse_args()
     if a.kernel is not None and not a.kernel.is_file():
         print(f"error: {a.kernel}: no such file", file=sys.stderr)
@@ -160,7 +167,9 @@ def convoy_alone(a, factor: float = 1.0, tmp: Path | None = None) -> int:
         print(f"error: {a.traces}: no *.up or *.down traces", file=sys.stderr)
         return 2
     results = simulate_all(a, keys, traces)
-    errors = [k for k, d in results.items() if "error" in d]
+    oracle = simulate_all(argparse.Namespace(**{**vars(a), "controller": "oracle"}), keys, traces) \
+        if a.frontier else {}
+    errors = [k for k, d in list(results.items()) + list(oracle.items()) if "error" in d]
     for k in errors:
         print(f"{k[0]} at {k[1]} s: error: {results[k]['error']}", file=sys.stderr)
     ok = [d for d in results.values() if "error" not in d]
@@ -178,7 +187,33 @@ def convoy_alone(a, factor: float = 1.0, tmp: Path | None = None) -> int:
           f"p95 queueing mean {sum(q) / len(q):.0f} ms, worst {max(q):.0f} ms; dropped at the queue "
           f"mean {100 * sum(drops) / len(drops):.2f} %, worst {100 * max(drops):.2f} %; "
           f"packets declared lost {lost}, redundant at the receiver {redundant}")
+    if oracle:
+        frontier_distance(a, factor, results, oracle)
     return 1 if errors else 0
+
+
+def share_and_q95(d: dict) -> tuple:
+    return d["goodput_bps"] / d["report"]["upload"]["capacity_bps"], d["queue_delay_p95_ms"]
+
+
+def frontier_distance(a, factor: float, results: dict, oracle: dict) -> None:
+    """Each point against the oracle's: goodput at least 0.95x its, p95
+    queueing at most 2x its + 30 ms (issue 32's "close to the limit")."""
+    both = [k for k in sorted(results) if "error" not in results[k] and "error" not in oracle.get(k, {"error": 1})]
+    near_g = near_q = near = 0
+    for k in both:
+        (s, q), (os_, oq) = share_and_q95(results[k]), share_and_q95(oracle[k])
+        g_ok, q_ok = s >= 0.95 * os_, q <= 2 * oq + 30
+        near_g, near_q, near = near_g + g_ok, near_q + q_ok, near + (g_ok and q_ok)
+        if a.points:
+            print(f"  {k[0]:28s} {k[1]:4d} s: share {s:.3f} (oracle {os_:.3f}{'' if g_ok else ', FAR'}), "
+                  f"p95 queueing {q:.0f} ms (oracle {oq:.0f}{'' if q_ok else ', FAR'})")
+    shares = [share_and_q95(oracle[k])[0] for k in both]
+    qs = [share_and_q95(oracle[k])[1] for k in both]
+    n = max(len(both), 1)
+    print(f"x{factor:g} frontier: oracle share mean {sum(shares) / n:.4f}, p95 queueing mean {sum(qs) / n:.0f} ms; "
+          f"goodput >= 0.95x the oracle's at {near_g}/{len(both)}, p95 queueing <= 2x + 30 ms at "
+          f"{near_q}/{len(both)}, both at {near}/{len(both)}")
 
 
 if __name__ == "__main__":

@@ -12,6 +12,11 @@ use crate::policy::{Class, LinkRule, Timetable};
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
+    /// The vehicle's name in the agent's log lines (the `vehicle` field of
+    /// each): the name it is registered under. Default: the key file's
+    /// name without its extension (truck-7.key: truck-7).
+    #[serde(default)]
+    pub name: Option<String>,
     /// The vehicle's private key file (`convoy keygen`).
     pub key: PathBuf,
     /// The server, HOST:PORT.

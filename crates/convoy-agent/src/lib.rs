@@ -36,9 +36,16 @@ use crate::segmenter::Segmenter;
 use crate::spool::{Lane, Spool};
 use crate::status::Shared;
 
-/// One line on stderr, prefixed.
-pub fn log(msg: &str) {
-    eprintln!("convoy-agent: {msg}");
+/// `std::thread::spawn` that carries the caller's `tracing` span into the
+/// thread, so every event the agent logs names its vehicle (the span
+/// `convoy agent` runs it in).
+pub(crate) fn spawn<F, T>(f: F) -> std::thread::JoinHandle<T>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    let span = tracing::Span::current();
+    std::thread::spawn(move || span.in_scope(f))
 }
 
 pub use convoy_telemetry::{now_ns, utc_date};
@@ -71,7 +78,7 @@ pub fn run(cfg: Config, stop: Arc<AtomicBool>, until_idle: bool) -> Result<(), S
                     signals.clone(),
                     stdin_done.clone(),
                 );
-                std::thread::spawn(move || {
+                crate::spawn(move || {
                     let stdin = std::io::stdin();
                     sources::read_lines(
                         stdin.lock(),
@@ -194,14 +201,14 @@ pub fn run(cfg: Config, stop: Arc<AtomicBool>, until_idle: bool) -> Result<(), S
             stop: stop.clone(),
             interrupt: slot,
         };
-        lanes.push(std::thread::spawn(move || up.run()));
+        lanes.push(crate::spawn(move || up.run()));
     }
-    log(&format!(
-        "running: {} sources, spool {} (quota {} bytes), server {server}",
-        cfg.sources.len(),
-        cfg.spool.display(),
-        cfg.quota_bytes()
-    ));
+    tracing::info!(
+        target: "convoy::agent",
+        sources = cfg.sources.len(), spool = %cfg.spool.display(),
+        quota_bytes = cfg.quota_bytes(), server = %server,
+        "running"
+    );
 
     // The segmenters run here, on the main thread.
     let max_age = Duration::from_secs_f64(cfg.segments.max_seconds);
@@ -292,6 +299,9 @@ pub fn run(cfg: Config, stop: Arc<AtomicBool>, until_idle: bool) -> Result<(), S
         let _ = l.join();
     }
     status.write(&cfg.spool);
-    log("stopped; everything not acknowledged stays in the spool for the next run");
+    tracing::info!(
+        target: "convoy::agent",
+        "stopped; everything not acknowledged stays in the spool for the next run"
+    );
     Ok(())
 }

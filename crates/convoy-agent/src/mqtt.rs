@@ -163,7 +163,7 @@ impl MqttSource {
     /// that goes away is dialled again every second, and the filters are
     /// subscribed again on each connection.
     pub fn start(self, out: SyncSender<Tagged>, status: Arc<Shared>, stop: Arc<AtomicBool>) {
-        std::thread::spawn(move || {
+        crate::spawn(move || {
             if let Err(e) = self.run(&out, &status, &stop) {
                 status.note_error(&format!("MQTT {}: {e}", self.broker));
             }
@@ -191,7 +191,7 @@ impl MqttSource {
             // connecting starts the connection over.
             match connection.recv_timeout(Duration::from_secs(5)) {
                 Ok(Ok(Event::Incoming(Packet::ConnAck(_)))) => {
-                    crate::log(&format!("MQTT {}: connected", self.broker));
+                    tracing::info!(target: "convoy::agent", broker = %self.broker, "MQTT connected");
                     connected = true;
                     for t in &self.mapping.topics {
                         client

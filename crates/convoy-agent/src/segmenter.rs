@@ -20,7 +20,6 @@ use std::time::{Duration, Instant};
 
 use convoy_telemetry::{Sample, SegmentWriter};
 
-use crate::log;
 use crate::policy::Class;
 use crate::spool::{is_full_db, is_full_io, AddError, Spool};
 use crate::status::Shared;
@@ -195,10 +194,11 @@ impl Segmenter {
             }
         }
         if n > 0 {
-            log(&format!(
-                "recovered {n} {} samples written before a restart",
-                self.class.as_str()
-            ));
+            tracing::info!(
+                target: "convoy::agent",
+                class = self.class.as_str(), samples = n,
+                "recovered samples written before a restart"
+            );
             self.lines = n;
             self.raw = raw;
             self.first_t = first;
@@ -249,7 +249,7 @@ impl Segmenter {
             return;
         }
         if let Some(line) = self.full.wrote(Instant::now()) {
-            log(&line);
+            tracing::warn!(target: "convoy::agent", "{line}");
         }
         self.first_t.get_or_insert(s.t_ns);
         self.lines += 1;
@@ -426,23 +426,22 @@ impl Segmenter {
         match spool.make_room(self.class, bytes) {
             Ok(dropped) => {
                 for (n, c, b) in dropped {
-                    log(&format!(
-                        "spool quota: dropped {} segment {n} ({b} bytes, oldest of the lowest class)",
-                        c.as_str()
-                    ));
+                    tracing::warn!(
+                        target: "convoy::agent",
+                        class = c.as_str(), segment = n, bytes = b,
+                        "spool quota: dropped the oldest segment of the lowest class"
+                    );
                 }
             }
             Err(r) => {
                 let _ = std::fs::remove_file(&tmp);
                 self.status.count_lost(self.lines);
-                log(&format!(
-                    "spool quota: refused a {} segment of {} samples ({} bytes; {} of {} used by segments of higher priority)",
-                    self.class.as_str(),
-                    self.lines,
-                    r.needed,
-                    r.used,
-                    r.quota
-                ));
+                tracing::warn!(
+                    target: "convoy::agent",
+                    class = self.class.as_str(), samples = self.lines, bytes = r.needed,
+                    used = r.used, quota = r.quota,
+                    "spool quota: refused a segment (the quota is used by higher priority)"
+                );
                 return Ok(());
             }
         }

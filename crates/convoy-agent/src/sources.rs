@@ -66,7 +66,7 @@ pub fn serve_socket(
         .map_err(|e| format!("{}: {e}", path.display()))?;
     listener.set_nonblocking(true).map_err(|e| e.to_string())?;
     let name = path.display().to_string();
-    std::thread::spawn(move || {
+    crate::spawn(move || {
         while !stop.load(Ordering::Relaxed) {
             match listener.accept() {
                 Ok((conn, _)) => {
@@ -78,7 +78,7 @@ pub fn serve_socket(
                         stop.clone(),
                         name.clone(),
                     );
-                    std::thread::spawn(move || {
+                    crate::spawn(move || {
                         read_lines(
                             BufReader::new(conn),
                             &name,
@@ -107,7 +107,7 @@ pub fn watch_directory(
     status: Arc<Shared>,
     stop: Arc<AtomicBool>,
 ) {
-    std::thread::spawn(move || {
+    crate::spawn(move || {
         let mut seen: std::collections::HashMap<PathBuf, (u64, SystemTime, Instant)> =
             Default::default();
         while !stop.load(Ordering::Relaxed) {
@@ -171,7 +171,11 @@ fn take_file(
     match sp.make_room(class, len) {
         Ok(dropped) => {
             for (n, c, b) in dropped {
-                crate::log(&format!("spool quota: dropped {} segment {n} ({b} bytes)", c.as_str()));
+                tracing::warn!(
+                    target: "convoy::agent",
+                    class = c.as_str(), segment = n, bytes = b,
+                    "spool quota: dropped a segment to make room"
+                );
             }
         }
         Err(r) => {
@@ -235,7 +239,7 @@ impl FcdReplay {
     }
 
     pub fn run(self, out: SyncSender<Tagged>, status: Arc<Shared>, stop: Arc<AtomicBool>) {
-        std::thread::spawn(move || loop {
+        crate::spawn(move || loop {
             if let Err(e) = self.replay_once(&out, &stop) {
                 status.note_error(&format!("FCD replay {}: {e}", self.path.display()));
                 return;

@@ -98,7 +98,7 @@ impl Shared {
     pub fn reject(&self, what: &str) {
         let n = self.rejected.fetch_add(1, Ordering::Relaxed) + 1;
         if n <= 10 || n.is_multiple_of(1000) {
-            crate::log(&format!("rejected input ({n} so far): {what}"));
+            tracing::warn!(target: "convoy::agent", rejected = n, input = %what, "rejected input");
         }
         if let Ok(mut s) = self.inner.lock() {
             s.last_rejection = Some(what.to_owned());
@@ -106,7 +106,7 @@ impl Shared {
     }
 
     pub fn note_error(&self, e: &str) {
-        crate::log(e);
+        tracing::error!(target: "convoy::agent", "{e}");
         if let Ok(mut s) = self.inner.lock() {
             s.last_error = Some(e.to_owned());
         }

@@ -329,6 +329,12 @@ impl Uploader {
         // the segmenters went on cutting offline-length segments.
         self.status.set_offline(false);
         let age = (convoy_telemetry::now_ns() - item.created_ns) as f64 / 1e9;
+        tracing::debug!(
+            target: "convoy::agent",
+            lane = ?self.lane, name = item.name.as_str(), class = item.class.as_str(), bytes,
+            link, seconds = took.as_secs_f64(), age_seconds = age,
+            "stored by the server"
+        );
         self.set(|l| {
             l.uploads += 1;
             l.bytes += bytes;
@@ -357,14 +363,11 @@ impl Uploader {
             Lane::Backlog => "backlog",
         };
         if let Some(first) = items.first() {
-            let more = match items.len() {
-                1 => String::new(),
-                n => format!(" and {} more", n - 1),
-            };
-            crate::log(&format!(
-                "{lane} lane: {}{more} not sent, will retry: {msg}",
-                first.name
-            ));
+            tracing::warn!(
+                target: "convoy::agent",
+                lane, name = first.name.as_str(), more = items.len() - 1, error = %msg,
+                "upload not sent, will retry"
+            );
         }
         self.set(|l| {
             l.state = "waiting to retry".into();

@@ -160,6 +160,10 @@ pub trait Catalog: Send {
     fn segments(&mut self, vehicle: Option<&str>, limit: usize) -> Result<Vec<SegmentRow>>;
     fn segment(&mut self, vehicle: &str, name: &str) -> Result<Option<SegmentRow>>;
     fn pending_count(&mut self) -> Result<i64>;
+    /// When the oldest segment still waiting for the indexer (pending or
+    /// being indexed) was stored; `None` when none waits. Its age is how
+    /// far the indexer is behind.
+    fn oldest_pending_ns(&mut self) -> Result<Option<i64>>;
 
     fn last_states(&mut self) -> Result<Vec<LastState>>;
     fn track(&mut self, vehicle: &str, from_ns: i64, to_ns: i64) -> Result<Vec<TrackPoint>>;

@@ -298,6 +298,16 @@ impl Catalog for PgCatalog {
             .get(0))
     }
 
+    fn oldest_pending_ns(&mut self) -> Result<Option<i64>> {
+        Ok(self
+            .db
+            .query_one(
+                "SELECT MIN(stored_ns) FROM segments WHERE state IN ('pending', 'indexing')",
+                &[],
+            )?
+            .get(0))
+    }
+
     fn last_states(&mut self) -> Result<Vec<LastState>> {
         let rows = self.db.query(
             "SELECT vehicle, t_ns, lat, lon, speed, vals FROM last_state ORDER BY vehicle",

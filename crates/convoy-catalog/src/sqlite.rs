@@ -323,6 +323,14 @@ impl Catalog for SqliteCatalog {
         )?)
     }
 
+    fn oldest_pending_ns(&mut self) -> Result<Option<i64>> {
+        Ok(self.db.query_row(
+            "SELECT MIN(stored_ns) FROM segments WHERE state IN ('pending', 'indexing')",
+            [],
+            |r| r.get(0),
+        )?)
+    }
+
     fn last_states(&mut self) -> Result<Vec<LastState>> {
         let mut st = self.db.prepare_cached(
             "SELECT vehicle, t_ns, lat, lon, speed, vals FROM last_state ORDER BY vehicle",

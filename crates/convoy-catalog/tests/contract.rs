@@ -50,6 +50,7 @@ fn registry(c: &mut dyn Catalog) {
 }
 
 fn queue_and_index(c: &mut dyn Catalog) {
+    assert_eq!(c.oldest_pending_ns().unwrap(), None, "nothing queued yet");
     c.queue_segment(&segment("v1", "a.jsonl.zst", "h1"))
         .unwrap();
     c.queue_segment(&segment("v1", "b.jsonl.zst", "h2"))
@@ -58,8 +59,11 @@ fn queue_and_index(c: &mut dyn Catalog) {
     c.queue_segment(&segment("v1", "a.jsonl.zst", "h1"))
         .unwrap();
     assert_eq!(c.pending_count().unwrap(), 2);
+    assert_eq!(c.oldest_pending_ns().unwrap(), Some(5));
     let claimed = c.claim_pending(10, 1_000).unwrap();
     assert_eq!(claimed.len(), 2);
+    // Being indexed is still waiting, for the lag.
+    assert_eq!(c.oldest_pending_ns().unwrap(), Some(5));
     assert!(
         c.claim_pending(10, 1_000).unwrap().is_empty(),
         "claimed twice"
@@ -119,6 +123,11 @@ fn queue_and_index(c: &mut dyn Catalog) {
     assert_eq!(
         (seg.state.as_str(), seg.error.as_deref()),
         ("failed", Some("corrupt: line 2"))
+    );
+    assert_eq!(
+        c.oldest_pending_ns().unwrap(),
+        None,
+        "indexed or failed: none waits"
     );
     // Re-uploading a failed segment queues it again.
     c.queue_segment(&segment("v1", "b.jsonl.zst", "h2"))

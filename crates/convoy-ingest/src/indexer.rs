@@ -35,7 +35,11 @@ pub enum IndexEvent {
         vehicle: String,
         name: String,
         samples: i64,
+        /// Indexing this segment took.
         millis: f64,
+        /// From the upload's "stored" (its catalog row) to indexed: the
+        /// wait in the queue plus `millis`.
+        lag_seconds: f64,
     },
     /// The segment is kept (with this reason in the catalog) but was not
     /// indexed: corrupt, or not telemetry after all.
@@ -140,6 +144,7 @@ impl Indexer {
                         name: row.name,
                         samples: out.samples,
                         millis: started.elapsed().as_secs_f64() * 1e3,
+                        lag_seconds: (now_ns() - row.stored_ns).max(0) as f64 / 1e9,
                     });
                 }
                 Err(e) => (self.on_event)(&IndexEvent::IndexRetry {

@@ -93,7 +93,7 @@ fn vehicles(shared: &Shared, who: &Caller) -> Result<Reply, String> {
     })))
 }
 
-fn convoy_telemetry_now() -> i64 {
+pub(crate) fn convoy_telemetry_now() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos() as i64)

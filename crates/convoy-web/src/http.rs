@@ -563,6 +563,9 @@ async fn metrics(shared: Arc<Shared>) -> Response<Body> {
                     revoked: vehicles.iter().filter(|v| v.revoked_ns.is_some()).count(),
                     reporting_last_minute: fresh,
                     index_queue: c.pending_count()?,
+                    index_lag_seconds: c.oldest_pending_ns()?.map_or(0.0, |t| {
+                        (crate::api::convoy_telemetry_now() - t).max(0) as f64 / 1e9
+                    }),
                 })
             })
             .ok()

@@ -52,6 +52,9 @@ pub struct CatalogFigures {
     pub revoked: usize,
     pub reporting_last_minute: usize,
     pub index_queue: i64,
+    /// Seconds since the oldest segment waiting for the indexer was
+    /// stored (0 when none waits).
+    pub index_lag_seconds: f64,
 }
 
 /// A page of metrics being written: one HELP and TYPE per family, then
@@ -165,6 +168,12 @@ pub fn render(
             "Stored uploads waiting to be indexed.",
             f.index_queue,
         );
+        p.one(
+            "convoy_index_lag_seconds",
+            "gauge",
+            "Seconds since the oldest upload still waiting for the indexer was stored (0 when none waits).",
+            f.index_lag_seconds,
+        );
     }
     p.0
 }
@@ -189,5 +198,15 @@ mod tests {
         assert!(text.contains("convoy_http_connections_open 0\n"));
         assert!(text.contains("convoy_catalog_up 0\n"));
         assert!(!text.contains("convoy_index_queue_segments"));
+        let f = CatalogFigures {
+            registered: 2,
+            revoked: 0,
+            reporting_last_minute: 1,
+            index_queue: 3,
+            index_lag_seconds: 12.5,
+        };
+        let text = render(&h, 0, Some(&f), None);
+        assert!(text.contains("convoy_index_queue_segments 3\n"), "{text}");
+        assert!(text.contains("convoy_index_lag_seconds 12.5\n"), "{text}");
     }
 }

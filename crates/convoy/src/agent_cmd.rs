@@ -25,6 +25,8 @@ pub struct AgentArgs {
     /// the oldest unacknowledged segment), e.g. 127.0.0.1:9464.
     #[arg(long, value_name = "ADDR")]
     pub metrics: Option<String>,
+    #[command(flatten)]
+    pub log: crate::logging::LogOpts,
 }
 
 #[derive(Subcommand)]
@@ -47,7 +49,21 @@ pub fn run(args: AgentArgs) -> Result<()> {
             let Some(path) = args.config else {
                 bail!("give --config agent.toml (docs/SERVICE.md has an example)");
             };
+            args.log.init("info")?;
             let cfg = Config::load(&path).map_err(anyhow::Error::msg)?;
+            // Every event of the agent, on every thread, names the vehicle:
+            // `name` in the configuration, else its key file's name
+            // (truck-7.key: truck-7). An error span, so that it is there
+            // whatever level the filter keeps.
+            let vehicle = cfg.name.clone().unwrap_or_else(|| {
+                cfg.key
+                    .file_stem()
+                    .map(|s| s.to_string_lossy().into_owned())
+                    .unwrap_or_default()
+            });
+            let span =
+                tracing::error_span!(target: "convoy::agent", "agent", vehicle = vehicle.as_str());
+            let _entered = span.enter();
             // Kept for as long as the agent runs; dropping it stops it.
             let _exporter = match &args.metrics {
                 Some(addr) => {
@@ -58,7 +74,11 @@ pub fn run(args: AgentArgs) -> Result<()> {
                         Arc::new(move |p: &mut convoy_web::metrics::Exposition| m.write(p)),
                     )
                     .map_err(anyhow::Error::msg)?;
-                    eprintln!("convoy agent: metrics on http://{}/metrics", e.addr());
+                    tracing::info!(
+                        target: "convoy::agent",
+                        addr = %e.addr(),
+                        "metrics on http://{}/metrics", e.addr()
+                    );
                     Some(e)
                 }
                 None => None,

@@ -10,15 +10,18 @@ mod bench_hostile;
 mod bench_link;
 mod bench_load;
 mod bench_server;
+mod docs_cmd;
 mod emu_cmd;
 mod fleet_bench;
 mod fleet_cmd;
+mod logging;
 mod net_cmd;
 mod net_common;
 mod perf_cmd;
 mod progress;
 mod serve_config;
 mod service_cmd;
+mod service_log;
 mod service_metrics;
 mod sim_cmd;
 mod simulate_cmd;
@@ -106,6 +109,12 @@ enum Command {
     /// them by priority and link rules; `convoy agent status --config
     /// agent.toml` shows the spool, the lanes and the last upload.
     Agent(agent_cmd::AgentArgs),
+    /// Print a shell completion script: `convoy completions bash >
+    /// /etc/bash_completion.d/convoy` (also zsh, fish, elvish, powershell).
+    Completions(docs_cmd::CompletionsArgs),
+    /// Write the man pages (convoy.1 and one per subcommand, e.g.
+    /// convoy-serve.1) into a directory: `convoy man --out DIR`.
+    Man(docs_cmd::ManArgs),
 }
 
 #[derive(Subcommand)]
@@ -206,9 +215,17 @@ fn main() -> ExitCode {
         Command::Perf(args) => perf_cmd::run(args),
         Command::Fleet(cmd) => fleet_cmd::run(cmd),
         Command::Agent(args) => agent_cmd::run(args),
+        Command::Completions(args) => docs_cmd::completions(args, Cli::command()),
+        Command::Man(args) => docs_cmd::man(args, Cli::command()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
+        // `serve` and `agent` with --log-format json: every stderr line is
+        // JSON, their last word too.
+        Err(e) if logging::json_installed() => {
+            tracing::error!(target: "convoy", error = format!("{e:#}"), "exiting");
+            ExitCode::FAILURE
+        }
         Err(e) => {
             eprintln!("convoy: {e:#}");
             ExitCode::FAILURE

@@ -78,6 +78,8 @@ pub struct ServeArgs {
     pub transfer: TransferOpts,
     #[command(flatten)]
     pub fleet: crate::service_cmd::FleetServeOpts,
+    #[command(flatten)]
+    pub log: crate::logging::LogOpts,
 }
 
 /// What uploads may take on the server's disk (docs/NET.md, "Limits").
@@ -140,6 +142,9 @@ impl FleetOpts {
 }
 
 pub fn serve(args: ServeArgs) -> Result<()> {
+    // With --json the events already go to stdout: stderr keeps only
+    // warnings and errors unless --log-level or RUST_LOG asks for more.
+    args.log.init(if args.json { "warn" } else { "info" })?;
     let keypair = load_keypair(&args.key)?;
     let mut opts = ServerOptions::new(resolve(&args.listen)?, keypair);
     opts.dir = Some(args.dir.clone());
@@ -154,20 +159,18 @@ pub fn serve(args: ServeArgs) -> Result<()> {
         if !args.dir.is_dir() {
             bail!("{}: not a directory", args.dir.display());
         }
+        // The same events as the log, as JSON on stdout (--json).
         let json = args.json;
-        let log: std::sync::Arc<dyn Fn(serde_json::Value, String) + Send + Sync> =
-            std::sync::Arc::new(move |v, text| {
-                if json {
-                    println!("{v}");
-                } else {
-                    eprintln!("convoy: {text}");
-                }
-            });
+        let stdout: crate::service_cmd::JsonOut = std::sync::Arc::new(move |v| {
+            if json {
+                println!("{v}");
+            }
+        });
         Some(crate::service_cmd::start(
             &args.fleet,
             &args.dir,
             &mut opts,
-            log,
+            stdout,
         )?)
     } else if args.open {
         opts.open = true;
@@ -183,7 +186,7 @@ pub fn serve(args: ServeArgs) -> Result<()> {
     // Said once the server is up, so a server that cannot start prints its
     // reason alone; in JSON too, as the first line's `open` field.
     let open_mode = service.is_none().then_some(
-        "convoy: open mode (--open): anyone may read and write every file in the directory \
+        "open mode (--open): anyone may read and write every file in the directory \
          (register vehicles with `convoy fleet add` and drop --open to close it)",
     );
     let observer = service.as_ref().map(|s| s.counters.clone());
@@ -191,7 +194,7 @@ pub fn serve(args: ServeArgs) -> Result<()> {
 }
 
 /// Runs a server, logging its events, until a signal (or `--once`);
-/// `notice` goes to stderr once it is listening.
+/// `notice` is logged as a warning once it is listening.
 /// `observer` counts the events for the fleet service's `/metrics`.
 pub fn run_server(
     opts: ServerOptions,
@@ -206,7 +209,7 @@ pub fn run_server(
     }
     let addr = server.local_addr().context("socket address")?;
     if let Some(n) = notice {
-        eprintln!("{n}");
+        tracing::warn!(target: "convoy::server", "{n}");
     }
     stop_on_signals(&server.stop_flag())?;
     if json {
@@ -214,18 +217,16 @@ pub fn run_server(
             "{}",
             serde_json::json!({"event": "listening", "addr": addr, "open": open})
         );
-    } else {
-        eprintln!("convoy: listening on {addr}");
     }
+    tracing::info!(target: "convoy::server", addr = %addr, open, "listening");
     server.on_event(move |e| {
         if let Some(o) = &observer {
             o.observe(e);
         }
         if json {
             println!("{}", serde_json::to_string(e).unwrap_or_default());
-        } else {
-            eprintln!("convoy: {}", describe(e));
         }
+        crate::service_log::server_event(e);
     });
     server.run()?;
     // What the socket loops saw (drops, syscalls, pacing) and what the
@@ -246,58 +247,23 @@ pub fn run_server(
             "{}",
             serde_json::json!({"event": "driver", "driver": d, "endpoint": endpoint, "workers": stats.workers})
         );
-    } else {
-        eprintln!(
-            "convoy: driver ({} workers): {} datagrams received ({} recv syscalls), {} sent ({} send syscalls), {} dropped by the kernel (receive buffer full)",
-            stats.workers, d.datagrams_received, d.recv_syscalls, d.datagrams_sent, d.send_syscalls, d.receive_drops
-        );
-        eprintln!(
-            "convoy: refused: {} malformed, {} for no connection, {} failed handshakes, {} replays, {} failed authentication, {} handshakes from held offenders; {} Retries sent",
-            e.malformed, e.unknown_connection, e.handshake_failures, e.replays, e.auth_failures, e.offender_drops, e.retries_sent
-        );
     }
+    tracing::info!(
+        target: "convoy::server",
+        workers = stats.workers, datagrams_received = d.datagrams_received,
+        recv_syscalls = d.recv_syscalls, datagrams_sent = d.datagrams_sent,
+        send_syscalls = d.send_syscalls, receive_drops = d.receive_drops,
+        "driver totals at exit"
+    );
+    tracing::info!(
+        target: "convoy::server",
+        malformed = e.malformed, unknown_connection = e.unknown_connection,
+        handshake_failures = e.handshake_failures, replays = e.replays,
+        auth_failures = e.auth_failures, offender_drops = e.offender_drops,
+        retries_sent = e.retries_sent,
+        "refused at the endpoint, totals at exit"
+    );
     Ok(())
-}
-
-/// "truck-7 (10.0.0.5:40000)" when the registry named the peer, else the address.
-fn who(peer: &std::net::SocketAddr, vehicle: &Option<String>) -> String {
-    match vehicle {
-        Some(v) => format!("{v} ({peer})"),
-        None => peer.to_string(),
-    }
-}
-
-pub fn describe(e: &convoy_net::ServerEvent) -> String {
-    use convoy_net::ServerEvent::*;
-    match e {
-        Connected { peer, vehicle } => format!("{} connected", who(peer, vehicle)),
-        Refused { peer, key, reason } => format!("{peer}: key {key} refused: {reason}"),
-        Stored { peer, vehicle, name, bytes, resumed_from, blake3 } => format!(
-            "{}: stored {name} ({bytes} bytes, resumed from {resumed_from}, BLAKE3 {blake3})",
-            who(peer, vehicle)
-        ),
-        Sent { peer, vehicle, name, bytes } => {
-            format!("{}: sent {name} ({bytes} bytes)", who(peer, vehicle))
-        }
-        PerfDone { peer, vehicle, bytes, seconds, cpu_seconds, .. } => format!(
-            "{}: perf {bytes} bytes in {seconds:.2} s ({:.0} Mbit/s), server CPU {cpu_seconds:.2} s",
-            who(peer, vehicle),
-            *bytes as f64 * 8.0 / seconds.max(1e-9) / 1e6
-        ),
-        Failed { peer, vehicle, error } => format!("{}: {error}", who(peer, vehicle)),
-        Closed { peer, vehicle, reason } => format!("{} gone: {reason}", who(peer, vehicle)),
-        Draining { connections, commits } => format!(
-            "stopping: no new connections or uploads; finishing {commits} commits in flight on {connections} connections"
-        ),
-        Drained { millis, complete: true, connections, .. } => format!(
-            "every commit answered after {millis:.0} ms; closing {connections} connections"
-        ),
-        Drained { millis, complete: false, connections, commits, undelivered } => format!(
-            "drain limit reached after {millis:.0} ms: closing {connections} connections \
-             ({commits} commits still running, {undelivered} with replies not yet delivered; \
-             their clients ask again and resume)"
-        ),
-    }
 }
 
 #[derive(Args)]

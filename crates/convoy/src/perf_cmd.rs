@@ -68,6 +68,7 @@ pub fn run(args: PerfArgs) -> Result<()> {
         // A perf server stores and serves no files (no `dir`): letting any
         // client measure against it exposes nothing.
         opts.open = true;
+        crate::logging::LogOpts::default().init(if args.json { "warn" } else { "info" })?;
         return crate::net_cmd::run_server(opts, args.json, None, None);
     }
     let addr = args

@@ -76,12 +76,16 @@ impl Drop for FleetService {
     }
 }
 
+/// Where `convoy serve --json` writes the service's events (stdout), or
+/// nothing without --json; the log (tracing) gets them either way.
+pub type JsonOut = Arc<dyn Fn(serde_json::Value) + Send + Sync>;
+
 /// Sets up authorization, the commit hook, the indexer and the web view.
 pub fn start(
     opts: &FleetServeOpts,
     dir: &Path,
     server: &mut ServerOptions,
-    log: Arc<dyn Fn(serde_json::Value, String) + Send + Sync>,
+    json: JsonOut,
 ) -> Result<FleetService> {
     let url = catalog_url(opts.catalog.as_deref(), Some(dir))?;
     let open = || convoy_catalog::open(&url).with_context(|| format!("opening the catalog {url}"));
@@ -92,30 +96,13 @@ pub fn start(
     server.authorizer = Some(registry.clone());
     server.commit_hook = Some(Arc::new(QueueHook::new(open()?, wake_tx)));
     let stop = Arc::new(AtomicBool::new(false));
-    let ilog = log.clone();
+    let ijson = json.clone();
     let counters = Arc::new(crate::service_metrics::ServiceCounters::default());
     let icounters = counters.clone();
     let indexer = Indexer::new(open()?, store.clone(), dir, move |e: &IndexEvent| {
         icounters.index_event(e);
-        let text = match e {
-            IndexEvent::Indexed {
-                vehicle,
-                name,
-                samples,
-                millis,
-            } => {
-                format!("{vehicle}: indexed {name} ({samples} samples, {millis:.1} ms)")
-            }
-            IndexEvent::IndexFailed {
-                vehicle,
-                name,
-                error,
-            } => {
-                format!("{vehicle}: {name} kept but not indexed: {error}")
-            }
-            IndexEvent::IndexRetry { error } => format!("indexer will retry: {error}"),
-        };
-        ilog(serde_json::to_value(e).unwrap_or_default(), text);
+        crate::service_log::index_event(e);
+        ijson(serde_json::to_value(e).unwrap_or_default());
     });
     let single = !opts.shared;
     let stop2 = stop.clone();
@@ -137,12 +124,11 @@ pub fn start(
                 }),
             })
             .map_err(anyhow::Error::msg)?;
-            log(
-                serde_json::json!({"event": "http", "addr": web.addr(), "url": web.url()}),
-                format!(
-                    "web view on {}/#token=TOKEN (convoy fleet token NAME)",
-                    web.url()
-                ),
+            json(serde_json::json!({"event": "http", "addr": web.addr(), "url": web.url()}));
+            tracing::info!(
+                target: "convoy::http",
+                addr = %web.addr(), url = %web.url(),
+                "web view and API listening (log in with a token from convoy fleet token NAME)"
             );
             Some(web)
         }
@@ -151,14 +137,15 @@ pub fn start(
     reload_on_hangup(
         registry,
         web.as_ref().and_then(|w| w.certificate()),
-        log.clone(),
+        json.clone(),
     )?;
-    log(
+    json(
         serde_json::json!({"event": "fleet", "catalog": url, "store": store.url(), "registered": registered}),
-        format!(
-            "fleet service: {registered} registered; catalog {url}; store {}",
-            store.url()
-        ),
+    );
+    tracing::info!(
+        target: "convoy::server",
+        registered, catalog = %url, store = %store.url(),
+        "fleet service"
     );
     Ok(FleetService {
         counters,
@@ -176,7 +163,7 @@ pub fn start(
 fn reload_on_hangup(
     registry: Arc<RegistryAuthorizer>,
     cert: Option<Arc<convoy_web::tls::Certificate>>,
-    log: Arc<dyn Fn(serde_json::Value, String) + Send + Sync>,
+    json: JsonOut,
 ) -> Result<()> {
     let mut signals = signal_hook::iterator::Signals::new([libc::SIGHUP])
         .context("cannot install the SIGHUP handler")?;
@@ -185,26 +172,42 @@ fn reload_on_hangup(
         .spawn(move || {
             for _ in signals.forever() {
                 match registry.reload() {
-                    Ok((names, revoked)) => log(
-                        serde_json::json!({"event": "reload", "what": "registry", "registered": names, "revoked": revoked}),
-                        format!("SIGHUP: registry reloaded: {names} names, {revoked} revoked"),
-                    ),
-                    Err(e) => log(
-                        serde_json::json!({"event": "reload_failed", "what": "registry", "error": e}),
-                        format!("SIGHUP: registry not reloaded: {e}"),
-                    ),
+                    Ok((names, revoked)) => {
+                        json(serde_json::json!({"event": "reload", "what": "registry", "registered": names, "revoked": revoked}));
+                        tracing::info!(
+                            target: "convoy::server",
+                            registered = names, revoked,
+                            "SIGHUP: registry reloaded"
+                        );
+                    }
+                    Err(e) => {
+                        json(serde_json::json!({"event": "reload_failed", "what": "registry", "error": e}));
+                        tracing::error!(
+                            target: "convoy::server",
+                            error = %e,
+                            "SIGHUP: registry not reloaded"
+                        );
+                    }
                 }
                 let Some(cert) = &cert else { continue };
                 let file = cert.paths().0.display().to_string();
                 match cert.reload() {
-                    Ok(_) => log(
-                        serde_json::json!({"event": "reload", "what": "tls", "cert": file}),
-                        format!("SIGHUP: TLS certificate reloaded from {file}"),
-                    ),
-                    Err(e) => log(
-                        serde_json::json!({"event": "reload_failed", "what": "tls", "error": e}),
-                        format!("SIGHUP: TLS certificate not reloaded, the old one stays: {e}"),
-                    ),
+                    Ok(_) => {
+                        json(serde_json::json!({"event": "reload", "what": "tls", "cert": file}));
+                        tracing::info!(
+                            target: "convoy::http",
+                            cert = file.as_str(),
+                            "SIGHUP: TLS certificate reloaded"
+                        );
+                    }
+                    Err(e) => {
+                        json(serde_json::json!({"event": "reload_failed", "what": "tls", "error": e}));
+                        tracing::error!(
+                            target: "convoy::http",
+                            cert = file.as_str(), error = %e,
+                            "SIGHUP: TLS certificate not reloaded, the old one stays"
+                        );
+                    }
                 }
             }
         })?;

@@ -6,7 +6,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use convoy_ingest::IndexEvent;
-use convoy_net::server::figures::{ServerFigures, LATENCY_BUCKETS};
+use convoy_net::server::figures::{Histogram, ServerFigures, LATENCY_BUCKETS};
 use convoy_net::ServerEvent;
 use convoy_web::metrics::Exposition;
 
@@ -29,6 +29,8 @@ pub struct ServiceCounters {
     indexed: AtomicU64,
     index_failed: AtomicU64,
     index_retries: AtomicU64,
+    /// From "stored" to indexed, per indexed segment.
+    index_lag: Histogram,
 }
 
 fn add(a: &AtomicU64, n: u64) {
@@ -79,7 +81,11 @@ impl ServiceCounters {
 
     pub fn index_event(&self, e: &IndexEvent) {
         match e {
-            IndexEvent::Indexed { .. } => add(&self.indexed, 1),
+            IndexEvent::Indexed { lag_seconds, .. } => {
+                add(&self.indexed, 1);
+                self.index_lag
+                    .record(std::time::Duration::from_secs_f64(lag_seconds.max(0.0)));
+            }
             IndexEvent::IndexFailed { .. } => add(&self.index_failed, 1),
             IndexEvent::IndexRetry { .. } => add(&self.index_retries, 1),
         }
@@ -149,30 +155,25 @@ impl ServiceCounters {
                 "Uploads whose data is being received now (partial files held by a connection).",
                 f.uploads_in_progress(),
             );
-            for (name, help, h) in [
-                (
-                    "convoy_upload_fsync_seconds",
-                    "Making a complete upload durable: the file's fsync, BLAKE3 check, rename and the directory's fsync.",
-                    &f.fsync,
-                ),
-                (
-                    "convoy_upload_commit_seconds",
-                    "From a complete upload to \"stored\": the fsync steps and the catalog's queue row.",
-                    &f.commit,
-                ),
-            ] {
-                p.family(name, "histogram", help);
-                let (cumulative, sum) = h.snapshot();
-                let bucket = format!("{name}_bucket");
-                for (le, n) in LATENCY_BUCKETS.iter().zip(&cumulative) {
-                    p.sample(&bucket, &format!("{{le=\"{le}\"}}"), n);
-                }
-                let total = *cumulative.last().unwrap_or(&0);
-                p.sample(&bucket, "{le=\"+Inf\"}", total);
-                p.sample(&format!("{name}_sum"), "", sum);
-                p.sample(&format!("{name}_count"), "", total);
-            }
+            histogram(
+                p,
+                "convoy_upload_fsync_seconds",
+                "Making a complete upload durable: the file's fsync, BLAKE3 check, rename and the directory's fsync.",
+                &f.fsync,
+            );
+            histogram(
+                p,
+                "convoy_upload_commit_seconds",
+                "From a complete upload to \"stored\": the fsync steps and the catalog's queue row.",
+                &f.commit,
+            );
         }
+        histogram(
+            p,
+            "convoy_index_delay_seconds",
+            "From an upload's \"stored\" to its segment indexed (the wait in the queue and the indexing), per indexed segment.",
+            &self.index_lag,
+        );
         p.family(
             "convoy_handshakes_refused_total",
             "counter",
@@ -186,4 +187,19 @@ impl ServiceCounters {
             );
         }
     }
+}
+
+/// One histogram family in Prometheus' form: cumulative `_bucket`s, the
+/// +Inf bucket, `_sum` and `_count`.
+fn histogram(p: &mut Exposition, name: &str, help: &str, h: &Histogram) {
+    p.family(name, "histogram", help);
+    let (cumulative, sum) = h.snapshot();
+    let bucket = format!("{name}_bucket");
+    for (le, n) in LATENCY_BUCKETS.iter().zip(&cumulative) {
+        p.sample(&bucket, &format!("{{le=\"{le}\"}}"), n);
+    }
+    let total = *cumulative.last().unwrap_or(&0);
+    p.sample(&bucket, "{le=\"+Inf\"}", total);
+    p.sample(&format!("{name}_sum"), "", sum);
+    p.sample(&format!("{name}_count"), "", total);
 }

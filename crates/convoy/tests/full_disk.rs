@@ -311,7 +311,8 @@ fn a_full_server_disk_acknowledges_nothing_until_it_has_room_then_the_backlog_dr
     assert!(
         log_text
             .lines()
-            .any(|l| l.contains("v1 (127.0.0.1") && l.contains("No space left on device")),
+            .any(|l| l.contains("vehicle=\"v1\" peer=127.0.0.1")
+                && l.contains("No space left on device")),
         "the server's log names neither the vehicle nor the full disk:\n{log_text}"
     );
     assert_eq!(

@@ -58,14 +58,20 @@ fn acknowledged(stdout: &str) -> (BTreeSet<String>, Vec<u64>) {
     (names, resumed)
 }
 
-/// "VEHICLE/NAME" of every upload the server logged as stored.
+/// "VEHICLE/NAME" of every upload the server logged as stored (its log
+/// is JSON lines, `--log-format json`; a line cut by reading while it is
+/// written is skipped).
 fn logged_stored(log: &str) -> BTreeSet<String> {
     log.lines()
         .filter_map(|l| {
-            let l = l.strip_prefix("convoy: ")?;
-            let (who, rest) = l.split_once(' ')?;
-            let name = rest.split_once("): stored ")?.1.split(" (").next()?;
-            Some(format!("{who}/{name}"))
+            let v: serde_json::Value = serde_json::from_str(l).ok()?;
+            (v["message"] == "stored").then(|| {
+                format!(
+                    "{}/{}",
+                    v["vehicle"].as_str().unwrap_or("?"),
+                    v["name"].as_str().unwrap_or("?")
+                )
+            })
         })
         .collect()
 }
@@ -74,7 +80,7 @@ fn logged_stored(log: &str) -> BTreeSet<String> {
 fn sigterm_during_ten_uploads_answers_what_it_began_and_loses_nothing() {
     let names: Vec<String> = (0..10).map(|i| format!("v{i}")).collect();
     let refs: Vec<&str> = names.iter().map(String::as_str).collect();
-    let mut f = Fleet::start("sigterm", &refs, &[]);
+    let mut f = Fleet::start("sigterm", &refs, &["--log-format", "json"]);
     // Each vehicle: small files (commits every few ms) around a large one
     // (a partial file in progress at the signal).
     let mut files: Vec<Vec<PathBuf>> = Vec::new();
@@ -142,7 +148,7 @@ fn sigterm_during_ten_uploads_answers_what_it_began_and_loses_nothing() {
     let log = server_log(&f.store);
     assert!(status.success(), "exit {status}:\n{log}");
     assert!(
-        log.contains("convoy: stopping: no new connections"),
+        log.contains("\"message\":\"stopping: no new connections"),
         "{log}"
     );
     assert!(log.contains("closing"), "{log}");
@@ -275,7 +281,7 @@ fn sighup_reloads_the_registry_and_the_certificate() {
         Duration::from_secs(20),
     );
     assert!(
-        log.contains("SIGHUP: registry reloaded: 3 names, 1 revoked"),
+        log.contains("SIGHUP: registry reloaded registered=3 revoked=1"),
         "{log}"
     );
     assert!(log.contains("SIGHUP: TLS certificate reloaded"), "{log}");

@@ -468,7 +468,8 @@ fn health_readiness_and_metrics_that_promtool_accepts() {
     let (code, text) = loop {
         let (code, text) = plain("/metrics");
         let counted = text.contains("convoy_uploads_stored_total 1\n")
-            && text.contains("{reason=\"unknown_key\"} 1\n");
+            && text.contains("{reason=\"unknown_key\"} 1\n")
+            && text.contains("convoy_index_delay_seconds_count 1\n");
         if counted || start.elapsed() > Duration::from_secs(60) {
             break (code, text);
         }
@@ -490,8 +491,53 @@ fn health_readiness_and_metrics_that_promtool_accepts() {
         "convoy_uploads_in_progress 0\n",
         "convoy_upload_fsync_seconds_count 1\n",
         "convoy_upload_commit_seconds_bucket{le=\"+Inf\"} 1\n",
+        "convoy_segments_indexed_total 1\n",
+        "convoy_index_delay_seconds_bucket{le=\"+Inf\"} 1\n",
+        "convoy_index_queue_segments 0\n",
+        "convoy_index_lag_seconds 0\n",
     ] {
         assert!(text.contains(line), "{line}: {text}");
     }
+    service_support::promtool_check(&text);
+}
+
+/// The indexer's lag on /metrics: a queued segment whose bytes cannot be
+/// read (its landing file is gone) waits, and the gauge shows the age of
+/// the oldest waiting upload, from the catalog row the commit wrote.
+#[test]
+fn the_index_lag_is_the_age_of_the_oldest_waiting_upload() {
+    let f = Fleet::start("web-lag", &["v1"], &[]);
+    let stored_ns = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as i64
+        - 100_000_000_000;
+    let mut catalog =
+        convoy_catalog::open(f.store.join(".convoy-catalog.db").to_str().unwrap()).unwrap();
+    catalog
+        .queue_segment(&convoy_catalog::NewSegment {
+            vehicle: "v1",
+            name: "gone.jsonl.zst",
+            kind: "telemetry",
+            bytes: 10,
+            blake3: "00",
+            stored_ns,
+            object: "v1/gone.jsonl.zst",
+        })
+        .unwrap();
+    let out = f
+        .curl()
+        .args(["-s", &format!("{}/metrics", f.base_url())])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("convoy_index_queue_segments 1\n"), "{text}");
+    let lag: f64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("convoy_index_lag_seconds "))
+        .unwrap_or_else(|| panic!("no lag gauge: {text}"))
+        .parse()
+        .unwrap();
+    assert!((100.0..160.0).contains(&lag), "lag {lag} s: {text}");
     service_support::promtool_check(&text);
 }

@@ -146,7 +146,11 @@ impl CanSource {
     ) -> Result<(), String> {
         let decoder = Decoder::load(&self.dbc)?;
         for s in &decoder.skipped {
-            crate::log(&format!("{}: signal left out: {s}", self.dbc.display()));
+            tracing::warn!(
+                target: "convoy::agent",
+                dbc = %self.dbc.display(), signal = %s,
+                "CAN signal left out"
+            );
         }
         let map = SignalMap::new(&decoder, &self.signals, self.unmapped, catalog)
             .map_err(|e| format!("{}: {e}", self.dbc.display()))?;
@@ -155,7 +159,7 @@ impl CanSource {
             CanInput::Log(path) => {
                 let file =
                     std::fs::File::open(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-                std::thread::spawn(move || {
+                crate::spawn(move || {
                     let name = path.display().to_string();
                     let reader = std::io::BufReader::with_capacity(1 << 16, file);
                     read_log(reader, &name, &decoder, &map, class, &out, &status, &stop);
@@ -164,7 +168,7 @@ impl CanSource {
             CanInput::Interface(iface) => {
                 let sock = super::socketcan::CanSocket::open(&iface, Duration::from_millis(250))
                     .map_err(|e| format!("SocketCAN {iface}: {e}"))?;
-                std::thread::spawn(move || {
+                crate::spawn(move || {
                     let mut counts = Counts::default();
                     while !stop.load(Ordering::Relaxed) {
                         match sock.recv() {

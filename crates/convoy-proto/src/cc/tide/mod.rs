@@ -28,7 +28,7 @@
 //!   delay term makes up for it (the queue settles a little below D), and
 //!   coding repairs the loss itself. Drops at a full queue come with a long
 //!   queue, which the delay term already drains.
-//! * **A window as the backstop**: 1.5 × the path's rate-delay product at
+//! * **A window as the backstop**: the path's rate-delay product at
 //!   the target, plus what the return path holds. It binds only when the
 //!   receiver says our data stopped arriving (a stall report,
 //!   `connection/stall.rs`), or after a second of coasting.
@@ -88,17 +88,32 @@ const BURST_HORIZON_PACKETS: f64 = 8.0;
 /// offsets: 2.2 % of packets against 0.9 % at one half) for 1 % more
 /// goodput.
 const BURST_SHARE: f64 = 0.5;
+/// ...but never more than this much time at the link's rate. On a slow
+/// link the 8 packets' horizon spans most of a second, and what its
+/// arrivals run ahead of the mean there is the rate moving (a scaled
+/// drive at 0.2 Mbit/s bursts at 1 Mbit/s for half a second, then
+/// delivers nothing for one), which the law follows; holding it as queue
+/// stood for 0.4–0.8 s of delay at 0.1–0.3 Mbit/s. A grant pattern needs
+/// a few milliseconds' worth (docs/PROTOCOL.md, "Constants").
+const BURST_FLOOR_MAX: Duration = Duration::from_millis(100);
 /// Round trips over which a queue error is corrected.
 const CORRECTION_RTTS: f64 = 2.0;
 /// Weight of one packet in the loss-rate average (about the last 200).
 const LOSS_EWMA: f64 = 1.0 / 200.0;
 /// The loss rate the link's rate is corrected for is at most this.
 const MAX_LOSS: f64 = 0.5;
-/// The window over the rate-delay product and queue target. On the drive
-/// traces in the simulator, 2× (with the peak rate) let outages pile up
-/// seconds of queue, 1× starved the link whenever acknowledgments bunched;
-/// 1.5× kept delivery within 1 % of 2× with a third less queue at p95.
-const WINDOW_HEADROOM: f64 = 1.5;
+/// The window over the rate-delay product and queue target. It binds
+/// only once coasting is spent or the receiver reported a stall, and what
+/// it lets out then is queue: 1.5× kept 0.75–0.94 points more of the
+/// drives' capacity than 1× for 11–28 % more p95 queueing, at 5, 25 and
+/// 100 % of their rates (docs/PROTOCOL.md, "Constants").
+const WINDOW_HEADROOM: f64 = 1.0;
+/// Beside other paths there is no coasting, so the window binds whenever
+/// a path's acknowledgments bunch, and the scheduler's failover and
+/// Wi-Fi-recovery bounds were tuned with 1.5× (`tests/multipath.rs`, the
+/// grid's fast tier: at 1× a stall after a slow Wi-Fi recovers grew past
+/// its 1 s bound).
+const WINDOW_HEADROOM_BESIDE: f64 = 1.5;
 /// Coasting: while the receiver is silent (no acknowledgment, and no
 /// stall report saying our data stopped arriving), up to this much time
 /// at the link's rate may leave past the last acknowledgment...
@@ -287,7 +302,8 @@ impl Tide {
     /// one at a time needs about one.
     fn target_queue(&self, rate: u64) -> u64 {
         let by_time = (rate as f64 * self.cfg.target_delay.as_secs_f64()) as u64;
-        let burst = (self.burst_floor() as f64 * BURST_SHARE) as u64;
+        let burst = (self.burst_floor() as f64 * BURST_SHARE)
+            .min(rate as f64 * BURST_FLOOR_MAX.as_secs_f64()) as u64;
         by_time.max(burst).max(self.cfg.mss)
     }
 
@@ -460,7 +476,12 @@ impl Tide {
             .saturating_sub(base_rtt + self.est.queue_delay)
             .as_secs_f64();
         let batch = self.cfg.max_ack_delay.as_secs_f64();
-        let bytes = WINDOW_HEADROOM
+        let headroom = if self.only_path {
+            WINDOW_HEADROOM
+        } else {
+            WINDOW_HEADROOM_BESIDE
+        };
+        let bytes = headroom
             * (avg as f64 * (base_rtt.as_secs_f64() + return_path + 2.0 * batch) + target as f64);
         self.cwnd = (bytes as u64).max(4 * self.cfg.mss);
         if self.phase == Phase::Track
