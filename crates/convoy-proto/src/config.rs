@@ -308,12 +308,14 @@ impl Config {
         self
     }
 
-    /// The most a data packet adds around its symbol: header, AEAD tag, the
-    /// SYMBOL frame's header (ids below 2^30), and a TRAIN tag when the
-    /// controller uses trains (24, the room the sender keeps for it).
+    /// The most a data packet adds around its symbol: the longest short
+    /// header, AEAD tag, the longest SYMBOL frame header (type, ids below
+    /// 2^30, K and a prefix's n below 2^14: 13), and a TRAIN tag when the
+    /// controller uses trains (24, the room the sender keeps for it). A
+    /// typical packet takes less (docs/PROTOCOL.md, "Bytes per packet").
     pub fn data_packet_overhead(&self) -> usize {
         let trains = matches!(self.rate_control, RateControl::Rcdp(_));
-        SHORT_HEADER_LEN + TAG_LEN + 15 + if trains { 24 } else { 0 }
+        SHORT_HEADER_LEN + TAG_LEN + 13 + if trains { 24 } else { 0 }
     }
 
     pub fn validate(&self) -> Result<(), String> {

@@ -315,7 +315,7 @@ fn cost(budget: Duration, rlnc: &[CodeRow]) -> Result<Cost> {
 
     // Sealing a 1400-byte body (its last TAG_LEN bytes take the tag) with a
     // short header as associated data, as every data packet is.
-    let header = [0x40u8; 13];
+    let header = [0x40u8; 11];
     let negotiated = Aead::negotiate(cpu_has_aes_gcm(), true);
     for aead in [Aead::ChaCha20Poly1305, Aead::Aes256Gcm] {
         progress::update(&format!("per-byte cost: {}", aead.name()));

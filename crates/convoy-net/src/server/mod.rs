@@ -417,6 +417,7 @@ fn add_endpoint_stats(a: EndpointStats, b: EndpointStats) -> EndpointStats {
         replays: a.replays + b.replays,
         auth_failures: a.auth_failures + b.auth_failures,
         offender_drops: a.offender_drops + b.offender_drops,
+        version_mismatches: a.version_mismatches + b.version_mismatches,
     }
 }
 

@@ -38,7 +38,25 @@ impl Connection {
             Packet::Retry { token, .. } => self.on_retry(token),
             Packet::Handshake { scid, noise, .. } => self.on_handshake(now, scid, noise),
             Packet::Protected(p) => self.on_protected(now, remote, p, len),
+            Packet::Version { versions, .. } => self.on_version(versions),
         }
+    }
+
+    /// A Version packet ends the handshake at once with the reason, not
+    /// with a timeout. Only while waiting for the server's first reply (as
+    /// QUIC): later, one could only be forged.
+    fn on_version(&mut self, versions: &[u8]) {
+        if !matches!(self.handshake, Handshake::ClientWait { .. }) {
+            return;
+        }
+        let peer: Vec<u32> = crate::wire::packet::listed_versions(versions).collect();
+        if peer.contains(&crate::wire::VERSION) {
+            return;
+        }
+        self.terminate(CloseReason::Version {
+            ours: crate::wire::VERSION,
+            peer,
+        });
     }
 
     fn on_retry(&mut self, new_token: &[u8]) {
@@ -122,8 +140,11 @@ impl Connection {
             // coding replaces whatever it carried.
             return;
         };
-        let pn =
-            crate::wire::packet::expand_packet_number(self.received.largest(), p.packet_number);
+        let pn = crate::wire::packet::expand_packet_number(
+            self.received.largest(),
+            p.packet_number,
+            p.pn_len,
+        );
         if !self.received.is_new(pn) {
             self.stats.replays += 1;
             return;

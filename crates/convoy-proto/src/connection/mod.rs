@@ -90,6 +90,9 @@ pub enum CloseReason {
     Peer { code: u64, reason: String },
     /// The peer broke the protocol.
     ProtocolViolation(String),
+    /// The server answered our Initial with the wire versions it speaks,
+    /// none of them ours.
+    Version { ours: u32, peer: Vec<u32> },
 }
 
 impl std::fmt::Display for CloseReason {
@@ -98,13 +101,21 @@ impl std::fmt::Display for CloseReason {
             CloseReason::IdleTimeout => write!(f, "idle timeout: nothing heard from the peer"),
             CloseReason::HandshakeTimeout => write!(
                 f,
-                "handshake timed out: server unreachable, or its key is not the one given"
+                "handshake timed out: server unreachable, its key is not the one given, or it runs convoy wire version 1 (which ignores this build's version 2)"
             ),
             CloseReason::Local { code } => write!(f, "closed locally (code {code})"),
             CloseReason::Peer { code, reason } => {
                 write!(f, "closed by peer (code {code}): {reason}")
             }
             CloseReason::ProtocolViolation(why) => write!(f, "protocol violation: {why}"),
+            CloseReason::Version { ours, peer } => {
+                let peer: Vec<String> = peer.iter().map(|v| format!("{v:#010x}")).collect();
+                write!(
+                    f,
+                    "the server speaks convoy wire version {}, this build {ours:#010x}: upgrade the older side",
+                    peer.join(", ")
+                )
+            }
         }
     }
 }

@@ -12,7 +12,7 @@ use crate::wire::cursor::Writer;
 use crate::wire::frame::{
     symbol_header_len, write_ack, write_block_status, write_frame, write_symbol_header,
 };
-use crate::wire::packet::{write_handshake, write_initial, write_short_header};
+use crate::wire::packet::{packet_number_len, write_handshake, write_initial, write_short_header};
 use crate::wire::{Frame, SHORT_HEADER_LEN, TAG_LEN};
 
 impl Connection {
@@ -162,15 +162,24 @@ impl Connection {
         let limit = self.cfg.max_datagram.min(buf.len());
         let pn = self.next_pn;
         let phase = self.one_rtt.as_ref()?.send.phase();
-        let len = {
+        let pn_len = packet_number_len(pn, self.recovery.largest_acked());
+        let (len, header_len) = {
             let mut w = Writer::new(&mut buf[..limit - TAG_LEN]);
-            write_short_header(&mut w, self.remote_cid, self.paths[path_idx].id, pn, phase).ok()?;
+            let header_len = write_short_header(
+                &mut w,
+                self.remote_cid,
+                self.paths[path_idx].id,
+                pn,
+                pn_len,
+                phase,
+            )
+            .ok()?;
             if !body(&mut w, self) {
                 return None;
             }
-            w.len() + TAG_LEN
+            (w.len() + TAG_LEN, header_len)
         };
-        let (header, rest) = buf[..len].split_at_mut(SHORT_HEADER_LEN);
+        let (header, rest) = buf[..len].split_at_mut(header_len);
         self.one_rtt.as_mut()?.send.seal(pn, header, rest);
         self.next_pn += 1;
         self.recovery.on_sent(SentPacket {
@@ -347,6 +356,10 @@ impl Connection {
                         return false;
                     }
                 }
+                // The symbol goes last: its length is the rest of the packet.
+                if w.bytes(&feedback).is_err() {
+                    return false;
+                }
                 if write_symbol_header(
                     w,
                     next.block_id,
@@ -371,7 +384,7 @@ impl Connection {
                 {
                     return false;
                 }
-                w.bytes(&feedback).is_ok()
+                true
             },
         )?;
         self.stats.data_packets_sent += 1;
@@ -397,10 +410,14 @@ impl Connection {
             let max = e.tx.config().block_bytes_at(rate, rtt);
             // Room for the padding of the last symbol too: the encoder
             // keeps this buffer as its source symbols.
-            let symbol = usize::from(e.tx.config().symbol_size);
-            let mut block = Vec::with_capacity(max.next_multiple_of(symbol.max(1)));
+            let symbol = usize::from(e.tx.config().symbol_size).max(1);
+            let mut block = Vec::with_capacity(max.next_multiple_of(symbol));
             let packed = self.streams.fill_block(&mut block, max);
             if !block.is_empty() {
+                // Whole symbols: SYMBOL frames carry the count of source
+                // symbols, not the byte length, so the receiver's block is
+                // this long; the zeros read as PADDING frames.
+                block.resize(block.len().next_multiple_of(symbol), 0);
                 let id = e.tx.start_block(block).ok()?;
                 e.block_contents.insert(id, packed);
                 return e.tx.next_symbol();

@@ -23,7 +23,7 @@ use crate::connection::{Accepted, CloseReason, Connection, Handshake, Transmit};
 use crate::crypto::CookieKey;
 use crate::handshake::{HandshakeError, ServerHandshake, ServerStep};
 use crate::wire::packet::write_retry;
-use crate::wire::{self, ConnectionId, Packet};
+use crate::wire::{self, ConnectionId, Packet, WireError};
 use admission::Admission;
 use schedule::{Place, Schedule};
 
@@ -80,6 +80,9 @@ pub struct EndpointStats {
     /// Initials dropped unread from an address whose connections were
     /// just closed for its own fault, beyond its handshake rate.
     pub offender_drops: u64,
+    /// Long headers of another wire version (answered with a Version
+    /// packet when they came as a client's Initial).
+    pub version_mismatches: u64,
 }
 
 /// A connection and its bookkeeping.
@@ -335,6 +338,10 @@ impl Endpoint {
         self.last_now = self.last_now.max(now);
         let packet = match wire::packet::parse(datagram) {
             Ok(p) => p,
+            Err(WireError::UnsupportedVersion(_)) => {
+                self.on_foreign_version(remote, datagram);
+                return;
+            }
             Err(_) => {
                 self.stats.malformed += 1;
                 return;
@@ -465,6 +472,29 @@ impl Endpoint {
         }
         self.stats.accepted += 1;
         self.accept_queue.push_back(h);
+    }
+
+    /// A long header of another wire version. A server answers a client's
+    /// first datagram (one padded as an Initial, so the answer is never
+    /// larger than what came) with the versions it speaks, so that the
+    /// client can say why it cannot connect instead of timing out.
+    fn on_foreign_version(&mut self, remote: SocketAddr, datagram: &[u8]) {
+        self.stats.version_mismatches += 1;
+        let Some((_, dcid, scid)) = wire::packet::foreign_long_header(datagram) else {
+            return;
+        };
+        if !self.is_server || datagram.len() < wire::MIN_INITIAL_SIZE {
+            return;
+        }
+        if self.stateless.len() >= MAX_STATELESS {
+            self.stats.retries_dropped += 1;
+            return;
+        }
+        let mut buf = vec![0u8; 64];
+        if let Ok(n) = wire::packet::write_version(&mut buf, scid, dcid, &[wire::VERSION]) {
+            buf.truncate(n);
+            self.stateless.push_back((remote, buf));
+        }
     }
 
     fn send_retry(

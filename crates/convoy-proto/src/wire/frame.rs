@@ -4,7 +4,8 @@
 //! Two families share the one codec:
 //!
 //! * **Packet frames** travel uncoded inside one protected packet. Either
-//!   they carry a coded symbol, or they are *state* (acknowledgments, block
+//!   they carry a coded symbol (always the packet's last frame: its length
+//!   is the rest of the packet), or they are *state* (acknowledgments, block
 //!   status, rate reports, credit) that the next packet repeats, so none of
 //!   them is ever retransmitted.
 //! * **Pipe frames** ([`Frame::Stream`], [`Frame::ResetStream`]) travel inside
@@ -151,7 +152,10 @@ pub struct TrainTag {
 pub struct Symbol<'a> {
     pub block_id: u32,
     pub esi: u32,
-    /// Bytes of data in the block (the decoder needs it to size itself).
+    /// Bytes of the block, whole symbols: the frame carries the number of
+    /// source symbols K, and the block is K × the symbol's length (a
+    /// sender pads its last source symbol with zeros, which a block's
+    /// reader takes as PADDING). A writer rounds up to whole symbols.
     pub block_len: u32,
     /// `Some(n)`: a repair over source symbols `0..n` only (a
     /// PREFIX_SYMBOL frame, sent only to a peer that offered to take
@@ -293,21 +297,25 @@ fn parse_frame<'a>(r: &mut Reader<'a>) -> Result<Frame<'a>, WireError> {
         SYMBOL | PREFIX_SYMBOL => {
             let block_id = r.varint_u32()?;
             let esi = r.varint_u32()?;
-            let block_len = r.varint_u32()?;
+            let k = r.varint_u32()?;
             let prefix = if kind == PREFIX_SYMBOL {
                 Some(r.varint_u32()?)
             } else {
                 None
             };
-            let payload = r.length_prefixed()?;
-            if payload.is_empty() || block_len == 0 {
+            // The symbol is the packet's last frame: it runs to the end.
+            let payload = r.bytes(r.remaining())?;
+            if payload.is_empty() || k == 0 {
                 return Err(WireError::Invalid("empty symbol or block"));
             }
+            let block_len = u32::try_from(payload.len())
+                .ok()
+                .and_then(|size| size.checked_mul(k))
+                .ok_or(WireError::Invalid("block longer than 2^32 bytes"))?;
             if let Some(covered) = prefix {
                 // A prefix is a repair's (ids from K up) over 1 to K - 1
                 // sources: K would be a plain SYMBOL, and anything else
                 // names sources the block does not have.
-                let k = block_len.div_ceil(payload.len().try_into().unwrap_or(u32::MAX));
                 if covered == 0 || covered >= k || esi < k {
                     return Err(WireError::Invalid("prefix symbol outside its block"));
                 }
@@ -465,6 +473,12 @@ fn parse_block_status<'a>(r: &mut Reader<'a>) -> Result<BlockStatus<'a>, WireErr
     })
 }
 
+/// Source symbols of a block of `block_len` bytes in `symbol_len`-byte
+/// symbols (K, what a SYMBOL frame carries).
+pub fn source_symbols(block_len: u32, symbol_len: usize) -> u32 {
+    block_len.div_ceil(u32::try_from(symbol_len.max(1)).unwrap_or(u32::MAX))
+}
+
 /// Bytes [`write_symbol_header`] takes, so a sender can size the payload.
 pub fn symbol_header_len(
     block_id: u32,
@@ -476,13 +490,13 @@ pub fn symbol_header_len(
     use super::cursor::varint_len;
     1 + varint_len(block_id.into())
         + varint_len(esi.into())
-        + varint_len(block_len.into())
+        + varint_len(source_symbols(block_len, payload_len).into())
         + prefix.map_or(0, |n| varint_len(n.into()))
-        + varint_len(payload_len as u64)
 }
 
 /// Writes a SYMBOL frame's header; the caller then writes exactly
-/// `payload_len` bytes of symbol.
+/// `payload_len` bytes of symbol, and nothing after it: the symbol's
+/// length is what is left of the packet.
 pub fn write_symbol_header(
     w: &mut Writer<'_>,
     block_id: u32,
@@ -498,11 +512,11 @@ pub fn write_symbol_header(
     })?;
     w.varint(block_id.into())?;
     w.varint(esi.into())?;
-    w.varint(block_len.into())?;
+    w.varint(source_symbols(block_len, payload_len).into())?;
     if let Some(covered) = prefix {
         w.varint(covered.into())?;
     }
-    w.varint(payload_len as u64)
+    Ok(())
 }
 
 /// Writes an ACK frame from ranges given highest first (at most
@@ -558,8 +572,8 @@ pub fn write_block_status(
 }
 
 /// Writes any frame whose fields are all in the enum (everything but ACK and
-/// BLOCK_STATUS, which have their own writers, and SYMBOL, whose payload is
-/// encoded in place). All or nothing: a frame that does not fit leaves the
+/// BLOCK_STATUS, which have their own writers). A SYMBOL must be the last
+/// frame of its packet. All or nothing: a frame that does not fit leaves the
 /// writer as it was, so callers may stop at the first error.
 pub fn write_frame(w: &mut Writer<'_>, frame: &Frame<'_>) -> Result<(), WireError> {
     let start = w.len();

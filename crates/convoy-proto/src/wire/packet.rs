@@ -6,8 +6,10 @@
 //!     Initial   : token (varint len + bytes) | noise (varint len + bytes) | zero padding to 1200
 //!     Retry     : token (varint len + bytes)
 //!     Handshake : noise (varint len + bytes)
+//!   Version (type 0xc0, version 0): the versions the sender speaks, u32 each
 //! short header (after the handshake)
-//!   type u8 = 0x40 | key phase (0x01) | dcid [8] | path id u8 | packet number (low 32 bits) u32 | AEAD(frames) | tag [16]
+//!   type u8 = 0b01KPPPLL | dcid [8] | packet number (LL + 1 low bytes) | AEAD(frames) | tag [16]
+//!     K key phase, PPP path id (0..=7), LL packet number length − 1
 //! ```
 //!
 //! docs/PROTOCOL.md is the reference; the tests below pin the layouts.
@@ -15,25 +17,39 @@
 use super::cursor::{Reader, Writer};
 use super::WireError;
 
-/// Protocol version carried by every long header ("CNY" 1).
-pub const VERSION: u32 = 0x434e_5901;
+/// Protocol version carried by every long header ("CNY" 2). Version 1
+/// had a 14-byte short header (path id and a 4-byte packet number in
+/// bytes of their own) and SYMBOL frames that carried their length and
+/// the block's length in bytes.
+pub const VERSION: u32 = 0x434e_5902;
 /// Bytes of a connection id.
 pub const CID_LEN: usize = 8;
 /// Client Initial datagrams are padded to this size so that the server's
 /// 3× anti-amplification budget always covers its handshake reply.
 pub const MIN_INITIAL_SIZE: usize = 1200;
-/// Bytes of the short header (type, dcid, path id, packet number).
-pub const SHORT_HEADER_LEN: usize = 1 + CID_LEN + 1 + 4;
+/// The most bytes a short header takes (type, dcid, a 4-byte packet
+/// number); it is 10 to 13 bytes long.
+pub const SHORT_HEADER_LEN: usize = 1 + CID_LEN + 4;
 /// Bytes of the AEAD tag after the frames.
 pub const TAG_LEN: usize = 16;
+/// Paths a short header can name (its 3-bit path id field).
+pub const PATH_IDS: usize = 8;
 
+const TYPE_VERSION: u8 = 0xc0;
 const TYPE_INITIAL: u8 = 0xc1;
 const TYPE_RETRY: u8 = 0xc2;
 const TYPE_HANDSHAKE: u8 = 0xc3;
-const TYPE_PROTECTED: u8 = 0x40;
+/// The top two bits of a short header's type byte.
+const SHORT_FORM: u8 = 0x40;
+const FORM_MASK: u8 = 0xc0;
 /// The key phase bit of the short header's type byte (key updates).
-const KEY_PHASE: u8 = 0x01;
+const KEY_PHASE: u8 = 0x20;
+const PATH_SHIFT: u8 = 2;
+const PATH_MASK: u8 = 0x07;
+const PN_LEN_MASK: u8 = 0x03;
 const LONG_HEADER_LEN: usize = 1 + 4 + 2 * CID_LEN;
+/// At most this many versions are read from a Version packet.
+const MAX_LISTED_VERSIONS: usize = 16;
 
 /// Who a packet is for, chosen by that endpoint, so that packets find their
 /// connection whatever address they come from (migration, NAT rebinding).
@@ -60,18 +76,28 @@ pub enum Packet<'a> {
         noise: &'a [u8],
     },
     Protected(Protected<'a>),
+    /// The peer does not speak the version we sent: the versions it does
+    /// (u32 each, big-endian).
+    Version {
+        dcid: ConnectionId,
+        scid: ConnectionId,
+        versions: &'a [u8],
+    },
 }
 
 /// A short-header packet before decryption.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Protected<'a> {
     pub dcid: ConnectionId,
+    /// 0..=7.
     pub path_id: u8,
     /// Which of two consecutive keys sealed the packet (key updates).
     pub key_phase: bool,
-    /// The low 32 bits of the packet number; [`expand_packet_number`]
-    /// recovers the full number.
+    /// The low `8 × pn_len` bits of the packet number;
+    /// [`expand_packet_number`] recovers the full number.
     pub packet_number: u32,
+    /// Bytes of packet number on the wire, 1..=4.
+    pub pn_len: u8,
     /// The header bytes: the AEAD's associated data.
     pub header: &'a [u8],
     /// Frames and tag.
@@ -84,39 +110,73 @@ impl Packet<'_> {
         match *self {
             Packet::Initial { dcid, .. }
             | Packet::Retry { dcid, .. }
-            | Packet::Handshake { dcid, .. } => dcid,
+            | Packet::Handshake { dcid, .. }
+            | Packet::Version { dcid, .. } => dcid,
             Packet::Protected(p) => p.dcid,
         }
     }
+}
+
+/// The versions listed in a Version packet's `versions` field.
+pub fn listed_versions(versions: &[u8]) -> impl Iterator<Item = u32> + '_ {
+    versions
+        .chunks_exact(4)
+        .map(|v| u32::from_be_bytes([v[0], v[1], v[2], v[3]]))
 }
 
 /// Parses one datagram's header. Never panics; any malformed input is an error.
 pub fn parse(datagram: &[u8]) -> Result<Packet<'_>, WireError> {
     let mut r = Reader::new(datagram);
     let kind = r.u8()?;
-    if kind & !KEY_PHASE == TYPE_PROTECTED {
+    if kind & FORM_MASK == SHORT_FORM {
         let dcid = ConnectionId(r.array()?);
-        let path_id = r.u8()?;
-        let packet_number = r.u32()?;
+        let pn_len = (kind & PN_LEN_MASK) + 1;
+        let mut packet_number = 0u32;
+        for b in r.bytes(usize::from(pn_len))? {
+            packet_number = packet_number << 8 | u32::from(*b);
+        }
+        let header_len = datagram.len() - r.remaining();
         let sealed = r.rest();
         if sealed.len() < TAG_LEN {
             return Err(WireError::Truncated);
         }
         return Ok(Packet::Protected(Protected {
             dcid,
-            path_id,
+            path_id: (kind >> PATH_SHIFT) & PATH_MASK,
             key_phase: kind & KEY_PHASE != 0,
             packet_number,
-            header: &datagram[..SHORT_HEADER_LEN],
+            pn_len,
+            header: &datagram[..header_len],
             sealed,
         }));
     }
-    if !matches!(kind, TYPE_INITIAL | TYPE_RETRY | TYPE_HANDSHAKE) {
+    if kind & 0x80 == 0 {
         return Err(WireError::UnknownPacketType(kind));
     }
     let version = r.u32()?;
+    if version == 0 {
+        if kind != TYPE_VERSION {
+            return Err(WireError::UnknownPacketType(kind));
+        }
+        let dcid = ConnectionId(r.array()?);
+        let scid = ConnectionId(r.array()?);
+        let versions = r.rest();
+        if versions.is_empty() || !versions.len().is_multiple_of(4) {
+            return Err(WireError::Invalid("Version packet's list"));
+        }
+        let versions = &versions[..versions.len().min(4 * MAX_LISTED_VERSIONS)];
+        return Ok(Packet::Version {
+            dcid,
+            scid,
+            versions,
+        });
+    }
+    // The version first: another version may have other packet types.
     if version != VERSION {
         return Err(WireError::UnsupportedVersion(version));
+    }
+    if !matches!(kind, TYPE_INITIAL | TYPE_RETRY | TYPE_HANDSHAKE) {
+        return Err(WireError::UnknownPacketType(kind));
     }
     let dcid = ConnectionId(r.array()?);
     let scid = ConnectionId(r.array()?);
@@ -147,6 +207,49 @@ pub fn parse(datagram: &[u8]) -> Result<Packet<'_>, WireError> {
             noise: r.length_prefixed()?,
         },
     })
+}
+
+/// A long header of another version: its version and connection ids, the
+/// part every version of convoy lays out alike (a type byte with the top
+/// bit set, version u32, dcid, scid), so that a Version packet can answer
+/// it. `None` for anything else, our own version and Version packets
+/// included.
+pub fn foreign_long_header(datagram: &[u8]) -> Option<(u32, ConnectionId, ConnectionId)> {
+    let mut r = Reader::new(datagram);
+    if r.u8().ok()? & 0x80 == 0 {
+        return None;
+    }
+    let version = r.u32().ok()?;
+    if version == VERSION || version == 0 {
+        return None;
+    }
+    Some((
+        version,
+        ConnectionId(r.array().ok()?),
+        ConnectionId(r.array().ok()?),
+    ))
+}
+
+/// Writes a Version packet to the sender of a foreign long header: its
+/// `scid` becomes our `dcid` so that its connection finds the packet.
+pub fn write_version(
+    buf: &mut [u8],
+    dcid: ConnectionId,
+    scid: ConnectionId,
+    versions: &[u32],
+) -> Result<usize, WireError> {
+    if versions.is_empty() {
+        return Err(WireError::Invalid("Version packet with no version"));
+    }
+    let mut w = Writer::new(buf);
+    w.u8(TYPE_VERSION)?;
+    w.u32(0)?;
+    w.bytes(&dcid.0)?;
+    w.bytes(&scid.0)?;
+    for &v in versions.iter().take(MAX_LISTED_VERSIONS) {
+        w.u32(v)?;
+    }
+    Ok(w.len())
 }
 
 fn long_header(
@@ -201,32 +304,60 @@ pub fn write_handshake(
     Ok(w.len())
 }
 
+/// Bytes of packet number to send for `pn` when the peer has acknowledged
+/// up to `largest_acked`: enough that the window the receiver expands in
+/// is twice the packets that may be in flight (RFC 9000 §17.1), and never
+/// fewer than 2. Packet numbers are one sequence across paths, so a packet
+/// on a slow path can arrive after many newer ones on a fast path have
+/// moved the receiver's reference; with 1 byte, 128 newer packets (a few
+/// milliseconds of a fast path) made it expand wrong and fail the AEAD.
+pub fn packet_number_len(pn: u64, largest_acked: Option<u64>) -> u8 {
+    let unacked = largest_acked.map_or(pn + 1, |l| pn.saturating_sub(l));
+    (2..=4u8)
+        .find(|&n| unacked.saturating_mul(2) < 1u64 << (8 * u32::from(n)))
+        .unwrap_or(4)
+}
+
 /// Writes a short header; the frames follow it, then the tag. Only the low
-/// 32 bits of the packet number travel (the AEAD nonce uses all 64).
+/// `pn_len` bytes of the packet number travel (the AEAD nonce uses all 64).
+/// Returns the header's length.
 pub fn write_short_header(
     w: &mut Writer<'_>,
     dcid: ConnectionId,
     path_id: u8,
     packet_number: u64,
+    pn_len: u8,
     key_phase: bool,
-) -> Result<(), WireError> {
-    w.u8(TYPE_PROTECTED | if key_phase { KEY_PHASE } else { 0 })?;
+) -> Result<usize, WireError> {
+    if usize::from(path_id) >= PATH_IDS {
+        return Err(WireError::Invalid("path id above 7"));
+    }
+    if !(1..=4).contains(&pn_len) {
+        return Err(WireError::Invalid("packet number length"));
+    }
+    let start = w.len();
+    w.u8(SHORT_FORM
+        | if key_phase { KEY_PHASE } else { 0 }
+        | path_id << PATH_SHIFT
+        | (pn_len - 1))?;
     w.bytes(&dcid.0)?;
-    w.u8(path_id)?;
-    w.u32(packet_number as u32)
+    let bytes = packet_number.to_be_bytes();
+    w.bytes(&bytes[8 - usize::from(pn_len)..])?;
+    Ok(w.len() - start)
 }
 
-/// The full packet number closest to `largest + 1` whose low 32 bits are
-/// `truncated` (RFC 9000 §A.3 with a 32-bit window). A wrong guess only
-/// makes the AEAD fail, because the nonce is the full number.
-pub fn expand_packet_number(largest: Option<u64>, truncated: u32) -> u64 {
-    const WIN: u64 = 1 << 32;
+/// The full packet number closest to `largest + 1` whose low `8 × pn_len`
+/// bits are `truncated` (RFC 9000 §A.3). A wrong guess only makes the AEAD
+/// fail, because the nonce is the full number.
+pub fn expand_packet_number(largest: Option<u64>, truncated: u32, pn_len: u8) -> u64 {
+    let win: u64 = 1 << (8 * u32::from(pn_len.clamp(1, 4)));
+    let half = win / 2;
     let expected = largest.map_or(0, |l| l + 1);
-    let candidate = (expected & !(WIN - 1)) | u64::from(truncated);
-    if candidate + WIN / 2 <= expected && candidate < (1 << 62) - WIN {
-        candidate + WIN
-    } else if candidate > expected + WIN / 2 && candidate >= WIN {
-        candidate - WIN
+    let candidate = (expected & !(win - 1)) | (u64::from(truncated) & (win - 1));
+    if candidate + half <= expected && candidate < (1 << 62) - win {
+        candidate + win
+    } else if candidate > expected + half && candidate >= win {
+        candidate - win
     } else {
         candidate
     }
@@ -238,77 +369,4 @@ pub const fn long_header_len() -> usize {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    const A: ConnectionId = ConnectionId([1; 8]);
-    const B: ConnectionId = ConnectionId([2; 8]);
-
-    #[test]
-    fn initial_is_padded_and_round_trips() {
-        let mut buf = [0xffu8; 1500];
-        let n = write_initial(&mut buf, A, B, b"tok", b"noise").unwrap();
-        assert_eq!(n, MIN_INITIAL_SIZE);
-        assert_eq!(&buf[..5], &[0xc1, 0x43, 0x4e, 0x59, 0x01]);
-        let p = parse(&buf[..n]).unwrap();
-        assert_eq!(
-            p,
-            Packet::Initial {
-                dcid: A,
-                scid: B,
-                token: b"tok",
-                noise: b"noise"
-            }
-        );
-        assert!(
-            parse(&buf[..n - 1]).is_err(),
-            "an unpadded Initial is refused"
-        );
-    }
-
-    #[test]
-    fn short_header_layout() {
-        let mut buf = [0u8; 64];
-        let mut w = Writer::new(&mut buf);
-        write_short_header(&mut w, A, 3, 0x0102_0304_0506_0708, true).unwrap();
-        assert_eq!(w.len(), SHORT_HEADER_LEN);
-        w.bytes(&[0xaa; TAG_LEN]).unwrap();
-        let n = w.len();
-        assert_eq!(&buf[10..14], &[5, 6, 7, 8], "low 32 bits on the wire");
-        let Packet::Protected(p) = parse(&buf[..n]).unwrap() else {
-            panic!("not protected")
-        };
-        assert_eq!(
-            (p.dcid, p.path_id, p.packet_number, p.key_phase),
-            (A, 3, 0x0506_0708, true)
-        );
-        assert_eq!(buf[0], 0x41, "key phase bit");
-        assert_eq!(p.header, &buf[..SHORT_HEADER_LEN]);
-        assert_eq!(p.sealed.len(), TAG_LEN);
-    }
-
-    #[test]
-    fn packet_numbers_expand_across_the_32_bit_wrap() {
-        assert_eq!(expand_packet_number(None, 0), 0);
-        assert_eq!(expand_packet_number(Some(10), 11), 11);
-        assert_eq!(expand_packet_number(Some(10), 5), 5, "reordered");
-        assert_eq!(expand_packet_number(Some(0xffff_fff0), 3), 0x1_0000_0003);
-        assert_eq!(
-            expand_packet_number(Some(0x1_0000_0003), 0xffff_fff0),
-            0xffff_fff0
-        );
-    }
-
-    #[test]
-    fn wrong_version_and_type_are_errors() {
-        let mut buf = [0u8; 64];
-        let n = write_handshake(&mut buf, A, B, b"x").unwrap();
-        buf[4] ^= 1;
-        assert!(matches!(
-            parse(&buf[..n]),
-            Err(WireError::UnsupportedVersion(_))
-        ));
-        assert_eq!(parse(&[0x07]), Err(WireError::UnknownPacketType(7)));
-        assert_eq!(parse(&[]), Err(WireError::Truncated));
-    }
-}
+mod tests;

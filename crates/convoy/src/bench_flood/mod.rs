@@ -110,7 +110,7 @@ fn sniff(mut sniffer: Sniffer, server: SocketAddrV4, shared: Arc<Shared>) {
         if seen.dst == server && *seen.src.ip() == Ipv4Addr::LOCALHOST {
             // A real client's packet (the flood's sources are never 127.0.0.1).
             // One datagram (a GSO send is seen here as one big payload).
-            if seen.payload.len() <= 1472 && seen.payload.first().is_some_and(|b| b & 0xfe == 0x40)
+            if seen.payload.len() <= 1472 && seen.payload.first().is_some_and(|b| b & 0xc0 == 0x40)
             {
                 let mut r = shared.recorded.lock().expect("lock");
                 if r.len() < 512 {
@@ -177,14 +177,16 @@ fn flood(
                 // A forged packet for a live connection: its real header
                 // (connection id) with a new packet number and junk.
                 let real = &recorded[(r >> 8) as usize % recorded.len()];
-                let n = real.len().min(14);
+                // (A 4-byte packet number: the type byte's low 2 bits.)
+                let n = real.len().min(13);
                 buf[..n].copy_from_slice(&real[..n]);
-                buf[10..14].copy_from_slice(&((r >> 16) as u32 | 0x4000_0000).to_be_bytes());
+                buf[0] |= 0x03;
+                buf[9..13].copy_from_slice(&((r >> 16) as u32 | 0x4000_0000).to_be_bytes());
                 counts.forged += 1;
             } else {
                 if r % 3 == 1 {
                     buf[0] = 0x40; // a short header for no connection
-                } else if buf[0] & 0xfe == 0x40 || buf[0] & 0x80 != 0 {
+                } else if buf[0] & 0xc0 != 0 {
                     buf[0] = 0x07; // an unknown packet type
                 }
                 counts.garbage += 1;

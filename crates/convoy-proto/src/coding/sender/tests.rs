@@ -194,10 +194,64 @@ fn a_late_acknowledgment_takes_a_source_off_the_resend_list() {
     assert_eq!(n.esi, 3);
     s.emit(n, &mut out).unwrap();
     assert_eq!(s.next_symbol(), None);
-    // A late acknowledgment of a symbol no longer waiting changes
-    // nothing (it was counted when it went again).
+    // A late acknowledgment of a symbol that went again: the block has
+    // all it lacked, and the copy's own acknowledgment changes nothing.
     s.on_late_ack(0, 3);
     assert_eq!(s.next_symbol(), None);
+    s.on_acked(0, 3);
+    assert_eq!(s.next_symbol(), None);
+}
+
+fn report_useful(s: &mut CodedSender, block_id: u32, useful: u32) {
+    let mut buf = [0u8; 16];
+    let mut w = crate::wire::cursor::Writer::new(&mut buf);
+    let entry = crate::wire::BlockProgress {
+        block_id,
+        useful,
+        done: false,
+    };
+    crate::wire::frame::write_block_status(&mut w, 0, &[entry]).unwrap();
+    let n = w.len();
+    match crate::wire::Frames::new(&buf[..n]).next() {
+        Some(Ok(crate::wire::Frame::BlockStatus(status))) => {
+            s.on_status(&status);
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_copy_made_redundant_by_a_late_acknowledgment_does_not_hold_back_the_last_lost_source() {
+    let (mut s, mut out) = one_block_sent();
+    // The path died with 1, 2 and 3 in flight (0 was acknowledged); 1
+    // goes again, then its first copy's acknowledgment comes late.
+    s.on_acked(0, 0);
+    for esi in 1..4 {
+        s.on_path_lost(0, esi);
+    }
+    let n = s.next_symbol().unwrap();
+    assert_eq!(n.esi, 1);
+    s.emit(n, &mut out).unwrap();
+    s.on_late_ack(0, 1);
+    // 2 goes again too (it got through, but nothing says so yet), and
+    // the receiver reports 0 and 1.
+    let n = s.next_symbol().unwrap();
+    assert_eq!(n.esi, 2);
+    s.emit(n, &mut out).unwrap();
+    report_useful(&mut s, 0, 2);
+    // Two missing, and of the two copies in flight only 2's can help:
+    // 3 goes now, not after the redundant copy of 1 is acknowledged.
+    let n = s.next_symbol().expect("the last lost source waits");
+    assert_eq!(n.esi, 3);
+    s.emit(n, &mut out).unwrap();
+    assert_eq!(s.next_symbol(), None);
+    // The redundant copy's acknowledgment is not counted a second time.
+    s.on_acked(0, 1);
+    s.on_lost(0, 2);
+    let n = s
+        .next_symbol()
+        .expect("2's copy was lost: the block lacks one");
+    assert_eq!(n.block_id, 0);
 }
 
 #[test]

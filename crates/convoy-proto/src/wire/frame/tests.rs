@@ -63,20 +63,6 @@ fn every_simple_frame_round_trips() {
             index: 3,
             len: 32,
         }),
-        Frame::Symbol(Symbol {
-            block_id: 1,
-            esi: 70_000,
-            block_len: 9000,
-            prefix: None,
-            payload: b"abc",
-        }),
-        Frame::Symbol(Symbol {
-            block_id: 1,
-            esi: 3000,
-            block_len: 9000,
-            prefix: Some(2999),
-            payload: b"abc",
-        }),
         Frame::RateReport {
             train_id: 4,
             bytes_per_sec: 2_500_000,
@@ -180,32 +166,41 @@ fn bad_frames_stop_the_iterator_with_an_error() {
     let mut it = Frames::new(&[TRAIN, 1, 5, 5, PING]);
     assert!(it.next().unwrap().is_err(), "index must be below len");
     assert!(it.next().is_none(), "nothing after an error");
-    assert!(Frames::new(&[SYMBOL, 0, 0, 10, 0]).next().unwrap().is_err());
+    assert!(
+        Frames::new(&[SYMBOL, 0, 0, 10]).next().unwrap().is_err(),
+        "no symbol"
+    );
+    assert!(
+        Frames::new(&[SYMBOL, 0, 0, 0, 7]).next().unwrap().is_err(),
+        "K = 0"
+    );
 }
 
 #[test]
 fn garbage_and_truncated_prefix_symbols_are_refused() {
-    // Block of 10 bytes in 2-byte symbols: K = 5.
-    let good = [PREFIX_SYMBOL, 0, 5, 10, 3, 2, 0xaa, 0xbb];
+    // K = 5 sources of 2 bytes: a 10-byte block.
+    let good = [PREFIX_SYMBOL, 0, 5, 5, 3, 0xaa, 0xbb];
     let Frame::Symbol(s) = Frames::new(&good).next().unwrap().unwrap() else {
         panic!()
     };
     assert_eq!(
-        (s.esi, s.prefix, s.payload),
-        (5, Some(3), &[0xaa, 0xbb][..])
+        (s.esi, s.block_len, s.prefix, s.payload),
+        (5, 10, Some(3), &[0xaa, 0xbb][..])
     );
-    for cut in 1..good.len() {
+    // Cut inside the header (or before the symbol's first byte); a cut
+    // inside the symbol is a shorter symbol, which the AEAD rules out.
+    for cut in 1..=5 {
         assert!(
             Frames::new(&good[..cut]).next().unwrap().is_err(),
             "truncated to {cut} bytes"
         );
     }
     for bad in [
-        [PREFIX_SYMBOL, 0, 5, 10, 0, 2, 0xaa, 0xbb], // covers nothing
-        [PREFIX_SYMBOL, 0, 5, 10, 5, 2, 0xaa, 0xbb], // covers the whole block
-        [PREFIX_SYMBOL, 0, 5, 10, 9, 2, 0xaa, 0xbb], // beyond the block
-        [PREFIX_SYMBOL, 0, 4, 10, 3, 2, 0xaa, 0xbb], // a source's id
-        [PREFIX_SYMBOL, 0, 5, 0, 3, 2, 0xaa, 0xbb],  // an empty block
+        [PREFIX_SYMBOL, 0, 5, 5, 0, 0xaa, 0xbb], // covers nothing
+        [PREFIX_SYMBOL, 0, 5, 5, 5, 0xaa, 0xbb], // covers the whole block
+        [PREFIX_SYMBOL, 0, 5, 5, 9, 0xaa, 0xbb], // beyond the block
+        [PREFIX_SYMBOL, 0, 4, 5, 3, 0xaa, 0xbb], // a source's id
+        [PREFIX_SYMBOL, 0, 5, 0, 3, 0xaa, 0xbb], // an empty block
     ] {
         assert!(Frames::new(&bad).next().unwrap().is_err(), "{bad:?}");
     }
@@ -214,7 +209,7 @@ fn garbage_and_truncated_prefix_symbols_are_refused() {
         PREFIX_SYMBOL,
         0,
         5,
-        10,
+        5,
         0xc0,
         0,
         0,
@@ -223,9 +218,96 @@ fn garbage_and_truncated_prefix_symbols_are_refused() {
         0,
         0,
         0,
-        2,
         0xaa,
         0xbb,
     ];
     assert!(Frames::new(&long).next().unwrap().is_err());
+    // K × symbol length beyond 2^32 bytes.
+    let mut huge = vec![SYMBOL, 0, 0, 0x80, 0x10, 0, 0];
+    huge.extend_from_slice(&[1; 4096]);
+    assert!(Frames::new(&huge).next().unwrap().is_err());
+}
+
+#[test]
+fn a_symbol_is_the_last_frame_and_runs_to_the_end() {
+    let symbol = Symbol {
+        block_id: 1,
+        esi: 70_000,
+        block_len: 9000,
+        prefix: None,
+        payload: b"abc",
+    };
+    let bytes = encode(|w| {
+        write_frame(w, &Frame::Ping).unwrap();
+        write_frame(w, &Frame::MaxData(7)).unwrap();
+        write_frame(w, &Frame::Symbol(symbol)).unwrap();
+    });
+    let parsed: Vec<_> = Frames::new(&bytes).collect::<Result<_, _>>().unwrap();
+    assert_eq!(
+        parsed,
+        [Frame::Ping, Frame::MaxData(7), Frame::Symbol(symbol)]
+    );
+    // 1 type + 1 block id + 4 symbol id + 2 K (3000): no length fields.
+    assert_eq!(bytes.len(), 1 + 2 + 8 + 3);
+    assert_eq!(
+        symbol_header_len(1, 70_000, 9000, None, 3),
+        8,
+        "what a sender sizes its payload with"
+    );
+}
+
+mod props {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn symbols_round_trip(
+            block_id: u32,
+            esi in 0u32..(1 << 30),
+            k in 1u32..(1 << 14),
+            prefix in proptest::option::of(1u32..(1 << 14)),
+            payload in proptest::collection::vec(any::<u8>(), 1..1500),
+            before_ping: bool,
+        ) {
+            let prefix = prefix.filter(|&n| n < k);
+            let esi = if prefix.is_some() { esi.max(k) } else { esi };
+            let block_len = k * payload.len() as u32;
+            let s = Symbol { block_id, esi, block_len, prefix, payload: &payload };
+            let bytes = encode(|w| {
+                if before_ping {
+                    write_frame(w, &Frame::Ping).unwrap();
+                }
+                write_frame(w, &Frame::Symbol(s)).unwrap();
+            });
+            let header = symbol_header_len(block_id, esi, block_len, prefix, payload.len());
+            prop_assert_eq!(bytes.len(), usize::from(before_ping) + header + payload.len());
+            let parsed: Vec<_> = Frames::new(&bytes).collect::<Result<_, _>>().unwrap();
+            prop_assert_eq!(parsed.last(), Some(&Frame::Symbol(s)));
+        }
+
+        #[test]
+        fn symbol_headers_cut_short_are_errors(
+            block_id: u32,
+            esi: u32,
+            k in 1u32..(1 << 14),
+        ) {
+            let bytes = encode(|w| write_symbol_header(w, block_id, esi, k, None, 1).unwrap());
+            for cut in 1..=bytes.len() {
+                prop_assert!(Frames::new(&bytes[..cut]).next().unwrap().is_err());
+            }
+        }
+
+        #[test]
+        fn garbage_frames_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..600)) {
+            for f in Frames::new(&bytes) {
+                if let Ok(Frame::Ack(a)) = f {
+                    let _ = a.ranges().count();
+                }
+                if let Ok(Frame::BlockStatus(b)) = f {
+                    let _ = b.entries().count();
+                }
+            }
+        }
+    }
 }
