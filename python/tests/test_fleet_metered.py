@@ -53,7 +53,9 @@ def test_a_bulk_upload_pauses_on_a_metered_link_and_resumes_where_it_stopped(ser
     held = last
     link.write_text("wifi\n")
     deadline = time.time() + 120
-    while (m := re.search(r"stored \S*cam\S* \((\d+) bytes, resumed from (\d+)", s.log())) is None:
+    # The server's log line (tracing's text format): stored ... name="…cam.bin" bytes=N resumed_from=M
+    stored = r'stored .*?name="[^"]*cam[^"]*" bytes=(\d+) resumed_from=(\d+)'
+    while (m := re.search(stored, s.log())) is None:
         assert time.time() < deadline, s.log()[-2000:]
         time.sleep(0.1)
     size, resumed = int(m.group(1)), int(m.group(2))
