@@ -38,7 +38,7 @@ impl Reply {
     pub fn error(code: u16, msg: &str) -> Reply {
         Reply::Error(code, msg.to_owned())
     }
-    fn json(v: Value) -> Reply {
+    pub(crate) fn json(v: Value) -> Reply {
         Reply::Json(v.to_string().into_bytes())
     }
 }
@@ -139,7 +139,13 @@ fn track(shared: &Shared, who: &Caller, params: &[(String, String)]) -> Result<R
     })))
 }
 
-fn uploads(shared: &Shared, who: &Caller, params: &[(String, String)]) -> Result<Reply, String> {
+/// What a listing (`?vehicle=`, `?limit=`) covers for `who`: the vehicle
+/// it is narrowed to (an operator may ask for all, a vehicle sees only
+/// itself), and how many rows; or the refusal to send.
+pub(crate) fn listing_scope(
+    who: &Caller,
+    params: &[(String, String)],
+) -> Result<(Option<String>, usize), Reply> {
     let limit = param(params, "limit")
         .and_then(|v| v.parse::<usize>().ok())
         .unwrap_or(100)
@@ -151,8 +157,16 @@ fn uploads(shared: &Shared, who: &Caller, params: &[(String, String)]) -> Result
         (_, false, None) => Some(who.name.clone()),
     };
     if filter.as_deref().is_some_and(|v| !who.may_see(v)) {
-        return Ok(Reply::error(403, "not your vehicle"));
+        return Err(Reply::error(403, "not your vehicle"));
     }
+    Ok((filter, limit))
+}
+
+fn uploads(shared: &Shared, who: &Caller, params: &[(String, String)]) -> Result<Reply, String> {
+    let (filter, limit) = match listing_scope(who, params) {
+        Ok(scope) => scope,
+        Err(refused) => return Ok(refused),
+    };
     let rows = shared.pool.with(|c| c.segments(filter.as_deref(), limit))?;
     Ok(Reply::json(json!({ "uploads": rows })))
 }

@@ -65,22 +65,10 @@ pub fn issue(shared: &Shared, who: &Caller, body: &[u8]) -> Reply {
 
 /// The requests a caller may see, newest first.
 pub fn list(shared: &Shared, who: &Caller, params: &[(String, String)]) -> Result<Reply, String> {
-    let param = |k: &str| params.iter().find(|(p, _)| p == k).map(|(_, v)| v.as_str());
-    let limit = param("limit")
-        .and_then(|v| v.parse::<usize>().ok())
-        .unwrap_or(100)
-        .min(5000);
-    let filter = match (param("vehicle"), who.operator, &who.only) {
-        (_, _, Some(only)) => Some(only.clone()),
-        (Some(v), true, None) => Some(v.to_owned()),
-        (None, true, None) => None,
-        (_, false, None) => Some(who.name.clone()),
+    let (filter, limit) = match crate::api::listing_scope(who, params) {
+        Ok(scope) => scope,
+        Err(refused) => return Ok(refused),
     };
-    if filter.as_deref().is_some_and(|v| !who.may_see(v)) {
-        return Ok(Reply::error(403, "not your vehicle"));
-    }
     let rows = shared.pool.with(|c| c.requests(filter.as_deref(), limit))?;
-    Ok(Reply::Json(
-        json!({ "requests": rows }).to_string().into_bytes(),
-    ))
+    Ok(Reply::json(json!({ "requests": rows })))
 }

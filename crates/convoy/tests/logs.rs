@@ -6,13 +6,12 @@
 mod net_support;
 mod service_support;
 
-use std::io::Write;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use net_support::{bin, make_file, server_log};
 use serde_json::Value;
-use service_support::{convoy, drive_lines, ok, Fleet};
+use service_support::{convoy, drive_lines, now_s, ok, Fleet};
 
 /// Each line of `text` as a JSON object with the fields every event has.
 fn json_lines(text: &str) -> Vec<serde_json::Map<String, Value>> {
@@ -60,26 +59,9 @@ fn serve_and_agent_log_one_json_object_per_line_with_fields() {
     // The agent, as v1, with a bad line among its telemetry.
     let spool = f.dir.path().join("spool");
     let cfg = f.agent_config("v1", &spool, "[[source]]\nkind = \"stdin\"\n");
-    let now_s = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs() as i64;
-    let input = drive_lines(20, now_s - 20, 45.0) + "this is not json\n";
+    let input = drive_lines(20, now_s() - 20, 45.0) + "this is not json\n";
     let bad_line = format!("stdin:{}:", input.lines().count());
-    let mut agent = Command::new(bin())
-        .args(["agent", "--until-idle", "--log-format", "json", "--config"])
-        .arg(&cfg)
-        .stdin(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    agent
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(input.as_bytes())
-        .unwrap();
-    let out = agent.wait_with_output().unwrap();
+    let out = Fleet::agent_until_idle(&cfg, &["--log-format", "json"], &input);
     let agent_log = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(out.status.success(), "{agent_log}");
     let agent_lines = json_lines(&agent_log);

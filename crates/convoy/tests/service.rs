@@ -10,7 +10,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use net_support::{bin, make_file, server_log_with, wait_partial};
-use service_support::{convoy, drive_lines, ok, stored_sample_times, stored_samples, Fleet};
+use service_support::{convoy, drive_lines, now_s, ok, stored_sample_times, stored_samples, Fleet};
 
 fn stderr(o: &std::process::Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
@@ -156,23 +156,10 @@ fn the_agent_uploads_telemetry_the_indexer_and_api_show_and_rejects_bad_lines() 
     let f = Fleet::start("agent", &["v1"], &[]);
     let spool = f.dir.path().join("spool");
     let cfg = f.agent_config("v1", &spool, "[[source]]\nkind = \"stdin\"\n");
-    let now_s = convoy_telemetry_now_s();
+    let now_s = now_s();
     let mut input = drive_lines(120, now_s - 120, 45.0);
     input += "this is not json\n{\"path\":\"Vehicle.Sped\",\"value\":3}\n{\"path\":\"Vehicle.Speed\",\"value\":[1]}\n";
-    let mut agent = Command::new(bin())
-        .args(["agent", "--until-idle", "--config"])
-        .arg(&cfg)
-        .stdin(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    agent
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(input.as_bytes())
-        .unwrap();
-    let out = agent.wait_with_output().unwrap();
+    let out = Fleet::agent_until_idle(&cfg, &[], &input);
     assert!(out.status.success(), "{}", stderr(&out));
     let log = stderr(&out);
     assert!(log.contains("stdin:361: not a JSON object"), "{log}");
@@ -216,13 +203,6 @@ fn the_agent_uploads_telemetry_the_indexer_and_api_show_and_rejects_bad_lines() 
     assert_eq!(s["spool_bytes"], 0);
 }
 
-fn convoy_telemetry_now_s() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs() as i64
-}
-
 #[test]
 fn a_corrupt_segment_is_kept_and_reported_not_indexed() {
     let f = Fleet::start("corrupt", &["v1"], &[]);
@@ -240,7 +220,7 @@ fn a_corrupt_segment_is_kept_and_reported_not_indexed() {
     assert!(log.contains("kept but not indexed"), "{log}");
     // The service goes on: a good segment after it is indexed.
     let mut w = zstd::Encoder::new(Vec::new(), 3).unwrap();
-    w.write_all(drive_lines(5, convoy_telemetry_now_s(), 45.0).as_bytes())
+    w.write_all(drive_lines(5, now_s(), 45.0).as_bytes())
         .unwrap();
     let good = f.dir.path().join("000002.jsonl.zst");
     std::fs::write(&good, w.finish().unwrap()).unwrap();
@@ -273,7 +253,7 @@ fn kill_9_of_agent_and_server_loses_and_duplicates_nothing_acknowledged() {
         }
         p
     };
-    let t0 = convoy_telemetry_now_s() - 10_000;
+    let t0 = now_s() - 10_000;
     let mut written = 0usize;
     let mut feed = |n: usize| {
         let mut s = std::os::unix::net::UnixStream::connect(&sock).unwrap();
@@ -353,7 +333,7 @@ fn postgres_catalog_and_s3_store_serve_the_same_service() {
     let store = format!("s3://{}/fleet-a", s3.bucket);
     let f = Fleet::start("pg-s3", &["v1"], &["--catalog", &url, "--store", &store]);
     let mut w = zstd::Encoder::new(Vec::new(), 3).unwrap();
-    w.write_all(drive_lines(30, convoy_telemetry_now_s() - 30, 44.5).as_bytes())
+    w.write_all(drive_lines(30, now_s() - 30, 44.5).as_bytes())
         .unwrap();
     let seg = f.dir.path().join("000001.jsonl.zst");
     std::fs::write(&seg, w.finish().unwrap()).unwrap();

@@ -120,6 +120,28 @@ impl Fleet {
         cfg
     }
 
+    /// `convoy agent --until-idle [extra] --config CFG` fed `input` on its
+    /// standard input (a stdin source), to its end.
+    pub fn agent_until_idle(cfg: &Path, extra: &[&str], input: &str) -> Output {
+        use std::io::Write;
+        let mut agent = Command::new(bin())
+            .args(["agent", "--until-idle"])
+            .args(extra)
+            .arg("--config")
+            .arg(cfg)
+            .stdin(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        agent
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.as_bytes())
+            .unwrap();
+        agent.wait_with_output().unwrap()
+    }
+
     pub fn key_of(&self, name: &str) -> PathBuf {
         self.dir.path().join(format!("{name}.key"))
     }
@@ -365,4 +387,12 @@ pub fn promtool_check(text: &str) {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// Now, in whole seconds since the Unix epoch (telemetry's time base).
+pub fn now_s() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64
 }
