@@ -663,13 +663,25 @@ impl Spool {
         // Given back: its bytes were not spent. Released even if the
         // catalog write fails, since the segment is no longer in flight.
         self.reserved.remove(&item.id);
-        self.write(|db| {
-            db.execute(
-                "UPDATE items SET state = 'queued', last_error = ?2 WHERE id = ?1",
-                params![item.id, error],
-            )
-        })?;
-        Ok(())
+        loop {
+            // Only from 'uploading': the overflow rule below may have
+            // dropped this very segment, which must stay dropped.
+            let given_back = self.write(|db| {
+                db.execute(
+                    "UPDATE items SET state = 'queued', last_error = ?2
+                     WHERE id = ?1 AND state = 'uploading'",
+                    params![item.id, error],
+                )
+            });
+            match given_back {
+                // No room even for this: without it the segment stayed
+                // 'uploading', which no lane takes, until a restart.
+                Err(e) if is_full_db(&e) => {
+                    self.shed_one(Class::Telemetry).ok_or(e)?;
+                }
+                r => return r.map(|_| ()),
+            }
+        }
     }
 
     /// Bytes sent on `link` on UTC day `day`.
