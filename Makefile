@@ -101,7 +101,7 @@ deb: man
 
 # The package looked at from outside: dpkg-deb --info and --contents, its
 # files extracted and run, the units verified, `dpkg --dry-run -i`, and
-# lintian where installed. Not in `make test`: it builds the package.
+# lintian (scripts/setup.sh installs it). Not in `make test`: it builds the package.
 test-deb: deb
 	$(CARGO) test --release -p convoy --test packaging -- --ignored --nocapture
 

@@ -29,6 +29,8 @@ command -v chromium >/dev/null 2>&1 || need_apt+=(chromium fonts-dejavu-core)
 command -v openssl >/dev/null 2>&1 || need_apt+=(openssl)
 # promtool (Debian's prometheus package) validates the /metrics pages.
 command -v promtool >/dev/null 2>&1 || need_apt+=(prometheus)
+# `make test-deb` checks the Debian package with lintian (errors fail it).
+command -v lintian >/dev/null 2>&1 || need_apt+=(lintian)
 # The agent's MQTT source is tested against a real broker, started by the
 # test on a free loopback port, and messages sent by mosquitto_pub; the
 # incumbents experiment runs it as the MQTT stack convoy is measured against.

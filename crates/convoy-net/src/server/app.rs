@@ -3,7 +3,7 @@
 //! every 100 ms, at those with sessions, for perf progress), so a turn
 //! costs what happened in it, not the number of connections.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -111,6 +111,10 @@ pub struct ServerApp {
     /// Identified connections (all of them without an authorizer, as
     /// `None`); streams are accepted only from these.
     who: HashMap<ConnectionHandle, Option<Identity>>,
+    /// Connections whose handshake finished before the authorizer named
+    /// them: their `Connected` event is reported once they are named, so
+    /// it carries the vehicle (and a refused peer is never reported).
+    unnamed_connected: HashSet<ConnectionHandle>,
     /// The authorizer, asked on a thread of its own: a registry query
     /// waits for a database (and a mutex all workers share), which on the
     /// driver thread was a pause for every connection of the worker.
@@ -167,6 +171,7 @@ impl ServerApp {
             inbox: None,
             claims,
             who: HashMap::new(),
+            unnamed_connected: HashSet::new(),
             next_reauth: Duration::ZERO,
             scratch: vec![0; 256 * 1024],
             events: Vec::new(),
@@ -333,6 +338,7 @@ impl ServerApp {
         let Some(c) = ep.connection(h) else {
             self.sessions.remove(&h);
             self.who.remove(&h);
+            self.unnamed_connected.remove(&h);
             return;
         };
         let peer = c.remote_address();
@@ -345,18 +351,27 @@ impl ServerApp {
                 return;
             };
             c = again;
+            if self.unnamed_connected.remove(&h) {
+                self.events.push(ServerEvent::Connected {
+                    peer,
+                    vehicle: self.vehicle(h),
+                });
+            }
         }
         let vehicle = self.vehicle(h);
         while let Some(ev) = c.poll_event() {
             match ev {
-                // A refused peer is logged as refused, not connected.
                 Event::Connected if self.who.contains_key(&h) => {
                     self.events.push(ServerEvent::Connected {
                         peer,
                         vehicle: vehicle.clone(),
                     })
                 }
-                Event::Connected => {}
+                // Not named yet: reported when the authorizer names it; a
+                // refused peer is logged as refused, not connected.
+                Event::Connected => {
+                    self.unnamed_connected.insert(h);
+                }
                 Event::Closed(reason) => self.events.push(ServerEvent::Closed {
                     peer,
                     vehicle: vehicle.clone(),
@@ -391,6 +406,7 @@ impl ServerApp {
             }
             self.peers.remove(&h);
             self.who.remove(&h);
+            self.unnamed_connected.remove(&h);
             ep.remove(h);
             self.served = true;
             return;
