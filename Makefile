@@ -6,7 +6,7 @@ CARGO ?= cargo
 PYTHON := .venv/bin/python
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
-.PHONY: demo reproduce test man deb test-deb multipath-sweep test-stress test-arm64 arm64 arm64-toolchain setup build bench fuzz fuzz-deep lint
+.PHONY: demo reproduce test man deb test-deb multipath-sweep test-stress test-arm64 arm64 arm64-toolchain setup build bench bench-http oha fuzz fuzz-deep lint
 
 setup:
 	@scripts/setup.sh
@@ -139,6 +139,18 @@ endif
 
 bench: setup
 	$(CARGO) bench -p convoy-codec
+
+# The web view under a real load generator (issue 34's HTTP targets):
+# oha drives /api/positions on 1,000 vehicles with 100 keep-alive clients
+# while uploads run beside it; also /metrics and 1,000 live-feed
+# subscribers. HTTP_SECONDS of load.
+HTTP_SECONDS ?= 20
+bench-http: build oha
+	target/release/convoy fleet bench --samples 200000 --http-load $(HTTP_SECONDS)
+
+# oha, the HTTP load generator, into .tools/bin (a pinned version).
+oha:
+	@[ -x .tools/bin/oha ] || $(CARGO) install --locked --version 1.16.0 --root .tools oha
 
 # Coverage-guided fuzzing of the codec's decoder input and of the wire parsers (needs nightly).
 FUZZ_SECONDS ?= 60

@@ -177,6 +177,9 @@ pub trait Catalog: Send {
     fn revoke_vehicle(&mut self, name: &str, now_ns: i64) -> Result<()>;
     fn vehicles(&mut self) -> Result<Vec<VehicleRow>>;
     fn vehicle_by_key(&mut self, key: &str) -> Result<Option<VehicleRow>>;
+    /// One name's row: every HTTP request looks its caller up, so this is
+    /// an indexed lookup, not a scan of the registry.
+    fn vehicle_by_name(&mut self, name: &str) -> Result<Option<VehicleRow>>;
 
     /// Records a stored upload and queues it (idempotent: a re-upload of
     /// the same name requeues it with its new hash and size).

@@ -189,6 +189,14 @@ impl Catalog for PgCatalog {
         Ok(row.as_ref().map(vehicle_row))
     }
 
+    fn vehicle_by_name(&mut self, name: &str) -> Result<Option<VehicleRow>> {
+        let row = self.db.query_opt(
+            "SELECT name, key, role, added_ns, revoked_ns FROM vehicles WHERE name = $1",
+            &[&name],
+        )?;
+        Ok(row.as_ref().map(vehicle_row))
+    }
+
     fn queue_segment(&mut self, s: &NewSegment<'_>) -> Result<()> {
         self.db.execute(
             "INSERT INTO segments (vehicle, name, kind, bytes, blake3, stored_ns, state, object)

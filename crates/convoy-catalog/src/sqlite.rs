@@ -200,6 +200,13 @@ impl Catalog for SqliteCatalog {
         Ok(st.query_row([key], vehicle_row).optional()?)
     }
 
+    fn vehicle_by_name(&mut self, name: &str) -> Result<Option<VehicleRow>> {
+        let mut st = self.db.prepare_cached(
+            "SELECT name, key, role, added_ns, revoked_ns FROM vehicles WHERE name = ?1",
+        )?;
+        Ok(st.query_row([name], vehicle_row).optional()?)
+    }
+
     fn queue_segment(&mut self, s: &NewSegment<'_>) -> Result<()> {
         self.db
             .prepare_cached(

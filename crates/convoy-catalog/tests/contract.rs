@@ -41,6 +41,10 @@ fn registry(c: &mut dyn Catalog) {
         c.vehicle_by_key(KEY_A).unwrap().unwrap().revoked_ns,
         Some(9)
     );
+    let by_name = c.vehicle_by_name("truck-1").unwrap().unwrap();
+    assert_eq!((by_name.key.as_str(), by_name.revoked_ns), (KEY_A, Some(9)));
+    assert_eq!(c.vehicle_by_name("ops").unwrap().unwrap().role, "operator");
+    assert!(c.vehicle_by_name("nobody").unwrap().is_none());
     assert!(matches!(
         c.revoke_vehicle("nobody", 9),
         Err(CatalogError::NotFound(_))

@@ -59,7 +59,7 @@ pub fn route(shared: &Shared, who: &Caller, path: &str, params: &[(String, Strin
             json!({"name": who.name, "operator": who.operator, "only": who.only}),
         )),
         "/api/vehicles" => vehicles(shared, who),
-        "/api/positions" => positions(shared, who),
+        "/api/positions" => crate::positions::positions(shared, who),
         "/api/track" => track(shared, who, params),
         "/api/uploads" => uploads(shared, who, params),
         "/api/requests" => crate::requests::list(shared, who, params),
@@ -99,24 +99,6 @@ pub(crate) fn convoy_telemetry_now() -> i64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos() as i64)
         .unwrap_or(0)
-}
-
-fn positions(shared: &Shared, who: &Caller) -> Result<Reply, String> {
-    let last = shared.pool.with(|c| c.last_states())?;
-    let features: Vec<Value> = last
-        .into_iter()
-        .filter(|l| who.may_see(&l.vehicle))
-        .map(|l| {
-            json!({
-                "type": "Feature",
-                "geometry": {"type": "Point", "coordinates": [l.lon, l.lat]},
-                "properties": {"vehicle": l.vehicle, "t_ns": l.t_ns, "speed": l.speed},
-            })
-        })
-        .collect();
-    Ok(Reply::json(
-        json!({"type": "FeatureCollection", "features": features}),
-    ))
 }
 
 fn track(shared: &Shared, who: &Caller, params: &[(String, String)]) -> Result<Reply, String> {

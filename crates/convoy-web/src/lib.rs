@@ -34,6 +34,7 @@ mod body;
 pub mod exporter;
 mod http;
 pub mod metrics;
+mod positions;
 pub mod range;
 mod requests;
 mod server;

@@ -26,6 +26,25 @@ pub struct BenchArgs {
     /// One JSON document on stdout.
     #[arg(long)]
     pub json: bool,
+    /// Then load the web view for this many seconds: `oha` drives
+    /// `/api/positions` with --connections keep-alive clients while uploads
+    /// and last-state writes run beside it; also times `/metrics` and holds
+    /// --subscribers live-feed subscriptions (issue 34's targets).
+    #[arg(long, value_name = "SECS")]
+    pub http_load: Option<u64>,
+    /// Concurrent keep-alive clients of the load.
+    #[arg(long, default_value_t = 100)]
+    pub connections: usize,
+    /// Live-feed (Server-Sent Events) subscribers held open.
+    #[arg(long, default_value_t = 1000)]
+    pub subscribers: usize,
+    /// Aggregate rate of the uploads beside the load (`convoy send` to a
+    /// `convoy serve`), in Mbit/s; 0: none.
+    #[arg(long, default_value_t = 50.0)]
+    pub upload_mbit: f64,
+    /// The `oha` binary (default: $OHA, PATH, then .tools/bin).
+    #[arg(long, value_name = "PATH")]
+    pub oha: Option<std::path::PathBuf>,
 }
 
 fn segment(n: usize, t0: i64) -> Vec<u8> {
@@ -65,7 +84,7 @@ fn http_get(addr: std::net::SocketAddr, path: &str, token: &str) -> Result<(Dura
     Ok((start.elapsed(), body.len()))
 }
 
-fn pct(mut v: Vec<f64>, p: f64) -> f64 {
+pub(crate) fn pct(mut v: Vec<f64>, p: f64) -> f64 {
     v.sort_by(f64::total_cmp);
     v[((v.len() - 1) as f64 * p).round() as usize]
 }
@@ -170,15 +189,37 @@ pub fn run(a: BenchArgs) -> Result<()> {
         track.push(d.as_secs_f64() * 1e3);
         track_bytes = b;
     }
+    let load_result = a.http_load.map(|seconds| {
+        crate::fleet_bench_http::run(
+            &crate::fleet_bench_http::Target {
+                web: web.addr(),
+                token: &token,
+                catalog: &db,
+                vehicles: a.vehicles,
+                scratch: &dir,
+            },
+            &crate::fleet_bench_http::LoadPlan {
+                seconds,
+                connections: a.connections,
+                subscribers: a.subscribers,
+                upload_bytes_per_s: (a.upload_mbit * 1e6 / 8.0) as u64,
+                oha: a.oha.clone(),
+            },
+        )
+    });
     drop(web);
     let _ = std::fs::remove_dir_all(&dir);
-    let doc = serde_json::json!({
+    let http_load = load_result.transpose()?;
+    let mut doc = serde_json::json!({
         "load_average": load.split_whitespace().take(3).collect::<Vec<_>>().join(" "),
         "index": {"samples": n, "seconds": index_s, "samples_per_s": per_s, "parquet_bytes": pq.len(),
                   "segment_bytes": seg.len(), "raw_bytes": reader.raw_len(), "target_samples_per_s": 250_000},
         "fleet_query_ms": {"vehicles": a.vehicles, "p50": pct(fleet.clone(), 0.5), "p99": pct(fleet, 0.99), "bytes": fleet_bytes, "target_ms": 100},
         "track_query_ms": {"points": 86_400 / (TRACK_BUCKET_NS / 1_000_000_000), "p50": pct(track.clone(), 0.5), "p99": pct(track, 0.99), "bytes": track_bytes, "target_ms": 200},
     });
+    if let Some(h) = &http_load {
+        doc["http_load"] = h.clone();
+    }
     if a.json {
         println!("{doc}");
     } else {
@@ -205,8 +246,38 @@ pub fn run(a: BenchArgs) -> Result<()> {
             doc["track_query_ms"]["p50"].as_f64().unwrap_or(0.0),
             doc["track_query_ms"]["p99"].as_f64().unwrap_or(0.0)
         );
+        if let Some(h) = &http_load {
+            print_load(h);
+        }
     }
     Ok(())
+}
+
+fn print_load(h: &serde_json::Value) {
+    let f = |v: &serde_json::Value| v.as_f64().unwrap_or(f64::NAN);
+    let p = &h["positions"];
+    println!(
+        "/api/positions under oha, {} vehicles, {} keep-alive clients, {} s: {:.0} requests/s, p50 {:.1} ms, p99 {:.1} ms, {} of {} answered 200 (target >= 2000 requests/s, p99 <= 100 ms)",
+        p["vehicles"], p["connections"], p["seconds"], f(&p["requests_per_s"]), f(&p["p50_ms"]),
+        f(&p["p99_ms"]), p["responses_200"], p["responses"]
+    );
+    let b = &h["beside"];
+    println!(
+        "  beside it: uploads {:.1} Mbit/s (asked {:.1}), {:.0} last states written/s",
+        f(&b["uploaded_bytes_per_s"]) * 8e-6,
+        f(&b["uploads_target_bytes_per_s"]) * 8e-6,
+        f(&b["last_states_written_per_s"])
+    );
+    let m = &h["metrics_scrape_ms"];
+    println!(
+        "/metrics scrape: p50 {:.1} ms, p99 {:.1} ms, {} bytes (target <= 10 ms)",
+        f(&m["p50"]), f(&m["p99"]), m["bytes"]
+    );
+    let l = &h["live_feed"];
+    println!(
+        "live feed: {} subscribers held, resident memory +{:.1} MB (target <= 50 MB)",
+        l["subscribers"], f(&l["rss_growth_mb"])
+    );
 }
 
 fn tempfile_dir() -> Result<std::path::PathBuf> {

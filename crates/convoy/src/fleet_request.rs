@@ -116,7 +116,7 @@ pub fn run(a: RequestArgs) -> Result<()> {
     )
     .map_err(|e| anyhow::anyhow!("token refused: {e}"))?;
     let mut c = convoy_catalog::open(&a.catalog.url()?)?;
-    let Some(who) = c.vehicles()?.into_iter().find(|v| v.name == claims.name) else {
+    let Some(who) = c.vehicle_by_name(&claims.name)? else {
         bail!("token refused: {} is not in the registry", claims.name);
     };
     if who.revoked_ns.is_some() {

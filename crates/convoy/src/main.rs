@@ -13,6 +13,7 @@ mod bench_server;
 mod docs_cmd;
 mod emu_cmd;
 mod fleet_bench;
+mod fleet_bench_http;
 mod fleet_cmd;
 mod fleet_request;
 mod logging;

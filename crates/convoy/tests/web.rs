@@ -541,3 +541,54 @@ fn the_index_lag_is_the_age_of_the_oldest_waiting_upload() {
     assert!((100.0..160.0).contains(&lag), "lag {lag} s: {text}");
     service_support::promtool_check(&text);
 }
+
+#[test]
+fn positions_are_geojson_points_each_caller_sees_what_it_may() {
+    let f = Fleet::start("web-positions", &["v1", "v2"], &[]);
+    let now = service_support::now_s();
+    for (v, lat) in [("v1", 45.0), ("v2", 46.0)] {
+        let spool = f.dir.path().join(format!("spool-{v}"));
+        let cfg = f.agent_config(v, &spool, "[[source]]\nkind = \"stdin\"\n");
+        let out = Fleet::agent_until_idle(&cfg, &[], &service_support::drive_lines(5, now - 5, lat));
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+    // Both vehicles' telemetry indexed: the operator sees both points.
+    let start = Instant::now();
+    let all = loop {
+        let doc = f.api("ops", "/api/positions");
+        if doc["features"].as_array().unwrap().len() == 2 {
+            break doc;
+        }
+        assert!(start.elapsed() < Duration::from_secs(30), "not indexed: {doc}");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert_eq!(all["type"], "FeatureCollection");
+    let v1 = all["features"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["properties"]["vehicle"] == "v1")
+        .expect("v1's point");
+    assert_eq!(v1["type"], "Feature");
+    assert_eq!(v1["geometry"]["type"], "Point");
+    // GeoJSON order: longitude, then latitude (the last of five fixes).
+    let c = v1["geometry"]["coordinates"].as_array().unwrap();
+    assert_eq!(c[0].as_f64(), Some(7.68));
+    assert!((c[1].as_f64().unwrap() - 45.0004).abs() < 1e-9, "{c:?}");
+    assert!(v1["properties"]["speed"].as_f64().is_some(), "{v1}");
+    assert!(v1["properties"]["t_ns"].as_i64().unwrap() > 0);
+    // A vehicle sees itself only; so does a token confined to v1.
+    let names = |doc: &serde_json::Value| -> Vec<String> {
+        doc["features"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["properties"]["vehicle"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(names(&f.api("v2", "/api/positions")), ["v2"]);
+    let only_v1 = token_with(&f, "ops", &["--vehicle", "v1"]);
+    let (status, body) = get_with(&f, Some(&only_v1), "/api/positions");
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(names(&serde_json::from_str(&body).unwrap()), ["v1"]);
+}
