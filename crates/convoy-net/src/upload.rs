@@ -88,15 +88,14 @@ impl OneUpload {
         })
     }
 
-    /// Sends the request, reads replies, and writes file data while
-    /// `may_write` (so uploads in a batch go one after another on the wire
-    /// while their requests and confirmations overlap).
+    /// Sends the request, reads replies, and writes file data while the
+    /// connection has room (uploads in a batch share it in the order their
+    /// steps come; their requests and confirmations overlap).
     fn step(
         &mut self,
         c: &mut Connection,
         now: Duration,
         scratch: &mut [u8],
-        may_write: bool,
     ) -> Result<(), NetError> {
         let id = match self.stream {
             Some(id) => id,
@@ -146,7 +145,7 @@ impl OneUpload {
                 "the server ended the upload without confirming it".into(),
             ));
         }
-        if may_write && self.resume_from.is_some() && !self.finished {
+        if self.resume_from.is_some() && !self.finished {
             while self.pos < self.size {
                 let room = c.write_room(id).min(scratch.len());
                 if room == 0 {
@@ -180,6 +179,11 @@ impl OneUpload {
         Ok(())
     }
 
+    /// Bytes still to hand over to the connection.
+    fn left(&self) -> u64 {
+        self.size.saturating_sub(self.pos)
+    }
+
     /// What the server holds: what it had before, and what it acknowledged.
     fn held(&self, c: &Connection) -> u64 {
         let acked = self.stream.map(|id| c.stream_acked(id)).unwrap_or(0);
@@ -209,7 +213,7 @@ struct UploadApp<'p> {
 impl Application for UploadApp<'_> {
     fn step(&mut self, ep: &mut Endpoint, now: Duration) -> Result<Step, NetError> {
         let c = live(ep, self.h, self.server)?;
-        self.upload.step(c, now, &mut self.scratch, true)?;
+        self.upload.step(c, now, &mut self.scratch)?;
         if self.upload.stored {
             return Ok(Step::Done);
         }
@@ -247,8 +251,9 @@ pub trait UploadQueue {
 }
 
 /// Several uploads on one connection, up to `window` at once: their
-/// requests, resume offsets and "stored" confirmations overlap, and their
-/// data goes in order, so a queue of small files is not a round trip each.
+/// requests, resume offsets and "stored" confirmations overlap, so a queue
+/// of small files is not a round trip each, and the one with the least
+/// left sends first.
 struct QueueApp<'q> {
     h: ConnectionHandle,
     server: SocketAddr,
@@ -278,11 +283,19 @@ impl Application for QueueApp<'_> {
                 return Ok(Step::Done);
             }
             let c = live(ep, self.h, self.server)?;
-            // Only the oldest upload with data left to hand over writes.
-            let mut may_write = true;
-            for (_, u) in self.active.iter_mut().filter(|(_, u)| !u.stored) {
-                u.step(c, now, &mut self.scratch, may_write)?;
-                may_write &= u.finished || u.stored;
+            // The upload with the least data left writes first, the others
+            // into what room it leaves: a log taken after a camera file goes
+            // out in its own size's time instead of waiting behind the whole
+            // camera file, and files of one size still go one after another
+            // (the order given breaks ties), so each is done as early as it
+            // can be.
+            let mut order: Vec<usize> = (0..self.active.len()).collect();
+            order.sort_by_key(|&i| self.active[i].1.left());
+            for i in order {
+                let (_, u) = &mut self.active[i];
+                if !u.stored {
+                    u.step(c, now, &mut self.scratch)?;
+                }
             }
             // Confirmations are reported in order, as each arrives.
             let waiting = self.active.len();

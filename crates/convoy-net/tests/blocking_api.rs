@@ -122,3 +122,51 @@ fn a_queue_of_uploads_is_confirmed_in_order_and_stored_whole() {
     assert!(broken.confirmed.len() <= 1);
     client.close();
 }
+
+#[test]
+fn a_small_file_taken_after_a_large_one_is_not_held_behind_it() {
+    let dir = TempDir::new("blocking-shortest-first");
+    let store = dir.path().join("store");
+    std::fs::create_dir(&store).unwrap();
+    let server = ServerThread::start(&store, |_| {});
+    // A camera file, then a log: the log's data goes out as soon as its
+    // resume offset is known, not after the camera file's last byte.
+    let camera = dir.path().join("camera.mcap");
+    let log = dir.path().join("drive.log");
+    make_file(&camera, 30_000_000, 1);
+    make_file(&log, 200_000, 2);
+    let files = vec![
+        (camera.clone(), "camera".to_owned()),
+        (log.clone(), "log".to_owned()),
+    ];
+    let (addr, key) = (server.addr, server.key);
+    let uploading = std::thread::spawn(move || {
+        let mut client = Client::connect(ClientOptions::new(addr, key)).unwrap();
+        let mut q = Files::new(files);
+        client.upload_queue(&mut q, 8).map(|()| q.confirmed)
+    });
+    // How much of the camera file the server holds when the log is stored
+    // (its partial file grows as data arrives; it is renamed when whole).
+    let start = Instant::now();
+    let mut camera_held = 0;
+    while !store.join("log").exists() {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "the log never arrived"
+        );
+        camera_held = if store.join("camera").exists() {
+            30_000_000
+        } else {
+            partial_size(&store)
+        };
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    // Confirmations still come in the order the files were given.
+    assert_eq!(uploading.join().unwrap().unwrap(), [0, 1]);
+    assert!(
+        camera_held < 15_000_000,
+        "the log waited for the camera file: {camera_held} bytes of it were there first"
+    );
+    assert_identical(&log, &store.join("log"));
+    assert_identical(&camera, &store.join("camera"));
+}

@@ -271,12 +271,15 @@ fn print_load(h: &serde_json::Value) {
     let m = &h["metrics_scrape_ms"];
     println!(
         "/metrics scrape: p50 {:.1} ms, p99 {:.1} ms, {} bytes (target <= 10 ms)",
-        f(&m["p50"]), f(&m["p99"]), m["bytes"]
+        f(&m["p50"]),
+        f(&m["p99"]),
+        m["bytes"]
     );
     let l = &h["live_feed"];
     println!(
         "live feed: {} subscribers held, resident memory +{:.1} MB (target <= 50 MB)",
-        l["subscribers"], f(&l["rss_growth_mb"])
+        l["subscribers"],
+        f(&l["rss_growth_mb"])
     );
 }
 

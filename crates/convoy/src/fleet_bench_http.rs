@@ -93,14 +93,19 @@ pub fn run(t: &Target<'_>, plan: &LoadPlan) -> Result<Value> {
         .with_context(|| format!("running {}", oha.display()));
     let elapsed = started.elapsed().as_secs_f64();
     stop.store(true, Ordering::Relaxed);
-    let writer_result = writer.join().map_err(|_| anyhow::anyhow!("writer panicked"))?;
+    let writer_result = writer
+        .join()
+        .map_err(|_| anyhow::anyhow!("writer panicked"))?;
     let uploaded = uploads.finish()?;
     writer_result?;
     let out = out?;
     if !out.status.success() {
         bail!(
             "oha failed: {}",
-            String::from_utf8_lossy(&out.stderr).lines().next().unwrap_or("")
+            String::from_utf8_lossy(&out.stderr)
+                .lines()
+                .next()
+                .unwrap_or("")
         );
     }
     let doc: Value = serde_json::from_slice(&out.stdout).context("oha's JSON")?;
@@ -137,7 +142,12 @@ pub fn run(t: &Target<'_>, plan: &LoadPlan) -> Result<Value> {
 /// One new last state per vehicle per second, through the catalog calls
 /// the indexer makes (a segment queued, claimed, indexed), in batches of
 /// 50 vehicles.
-fn last_state_writer(db: &Path, vehicles: usize, stop: &AtomicBool, writes: &AtomicU64) -> Result<()> {
+fn last_state_writer(
+    db: &Path,
+    vehicles: usize,
+    stop: &AtomicBool,
+    writes: &AtomicU64,
+) -> Result<()> {
     let mut c = convoy_catalog::SqliteCatalog::open(db)?;
     let batch = 50.min(vehicles.max(1));
     let mut next = 0usize;
@@ -205,7 +215,10 @@ impl Uploads {
         let server = SpawnedServer::start(&[])?;
         let file = scratch.join("upload.bin");
         let size = 1u64 << 20;
-        std::fs::write(&file, (0..size).map(|i| (i * 7 % 251) as u8).collect::<Vec<_>>())?;
+        std::fs::write(
+            &file,
+            (0..size).map(|i| (i * 7 % 251) as u8).collect::<Vec<_>>(),
+        )?;
         let exe = std::env::current_exe()?;
         let addr = server.addr.to_string();
         let key = convoy_proto::crypto::hex(&server.public_key);
@@ -239,7 +252,9 @@ impl Uploads {
 
     fn finish(mut self) -> Result<u64> {
         let sent = match self.thread.take() {
-            Some(t) => t.join().map_err(|_| anyhow::anyhow!("uploader panicked"))??,
+            Some(t) => t
+                .join()
+                .map_err(|_| anyhow::anyhow!("uploader panicked"))??,
             None => 0,
         };
         if let Some(s) = self.server.take() {
@@ -256,10 +271,16 @@ fn scrape_metrics(web: SocketAddr, n: usize) -> Result<Value> {
     for _ in 0..n {
         let start = Instant::now();
         let mut s = TcpStream::connect(web)?;
-        write!(s, "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")?;
+        write!(
+            s,
+            "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        )?;
         let mut body = Vec::new();
         s.read_to_end(&mut body)?;
-        anyhow::ensure!(body.starts_with(b"HTTP/1.1 200"), "/metrics did not answer 200");
+        anyhow::ensure!(
+            body.starts_with(b"HTTP/1.1 200"),
+            "/metrics did not answer 200"
+        );
         took.push(start.elapsed().as_secs_f64() * 1e3);
         bytes = body.len();
     }
@@ -289,7 +310,10 @@ fn hold_subscribers(web: SocketAddr, token: &str, n: usize) -> Result<Value> {
         let mut r = BufReader::new(s);
         let mut status = String::new();
         r.read_line(&mut status)?;
-        anyhow::ensure!(status.starts_with("HTTP/1.1 200"), "subscriber {i}: {status}");
+        anyhow::ensure!(
+            status.starts_with("HTTP/1.1 200"),
+            "subscriber {i}: {status}"
+        );
         held.push(r);
     }
     std::thread::sleep(Duration::from_secs(2));

@@ -105,9 +105,15 @@ fn serve_and_agent_log_one_json_object_per_line_with_fields() {
     assert_eq!(stored["blake3"].as_str().unwrap().len(), 64);
     // Every accepted vehicle is logged as connected, named (the registry
     // answers after the handshake); the refused key never is.
-    let connected: Vec<_> = lines.iter().filter(|o| o["message"] == "connected").collect();
+    let connected: Vec<_> = lines
+        .iter()
+        .filter(|o| o["message"] == "connected")
+        .collect();
     assert!(!connected.is_empty(), "no connected line: {log}");
-    assert!(connected.iter().all(|o| o["vehicle"] == "v1"), "{connected:?}");
+    assert!(
+        connected.iter().all(|o| o["vehicle"] == "v1"),
+        "{connected:?}"
+    );
     let refused = find(&lines, "refused");
     assert_eq!(refused["level"], "WARN");
     assert!(

@@ -549,8 +549,13 @@ fn positions_are_geojson_points_each_caller_sees_what_it_may() {
     for (v, lat) in [("v1", 45.0), ("v2", 46.0)] {
         let spool = f.dir.path().join(format!("spool-{v}"));
         let cfg = f.agent_config(v, &spool, "[[source]]\nkind = \"stdin\"\n");
-        let out = Fleet::agent_until_idle(&cfg, &[], &service_support::drive_lines(5, now - 5, lat));
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let out =
+            Fleet::agent_until_idle(&cfg, &[], &service_support::drive_lines(5, now - 5, lat));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
     // Both vehicles' telemetry indexed: the operator sees both points.
     let start = Instant::now();
@@ -559,7 +564,10 @@ fn positions_are_geojson_points_each_caller_sees_what_it_may() {
         if doc["features"].as_array().unwrap().len() == 2 {
             break doc;
         }
-        assert!(start.elapsed() < Duration::from_secs(30), "not indexed: {doc}");
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "not indexed: {doc}"
+        );
         std::thread::sleep(Duration::from_millis(200));
     };
     assert_eq!(all["type"], "FeatureCollection");
