@@ -10,7 +10,11 @@
 //! as stepping every millisecond. Air latency is a fixed part plus the HARQ
 //! retransmissions of the model's RTT peaks (≈ 9.6 ms each), drawn per
 //! packet with the model's weights for the UE's CSQ; delivery stays in
-//! order (RLC AM). Handover: a neighbour better by `handover_hysteresis`
+//! order (RLC AM). The uplink capacity comes from the fitted uplink model
+//! (convoy-models' lte_uplink: the UE's power-limited SINR at the CSQ's
+//! path loss, plus its own slow fading stepped each second, through the
+//! model's grant-and-HARQ mean rate), unless `uplink_factor` asks for the
+//! old share of the downlink. Handover: a neighbour better by `handover_hysteresis`
 //! CSQ steps takes over after an interruption; the UE's downlink queue is
 //! forwarded to the new cell.
 
@@ -18,6 +22,7 @@ use std::collections::VecDeque;
 
 use convoy_ave::Vec2;
 use convoy_models::lte::{sample_bandwidth_mbps, CsqMapping, RttModel, DEFAULT_BASE_RTT_MS};
+use convoy_models::lte_uplink::{UplinkFit, UplinkParams};
 use convoy_models::Rng;
 
 use crate::events::{Nanos, MS};
@@ -64,6 +69,8 @@ pub struct Ue {
     in_ul: bool,
     in_dl: bool,
     ho_until: Nanos,
+    /// The uplink's slow fading, dB (None until the first update).
+    ul_shadow_db: Option<f64>,
     last_ul: Nanos,
     last_dl: Nanos,
     pub ul_bytes: u64,
@@ -84,6 +91,7 @@ pub struct Lte {
     pub ues: Vec<Ue>,
     mapping: CsqMapping,
     harq: Vec<Harq>,
+    uplink: UplinkParams,
     rng: Rng,
 }
 
@@ -129,6 +137,10 @@ impl Lte {
             ues: (0..nodes).map(|_| Ue::default()).collect(),
             mapping: CsqMapping::default(),
             harq,
+            // validate() accepted the name; an unknown one falls back to
+            // the default fit rather than panicking mid-run.
+            uplink: UplinkFit::from_name(&spec.uplink_fit)
+                .map_or_else(convoy_models::lte_uplink::default_params, |f| f.params()),
             rng: Rng::fork(seed, "lte"),
         }
     }
@@ -185,7 +197,24 @@ impl Lte {
             .csq(self.cells[cell as usize].pos.dist(pos), 0.0);
         let dl = sample_bandwidth_mbps(f64::from(ue.csq), &mut self.rng).expect("CSQ in range");
         ue.dl_bps = dl * 1e6;
-        ue.ul_bps = dl * 1e6 * self.spec.uplink_factor;
+        ue.ul_bps = match self.spec.uplink_factor {
+            Some(f) => dl * 1e6 * f,
+            None => {
+                // One step of the AR(1) slow fading per second (the update
+                // period), started in its stationary distribution.
+                let p = self.uplink;
+                let rho = (-1.0 / p.coherence_s).exp();
+                let x = match ue.ul_shadow_db {
+                    None => self.rng.normal(0.0, p.shadow_sd_db),
+                    Some(x) => {
+                        rho * x
+                            + p.shadow_sd_db * (1.0 - rho * rho).sqrt() * self.rng.standard_normal()
+                    }
+                };
+                ue.ul_shadow_db = Some(x);
+                p.mean_rate_bps(p.at_csq(ue.csq).sinr_db + x)
+            }
+        };
         (handover, replans)
     }
 
