@@ -564,4 +564,38 @@ mod tests {
             assert!((148 * MS..=152 * MS).contains(&t), "{}", t as f64 / 1e6);
         }
     }
+
+    #[test]
+    fn the_uplink_follows_the_model_and_falls_with_distance() {
+        // Mean over a minute of updates per distance: the model's rate at
+        // the CSQ there, with the UE's fading around it.
+        let mean_ul = |spec: &LteSpec, d: f64| {
+            let mut lte = Lte::new(spec, &[Vec2::new(0.0, 0.0)], 1, 7);
+            let n = 600;
+            (0..n)
+                .map(|s| {
+                    lte.update(s * 1_000 * MS, 0, Vec2::new(d, 0.0));
+                    lte.ues[0].ul_bps
+                })
+                .sum::<f64>()
+                / n as f64
+        };
+        let spec = LteSpec::default();
+        let (near, far) = (mean_ul(&spec, 100.0), mean_ul(&spec, 1500.0));
+        assert!(near > 2.0 * far && far > 0.0, "{near} {far}");
+        // Near the mast (CSQ 31, SINR far above the 15 dB cap) it is the
+        // fit's capped rate whatever the fading: 50 PRBs at 2 bit/s/Hz
+        // through q and HARQ.
+        let p = UplinkFit::Verizon.params();
+        let cap = p.mean_rate_bps(40.0);
+        assert!(near <= cap * 1.0001 && near > 0.7 * cap, "{near} vs {cap}");
+        // The old rule on request: half the downlink draw.
+        let old = LteSpec {
+            uplink_factor: Some(0.5),
+            ..LteSpec::default()
+        };
+        let mut lte = Lte::new(&old, &[Vec2::new(0.0, 0.0)], 1, 7);
+        lte.update(0, 0, Vec2::new(100.0, 0.0));
+        assert_eq!(lte.ues[0].ul_bps, lte.ues[0].dl_bps * 0.5);
+    }
 }
