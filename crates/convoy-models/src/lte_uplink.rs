@@ -85,7 +85,8 @@ pub fn path_loss_from_csq(csq: u8) -> f64 {
     ENB_POWER_DBM - (crate::lte::dbm_from_csq(csq) + 1.0)
 }
 
-/// The model's parameters: M and the four that are fitted per trace.
+/// The model's parameters: the five fitted per trace (M, S̄, σ, τ, q) and
+/// the BLER target.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct UplinkParams {
     /// PRBs of a grant (50: a 10 MHz carrier's uplink, less PUCCH edges).
