@@ -10,7 +10,11 @@
 //! as stepping every millisecond. Air latency is a fixed part plus the HARQ
 //! retransmissions of the model's RTT peaks (≈ 9.6 ms each), drawn per
 //! packet with the model's weights for the UE's CSQ; delivery stays in
-//! order (RLC AM). Handover: a neighbour better by `handover_hysteresis`
+//! order (RLC AM). The uplink capacity comes from the fitted uplink model
+//! (convoy-models' lte_uplink: the UE's power-limited SINR at the CSQ's
+//! path loss, plus its own slow fading stepped each second, through the
+//! model's grant-and-HARQ mean rate), unless `uplink_factor` asks for the
+//! old share of the downlink. Handover: a neighbour better by `handover_hysteresis`
 //! CSQ steps takes over after an interruption; the UE's downlink queue is
 //! forwarded to the new cell.
 
@@ -18,6 +22,7 @@ use std::collections::VecDeque;
 
 use convoy_ave::Vec2;
 use convoy_models::lte::{sample_bandwidth_mbps, CsqMapping, RttModel, DEFAULT_BASE_RTT_MS};
+use convoy_models::lte_uplink::{UplinkFit, UplinkParams};
 use convoy_models::Rng;
 
 use crate::events::{Nanos, MS};
@@ -64,6 +69,8 @@ pub struct Ue {
     in_ul: bool,
     in_dl: bool,
     ho_until: Nanos,
+    /// The uplink's slow fading, dB (None until the first update).
+    ul_shadow_db: Option<f64>,
     last_ul: Nanos,
     last_dl: Nanos,
     pub ul_bytes: u64,
@@ -84,6 +91,7 @@ pub struct Lte {
     pub ues: Vec<Ue>,
     mapping: CsqMapping,
     harq: Vec<Harq>,
+    uplink: UplinkParams,
     rng: Rng,
 }
 
@@ -129,6 +137,10 @@ impl Lte {
             ues: (0..nodes).map(|_| Ue::default()).collect(),
             mapping: CsqMapping::default(),
             harq,
+            // validate() accepted the name; an unknown one falls back to
+            // the default fit rather than panicking mid-run.
+            uplink: UplinkFit::from_name(&spec.uplink_fit)
+                .map_or_else(convoy_models::lte_uplink::default_params, |f| f.params()),
             rng: Rng::fork(seed, "lte"),
         }
     }
@@ -185,7 +197,24 @@ impl Lte {
             .csq(self.cells[cell as usize].pos.dist(pos), 0.0);
         let dl = sample_bandwidth_mbps(f64::from(ue.csq), &mut self.rng).expect("CSQ in range");
         ue.dl_bps = dl * 1e6;
-        ue.ul_bps = dl * 1e6 * self.spec.uplink_factor;
+        ue.ul_bps = match self.spec.uplink_factor {
+            Some(f) => dl * 1e6 * f,
+            None => {
+                // One step of the AR(1) slow fading per second (the update
+                // period), started in its stationary distribution.
+                let p = self.uplink;
+                let rho = (-1.0 / p.coherence_s).exp();
+                let x = match ue.ul_shadow_db {
+                    None => self.rng.normal(0.0, p.shadow_sd_db),
+                    Some(x) => {
+                        rho * x
+                            + p.shadow_sd_db * (1.0 - rho * rho).sqrt() * self.rng.standard_normal()
+                    }
+                };
+                ue.ul_shadow_db = Some(x);
+                p.mean_rate_bps(p.at_csq(ue.csq).sinr_db + x)
+            }
+        };
         (handover, replans)
     }
 
@@ -534,5 +563,39 @@ mod tests {
         for t in last {
             assert!((148 * MS..=152 * MS).contains(&t), "{}", t as f64 / 1e6);
         }
+    }
+
+    #[test]
+    fn the_uplink_follows_the_model_and_falls_with_distance() {
+        // Mean over a minute of updates per distance: the model's rate at
+        // the CSQ there, with the UE's fading around it.
+        let mean_ul = |spec: &LteSpec, d: f64| {
+            let mut lte = Lte::new(spec, &[Vec2::new(0.0, 0.0)], 1, 7);
+            let n = 600;
+            (0..n)
+                .map(|s| {
+                    lte.update(s * 1_000 * MS, 0, Vec2::new(d, 0.0));
+                    lte.ues[0].ul_bps
+                })
+                .sum::<f64>()
+                / n as f64
+        };
+        let spec = LteSpec::default();
+        let (near, far) = (mean_ul(&spec, 100.0), mean_ul(&spec, 1500.0));
+        assert!(near > 2.0 * far && far > 0.0, "{near} {far}");
+        // Near the mast (CSQ 31, SINR far above the 15 dB cap) it is the
+        // fit's capped rate whatever the fading: 50 PRBs at 2 bit/s/Hz
+        // through q and HARQ.
+        let p = UplinkFit::Verizon.params();
+        let cap = p.mean_rate_bps(40.0);
+        assert!(near <= cap * 1.0001 && near > 0.7 * cap, "{near} vs {cap}");
+        // The old rule on request: half the downlink draw.
+        let old = LteSpec {
+            uplink_factor: Some(0.5),
+            ..LteSpec::default()
+        };
+        let mut lte = Lte::new(&old, &[Vec2::new(0.0, 0.0)], 1, 7);
+        lte.update(0, 0, Vec2::new(100.0, 0.0));
+        assert_eq!(lte.ues[0].ul_bps, lte.ues[0].dl_bps * 0.5);
     }
 }

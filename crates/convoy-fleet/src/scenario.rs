@@ -133,8 +133,12 @@ impl Default for RadioSpec {
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct LteSpec {
-    /// Uplink capacity as a share of the CSQ model's (downlink) capacity.
-    pub uplink_factor: f64,
+    /// The fitted uplink model (convoy-models' lte_uplink) the UEs' uplink
+    /// capacity comes from: "att", "tmobile" or "verizon".
+    pub uplink_fit: String,
+    /// Instead of the uplink model: uplink capacity as this share of the
+    /// CSQ model's (downlink) capacity, as before the model existed.
+    pub uplink_factor: Option<f64>,
     /// A neighbour cell must be this many CSQ steps (2 dB each) better.
     pub handover_hysteresis: u8,
     pub handover_interruption_ms: f64,
@@ -147,9 +151,10 @@ pub struct LteSpec {
 impl Default for LteSpec {
     fn default() -> Self {
         LteSpec {
-            uplink_factor: 0.5,
+            uplink_fit: "verizon".into(),
+            uplink_factor: None,
             handover_hysteresis: 2,
-            handover_interruption_ms: 50.0,
+            handover_interruption_ms: convoy_models::handover::DEFAULT_INTERRUPTION_MS as f64,
             air_ms: 5.0,
             queue_packets: 200,
         }
@@ -442,6 +447,17 @@ impl Scenario {
             }
             if c.channels == 0 || c.cam_interval_s.is_nan() || c.cam_interval_s <= 0.0 {
                 return bad("clusters needs channels ≥ 1 and cam_interval_s > 0".into());
+            }
+        }
+        if convoy_models::lte_uplink::UplinkFit::from_name(&self.lte.uplink_fit).is_none() {
+            return bad(format!(
+                "lte.uplink_fit {:?}: use att, tmobile or verizon",
+                self.lte.uplink_fit
+            ));
+        }
+        if let Some(f) = self.lte.uplink_factor {
+            if !(f > 0.0 && f.is_finite()) {
+                return bad(format!("lte.uplink_factor must be positive, not {f}"));
             }
         }
         let needs_lte = self.upload.is_some()

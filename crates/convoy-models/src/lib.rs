@@ -8,6 +8,11 @@
 //!   metre inside) over SUMO polygons.
 //! * [`lte`]: the empirical LTE model: per-second downlink capacity and RTT
 //!   from the signal quality CSQ, and a distance → CSQ mapping.
+//! * [`lte_uplink`]: an LTE uplink capacity model (UE power limit, path
+//!   loss → SINR → rate, TTI grants and HARQ), fitted to drive traces by
+//!   [`lte_fit`] on the statistics of [`trace_stats`]; [`lte_loss`]: bursty
+//!   residual loss after HARQ/RLC; [`handover`]: interruptions at a change
+//!   of serving cell.
 //! * [`obstacle`]: the city obstacle coefficient of a network and its buildings.
 //! * [`sumo`]: readers for SUMO networks, polygons and FCD output.
 //!
@@ -20,12 +25,17 @@
 pub mod dsrc;
 pub mod error;
 pub mod geom;
+pub mod handover;
 pub mod lte;
+pub mod lte_fit;
+pub mod lte_loss;
+pub mod lte_uplink;
 pub mod math;
 pub mod obstacle;
 pub mod rng;
 pub mod shadowing;
 pub mod sumo;
+pub mod trace_stats;
 
 pub use error::{ModelError, SumoError, SumoErrorKind};
 pub use geom::Point;

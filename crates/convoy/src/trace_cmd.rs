@@ -4,10 +4,12 @@
 
 mod from_mobility;
 mod lte;
+mod lte_up;
 mod mac;
 mod obstacle;
 mod pdr;
 mod scale;
+mod uplink_fit;
 
 use std::path::{Path, PathBuf};
 
@@ -27,9 +29,12 @@ pub enum TraceCommand {
     /// PDR < 5 % at 1400 m). Transmit power, noise floor and receive
     /// threshold are printed with the curve and can be changed.
     Pdr(pdr::PdrArgs),
-    /// Empirical LTE model (Dublin): per-second downlink capacity and RTT
-    /// drawn from the signal quality CSQ; writes a convoy time-series trace,
-    /// or with --table compares the model's moments with the paper's fits.
+    /// LTE traces. Downwards (the default), the empirical Dublin model:
+    /// per-second capacity and RTT from the signal quality CSQ, with
+    /// handovers and residual loss, as a convoy time-series trace; with
+    /// --table its moments beside the paper's fits. `--direction up`: the
+    /// uplink model (power limit, TTI grants, HARQ; fitted to the shared
+    /// drive traces) as a Mahimahi trace.
     Lte(lte::LteArgs),
     /// Building shadowing (Sommer et al.) on the straight line between two
     /// points: walls crossed, metres inside, dB lost.
@@ -48,6 +53,11 @@ pub enum TraceCommand {
     /// the loss after them: `mac --rate-mbps 20 --loss 0.1 --mac
     /// 80211:retries=4` (docs/MODELS.md, "802.11 MAC retries").
     Mac(mac::MacArgs),
+    /// The LTE uplink model against Mahimahi uplink traces: mean,
+    /// per-second percentiles, lag-1 s autocorrelation, gaps and outages of
+    /// each trace beside the model's, with the stored fit or a new search
+    /// (`uplink-fit --search ../shared/traces/*.up`).
+    UplinkFit(uplink_fit::UplinkFitArgs),
 }
 
 pub fn run(cmd: TraceCommand) -> Result<()> {
@@ -59,6 +69,7 @@ pub fn run(cmd: TraceCommand) -> Result<()> {
         TraceCommand::FromMobility(a) => from_mobility::run(&a),
         TraceCommand::Scale(a) => scale::run(&a),
         TraceCommand::Mac(a) => mac::run(&a),
+        TraceCommand::UplinkFit(a) => uplink_fit::run(&a),
     }
 }
 

@@ -240,3 +240,57 @@ fn tempfile_dir() -> std::path::PathBuf {
     std::fs::create_dir_all(&d).unwrap();
     d
 }
+
+#[test]
+fn trace_lte_up_writes_a_mahimahi_uplink_with_its_handover_gaps() {
+    let dir = tempfile_dir();
+    let out = dir.join("up.trace");
+    let run = convoy()
+        .args([
+            "trace",
+            "lte",
+            "--direction",
+            "up",
+            "--uplink-fit",
+            "tmobile",
+        ])
+        .args(["--seconds", "30", "--handover-every", "10"])
+        .args(["--handover-interruption-ms", "60", "--seed", "4", "-o"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let t = convoy_link::MahimahiTrace::from_file(&out).unwrap();
+    assert_eq!(t.period(), convoy_link::Dur::from_millis(30_000));
+    let mbps = t.mean_rate_bps() / 1e6;
+    assert!(mbps > 3.0 && mbps < 40.0, "{mbps} Mbit/s");
+    // Handovers at 10 s and 20 s: nothing for 60 ms from each.
+    let ms = t.opportunities_ms();
+    for at in [10_000, 20_000] {
+        assert!(!ms.iter().any(|m| (at..at + 60).contains(m)), "at {at}");
+    }
+    let err = String::from_utf8_lossy(&run.stderr);
+    assert!(err.contains("2 handovers"), "{err}");
+    let _ = std::fs::remove_file(&out);
+}
+
+#[test]
+fn trace_lte_rejects_bad_uplink_and_loss_settings_in_one_line() {
+    for args in [
+        &["--direction", "up", "--uplink-fit", "sprint"][..],
+        &["--direction", "up", "--loss", "typical"],
+        &["--csq", "19", "--loss", "rate=0.5,bad=0.1"],
+        &["--csq", "19", "--loss", "often"],
+        &["--csq", "19", "--handover-every", "0"],
+        &["--csq", "19", "--handover-interruption-ms", "1500"],
+    ] {
+        let out = convoy().args(["trace", "lte"]).args(args).output().unwrap();
+        assert!(!out.status.success(), "{args:?} accepted");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+    }
+}

@@ -24,6 +24,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use convoy_models::dsrc::Dsrc;
+use convoy_models::handover::HandoverTracker;
 use convoy_models::lte::{self, CsqMapping, RttModel};
 use convoy_models::shadowing::Buildings;
 use convoy_models::sumo::FcdReader;
@@ -79,7 +80,7 @@ pub struct FromMobilityArgs {
     min_pdr: f64,
     /// A change of nearest eNodeB (a handover) takes the LTE link down for
     /// this long, ms (the fleet simulator's default; 0: no interruption).
-    #[arg(long, value_name = "MS", default_value_t = 50)]
+    #[arg(long, value_name = "MS", default_value_t = convoy_models::handover::DEFAULT_INTERRUPTION_MS)]
     handover_interruption_ms: u64,
     /// Skip the LTE traces (no eNodeB needed).
     #[arg(long)]
@@ -102,9 +103,8 @@ struct VehicleTrace {
     rows: usize,
     rng: Rng,
     base_rtt_ms: f64,
-    /// The eNodeB of the last LTE row, to see handovers.
-    enb: Option<Point>,
-    handovers: usize,
+    /// The serving eNodeB (by index), to see handovers.
+    cells: HandoverTracker,
     pdr_sum: f64,
     /// Loss written while in range, summed, and the rows in range.
     loss_sum: f64,
@@ -134,9 +134,12 @@ struct Summary {
 }
 
 fn nearest(points: &[Point], p: Point) -> Point {
-    *points
-        .iter()
-        .min_by(|a, b| a.dist(p).total_cmp(&b.dist(p)))
+    points[nearest_index(points, p)]
+}
+
+fn nearest_index(points: &[Point], p: Point) -> usize {
+    (0..points.len())
+        .min_by(|&a, &b| points[a].dist(p).total_cmp(&points[b].dist(p)))
         .expect("at least one point")
 }
 
@@ -192,18 +195,17 @@ impl Ctx<'_> {
             u8::from(up)
         ));
         if !self.a.no_lte {
-            let enb = nearest(&self.enbs, pos);
-            // A handover: down from this step for the interruption, then
-            // the step's sample (run() keeps the interruption under any
-            // FCD step of 0.1 s or more, so rows stay in order).
+            let cell = nearest_index(&self.enbs, pos);
+            let enb = self.enbs[cell];
+            // A handover (the tracker `convoy trace lte` uses too): down
+            // from this step for the interruption, then the step's sample
+            // (run() keeps the interruption under any FCD step of 0.1 s or
+            // more, so rows stay in order).
             let mut at_ms = rel_ms;
-            let interruption = self.a.handover_interruption_ms;
-            if v.enb.is_some_and(|e| e != enb) && interruption > 0 {
+            if let Some(gap) = v.cells.serve(rel_ms, cell as u32) {
                 v.lte.push_str(&format!("{rel_ms},0,0,0,0\n"));
-                v.handovers += 1;
-                at_ms = rel_ms + interruption;
+                at_ms = gap.end;
             }
-            v.enb = Some(enb);
             let csq = self.csq_map.csq(pos.dist(enb), 0.0);
             let rtt = RttModel::new(f64::from(csq), v.base_rtt_ms)?.sample(&mut v.rng);
             let bw = lte::sample_bandwidth_mbps(f64::from(csq), &mut v.rng)?;
@@ -257,7 +259,7 @@ fn flush(
     s.mean_pdr_80211p += v.pdr_sum;
     s.mean_loss_80211p_in_range += v.loss_sum;
     s.rows_80211p_in_range += v.rows_up;
-    s.lte_handovers += v.handovers;
+    s.lte_handovers += v.cells.handovers();
     Ok(())
 }
 
@@ -364,8 +366,7 @@ pub fn run(a: &FromMobilityArgs) -> Result<()> {
                     rows: 0,
                     rng,
                     base_rtt_ms,
-                    enb: None,
-                    handovers: 0,
+                    cells: HandoverTracker::new(a.handover_interruption_ms),
                     pdr_sum: 0.0,
                     loss_sum: 0.0,
                     rows_up: 0,

@@ -204,7 +204,35 @@ fn lte_trace_from_a_csq_series_parses() {
     assert!(!t.rows()[3].up);
     let bad = write(&d, "bad.txt", "31\n40\n");
     let e = format!("{:#}", trace(&["lte", "--csq-file", &bad]).unwrap_err());
-    assert!(e.contains("bad.txt:2: expected a CSQ from 0 to 31"), "{e}");
+    assert!(
+        e.contains("bad.txt:2: expected CSQ (0 to 31) or CSQ,CELL"),
+        "{e}"
+    );
+    // A change of CELL is a handover: down for the interruption, then the
+    // second's sample; a handover starts a bad spell of the loss model.
+    let cells = write(&d, "cells.txt", "25,1\n25,1\n25,2\n25,2\n");
+    let args = [
+        "lte",
+        "--csq-file",
+        &cells,
+        "--handover-interruption-ms",
+        "35",
+    ];
+    let loss = ["--loss", "rate=0,bad=0.2", "-o", &out_s];
+    trace(&[&args[..], &loss[..]].concat()).unwrap();
+    let rows = convoy_link::SeriesTrace::from_file(&out)
+        .unwrap()
+        .rows()
+        .to_vec();
+    assert_eq!(rows.len(), 5);
+    assert!(!rows[2].up && rows[3].up);
+    assert_eq!(rows[2].start, convoy_link::Dur::from_millis(2000));
+    assert_eq!(rows[3].start, convoy_link::Dur::from_millis(2035));
+    assert!(
+        matches!(rows[3].loss, convoy_link::LossParams::Bernoulli(_))
+            && rows[3].loss != rows[0].loss,
+        "{rows:?}"
+    );
 }
 
 #[test]
