@@ -12,6 +12,7 @@
 //! except by the spool's stated overflow rule ([`spool`]); a restart
 //! resumes every queued and half-sent segment ([`spool::Spool::open`]).
 
+pub mod campaign;
 pub mod can;
 pub mod config;
 pub mod mqtt;
