@@ -183,11 +183,18 @@ pub fn run(cfg: Config, stop: Arc<AtomicBool>, until_idle: bool) -> Result<(), S
     }
     drop(tx);
 
+    let campaigns = campaign::Campaigns::load(
+        &cfg.spool,
+        spool.clone(),
+        status.clone(),
+        signals.clone(),
+    );
     let (requests, request_rx) = requests::Requests::new(
         spool.clone(),
         status.clone(),
         rules.clone(),
         signals.clone(),
+        campaigns.clone(),
     );
     {
         let (r, stop) = (requests.clone(), stop.clone());
@@ -271,6 +278,7 @@ pub fn run(cfg: Config, stop: Arc<AtomicBool>, until_idle: bool) -> Result<(), S
                         Class::Telemetry
                     };
                     collectors.observe(&s);
+                    campaigns.observe(&s);
                     segs.get_mut(&class).expect("segmenter").push(&s);
                     // Take what else is waiting before looking at the clock.
                     while let Ok((class, s)) = rx.try_recv() {
@@ -280,6 +288,7 @@ pub fn run(cfg: Config, stop: Arc<AtomicBool>, until_idle: bool) -> Result<(), S
                             Class::Telemetry
                         };
                         collectors.observe(&s);
+                        campaigns.observe(&s);
                         segs.get_mut(&class).expect("segmenter").push(&s);
                     }
                 }
@@ -297,6 +306,7 @@ pub fn run(cfg: Config, stop: Arc<AtomicBool>, until_idle: bool) -> Result<(), S
         for p in ticked {
             requests.collected(p);
         }
+        campaigns.tick();
         for s in segs.values_mut() {
             s.tick();
         }
@@ -308,6 +318,8 @@ pub fn run(cfg: Config, stop: Arc<AtomicBool>, until_idle: bool) -> Result<(), S
             for s in segs.values_mut() {
                 s.close_segment();
             }
+            // No input will come to fill a window's post-trigger span.
+            campaigns.flush();
             let empty = spool
                 .lock()
                 .map(|sp| sp.used().unwrap_or(1) == 0)
@@ -320,6 +332,7 @@ pub fn run(cfg: Config, stop: Arc<AtomicBool>, until_idle: bool) -> Result<(), S
     for s in segs.values_mut() {
         s.close_segment();
     }
+    campaigns.flush();
     stop.store(true, Ordering::Relaxed);
     for slot in &interrupts {
         if let Some(flag) = slot.lock().ok().and_then(|s| s.clone()) {
