@@ -14,6 +14,7 @@ mod docs_cmd;
 mod emu_cmd;
 mod fleet_bench;
 mod fleet_cmd;
+mod fleet_campaign;
 mod fleet_request;
 mod logging;
 mod net_cmd;
