@@ -183,12 +183,8 @@ pub fn run(cfg: Config, stop: Arc<AtomicBool>, until_idle: bool) -> Result<(), S
     }
     drop(tx);
 
-    let campaigns = campaign::Campaigns::load(
-        &cfg.spool,
-        spool.clone(),
-        status.clone(),
-        signals.clone(),
-    );
+    let campaigns =
+        campaign::Campaigns::load(&cfg.spool, spool.clone(), status.clone(), signals.clone());
     let (requests, request_rx) = requests::Requests::new(
         spool.clone(),
         status.clone(),

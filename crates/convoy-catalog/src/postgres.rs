@@ -6,9 +6,10 @@
 use ::postgres::{Client, NoTls, Row};
 
 use crate::{
-    campaign_row, merge_values, request_transition, CampaignRow, Catalog, CatalogError, IndexOutcome, LastState, NewSegment,
-    RequestEvent, RequestRow, Result, SegmentRow, TrackPoint, VehicleRow, CLAIM_TIMEOUT_NS,
-    CAMPAIGN_COLUMNS, REQUEST_COLUMNS, SEGMENT_COLUMNS, TRACK_BUCKET_NS,
+    campaign_row, merge_values, request_transition, CampaignRow, Catalog, CatalogError,
+    IndexOutcome, LastState, NewSegment, RequestEvent, RequestRow, Result, SegmentRow, TrackPoint,
+    VehicleRow, CAMPAIGN_COLUMNS, CLAIM_TIMEOUT_NS, REQUEST_COLUMNS, SEGMENT_COLUMNS,
+    TRACK_BUCKET_NS,
 };
 
 const SCHEMA: &str = "

@@ -236,8 +236,12 @@ fn requests(c: &mut dyn Catalog) {
 fn campaigns(c: &mut dyn Catalog) {
     let req = |v: i64| format!("{{\"type\":\"campaign\",\"version\":{v}}}");
     let trucks = ["truck-3".to_string()];
-    let a = c.add_campaign("brake", "A", &trucks, "ops", 40, &req).unwrap();
-    let b = c.add_campaign("brake", "B", &trucks, "ops", 41, &req).unwrap();
+    let a = c
+        .add_campaign("brake", "A", &trucks, "ops", 40, &req)
+        .unwrap();
+    let b = c
+        .add_campaign("brake", "B", &trucks, "ops", 41, &req)
+        .unwrap();
     let other = c.add_campaign("other", "C", &[], "ops", 42, &req).unwrap();
     assert_eq!((a.version, b.version, other.version), (1, 2, 1));
     // An unknown or revoked vehicle refuses the whole deployment.

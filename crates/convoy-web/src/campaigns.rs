@@ -62,10 +62,12 @@ pub(crate) fn issue(shared: &Shared, who: &Caller, body: &[u8]) -> Reply {
         Err(e) => return Reply::error(400, &format!("malformed deployment: not JSON: {e}")),
     };
     let Some(text) = v.get("campaign").and_then(Value::as_str) else {
-        return Reply::error(400, "malformed deployment: no \"campaign\" (the file's text)");
+        return Reply::error(
+            400,
+            "malformed deployment: no \"campaign\" (the file's text)",
+        );
     };
-    let vehicles: Vec<String> = match v.get("vehicles").map(|x| serde_json::from_value(x.clone()))
-    {
+    let vehicles: Vec<String> = match v.get("vehicles").map(|x| serde_json::from_value(x.clone())) {
         Some(Ok(list)) => list,
         _ => return Reply::error(400, "malformed deployment: \"vehicles\" is a list of names"),
     };
@@ -76,15 +78,15 @@ pub(crate) fn issue(shared: &Shared, who: &Caller, body: &[u8]) -> Reply {
     }
     let now = convoy_telemetry::now_ns();
     let mut refused = None;
-    let row = shared.pool.with(|c| {
-        match deploy(c, "campaign", text, &vehicles, &who.name, now) {
+    let row = shared.pool.with(
+        |c| match deploy(c, "campaign", text, &vehicles, &who.name, now) {
             Ok(r) => Ok(Some(r)),
             Err(e) => {
                 refused = Some(e);
                 Ok(None)
             }
-        }
-    });
+        },
+    );
     match (row, refused) {
         (Ok(Some(row)), _) => {
             if let Some(f) = &shared.on_request {
@@ -101,7 +103,11 @@ pub(crate) fn issue(shared: &Shared, who: &Caller, body: &[u8]) -> Reply {
 /// Versions, newest first, each with its vehicles' request states
 /// (`queued` until the vehicle acknowledges, `done` once it runs it,
 /// `failed` with the agent's reason). Operators only.
-pub(crate) fn list(shared: &Shared, who: &Caller, params: &[(String, String)]) -> Result<Reply, String> {
+pub(crate) fn list(
+    shared: &Shared,
+    who: &Caller,
+    params: &[(String, String)],
+) -> Result<Reply, String> {
     if !who.operator {
         return Ok(Reply::error(403, "campaigns are for operators"));
     }

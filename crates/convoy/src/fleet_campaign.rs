@@ -66,8 +66,9 @@ pub fn run(a: CampaignArgs) -> Result<()> {
                 .map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
             let origin = file.display().to_string();
             let now = convoy_telemetry::now_ns();
-            let row = convoy_web::campaigns::deploy(c.as_mut(), &origin, &text, &vehicles, &who, now)
-                .map_err(|(_, e)| anyhow::anyhow!(e))?;
+            let row =
+                convoy_web::campaigns::deploy(c.as_mut(), &origin, &text, &vehicles, &who, now)
+                    .map_err(|(_, e)| anyhow::anyhow!(e))?;
             println!(
                 "campaign {} version {} queued for {} (requests {:?})",
                 row.name,

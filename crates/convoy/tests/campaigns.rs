@@ -66,7 +66,10 @@ fn states(f: &Fleet) -> BTreeMap<i64, String> {
         .map(|c| {
             (
                 c["version"].as_i64().unwrap(),
-                c["vehicles"][0]["state"].as_str().unwrap_or("?").to_string(),
+                c["vehicles"][0]["state"]
+                    .as_str()
+                    .unwrap_or("?")
+                    .to_string(),
             )
         })
         .collect()
@@ -79,7 +82,10 @@ fn wait_state(f: &Fleet, version: i64, state: &str, limit: Duration) {
         if s.get(&version).map(String::as_str) == Some(state) {
             return;
         }
-        assert!(Instant::now() < end, "campaign v{version} not {state}: {s:?}");
+        assert!(
+            Instant::now() < end,
+            "campaign v{version} not {state}: {s:?}"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
 }
@@ -109,7 +115,10 @@ fn stored_windows(store: &Path, vehicle: &str) -> BTreeMap<i64, Vec<(i64, String
                     .lines()
                     .map(|l| {
                         let v: serde_json::Value = serde_json::from_str(l).unwrap();
-                        (v["t_ns"].as_i64().unwrap(), v["path"].as_str().unwrap().to_string())
+                        (
+                            v["t_ns"].as_i64().unwrap(),
+                            v["path"].as_str().unwrap().to_string(),
+                        )
                     })
                     .collect();
                 out.insert(t, samples);
@@ -139,15 +148,27 @@ fn triggered_windows_arrive_complete_and_campaigns_are_versioned() {
         err.contains("bad.toml: trigger 1 (\"press\"): unknown VSS signal \"Vehicle.Sped\""),
         "{err}"
     );
-    std::fs::write(&bad, CAMPAIGN.replace("post_seconds = 0.3", "post_seconds = 0.3 x")).unwrap();
+    std::fs::write(
+        &bad,
+        CAMPAIGN.replace("post_seconds = 0.3", "post_seconds = 0.3 x"),
+    )
+    .unwrap();
     let err = String::from_utf8_lossy(&deploy(&f, "ops", &bad, "truck-7").stderr).into_owned();
     assert!(err.contains("bad.toml: line 4, column"), "{err}");
     let out = deploy(&f, "truck-7", &file, "truck-7");
-    assert!(String::from_utf8_lossy(&out.stderr).contains("campaigns need an operator's token: truck-7 is a vehicle"));
+    assert!(String::from_utf8_lossy(&out.stderr)
+        .contains("campaigns need an operator's token: truck-7 is a vehicle"));
     let post = f
         .curl()
-        .args(["-s", "-H", &format!("Authorization: Bearer {}", f.token("truck-7"))])
-        .args(["-d", &serde_json::json!({"campaign": CAMPAIGN, "vehicles": ["truck-7"]}).to_string()])
+        .args([
+            "-s",
+            "-H",
+            &format!("Authorization: Bearer {}", f.token("truck-7")),
+        ])
+        .args([
+            "-d",
+            &serde_json::json!({"campaign": CAMPAIGN, "vehicles": ["truck-7"]}).to_string(),
+        ])
         .arg(format!("{}/api/campaigns", f.base_url()))
         .output()
         .unwrap();
@@ -156,7 +177,10 @@ fn triggered_windows_arrive_complete_and_campaigns_are_versioned() {
 
     // Deployed while the vehicle is away: queued, delivered when it connects.
     let out = ok(&deploy(&f, "ops", &file, "truck-7"));
-    assert!(out.contains("campaign brake version 1 queued for truck-7"), "{out}");
+    assert!(
+        out.contains("campaign brake version 1 queued for truck-7"),
+        "{out}"
+    );
     let spool = f.dir.path().join("spool");
     let cfg = f.agent_config("truck-7", &spool, "[[source]]\nkind = \"stdin\"\n");
     let mut agent = Proc(Some(
@@ -223,7 +247,11 @@ fn triggered_windows_arrive_complete_and_campaigns_are_versioned() {
         windows.len(),
         fired.len() * 2 * 81
     );
-    assert_eq!(windows.len(), fired.len(), "one window per trigger, none at 20 km/h");
+    assert_eq!(
+        windows.len(),
+        fired.len(),
+        "one window per trigger, none at 20 km/h"
+    );
     assert_eq!((missing, extra, duplicated), (0, 0, 0));
 
     // A new version replaces the running one without a restart, and the
@@ -243,7 +271,13 @@ fn triggered_windows_arrive_complete_and_campaigns_are_versioned() {
     wait_state(&f, 2, "done", Duration::from_secs(20));
     let end = Instant::now() + Duration::from_secs(5);
     let status = loop {
-        let s = ok(&convoy(&["agent", "status", "--json", "--config", cfg.to_str().unwrap()]));
+        let s = ok(&convoy(&[
+            "agent",
+            "status",
+            "--json",
+            "--config",
+            cfg.to_str().unwrap(),
+        ]));
         let v: serde_json::Value = serde_json::from_str(&s).unwrap();
         let c = v["agent"]["campaigns"].clone();
         if c[0]["version"] == 2 || Instant::now() > end {

@@ -85,7 +85,10 @@ impl Campaigns {
             .map(|rd| rd.flatten().map(|e| e.path()).collect())
             .unwrap_or_default();
         files.sort();
-        for f in files.iter().filter(|f| f.extension().is_some_and(|e| e == "json")) {
+        for f in files
+            .iter()
+            .filter(|f| f.extension().is_some_and(|e| e == "json"))
+        {
             let loaded = std::fs::read(f)
                 .map_err(|e| e.to_string())
                 .and_then(|b| serde_json::from_slice::<Deployed>(&b).map_err(|e| e.to_string()))
@@ -128,7 +131,10 @@ impl Campaigns {
             self.persist(d)?;
         }
         let mut flushed = Vec::new();
-        if let Some(i) = running.iter().position(|r| r.engine.campaign().name == d.name) {
+        if let Some(i) = running
+            .iter()
+            .position(|r| r.engine.campaign().name == d.name)
+        {
             let mut old = running.remove(i);
             let w = old.engine.flush();
             flushed.push((old, w));
@@ -161,7 +167,9 @@ impl Campaigns {
         let tmp = self.dir.join(format!(".{}.json.tmp", d.name));
         let text = serde_json::to_vec(d).map_err(|x| x.to_string())?;
         std::fs::write(&tmp, text).map_err(e)?;
-        std::fs::File::open(&tmp).and_then(|f| f.sync_all()).map_err(e)?;
+        std::fs::File::open(&tmp)
+            .and_then(|f| f.sync_all())
+            .map_err(e)?;
         std::fs::rename(&tmp, self.dir.join(format!("{}.json", d.name))).map_err(e)?;
         Ok(())
     }
@@ -258,7 +266,8 @@ impl Campaigns {
             }
             Err(e) => {
                 r.stat.windows_lost += 1;
-                self.status.note_error(&format!("campaign window {name} lost: {e}"));
+                self.status
+                    .note_error(&format!("campaign window {name} lost: {e}"));
             }
         }
     }

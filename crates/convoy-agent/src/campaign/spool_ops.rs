@@ -11,7 +11,10 @@ use crate::spool::Spool;
 
 /// Adds the upload-condition columns to a spool made before campaigns.
 pub(crate) fn migrate(db: &Connection) -> rusqlite::Result<()> {
-    for (col, ty) in [("only_links", "TEXT"), ("unmetered", "INTEGER NOT NULL DEFAULT 0")] {
+    for (col, ty) in [
+        ("only_links", "TEXT"),
+        ("unmetered", "INTEGER NOT NULL DEFAULT 0"),
+    ] {
         let has: bool = db
             .prepare("SELECT 1 FROM pragma_table_info('items') WHERE name = ?1")?
             .exists([col])?;
@@ -56,5 +59,44 @@ impl Spool {
             params![name, class as i64, only, i64::from(unmetered)],
         )?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spool::Lane;
+
+    fn put(s: &mut Spool, name: &str, class: Class, bytes: usize) {
+        let tmp = s.tmp_path("x");
+        std::fs::write(&tmp, vec![0u8; bytes]).unwrap();
+        s.add(&tmp, name, class, bytes as u64).unwrap();
+    }
+
+    #[test]
+    fn a_window_is_never_dropped_and_waits_for_a_link_it_may_use() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Spool::open(dir.path(), 1000).unwrap();
+        put(&mut s, "w", Class::Telemetry, 600);
+        s.mark_window("w", Class::Telemetry, &["wifi".into()], true)
+            .unwrap();
+        put(&mut s, "old", Class::Telemetry, 300);
+        // A newcomer over the quota: the overflow rule drops the plain
+        // segment, never the window; with nothing else to drop, refused.
+        assert_eq!(s.make_room(Class::Telemetry, 300).unwrap().len(), 1);
+        assert!(s.make_room(Class::Telemetry, 600).is_err());
+        assert_eq!(s.preserved(), (1, 600));
+        let lte = LinkRule {
+            metered: true,
+            ..LinkRule::unmetered("lte")
+        };
+        let now = convoy_telemetry::now_ns();
+        // Not on a metered link, nor on an unmetered one it does not name.
+        assert!(s.take_for_link(Lane::Backlog, &lte, now).unwrap().is_none());
+        let eth = LinkRule::unmetered("eth");
+        assert!(s.take_for_link(Lane::Backlog, &eth, now).unwrap().is_none());
+        let wifi = LinkRule::unmetered("wifi");
+        let got = s.take_for_link(Lane::Backlog, &wifi, now).unwrap().unwrap();
+        assert_eq!(got.name, "w");
     }
 }

@@ -96,7 +96,8 @@ fn lex(src: &str) -> Result<Vec<(usize, Tok)>, ParseError> {
         } else if c.is_ascii_digit() || c == b'-' || c == b'.' {
             i += 1;
             while i < b.len()
-                && (b[i].is_ascii_digit() || matches!(b[i], b'.' | b'e' | b'E')
+                && (b[i].is_ascii_digit()
+                    || matches!(b[i], b'.' | b'e' | b'E')
                     || (matches!(b[i], b'-' | b'+') && matches!(b[i - 1], b'e' | b'E')))
             {
                 i += 1;
@@ -123,10 +124,7 @@ fn lex(src: &str) -> Result<Vec<(usize, Tok)>, ParseError> {
                 b'<' => Tok::Op("<"),
                 b'!' => Tok::Op("!"),
                 b'&' | b'|' => {
-                    return Err(err(
-                        i,
-                        format!("'{}' alone: write '{0}{0}'", c as char),
-                    ))
+                    return Err(err(i, format!("'{}' alone: write '{0}{0}'", c as char)))
                 }
                 _ => {
                     let ch = src[i..].chars().next().unwrap_or('?');
@@ -392,8 +390,8 @@ mod tests {
 
     #[test]
     fn precedence_edges_and_signals() {
-        let p = parse("Vehicle.Speed > 30 && rising(Vehicle.Brake.IsPressed) || !(Vehicle.X)")
-            .unwrap();
+        let p =
+            parse("Vehicle.Speed > 30 && rising(Vehicle.Brake.IsPressed) || !(Vehicle.X)").unwrap();
         assert_eq!(p.edges, 1);
         assert!(matches!(p.expr, Expr::Or(..)), "&& binds tighter than ||");
         let mut s = Vec::new();

@@ -167,7 +167,10 @@ impl Campaign {
                 PRIORITIES.join(", ")
             ));
         }
-        for (k, v) in [("pre_seconds", f.pre_seconds), ("post_seconds", f.post_seconds)] {
+        for (k, v) in [
+            ("pre_seconds", f.pre_seconds),
+            ("post_seconds", f.post_seconds),
+        ] {
             if !(0.0..=MAX_WINDOW_SECONDS).contains(&v) {
                 return err(format!("{k} = {v}: between 0 and {MAX_WINDOW_SECONDS}"));
             }
