@@ -12,6 +12,7 @@
 //! except by the spool's stated overflow rule ([`spool`]); a restart
 //! resumes every queued and half-sent segment ([`spool::Spool::open`]).
 
+pub mod campaign;
 pub mod can;
 pub mod config;
 pub mod mqtt;
@@ -182,11 +183,14 @@ pub fn run(cfg: Config, stop: Arc<AtomicBool>, until_idle: bool) -> Result<(), S
     }
     drop(tx);
 
+    let campaigns =
+        campaign::Campaigns::load(&cfg.spool, spool.clone(), status.clone(), signals.clone());
     let (requests, request_rx) = requests::Requests::new(
         spool.clone(),
         status.clone(),
         rules.clone(),
         signals.clone(),
+        campaigns.clone(),
     );
     {
         let (r, stop) = (requests.clone(), stop.clone());
@@ -270,6 +274,7 @@ pub fn run(cfg: Config, stop: Arc<AtomicBool>, until_idle: bool) -> Result<(), S
                         Class::Telemetry
                     };
                     collectors.observe(&s);
+                    campaigns.observe(&s);
                     segs.get_mut(&class).expect("segmenter").push(&s);
                     // Take what else is waiting before looking at the clock.
                     while let Ok((class, s)) = rx.try_recv() {
@@ -279,6 +284,7 @@ pub fn run(cfg: Config, stop: Arc<AtomicBool>, until_idle: bool) -> Result<(), S
                             Class::Telemetry
                         };
                         collectors.observe(&s);
+                        campaigns.observe(&s);
                         segs.get_mut(&class).expect("segmenter").push(&s);
                     }
                 }
@@ -296,6 +302,7 @@ pub fn run(cfg: Config, stop: Arc<AtomicBool>, until_idle: bool) -> Result<(), S
         for p in ticked {
             requests.collected(p);
         }
+        campaigns.tick();
         for s in segs.values_mut() {
             s.tick();
         }
@@ -307,6 +314,8 @@ pub fn run(cfg: Config, stop: Arc<AtomicBool>, until_idle: bool) -> Result<(), S
             for s in segs.values_mut() {
                 s.close_segment();
             }
+            // No input will come to fill a window's post-trigger span.
+            campaigns.flush();
             let empty = spool
                 .lock()
                 .map(|sp| sp.used().unwrap_or(1) == 0)
@@ -319,6 +328,7 @@ pub fn run(cfg: Config, stop: Arc<AtomicBool>, until_idle: bool) -> Result<(), S
     for s in segs.values_mut() {
         s.close_segment();
     }
+    campaigns.flush();
     stop.store(true, Ordering::Relaxed);
     for slot in &interrupts {
         if let Some(flag) = slot.lock().ok().and_then(|s| s.clone()) {

@@ -187,6 +187,7 @@ impl Spool {
             .map_err(|e| err(&e))?;
         db.execute_batch(SCHEMA).map_err(|e| err(&e))?;
         crate::requests::spool_ops::migrate(&db).map_err(|e| err(&e))?;
+        crate::campaign::spool_ops::migrate(&db).map_err(|e| err(&e))?;
         db.execute(
             "UPDATE items SET state = 'queued' WHERE state = 'uploading'",
             [],
@@ -507,7 +508,7 @@ impl Spool {
             .into_iter()
             .filter(|c| link.allows(*c, now_s, committed).is_ok())
             .collect();
-        let item = self.take(lane, &allowed, now_ns)?;
+        let item = self.take_on(lane, &allowed, now_ns, Some(link))?;
         if let Some(item) = &item {
             self.reserved.insert(
                 item.id,
@@ -537,6 +538,19 @@ impl Spool {
         allowed: &[Class],
         now_ns: i64,
     ) -> rusqlite::Result<Option<Item>> {
+        self.take_on(lane, allowed, now_ns, None)
+    }
+
+    /// [`Spool::take`] for `link` (`None`: any), leaving out campaign
+    /// windows whose upload conditions it does not meet.
+    fn take_on(
+        &mut self,
+        lane: Lane,
+        allowed: &[Class],
+        now_ns: i64,
+        link: Option<&LinkRule>,
+    ) -> rusqlite::Result<Option<Item>> {
+        let on_link = crate::campaign::spool_ops::link_filter(link);
         let classes: Vec<String> = allowed.iter().map(|c| (*c as i64).to_string()).collect();
         if classes.is_empty() {
             return Ok(None);
@@ -546,12 +560,12 @@ impl Spool {
             Lane::Live => format!(
                 "SELECT id, name, class, bytes, created_ns FROM items
                  WHERE state = 'queued' AND class IN ({list})
-                   AND ((class <= 1 AND created_ns >= ?1) OR prio <= 1)
+                   AND ((class <= 1 AND created_ns >= ?1) OR prio <= 1){on_link}
                  ORDER BY COALESCE(prio, class) ASC, id ASC LIMIT 1"
             ),
             Lane::Backlog => format!(
                 "SELECT id, name, class, bytes, created_ns FROM items
-                 WHERE state = 'queued' AND class IN ({list}) AND ?1 = ?1
+                 WHERE state = 'queued' AND class IN ({list}) AND ?1 = ?1{on_link}
                  ORDER BY COALESCE(prio, class) ASC, id ASC LIMIT 1"
             ),
         };

@@ -59,6 +59,9 @@ pub struct Snapshot {
     pub mqtt_unmapped: u64,
     pub live: LaneStatus,
     pub backlog: LaneStatus,
+    /// The campaigns running, with their versions and counters.
+    #[serde(default)]
+    pub campaigns: Vec<crate::campaign::CampaignStatus>,
 }
 
 /// Counters and lane states; a condition variable wakes the uploaders

@@ -153,6 +153,22 @@ pub struct RequestRow {
     pub error: Option<String>,
 }
 
+/// A campaign version (docs/SERVICE.md, "Campaigns"): the file as
+/// deployed, to which vehicles, by whom. Each deployment of a name is the
+/// next version; the vehicles' `campaign` requests carry it.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct CampaignRow {
+    pub name: String,
+    pub version: i64,
+    /// The campaign file (TOML).
+    pub body: String,
+    pub vehicles: Vec<String>,
+    pub issuer: String,
+    pub created_ns: i64,
+    /// The `campaign` request queued for each vehicle, in `vehicles` order.
+    pub requests: Vec<i64>,
+}
+
 /// What a vehicle said about one of its requests.
 #[derive(Clone, Debug, PartialEq)]
 pub enum RequestEvent {
@@ -237,6 +253,48 @@ pub trait Catalog: Send {
     /// Requests still `queued` with an id above `after`, oldest first:
     /// what servers sharing the catalog issued since they last looked.
     fn queued_after(&mut self, after: i64, limit: usize) -> Result<Vec<RequestRow>>;
+
+    /// Records the next version of campaign `name` and queues, in the
+    /// same transaction, a `campaign` request for each vehicle, its body
+    /// made by `request(version)`. An unknown or revoked vehicle is
+    /// [`CatalogError::NotFound`], and nothing is recorded.
+    fn add_campaign(
+        &mut self,
+        name: &str,
+        body: &str,
+        vehicles: &[String],
+        issuer: &str,
+        now_ns: i64,
+        request: &dyn Fn(i64) -> String,
+    ) -> Result<CampaignRow>;
+    /// Campaign versions, newest first; `name` filters.
+    fn campaigns(&mut self, name: Option<&str>, limit: usize) -> Result<Vec<CampaignRow>>;
+}
+
+/// The columns of a campaign row, in the order both backends select them.
+pub(crate) const CAMPAIGN_COLUMNS: &str =
+    "name, version, body, vehicles, issuer, created_ns, requests";
+
+/// A campaign row from its columns (`vehicles` and `requests` are JSON
+/// lists in both backends: the rows are small and read whole).
+pub(crate) fn campaign_row(
+    name: String,
+    version: i64,
+    body: String,
+    vehicles: &str,
+    issuer: String,
+    created_ns: i64,
+    requests: &str,
+) -> CampaignRow {
+    CampaignRow {
+        name,
+        version,
+        body,
+        vehicles: serde_json::from_str(vehicles).unwrap_or_default(),
+        issuer,
+        created_ns,
+        requests: serde_json::from_str(requests).unwrap_or_default(),
+    }
 }
 
 /// The columns of a request row, in the order both backends select them.

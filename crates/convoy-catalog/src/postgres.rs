@@ -6,9 +6,10 @@
 use ::postgres::{Client, NoTls, Row};
 
 use crate::{
-    merge_values, request_transition, Catalog, CatalogError, IndexOutcome, LastState, NewSegment,
-    RequestEvent, RequestRow, Result, SegmentRow, TrackPoint, VehicleRow, CLAIM_TIMEOUT_NS,
-    REQUEST_COLUMNS, SEGMENT_COLUMNS, TRACK_BUCKET_NS,
+    campaign_row, merge_values, request_transition, CampaignRow, Catalog, CatalogError,
+    IndexOutcome, LastState, NewSegment, RequestEvent, RequestRow, Result, SegmentRow, TrackPoint,
+    VehicleRow, CAMPAIGN_COLUMNS, CLAIM_TIMEOUT_NS, REQUEST_COLUMNS, SEGMENT_COLUMNS,
+    TRACK_BUCKET_NS,
 };
 
 const SCHEMA: &str = "
@@ -72,6 +73,16 @@ CREATE TABLE IF NOT EXISTS requests (
     error TEXT
 );
 CREATE INDEX IF NOT EXISTS requests_open ON requests (vehicle, state);
+CREATE TABLE IF NOT EXISTS campaigns (
+    name TEXT NOT NULL,
+    version BIGINT NOT NULL,
+    body TEXT NOT NULL,
+    vehicles TEXT NOT NULL,
+    issuer TEXT NOT NULL,
+    created_ns BIGINT NOT NULL,
+    requests TEXT NOT NULL,
+    PRIMARY KEY (name, version)
+);
 ";
 
 pub struct PgCatalog {
@@ -427,6 +438,90 @@ impl Catalog for PgCatalog {
         )?;
         tx.commit()?;
         Ok(request_row(&row))
+    }
+
+    fn add_campaign(
+        &mut self,
+        name: &str,
+        body: &str,
+        vehicles: &[String],
+        issuer: &str,
+        now_ns: i64,
+        request: &dyn Fn(i64) -> String,
+    ) -> Result<CampaignRow> {
+        let mut tx = self.db.transaction()?;
+        // Two servers deploying the same name at once take turns, so
+        // each gets its own version.
+        tx.execute("LOCK TABLE campaigns IN SHARE ROW EXCLUSIVE MODE", &[])?;
+        let version: i64 = tx
+            .query_one(
+                "SELECT COALESCE(MAX(version), 0)::BIGINT + 1 FROM campaigns WHERE name = $1",
+                &[&name],
+            )?
+            .get(0);
+        let req = request(version);
+        let mut ids: Vec<i64> = Vec::new();
+        for v in vehicles {
+            let ok = tx.query_opt(
+                "SELECT 1 FROM vehicles WHERE name = $1 AND role = 'vehicle' AND revoked_ns IS NULL",
+                &[v],
+            )?;
+            if ok.is_none() {
+                return Err(CatalogError::NotFound(format!(
+                    "no vehicle named {v:?} in the registry (or it is revoked)"
+                )));
+            }
+            let row = tx.query_one(
+                "INSERT INTO requests (vehicle, kind, body, issuer, state, created_ns)
+                 VALUES ($1, 'campaign', $2, $3, 'queued', $4) RETURNING id",
+                &[v, &req, &issuer, &now_ns],
+            )?;
+            ids.push(row.get(0));
+        }
+        let (vs, is) = (
+            serde_json::to_string(vehicles).unwrap_or_default(),
+            serde_json::to_string(&ids).unwrap_or_default(),
+        );
+        tx.execute(
+            "INSERT INTO campaigns (name, version, body, vehicles, issuer, created_ns, requests)
+             VALUES ($1, $2, $3, $4, $5, $6, $7)",
+            &[&name, &version, &body, &vs, &issuer, &now_ns, &is],
+        )?;
+        tx.commit()?;
+        Ok(campaign_row(
+            name.into(),
+            version,
+            body.into(),
+            &vs,
+            issuer.into(),
+            now_ns,
+            &is,
+        ))
+    }
+
+    fn campaigns(&mut self, name: Option<&str>, limit: usize) -> Result<Vec<CampaignRow>> {
+        let rows = self.db.query(
+            &format!(
+                "SELECT {CAMPAIGN_COLUMNS} FROM campaigns
+                 WHERE $1::TEXT IS NULL OR name = $1
+                 ORDER BY created_ns DESC, name, version DESC LIMIT $2"
+            ),
+            &[&name, &(limit as i64)],
+        )?;
+        Ok(rows
+            .iter()
+            .map(|r| {
+                campaign_row(
+                    r.get(0),
+                    r.get(1),
+                    r.get(2),
+                    r.get::<_, &str>(3),
+                    r.get(4),
+                    r.get(5),
+                    r.get::<_, &str>(6),
+                )
+            })
+            .collect())
     }
 
     fn open_requests(&mut self, vehicle: &str) -> Result<Vec<RequestRow>> {

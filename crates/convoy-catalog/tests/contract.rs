@@ -236,6 +236,36 @@ fn requests(c: &mut dyn Catalog) {
     assert_eq!(c.requests(None, 1).unwrap().len(), 1);
 }
 
+/// Runs after `requests` (truck-3 registered, truck-1 revoked).
+fn campaigns(c: &mut dyn Catalog) {
+    let req = |v: i64| format!("{{\"type\":\"campaign\",\"version\":{v}}}");
+    let trucks = ["truck-3".to_string()];
+    let a = c
+        .add_campaign("brake", "A", &trucks, "ops", 40, &req)
+        .unwrap();
+    let b = c
+        .add_campaign("brake", "B", &trucks, "ops", 41, &req)
+        .unwrap();
+    let other = c.add_campaign("other", "C", &[], "ops", 42, &req).unwrap();
+    assert_eq!((a.version, b.version, other.version), (1, 2, 1));
+    // An unknown or revoked vehicle refuses the whole deployment.
+    let bad = ["truck-3".to_string(), "truck-1".to_string()];
+    assert!(matches!(
+        c.add_campaign("brake", "D", &bad, "ops", 43, &req),
+        Err(CatalogError::NotFound(_))
+    ));
+    let rows = c.campaigns(Some("brake"), 10).unwrap();
+    assert_eq!(rows.len(), 2, "nothing of the refused deployment");
+    assert_eq!((rows[0].version, rows[0].body.as_str()), (2, "B"));
+    assert_eq!(rows[0].vehicles, trucks);
+    let open = c.open_requests("truck-3").unwrap();
+    let ids: Vec<i64> = open.iter().map(|r| r.id).collect();
+    assert_eq!(ids, [a.requests[0], b.requests[0]]);
+    assert_eq!(open[1].kind, "campaign");
+    assert_eq!(open[1].body, req(2));
+    assert_eq!(c.campaigns(None, 10).unwrap().len(), 3);
+}
+
 #[test]
 fn sqlite_registry_and_queue() {
     let dir = tempfile::tempdir().unwrap();
@@ -243,6 +273,7 @@ fn sqlite_registry_and_queue() {
     registry(&mut c);
     queue_and_index(&mut c);
     requests(&mut c);
+    campaigns(&mut c);
 }
 
 #[test]
@@ -252,6 +283,7 @@ fn postgres_registry_and_queue() {
     registry(&mut c);
     queue_and_index(&mut c);
     requests(&mut c);
+    campaigns(&mut c);
     // A second server on the same database sees the same registry.
     let mut other = convoy_catalog::open(&pg.url()).unwrap();
     assert_eq!(other.vehicles().unwrap().len(), 3);

@@ -11,8 +11,11 @@
 //!   JSON-lines file (`.jsonl.zst`), the unit the agent spools and the
 //!   ingest indexes, and its streaming reader.
 //!
+//! * [`campaign`]: campaign files and their trigger expressions.
+//!
 //! No I/O beyond byte buffers and `Read`/`Write`: files are the callers'.
 
+pub mod campaign;
 pub mod line;
 pub mod segment;
 pub mod vss;

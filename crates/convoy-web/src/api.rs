@@ -46,7 +46,7 @@ impl Reply {
 /// A day, the default span of a track.
 const DAY_NS: i64 = 86_400_000_000_000;
 
-fn param<'a>(params: &'a [(String, String)], key: &str) -> Option<&'a str> {
+pub(crate) fn param<'a>(params: &'a [(String, String)], key: &str) -> Option<&'a str> {
     params
         .iter()
         .find(|(k, _)| k == key)
@@ -63,6 +63,7 @@ pub fn route(shared: &Shared, who: &Caller, path: &str, params: &[(String, Strin
         "/api/track" => track(shared, who, params),
         "/api/uploads" => uploads(shared, who, params),
         "/api/requests" => crate::requests::list(shared, who, params),
+        "/api/campaigns" => crate::campaigns::list(shared, who, params),
         _ => return Reply::error(404, "no such API"),
     };
     r.unwrap_or_else(|e| Reply::error(503, &e))

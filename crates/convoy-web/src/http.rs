@@ -449,7 +449,12 @@ async fn handle(
                 Err(_) => json_reply(Reply::error(500, "internal error")),
             }
         }
-        Method::POST if path == "/api/requests" => issue_request(shared.clone(), req).await,
+        Method::POST if path == "/api/requests" => {
+            issue_request(shared.clone(), req, crate::requests::issue).await
+        }
+        Method::POST if path == "/api/campaigns" => {
+            issue_request(shared.clone(), req, crate::campaigns::issue).await
+        }
         Method::GET | Method::HEAD => {
             let asked = Asked {
                 path,
@@ -460,7 +465,7 @@ async fn handle(
         }
         _ => json_reply(Reply::error(
             405,
-            "only GET and HEAD (POST for /api/login, /api/logout, /api/requests)",
+            "only GET and HEAD (POST for /api/login, /api/logout, /api/requests, /api/campaigns)",
         )),
     };
     cors(resp.headers_mut());
@@ -472,11 +477,15 @@ async fn handle(
     resp
 }
 
-/// `POST /api/requests`: the token must come in the `Authorization`
+/// `POST /api/requests` and `/api/campaigns`: the token must come in the `Authorization`
 /// header (a cookie alone is refused, so another site's form cannot send
 /// requests with a logged-in browser's cookie), the body at most
 /// [`crate::requests::MAX_BODY`].
-async fn issue_request(shared: Arc<Shared>, req: Request<hyper::body::Incoming>) -> Response<Body> {
+async fn issue_request(
+    shared: Arc<Shared>,
+    req: Request<hyper::body::Incoming>,
+    handle: fn(&Shared, &crate::api::Caller, &[u8]) -> Reply,
+) -> Response<Body> {
     use http_body_util::BodyExt;
     let headers = req.headers().clone();
     if !headers.contains_key(http::header::AUTHORIZATION) {
@@ -500,7 +509,7 @@ async fn issue_request(shared: Arc<Shared>, req: Request<hyper::body::Incoming>)
     };
     let work = tokio::task::spawn_blocking(move || {
         let (who, _) = caller(&shared, &headers)?;
-        Ok::<_, Reply>(crate::requests::issue(&shared, &who, &body))
+        Ok::<_, Reply>(handle(&shared, &who, &body))
     })
     .await;
     match work {

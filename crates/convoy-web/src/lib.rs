@@ -31,6 +31,7 @@
 mod api;
 mod assets;
 mod body;
+pub mod campaigns;
 pub mod exporter;
 mod http;
 pub mod metrics;

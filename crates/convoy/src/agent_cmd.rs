@@ -131,8 +131,19 @@ fn status(path: &std::path::Path, json: bool) -> Result<()> {
     );
     println!(
         "preserved: {preserved_bytes} bytes in {preserved_segments} segments \
-         (asked for by requests; never dropped by the overflow rule)"
+         (asked for by requests, or campaign windows; never dropped by the overflow rule)"
     );
+    for c in snap.iter().flat_map(|s| &s.campaigns) {
+        println!(
+            "campaign {} version {}: {} triggers fired, {} windows ({} samples) spooled, {} lost",
+            c.name,
+            c.version,
+            c.triggers_fired,
+            c.windows_spooled,
+            c.samples_spooled,
+            c.windows_lost
+        );
+    }
     println!(
         "{:<10} {:>8} {:>12} {:>8} {:>14} {:>8} {:>12} {:>8}",
         "class", "waiting", "bytes", "acked", "bytes", "dropped", "bytes", "refused"

@@ -61,6 +61,10 @@ pub enum FleetCommand {
     /// it is away): upload, collect, link, status. Needs an operator's
     /// token.
     Request(crate::fleet_request::RequestArgs),
+    /// Deploy a campaign (signals, triggers, windows kept around them) to
+    /// vehicles as its next version, or list versions. Needs an
+    /// operator's token.
+    Campaign(crate::fleet_campaign::CampaignArgs),
     /// Measure the server side: telemetry indexed per second on one core,
     /// and the map's fleet and track queries over HTTP on 1,000 vehicles.
     Bench(crate::fleet_bench::BenchArgs),
@@ -117,6 +121,7 @@ pub fn run(cmd: FleetCommand) -> Result<()> {
     match cmd {
         FleetCommand::Bench(a) => return crate::fleet_bench::run(a),
         FleetCommand::Request(a) => return crate::fleet_request::run(a),
+        FleetCommand::Campaign(a) => return crate::fleet_campaign::run(a),
         FleetCommand::Add(a) => {
             validate_identity_name(&a.name).map_err(anyhow::Error::msg)?;
             let key = parse_server_key(&a.key).with_context(|| format!("reading key {}", a.key))?;

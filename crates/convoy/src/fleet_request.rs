@@ -106,16 +106,20 @@ fn body(what: What) -> Result<RequestBody> {
     RequestBody::parse(&v.to_string()).map_err(anyhow::Error::msg)
 }
 
-pub fn run(a: RequestArgs) -> Result<()> {
+/// Checks an operator's token with the server's key and the registry:
+/// the operator's name and the token's vehicle scope, and the catalog.
+pub(crate) fn operator(
+    key: &std::path::Path,
+    token: &str,
+    catalog: &CatalogOpts,
+    what: &str,
+) -> Result<(String, Option<String>, Box<dyn convoy_catalog::Catalog>)> {
     let now = convoy_telemetry::now_ns();
-    let server = convoy_net::load_keypair(&a.key)?;
-    let claims = convoy_web::token::verify(
-        &server.private,
-        a.token.trim(),
-        (now / 1_000_000_000) as u64,
-    )
-    .map_err(|e| anyhow::anyhow!("token refused: {e}"))?;
-    let mut c = convoy_catalog::open(&a.catalog.url()?)?;
+    let server = convoy_net::load_keypair(key)?;
+    let claims =
+        convoy_web::token::verify(&server.private, token.trim(), (now / 1_000_000_000) as u64)
+            .map_err(|e| anyhow::anyhow!("token refused: {e}"))?;
+    let mut c = convoy_catalog::open(&catalog.url()?)?;
     let Some(who) = c.vehicle_by_name(&claims.name)? else {
         bail!("token refused: {} is not in the registry", claims.name);
     };
@@ -123,17 +127,20 @@ pub fn run(a: RequestArgs) -> Result<()> {
         bail!("token refused: {} is revoked", who.name);
     }
     if who.role != "operator" {
-        bail!(
-            "requests need an operator's token: {} is a vehicle",
-            who.name
-        );
+        bail!("{what} need an operator's token: {} is a vehicle", who.name);
     }
-    if claims.vehicle.as_deref().is_some_and(|v| v != a.vehicle) {
+    Ok((who.name, claims.vehicle, c))
+}
+
+pub fn run(a: RequestArgs) -> Result<()> {
+    let now = convoy_telemetry::now_ns();
+    let (name, scope, mut c) = operator(&a.key, &a.token, &a.catalog, "requests")?;
+    if scope.as_deref().is_some_and(|v| v != a.vehicle) {
         bail!("this token is for another vehicle");
     }
     let parsed = body(a.what)?;
     let text = serde_json::to_string(&parsed)?;
-    let row = c.add_request(&a.vehicle, parsed.kind(), &text, &who.name, now)?;
+    let row = c.add_request(&a.vehicle, parsed.kind(), &text, &name, now)?;
     println!("request {} queued for {}: {text}", row.id, a.vehicle);
     let Some(wait) = a.wait else {
         return Ok(());

@@ -14,6 +14,7 @@ mod docs_cmd;
 mod emu_cmd;
 mod fleet_bench;
 mod fleet_bench_http;
+mod fleet_campaign;
 mod fleet_cmd;
 mod fleet_request;
 mod logging;

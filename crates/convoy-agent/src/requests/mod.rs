@@ -9,7 +9,8 @@
 //!   is counted as the lanes upload them;
 //! * `collect`: [`collect::Collectors`], fed by the segmenter loop;
 //! * `link`: the link rule is changed in place (until the agent restarts);
-//! * `status`: the status snapshot, at once.
+//! * `status`: the status snapshot, at once;
+//! * `campaign`: [`Campaigns::apply`], at once.
 
 pub mod collect;
 pub mod spool_ops;
@@ -25,6 +26,7 @@ use convoy_net::wake::Waker;
 use convoy_net::{Client, NetError};
 use convoy_telemetry::SignalCatalog;
 
+use crate::campaign::{Campaigns, Deployed};
 use crate::config::{parse_rate, parse_size};
 use crate::policy::{Class, LinkRule};
 use crate::spool::Spool;
@@ -53,6 +55,7 @@ pub struct Requests {
     status: Arc<Shared>,
     rules: Arc<RwLock<Vec<LinkRule>>>,
     signals: Arc<SignalCatalog>,
+    campaigns: Arc<Campaigns>,
 }
 
 fn class_named(name: &str) -> Result<Class, String> {
@@ -70,6 +73,7 @@ impl Requests {
         status: Arc<Shared>,
         rules: Arc<RwLock<Vec<LinkRule>>>,
         signals: Arc<SignalCatalog>,
+        campaigns: Arc<Campaigns>,
     ) -> (Arc<Requests>, Receiver<Vec<u8>>) {
         let (tx, rx) = mpsc::channel();
         let r = Requests {
@@ -82,6 +86,7 @@ impl Requests {
             status,
             rules,
             signals,
+            campaigns,
         };
         (Arc::new(r), rx)
     }
@@ -145,6 +150,18 @@ impl Requests {
 
     fn start(&self, id: i64, body: RequestBody) {
         match body {
+            RequestBody::Campaign {
+                name,
+                version,
+                toml,
+            } => {
+                let r = self.campaigns.apply(&Deployed {
+                    name,
+                    version,
+                    toml,
+                });
+                self.finish(id, r);
+            }
             RequestBody::Status {} => {
                 let snap = self.status.snapshot();
                 let spool = self.spool.lock().ok().and_then(|s| s.status().ok());

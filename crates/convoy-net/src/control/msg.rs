@@ -13,6 +13,10 @@ pub const CLASSES: [&str; 4] = ["events", "telemetry", "previews", "bulk"];
 /// The most files one upload request names, and signals one collection.
 pub const MAX_ITEMS: usize = 256;
 
+/// The longest campaign file a request carries (it fits one frame with
+/// room to spare for JSON escaping).
+pub const MAX_CAMPAIGN_BYTES: usize = 48 * 1024;
+
 /// The fastest rate a collection may ask for, and its longest span.
 pub const MAX_RATE_HZ: f64 = 100.0;
 pub const MAX_COLLECT_SECONDS: f64 = 86_400.0;
@@ -57,6 +61,14 @@ pub enum RequestBody {
     },
     /// Report the agent's status now.
     Status {},
+    /// Run this campaign (docs/SERVICE.md, "Campaigns"): `toml` is the
+    /// campaign file, `version` the catalog's for `name`. Replaces the
+    /// running version of that name without a restart.
+    Campaign {
+        name: String,
+        version: i64,
+        toml: String,
+    },
 }
 
 fn default_priority() -> String {
@@ -71,6 +83,7 @@ impl RequestBody {
             RequestBody::Collect { .. } => "collect",
             RequestBody::Link { .. } => "link",
             RequestBody::Status {} => "status",
+            RequestBody::Campaign { .. } => "campaign",
         }
     }
 
@@ -148,6 +161,23 @@ impl RequestBody {
                 Ok(())
             }
             RequestBody::Status {} => Ok(()),
+            // The file itself is checked by convoy-telemetry's parser, on
+            // the server before it is deployed and on the agent.
+            RequestBody::Campaign {
+                name,
+                version,
+                toml,
+            } => {
+                if name.is_empty() || *version < 1 {
+                    return Err("a campaign has a name and a version from 1".into());
+                }
+                if toml.len() > MAX_CAMPAIGN_BYTES {
+                    return Err(format!(
+                        "a campaign file is at most {MAX_CAMPAIGN_BYTES} bytes"
+                    ));
+                }
+                Ok(())
+            }
         }
     }
 }
