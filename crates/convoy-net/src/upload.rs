@@ -13,6 +13,7 @@ use convoy_proto::{Connection, ConnectionHandle, Endpoint, StreamError, StreamId
 use crate::client::{live, read_replies, Client, Progress, ProgressFn};
 use crate::driver::{Application, Step};
 use crate::error::NetError;
+use crate::multipath::{path_progress, PathNames, PathProgress};
 use crate::request::{validate_name, Reply, Request};
 use crate::session::Outbox;
 use crate::store::hash_file;
@@ -204,6 +205,8 @@ struct UploadApp<'p> {
     scratch: Vec<u8>,
     progress: Option<ProgressFn<'p>>,
     next_tick: Duration,
+    /// Path id to interface name, for the per-path figures.
+    names: PathNames,
 }
 
 impl Application for UploadApp<'_> {
@@ -223,6 +226,7 @@ impl Application for UploadApp<'_> {
                     done: self.upload.held(c),
                     total: self.upload.size,
                     elapsed: now.saturating_sub(self.upload.started),
+                    paths: figures(c, &self.names, true),
                 });
             }
         }
@@ -232,6 +236,13 @@ impl Application for UploadApp<'_> {
     fn wake_at(&self) -> Option<Duration> {
         Some(self.next_tick)
     }
+}
+
+/// The connection's per-path progress figures, with interface names
+/// from the path manager; `sending`: an upload.
+pub(crate) fn figures(c: &Connection, names: &PathNames, sending: bool) -> Vec<PathProgress> {
+    let names = names.borrow();
+    path_progress(c, |id| names.get(&id).cloned(), sending)
 }
 
 /// Where [`Client::upload_queue`] takes its files and reports them stored.
@@ -244,6 +255,9 @@ pub trait UploadQueue {
     /// The `index`-th file (counting from 0 in the order `next` gave them)
     /// is durable at the server. Called in that order.
     fn stored(&mut self, index: usize, report: UploadReport);
+    /// Every [`PROGRESS_TICK`], each path's figures (interface, rate,
+    /// RTT, bytes, share). Ignored unless implemented.
+    fn paths(&mut self, _paths: Vec<PathProgress>) {}
 }
 
 /// Several uploads on one connection, up to `window` at once: their
@@ -258,6 +272,8 @@ struct QueueApp<'q> {
     window: usize,
     active: std::collections::VecDeque<(usize, OneUpload)>,
     scratch: Vec<u8>,
+    next_tick: Duration,
+    names: PathNames,
 }
 
 impl Application for QueueApp<'_> {
@@ -278,6 +294,10 @@ impl Application for QueueApp<'_> {
                 return Ok(Step::Done);
             }
             let c = live(ep, self.h, self.server)?;
+            if now >= self.next_tick {
+                self.next_tick = now + PROGRESS_TICK;
+                self.queue.paths(figures(c, &self.names, true));
+            }
             // Only the oldest upload with data left to hand over writes.
             let mut may_write = true;
             for (_, u) in self.active.iter_mut().filter(|(_, u)| !u.stored) {
@@ -294,6 +314,10 @@ impl Application for QueueApp<'_> {
                 return Ok(Step::Continue);
             }
         }
+    }
+
+    fn wake_at(&self) -> Option<Duration> {
+        Some(self.next_tick)
     }
 }
 
@@ -314,6 +338,7 @@ impl Client {
             scratch: vec![0; SCRATCH],
             progress,
             next_tick: Duration::ZERO,
+            names: self.path_names(),
         };
         self.run_transfer(&mut app)?;
         Ok(app.upload.report(self.driver.now()))
@@ -338,6 +363,8 @@ impl Client {
             window: window.max(1),
             active: Default::default(),
             scratch: vec![0; SCRATCH],
+            next_tick: Duration::ZERO,
+            names: self.path_names(),
         };
         self.run_transfer(&mut app)
     }
