@@ -181,8 +181,8 @@ fn dual_stack_server_takes_ipv4_and_ipv6() {
 
 /// The server's host has two addresses on one interface, 10.77.0.2
 /// (primary: the kernel's pick for anything back to the client) and
-/// 10.77.0.3; IPv6 likewise fd00:77::11 (the longest match with the
-/// client's fd00:77::10, so the kernel's pick) and fd00:77::8000. The
+/// 10.77.0.3; IPv6 likewise fd00:77::11 (in the client's prefix, so
+/// the kernel's pick by longest match) and fd00:78::3. The
 /// client dials the address the kernel would not pick; without
 /// IP_PKTINFO the server's replies leave from the other one, the client's
 /// connected socket drops them, and its handshake times out.
@@ -202,7 +202,8 @@ fn wildcard_server_answers_from_dialled_address() {
     // nodad: usable at once, not tentative for a second or two.
     client.ip(&["addr", "add", "fd00:77::10/64", "dev", "vc", "nodad"]);
     server.ip(&["addr", "add", "fd00:77::11/64", "dev", "vs", "nodad"]);
-    server.ip(&["addr", "add", "fd00:77::8000/64", "dev", "vs", "nodad"]);
+    server.ip(&["addr", "add", "fd00:78::3/64", "dev", "vs", "nodad"]);
+    client.ip(&["-6", "route", "add", "fd00:78::/64", "dev", "vc"]);
     let s = site("pktinfo");
     let file = s.dir.path().join("dialled.bin");
     make_file(&file, 2_000_000, 63);
@@ -222,7 +223,7 @@ fn wildcard_server_answers_from_dialled_address() {
     let _srv = serve(server.command(bin()), &format!("[::]:{port}"), &s);
     send_and_get(
         in_client,
-        &format!("[fd00:77::8000]:{port}"),
+        &format!("[fd00:78::3]:{port}"),
         &s,
         &file,
         "IPv6 on [::]",
