@@ -78,7 +78,7 @@ impl ClientOptions {
 }
 
 /// How far a transfer has got, for progress bars.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
 pub struct Progress {
     /// Bytes of the file done, counting what an earlier run left: for an
     /// upload, held by the server (in blocks it reported decodable; it
@@ -89,6 +89,9 @@ pub struct Progress {
     pub total: u64,
     /// Time since the request was sent.
     pub elapsed: Duration,
+    /// Each path's figures: interface, rate, RTT, bytes, share (empty
+    /// where the caller has none, as in the async API's final report).
+    pub paths: Vec<crate::multipath::PathProgress>,
 }
 
 /// A progress callback of the blocking API, called every 200 ms.

@@ -52,6 +52,8 @@ struct DownloadApp<'p> {
     progress: Option<ProgressFn<'p>>,
     started: Duration,
     next_tick: Duration,
+    /// Path id to interface name, for the per-path figures.
+    names: crate::multipath::PathNames,
 }
 
 impl DownloadApp<'_> {
@@ -150,6 +152,7 @@ impl Application for DownloadApp<'_> {
                     done: self.have,
                     total: size,
                     elapsed: now.saturating_sub(self.started),
+                    paths: crate::upload::figures(c, &self.names, false),
                 });
             }
         }
@@ -209,6 +212,7 @@ impl Client {
             progress,
             started: Duration::ZERO,
             next_tick: Duration::ZERO,
+            names: self.path_names(),
         };
         self.run_transfer(&mut app)?;
         let (size, hash) = app.meta.expect("done implies metadata");

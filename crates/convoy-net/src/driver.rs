@@ -276,7 +276,7 @@ impl Driver {
                     Some(t) => {
                         let flow = t.connection.map_or(u64::MAX, |h| h.0);
                         let socket = self.path_socket[usize::from(t.path_id)];
-                        self.tx.push(t.len, t.remote, flow, socket)
+                        self.tx.push(t.len, t.remote, t.local, flow, socket)
                     }
                     None => break,
                 }
@@ -394,7 +394,7 @@ impl Driver {
                 }
                 // One datagram, or with GRO several of `segment` bytes.
                 for d in self.rx.datagram(i).chunks(r.segment) {
-                    self.endpoint.handle(at, r.from, d);
+                    self.endpoint.handle_to(at, r.from, r.local, d);
                     datagrams += 1;
                 }
             }

@@ -26,6 +26,7 @@
 pub mod auth;
 pub mod client;
 pub mod clock;
+pub mod cmsg;
 pub mod control;
 pub mod download;
 pub mod driver;

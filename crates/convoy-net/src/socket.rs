@@ -10,9 +10,10 @@
 //! send on loopback arrives that way in one piece.
 
 use std::io;
-use std::net::{SocketAddr, UdpSocket};
+use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::os::fd::{AsRawFd, RawFd};
 
+use crate::cmsg;
 use crate::sockaddr::{from_storage, to_storage};
 
 /// Largest datagram we accept; convoy sends at most `max_datagram` (1472).
@@ -24,11 +25,8 @@ const GRO_SLOT: usize = 65_536;
 /// field's limit over IPv4).
 const GSO_MAX_SEGMENTS: usize = 64;
 const GSO_MAX_BYTES: usize = 65_507;
-/// Room for one UDP_SEGMENT control message (a u16).
-const SEND_CMSG_SPACE: usize = 32;
-/// Room for the control messages of one datagram: SCM_TIMESTAMPNS (32
-/// bytes) and SO_RXQ_OVFL (24), with room to spare.
-const CMSG_SPACE: usize = 128;
+const SEND_CMSG_SPACE: usize = cmsg::SEND_SPACE;
+const CMSG_SPACE: usize = cmsg::RECV_SPACE;
 /// Socket buffers asked for, so a burst at 1 Gbit/s is not dropped on
 /// loopback while the other side is busy.
 const SOCKET_BUFFER: libc::c_int = 8 << 20;
@@ -46,6 +44,9 @@ pub struct Received {
     /// With GRO, the size of each coalesced datagram (the last may be
     /// shorter); otherwise `len`.
     pub segment: usize,
+    /// Our address it was sent to (IP_PKTINFO / IPV6_PKTINFO), on a
+    /// socket bound to a wildcard address.
+    pub local: Option<IpAddr>,
 }
 
 pub struct NetSocket {
@@ -56,6 +57,12 @@ pub struct NetSocket {
     gso: std::cell::Cell<bool>,
     /// UDP GRO enabled on the socket.
     pub gro: bool,
+    /// An IPv6 socket (which also carries IPv4, mapped, unless bound to
+    /// an IPv6 address).
+    v6: bool,
+    /// Datagrams arrive with their destination address (IP_PKTINFO /
+    /// IPV6_RECVPKTINFO): bound to a wildcard address, unconnected.
+    pub pktinfo: bool,
 }
 
 fn setsockopt_int(fd: RawFd, level: i32, name: i32, value: libc::c_int) -> io::Result<()> {
@@ -175,6 +182,18 @@ impl NetSocket {
             }
         }
         let timestamps = setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, 1).is_ok();
+        let local = socket.local_addr()?;
+        let v6 = local.is_ipv6();
+        // A server on a wildcard address learns which of the host's
+        // addresses each datagram was sent to, and answers from it
+        // (crate::cmsg); a socket bound to one address needs no telling.
+        let pktinfo = peer.is_none()
+            && local.ip().is_unspecified()
+            && if v6 {
+                setsockopt_int(fd, libc::IPPROTO_IPV6, libc::IPV6_RECVPKTINFO, 1).is_ok()
+            } else {
+                setsockopt_int(fd, libc::IPPROTO_IP, libc::IP_PKTINFO, 1).is_ok()
+            };
         // The socket's own drop count rides on each datagram: unlike
         // /proc/net/snmp's RcvbufErrors it is not mixed with other programs'.
         let _ = setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_RXQ_OVFL, 1);
@@ -184,6 +203,8 @@ impl NetSocket {
             timestamps,
             gso: std::cell::Cell::new(false),
             gro: false,
+            v6,
+            pktinfo,
         })
     }
 
@@ -257,7 +278,7 @@ impl NetSocket {
         }
         loop {
             let gso = self.gso.get();
-            let messages = batch.prepare(from, max.max(1), gso);
+            let messages = batch.prepare(from, max.max(1), gso, self.v6);
             // SAFETY: `prepare` filled `messages` headers pointing at buffers
             // owned by `batch`, which outlives the call.
             let r = unsafe {
@@ -465,7 +486,7 @@ impl RecvBatch {
             let h = &self.headers[i];
             let from =
                 from_storage(&self.addrs[i]).unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)));
-            let c = read_control(&h.msg_hdr);
+            let c = cmsg::read(&h.msg_hdr);
             let len = (h.msg_len as usize).min(self.slot);
             self.received.push(Received {
                 from,
@@ -473,50 +494,10 @@ impl RecvBatch {
                 kernel_time: c.time,
                 dropped: c.dropped,
                 segment: c.segment.filter(|&s| s > 0).unwrap_or(len).max(1),
+                local: c.local,
             });
         }
     }
-}
-
-/// What the control messages of one received datagram said.
-struct Control {
-    time: Option<(i64, i64)>,
-    dropped: Option<u32>,
-    segment: Option<usize>,
-}
-
-/// Finds SCM_TIMESTAMPNS, SO_RXQ_OVFL and UDP_GRO among the control
-/// messages of one header.
-fn read_control(hdr: &libc::msghdr) -> Control {
-    let mut out = Control {
-        time: None,
-        dropped: None,
-        segment: None,
-    };
-    // SAFETY: the CMSG_* macros walk the control buffer the kernel filled,
-    // bounded by msg_controllen; the payloads are read unaligned.
-    unsafe {
-        let mut c = libc::CMSG_FIRSTHDR(hdr);
-        while !c.is_null() {
-            let data = libc::CMSG_DATA(c);
-            match ((*c).cmsg_level, (*c).cmsg_type) {
-                (libc::SOL_SOCKET, libc::SCM_TIMESTAMPNS) => {
-                    let ts = std::ptr::read_unaligned(data as *const libc::timespec);
-                    out.time = Some((ts.tv_sec as i64, ts.tv_nsec as i64));
-                }
-                (libc::SOL_SOCKET, libc::SO_RXQ_OVFL) => {
-                    out.dropped = Some(std::ptr::read_unaligned(data as *const u32));
-                }
-                (libc::SOL_UDP, libc::UDP_GRO) => {
-                    let size = std::ptr::read_unaligned(data as *const libc::c_int);
-                    out.segment = usize::try_from(size).ok();
-                }
-                _ => {}
-            }
-            c = libc::CMSG_NXTHDR(hdr, c);
-        }
-    }
-    out
 }
 
 /// Datagrams waiting for one sendmmsg call.
@@ -525,6 +506,8 @@ pub struct SendBatch {
     data: Vec<u8>,
     lens: Vec<usize>,
     dests: Vec<SocketAddr>,
+    /// The source address each datagram names, if any (crate::cmsg).
+    locals: Vec<Option<IpAddr>>,
     /// Which connection each datagram belongs to: a GSO send carries one
     /// connection's datagrams only, because the receiving kernel steers a
     /// GSO packet to one socket by its first datagram (crate::steer).
@@ -554,6 +537,7 @@ impl SendBatch {
             data: vec![0; slots * SLOT],
             lens: vec![0; slots],
             dests: vec![SocketAddr::from(([0, 0, 0, 0], 0)); slots],
+            locals: vec![None; slots],
             flows: vec![0; slots],
             socks: vec![0; slots],
             addrs: vec![zero_addr; slots],
@@ -584,11 +568,20 @@ impl SendBatch {
 
     /// Commits the datagram written into `next_buffer`; `flow` names its
     /// connection (datagrams of different flows never share a GSO send),
-    /// `socket` the driver's socket it leaves by.
-    pub fn push(&mut self, len: usize, to: SocketAddr, flow: u64, socket: usize) {
+    /// `socket` the driver's socket it leaves by, `local` the source
+    /// address it names (`None`: the socket's).
+    pub fn push(
+        &mut self,
+        len: usize,
+        to: SocketAddr,
+        local: Option<IpAddr>,
+        flow: u64,
+        socket: usize,
+    ) {
         let i = self.len;
         self.lens[i] = len;
         self.dests[i] = to;
+        self.locals[i] = local;
         self.flows[i] = flow;
         self.socks[i] = socket;
         self.addr_lens[i] = to_storage(&to, &mut self.addrs[i]);
@@ -622,6 +615,7 @@ impl SendBatch {
         while i + n < self.len
             && n < GSO_MAX_SEGMENTS
             && self.dests[i + n] == self.dests[i]
+            && self.locals[i + n] == self.locals[i]
             && self.flows[i + n] == self.flows[i]
             && self.socks[i + n] == self.socks[i]
             && self.lens[i + n] <= size
@@ -638,7 +632,7 @@ impl SendBatch {
 
     /// Fills the headers for up to `max` messages from datagram `from` on;
     /// returns how many messages.
-    fn prepare(&mut self, from: usize, max: usize, gso: bool) -> usize {
+    fn prepare(&mut self, from: usize, max: usize, gso: bool, v6: bool) -> usize {
         self.groups.clear();
         for i in from..self.len {
             self.iovecs[i] = libc::iovec {
@@ -657,25 +651,10 @@ impl SendBatch {
             h.msg_hdr.msg_namelen = self.addr_lens[i];
             h.msg_hdr.msg_iov = &mut self.iovecs[i];
             h.msg_hdr.msg_iovlen = n as _;
-            h.msg_hdr.msg_control = std::ptr::null_mut();
-            h.msg_hdr.msg_controllen = 0;
             h.msg_hdr.msg_flags = 0;
-            if n > 1 {
-                let control = &mut self.control[g * SEND_CMSG_SPACE..(g + 1) * SEND_CMSG_SPACE];
-                control.fill(0);
-                h.msg_hdr.msg_control = control.as_mut_ptr() as *mut libc::c_void;
-                // SAFETY: CMSG_SPACE(2) fits in SEND_CMSG_SPACE bytes; the
-                // header's control buffer was just pointed at them.
-                unsafe {
-                    h.msg_hdr.msg_controllen = libc::CMSG_SPACE(2) as _;
-                    let c = libc::CMSG_FIRSTHDR(&h.msg_hdr);
-                    (*c).cmsg_level = libc::SOL_UDP;
-                    (*c).cmsg_type = libc::UDP_SEGMENT;
-                    (*c).cmsg_len = libc::CMSG_LEN(2) as _;
-                    let size = self.lens[i] as u16;
-                    std::ptr::write_unaligned(libc::CMSG_DATA(c) as *mut u16, size);
-                }
-            }
+            let control = &mut self.control[g * SEND_CMSG_SPACE..(g + 1) * SEND_CMSG_SPACE];
+            let segment = (n > 1).then_some(self.lens[i] as u16);
+            cmsg::write_send(&mut h.msg_hdr, control, segment, self.locals[i], v6);
             self.groups.push(n);
             i += n;
         }

@@ -13,6 +13,7 @@ use convoy_proto::{Connection, ConnectionHandle, Endpoint, StreamError, StreamId
 use crate::client::{live, read_replies, Client, Progress, ProgressFn};
 use crate::driver::{Application, Step};
 use crate::error::NetError;
+use crate::multipath::{path_progress, PathNames, PathProgress};
 use crate::request::{validate_name, Reply, Request};
 use crate::session::Outbox;
 use crate::store::hash_file;
@@ -208,6 +209,8 @@ struct UploadApp<'p> {
     scratch: Vec<u8>,
     progress: Option<ProgressFn<'p>>,
     next_tick: Duration,
+    /// Path id to interface name, for the per-path figures.
+    names: PathNames,
 }
 
 impl Application for UploadApp<'_> {
@@ -227,6 +230,7 @@ impl Application for UploadApp<'_> {
                     done: self.upload.held(c),
                     total: self.upload.size,
                     elapsed: now.saturating_sub(self.upload.started),
+                    paths: figures(c, &self.names, true),
                 });
             }
         }
@@ -236,6 +240,13 @@ impl Application for UploadApp<'_> {
     fn wake_at(&self) -> Option<Duration> {
         Some(self.next_tick)
     }
+}
+
+/// The connection's per-path progress figures, with interface names
+/// from the path manager; `sending`: an upload.
+pub(crate) fn figures(c: &Connection, names: &PathNames, sending: bool) -> Vec<PathProgress> {
+    let names = names.borrow();
+    path_progress(c, |id| names.get(&id).cloned(), sending)
 }
 
 /// Where [`Client::upload_queue`] takes its files and reports them stored.
@@ -248,6 +259,9 @@ pub trait UploadQueue {
     /// The `index`-th file (counting from 0 in the order `next` gave them)
     /// is durable at the server. Called in that order.
     fn stored(&mut self, index: usize, report: UploadReport);
+    /// Every [`PROGRESS_TICK`], each path's figures (interface, rate,
+    /// RTT, bytes, share). Ignored unless implemented.
+    fn paths(&mut self, _paths: Vec<PathProgress>) {}
 }
 
 /// Several uploads on one connection, up to `window` at once: their
@@ -263,6 +277,8 @@ struct QueueApp<'q> {
     window: usize,
     active: std::collections::VecDeque<(usize, OneUpload)>,
     scratch: Vec<u8>,
+    next_tick: Duration,
+    names: PathNames,
 }
 
 impl Application for QueueApp<'_> {
@@ -283,6 +299,10 @@ impl Application for QueueApp<'_> {
                 return Ok(Step::Done);
             }
             let c = live(ep, self.h, self.server)?;
+            if now >= self.next_tick {
+                self.next_tick = now + PROGRESS_TICK;
+                self.queue.paths(figures(c, &self.names, true));
+            }
             // The upload with the least data left writes first, the others
             // into what room it leaves: a log taken after a camera file goes
             // out in its own size's time instead of waiting behind the whole
@@ -308,6 +328,10 @@ impl Application for QueueApp<'_> {
             }
         }
     }
+
+    fn wake_at(&self) -> Option<Duration> {
+        Some(self.next_tick)
+    }
 }
 
 impl Client {
@@ -327,6 +351,7 @@ impl Client {
             scratch: vec![0; SCRATCH],
             progress,
             next_tick: Duration::ZERO,
+            names: self.path_names(),
         };
         self.run_transfer(&mut app)?;
         Ok(app.upload.report(self.driver.now()))
@@ -351,6 +376,8 @@ impl Client {
             window: window.max(1),
             active: Default::default(),
             scratch: vec![0; SCRATCH],
+            next_tick: Duration::ZERO,
+            names: self.path_names(),
         };
         self.run_transfer(&mut app)
     }

@@ -104,7 +104,7 @@ async fn upload_then_download_is_byte_identical() {
         (up.name.as_str(), up.bytes, up.resumed_from),
         ("drive.log", 3_000_000, 0)
     );
-    let last = *progress.borrow();
+    let last = progress.borrow().clone();
     assert_eq!((last.done, last.total), (3_000_000, 3_000_000));
     assert_identical(&src, &site.store.join("drive.log"));
 

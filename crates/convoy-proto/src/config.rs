@@ -14,6 +14,10 @@ use crate::crypto::{cpu_has_aes_gcm, Aead, Keypair};
 use crate::stream::StreamLimits;
 use crate::wire::packet::{SHORT_HEADER_LEN, TAG_LEN};
 
+/// How much longer an IPv6 header is than an IPv4 one (40 against 20
+/// bytes): what [`Config::for_ipv6`] takes off a datagram.
+pub const IPV6_EXTRA_HEADER: usize = 20;
+
 /// The transport's named operating modes, the `--mode` of every command:
 /// which code carries the data and which controller paces it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -316,6 +320,24 @@ impl Config {
     pub fn data_packet_overhead(&self) -> usize {
         let trains = matches!(self.rate_control, RateControl::Rcdp(_));
         SHORT_HEADER_LEN + TAG_LEN + 13 + if trains { 24 } else { 0 }
+    }
+
+    /// The configuration for a connection to an IPv6 address (not
+    /// IPv4-mapped): IPv6's header is [`IPV6_EXTRA_HEADER`] bytes longer
+    /// than IPv4's, so datagrams (and symbols, where they would not fit)
+    /// are that much smaller and a packet fills the same MTU: 1452 bytes
+    /// for the default 1472, which fits 1500. Never below the 1200 bytes
+    /// every path must carry (IPv6's minimum MTU, 1280, carries 1232).
+    pub fn for_ipv6(&self) -> Config {
+        let mut c = self.clone();
+        let cut = IPV6_EXTRA_HEADER.min(self.max_datagram.saturating_sub(1200));
+        c.max_datagram -= cut;
+        let room = c.max_datagram.saturating_sub(c.data_packet_overhead());
+        c.coding.symbol_size = c
+            .coding
+            .symbol_size
+            .min(u16::try_from(room).unwrap_or(u16::MAX));
+        c
     }
 
     pub fn validate(&self) -> Result<(), String> {

@@ -311,6 +311,7 @@ pub fn send(args: SendArgs) -> Result<()> {
     let key = parse_server_key(&args.server_key)?;
     let server = resolve(addr)?;
     let mut client = Client::connect(args.transfer.client(server, key, &args.paths)?)?;
+    let progress;
     let reports = if files.len() == 1 {
         let f = &files[0];
         let mut bar = Bar::new(f, args.json);
@@ -321,12 +322,14 @@ pub fn send(args: SendArgs) -> Result<()> {
         if !args.json {
             print_stored(f, &r, true);
         }
+        progress = bar.reports();
         vec![r]
     } else {
         let mut queue = SendQueue::new(files, names, args.json);
         let r = client.upload_queue(&mut queue, SEND_WINDOW);
         queue.bar.clear();
         r?;
+        progress = queue.bar.reports();
         if !args.json {
             let bytes: u64 = queue.reports.iter().map(|r| r.bytes - r.resumed_from).sum();
             let secs = queue.started.elapsed().as_secs_f64();
@@ -343,7 +346,12 @@ pub fn send(args: SendArgs) -> Result<()> {
     if args.json {
         println!(
             "{}",
-            serde_json::json!({ "files": reports, "paths": paths, "path_events": events })
+            serde_json::json!({
+                "files": reports,
+                "paths": paths,
+                "path_events": events,
+                "progress": progress
+            })
         );
     }
     Ok(())
@@ -389,6 +397,8 @@ struct SendQueue<'a> {
     bar: Bar,
     started: Instant,
     reports: Vec<UploadReport>,
+    /// Each path's figures at the latest progress tick.
+    paths: Vec<convoy_net::multipath::PathProgress>,
 }
 
 impl<'a> SendQueue<'a> {
@@ -407,7 +417,20 @@ impl<'a> SendQueue<'a> {
             bar: Bar::new(&format!("{} files", files.len()), json),
             started: Instant::now(),
             reports: Vec::new(),
+            paths: Vec::new(),
         }
+    }
+}
+
+impl SendQueue<'_> {
+    /// The bar: confirmed bytes, and each path's latest figures.
+    fn draw(&mut self) {
+        self.bar.draw(Progress {
+            done: self.done,
+            total: self.total,
+            elapsed: self.started.elapsed(),
+            paths: self.paths.clone(),
+        });
     }
 }
 
@@ -424,13 +447,14 @@ impl UploadQueue for SendQueue<'_> {
         if !self.json {
             self.bar.clear();
             print_stored(&self.files[index], &report, false);
-            self.bar.draw(Progress {
-                done: self.done,
-                total: self.total,
-                elapsed: self.started.elapsed(),
-            });
+            self.draw();
         }
         self.reports.push(report);
+    }
+
+    fn paths(&mut self, paths: Vec<convoy_net::multipath::PathProgress>) {
+        self.paths = paths;
+        self.draw();
     }
 }
 
@@ -476,6 +500,7 @@ pub fn get(args: GetArgs) -> Result<()> {
         let mut doc = serde_json::to_value(&r)?;
         doc["paths"] = serde_json::to_value(paths)?;
         doc["path_events"] = serde_json::to_value(events)?;
+        doc["progress"] = serde_json::Value::Array(bar.reports());
         println!("{doc}");
     } else {
         println!(

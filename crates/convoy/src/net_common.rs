@@ -187,10 +187,14 @@ pub fn resolve_tcp(addr: &str) -> Result<SocketAddr> {
         .with_context(|| format!("{addr:?} has no address"))
 }
 
-/// `HOST[:PORT]` or `IP:PORT`, port 4433 when left out.
+/// `HOST[:PORT]`, `IP:PORT` or `[IPV6]:PORT`, port 4433 when left out
+/// (a bare IPv6 address too: its last group is not a port).
 pub fn resolve(addr: &str) -> Result<SocketAddr> {
     if let Ok(a) = addr.parse::<SocketAddr>() {
         return Ok(a);
+    }
+    if let Ok(ip) = addr.parse::<std::net::IpAddr>() {
+        return Ok(SocketAddr::new(ip, DEFAULT_PORT));
     }
     let with_port = if addr
         .rsplit_once(':')
@@ -242,10 +246,14 @@ pub fn stop_on_signals(flag: &Arc<AtomicBool>) -> Result<()> {
     Ok(())
 }
 
-/// A one-line progress bar on stderr, drawn only on a terminal.
+/// A one-line progress bar on stderr, drawn only on a terminal, with
+/// each path's figures after it; with `--json` it draws nothing and keeps
+/// every report for the document's `progress` list instead.
 pub struct Bar {
     label: String,
     on: bool,
+    json: bool,
+    reports: Vec<serde_json::Value>,
 }
 
 impl Bar {
@@ -253,10 +261,20 @@ impl Bar {
         Bar {
             label: label.to_owned(),
             on: !json && std::io::stderr().is_terminal(),
+            json,
+            reports: Vec::new(),
         }
     }
 
     pub fn draw(&mut self, p: Progress) {
+        if self.json {
+            self.reports.push(serde_json::json!({
+                "t_s": p.elapsed.as_secs_f64(),
+                "done": p.done,
+                "total": p.total,
+                "paths": p.paths,
+            }));
+        }
         if !self.on {
             return;
         }
@@ -271,14 +289,15 @@ impl Bar {
         let mut err = std::io::stderr();
         let _ = write!(
             err,
-            "\r\x1b[2K{} [{}{}] {:5.1}% {:.1}/{:.1} MB {:.0} Mbit/s",
+            "\r\x1b[2K{} [{}{}] {:5.1}% {:.1}/{:.1} MB {:.0} Mbit/s{}",
             self.label,
             "#".repeat(filled),
             " ".repeat(width - filled),
             frac * 100.0,
             p.done as f64 / 1e6,
             p.total as f64 / 1e6,
-            rate
+            rate,
+            path_figures(&p.paths)
         );
         let _ = err.flush();
     }
@@ -288,6 +307,35 @@ impl Bar {
             let _ = write!(std::io::stderr(), "\r\x1b[2K");
         }
     }
+
+    /// Every report drawn, for `--json` (empty without it).
+    pub fn reports(&mut self) -> Vec<serde_json::Value> {
+        std::mem::take(&mut self.reports)
+    }
+}
+
+/// `| wifi 18.2 Mbit/s 12 ms 3.1 MB 64%` for every path, for progress
+/// lines: interface (or path id), rate, smoothed RTT, bytes sent, share.
+/// Empty with one kernel-routed path, which the bar itself describes.
+pub fn path_figures(paths: &[convoy_net::multipath::PathProgress]) -> String {
+    if paths.len() < 2 && paths.iter().all(|p| p.interface.is_none()) {
+        return String::new();
+    }
+    let mut out = String::new();
+    for p in paths {
+        let name = p
+            .interface
+            .clone()
+            .unwrap_or_else(|| format!("path {}", p.id));
+        out.push_str(&format!(
+            " | {name} {:.1} Mbit/s {:.0} ms {:.1} MB {:.0}%",
+            p.rate_bps as f64 / 1e6,
+            p.srtt_ms,
+            p.bytes_sent as f64 / 1e6,
+            p.share * 100.0
+        ));
+    }
+    out
 }
 
 /// Tells glibc's allocator to keep freed memory instead of returning it to

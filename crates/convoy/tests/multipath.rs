@@ -450,3 +450,114 @@ fn an_unknown_path_is_one_line_and_exit_1() {
     assert_eq!(err.trim().lines().count(), 1, "{err:?}");
     assert!(err.contains("nosuch9"), "{err}");
 }
+
+/// `convoy send` and `convoy get` over LTE and Wi-Fi at once: their
+/// `--json` documents carry the progress reports, each with every path's
+/// interface, state, rate, RTT, bytes and share, the shares adding up to
+/// 1, and both links carrying part of each transfer.
+#[test]
+fn send_and_get_report_per_path_progress() {
+    let _g = serial();
+    if !can_emulate("send_and_get_report_per_path_progress") {
+        return;
+    }
+    let dir = Scratch::new("progress");
+    let key = dir.0.join("server.key");
+    let out = Command::new(convoy())
+        .args(["keygen", "--out"])
+        .arg(&key)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let store = dir.0.join("store");
+    std::fs::create_dir_all(&store).unwrap();
+    let file = dir.0.join("drive.log");
+    // Pseudo-random, so no layer below can shrink it: ~2 s over both.
+    let data: Vec<u8> = (0..6_000_000u64)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    std::fs::write(&file, &data).unwrap();
+    let server = format!(
+        "exec {} serve --open --listen 0.0.0.0:4433 --dir {} --key {}",
+        convoy(),
+        store.display(),
+        key.display()
+    );
+    let client = format!(
+        "sleep 0.3; {c} send {f} $CONVOY_EMU_SERVER --server-key {k}.pub --json && \
+         {c} get drive.log $CONVOY_EMU_SERVER --server-key {k}.pub --json -o {b}",
+        c = convoy(),
+        f = file.display(),
+        k = key.display(),
+        b = dir.0.join("back.log").display()
+    );
+    let child = Command::new(convoy())
+        .args(["emu", "--link", "lte:rate=10mbit,delay=20ms"])
+        .args(["--link", "wifi:rate=20mbit,delay=5ms"])
+        .args(["--server", &server, "--", "sh", "-c", &client])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = wait_output(Running(child), Duration::from_secs(60));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "send/get failed: {stderr}");
+    assert_eq!(std::fs::read(dir.0.join("back.log")).unwrap(), data);
+    let docs: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .filter(|v: &Value| v.get("progress").is_some())
+        .collect();
+    assert_eq!(
+        docs.len(),
+        2,
+        "one document each from send and get: {docs:?}"
+    );
+    for (doc, what, carried) in [
+        (&docs[0], "send", "bytes_sent"),
+        (&docs[1], "get", "bytes_received"),
+    ] {
+        let reports = doc["progress"].as_array().unwrap();
+        assert!(
+            reports.len() >= 3,
+            "{what}: {} progress reports",
+            reports.len()
+        );
+        for r in reports {
+            assert!(
+                r["t_s"].as_f64().is_some() && r["done"].as_u64().is_some(),
+                "{what}: {r}"
+            );
+            let paths = r["paths"].as_array().unwrap();
+            for p in paths {
+                assert!(p["interface"].is_string(), "{what}: {p}");
+                for f in ["rate_bps", "bytes_sent", "bytes_received", "id"] {
+                    assert!(p[f].as_u64().is_some(), "{what}: no {f} in {p}");
+                }
+                for f in ["srtt_ms", "share"] {
+                    assert!(p[f].as_f64().is_some(), "{what}: no {f} in {p}");
+                }
+                assert!(p["state"].is_string(), "{what}: {p}");
+            }
+            let shares: f64 = paths.iter().map(|p| p["share"].as_f64().unwrap()).sum();
+            let moved: u64 = paths.iter().map(|p| u(&p[carried])).sum();
+            assert!(
+                moved == 0 || (shares - 1.0).abs() < 1e-6,
+                "{what}: shares {shares}"
+            );
+        }
+        // By the last report both links carry part of the transfer.
+        let last = reports.last().unwrap()["paths"].as_array().unwrap().clone();
+        for name in ["lte", "wifi"] {
+            let p = last
+                .iter()
+                .find(|p| p["interface"] == name)
+                .unwrap_or_else(|| panic!("{what}: no {name} path in {last:?}"));
+            assert!(
+                p["share"].as_f64().unwrap() > 0.05,
+                "{what}: {name} carried too little: {p}"
+            );
+            assert!(p["srtt_ms"].as_f64().unwrap() > 0.0, "{what}: {p}");
+        }
+    }
+}

@@ -28,7 +28,9 @@ use crate::driver::Driver;
 use crate::error::NetError;
 use crate::netlink::{Interfaces, Local, Message, RouteSocket, Selection};
 use crate::socket::NetSocket;
-pub use report::{interval_bytes, PathBytes, PathEventReport, PathReport};
+pub use report::{
+    interval_bytes, path_progress, PathBytes, PathEventReport, PathProgress, PathReport,
+};
 
 /// One path this manager opened (or path 0, which the handshake opened).
 #[derive(Clone, Debug)]

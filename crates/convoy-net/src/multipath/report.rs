@@ -2,6 +2,8 @@
 
 use std::net::SocketAddr;
 
+use convoy_proto::Connection;
+
 /// One path at the end of (or during) a transfer.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct PathReport {
@@ -59,6 +61,63 @@ pub fn interval_bytes(before: &[PathReport], now: &[PathReport]) -> Vec<PathByte
                 bytes_received: p.bytes_received
                     - b.map_or(0, |q| q.bytes_received.min(p.bytes_received)),
             }
+        })
+        .collect()
+}
+
+/// One path's figures in a transfer's progress (`convoy send` and `get`,
+/// every [`crate::upload::PROGRESS_TICK`]).
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct PathProgress {
+    pub id: u8,
+    /// The interface its socket is bound to (None: the single-path
+    /// socket, which the kernel routes).
+    pub interface: Option<String>,
+    /// validating, active, standby, suspect or abandoned.
+    pub state: String,
+    /// The path's rate controller, bits per second.
+    pub rate_bps: u64,
+    pub srtt_ms: f64,
+    pub bytes_sent: u64,
+    pub bytes_received: u64,
+    /// Its part, 0 to 1, of the bytes that went the transfer's way on
+    /// this connection so far: sent for an upload, received for a
+    /// download.
+    pub share: f64,
+}
+
+/// The connection's paths as progress figures; `interface` names each
+/// path's interface where known, `sending` says which way the transfer
+/// goes (for `share`).
+pub fn path_progress(
+    c: &Connection,
+    interface: impl Fn(u8) -> Option<String>,
+    sending: bool,
+) -> Vec<PathProgress> {
+    let paths = c.paths();
+    let carried = |p: &convoy_proto::PathInfo| {
+        if sending {
+            p.bytes_sent
+        } else {
+            p.bytes_received
+        }
+    };
+    let total: u64 = paths.iter().map(carried).sum();
+    paths
+        .iter()
+        .map(|p| PathProgress {
+            id: p.id,
+            interface: interface(p.id),
+            state: p.state.as_str().into(),
+            rate_bps: p.rate.saturating_mul(8),
+            srtt_ms: p.srtt.as_secs_f64() * 1e3,
+            bytes_sent: p.bytes_sent,
+            bytes_received: p.bytes_received,
+            share: if total == 0 {
+                0.0
+            } else {
+                carried(p) as f64 / total as f64
+            },
         })
         .collect()
 }

@@ -14,7 +14,7 @@
 //! let mut progress = upload.progress();
 //! tokio::spawn(async move {
 //!     while progress.changed().await.is_ok() {
-//!         let p = *progress.borrow();
+//!         let p = progress.borrow().clone();
 //!         eprintln!("{} of {} bytes", p.done, p.total);
 //!     }
 //! });

@@ -243,6 +243,7 @@ fn finished(bytes: u64, seconds: f64) -> Progress {
         done: bytes,
         total: bytes,
         elapsed: Duration::from_secs_f64(seconds),
+        paths: Vec::new(),
     }
 }
 

@@ -1,7 +1,7 @@
 //! Incoming packets: handshake messages, then protected packets and their
 //! frames.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 use super::{CloseReason, Connection, Handshake};
@@ -16,6 +16,7 @@ impl Connection {
         &mut self,
         now: Duration,
         remote: SocketAddr,
+        local: Option<IpAddr>,
         packet: Packet<'_>,
         len: usize,
     ) {
@@ -37,7 +38,7 @@ impl Connection {
             }
             Packet::Retry { token, .. } => self.on_retry(token),
             Packet::Handshake { scid, noise, .. } => self.on_handshake(now, scid, noise),
-            Packet::Protected(p) => self.on_protected(now, remote, p, len),
+            Packet::Protected(p) => self.on_protected(now, remote, local, p, len),
             Packet::Version { versions, .. } => self.on_version(versions),
         }
     }
@@ -134,7 +135,14 @@ impl Connection {
             .is_none_or(|allowed| allowed.contains(key))
     }
 
-    fn on_protected(&mut self, now: Duration, remote: SocketAddr, p: Protected<'_>, len: usize) {
+    fn on_protected(
+        &mut self,
+        now: Duration,
+        remote: SocketAddr,
+        local: Option<IpAddr>,
+        p: Protected<'_>,
+        len: usize,
+    ) {
         let Some(e) = self.one_rtt.as_mut() else {
             // Keys not ready (XX server before the final message): dropped;
             // coding replaces whatever it carried.
@@ -195,6 +203,11 @@ impl Connection {
             return;
         };
         let path = &mut self.paths[path_idx];
+        if newest && local.is_some() {
+            // Answer from the address the peer's newest packet went to,
+            // as its remote address follows the newest packet too.
+            path.local = local;
+        }
         if !path.validated {
             path.unvalidated_received += len as u64;
         }

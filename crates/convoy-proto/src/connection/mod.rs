@@ -17,7 +17,7 @@ pub(crate) use paths::Path;
 pub use paths::{PathError, PathEvent, PathInfo, PathState, MAX_PATHS};
 
 use std::collections::VecDeque;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -133,6 +133,10 @@ pub enum Event {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Transmit {
     pub remote: SocketAddr,
+    /// The source address to send from, when the path knows the address
+    /// the peer sent to ([`crate::Endpoint::handle_to`]); `None`: the
+    /// socket's own.
+    pub local: Option<IpAddr>,
     pub len: usize,
     pub path_id: u8,
 }
@@ -222,6 +226,8 @@ pub(crate) struct Accepted {
     pub local_cid: ConnectionId,
     pub client_cid: ConnectionId,
     pub remote: SocketAddr,
+    /// Our address the Initial was sent to, when the driver knows it.
+    pub local: Option<IpAddr>,
     pub handshake: Handshake,
     pub established: Option<Established>,
     pub initial_len: usize,
@@ -307,7 +313,7 @@ pub struct Connection {
     pub(crate) authorized: bool,
     /// Protected datagrams that arrived before `authorized`, with their
     /// source address, replayed once it is set.
-    pub(crate) held: Vec<(SocketAddr, Vec<u8>)>,
+    pub(crate) held: Vec<(SocketAddr, Option<IpAddr>, Vec<u8>)>,
 }
 
 impl Connection {
@@ -429,6 +435,7 @@ impl Connection {
             a.handshake,
         );
         c.validated = a.validated;
+        c.paths[0].local = a.local;
         c.unvalidated_received = a.initial_len as u64;
         c.handshake_out = true;
         if let Some(est) = a.established {
@@ -449,6 +456,12 @@ impl Connection {
                     code: coding.code,
                     ..crate::coding::CodingConfig::defaults_for(coding.code)
                 };
+                // The default symbols must still fit this connection's
+                // datagrams (smaller to an IPv6 peer, Config::for_ipv6).
+                let room = self.cfg.max_datagram - self.cfg.data_packet_overhead();
+                coding.symbol_size = coding
+                    .symbol_size
+                    .min(u16::try_from(room).unwrap_or(u16::MAX));
             }
         }
         self.streams
@@ -600,7 +613,7 @@ impl Connection {
     pub fn memory_in_use(&self) -> usize {
         self.streams.buffered_bytes()
             + self.one_rtt.as_ref().map_or(0, |e| e.rx.allocated_bytes())
-            + self.held.iter().map(|(_, d)| d.len()).sum::<usize>()
+            + self.held.iter().map(|(_, _, d)| d.len()).sum::<usize>()
     }
 
     /// Closes the connection if its peer made it hold more than the

@@ -128,6 +128,7 @@ impl Connection {
         self.last_sent = now;
         Transmit {
             remote: self.paths[path_idx].remote,
+            local: self.paths[path_idx].local,
             len,
             path_id: self.paths[path_idx].id,
         }

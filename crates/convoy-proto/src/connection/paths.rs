@@ -29,7 +29,7 @@
 //!   down. PATH_ABANDON tells the peer. A silent path is re-probed every
 //!   [`REPROBE`]; one whose interface is down waits for [`Connection::path_up`].
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 use super::Connection;
@@ -144,6 +144,11 @@ pub(crate) struct PathCounters {
 pub(crate) struct Path {
     pub id: u8,
     pub remote: SocketAddr,
+    /// Our address the peer's newest packet on it was sent to, when the
+    /// driver knows it (a server on a wildcard address, from
+    /// IP_PKTINFO): replies leave from it, so they come from the address
+    /// the peer dialled.
+    pub local: Option<IpAddr>,
     pub rtt: RttEstimator,
     pub cc: Box<dyn RateController>,
     pub state: PathState,
@@ -271,6 +276,7 @@ impl Path {
         Path {
             id,
             remote,
+            local: None,
             rtt: RttEstimator::default(),
             cc,
             state: PathState::Active,

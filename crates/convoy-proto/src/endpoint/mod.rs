@@ -10,7 +10,7 @@ mod offenders;
 mod schedule;
 
 use std::collections::{HashMap, VecDeque};
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -41,6 +41,10 @@ pub struct ConnectionHandle(pub u64);
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct EndpointTransmit {
     pub remote: SocketAddr,
+    /// The source address to send from: our address the peer sent to,
+    /// when the driver said ([`Endpoint::handle_to`]); `None`: the
+    /// socket's own.
+    pub local: Option<IpAddr>,
     pub len: usize,
     pub path_id: u8,
     pub connection: Option<ConnectionHandle>,
@@ -98,13 +102,16 @@ struct Slot {
 #[cfg_attr(feature = "fuzzing", derive(Clone))]
 pub struct Endpoint {
     cfg: Arc<Config>,
+    /// `cfg` for a peer on an IPv6 address ([`Config::for_ipv6`]).
+    cfg_v6: Arc<Config>,
     is_server: bool,
     slots: HashMap<u64, Slot, foldhash::fast::RandomState>,
     by_cid: HashMap<ConnectionId, u64, foldhash::fast::RandomState>,
     next_handle: u64,
     rng: StdRng,
     cookies: CookieKey,
-    stateless: VecDeque<(SocketAddr, Vec<u8>)>,
+    /// Stateless replies: to whom, from which of our addresses, the bytes.
+    stateless: VecDeque<(SocketAddr, Option<IpAddr>, Vec<u8>)>,
     accept_queue: VecDeque<ConnectionHandle>,
     schedule: Schedule,
     admission: Admission,
@@ -129,6 +136,7 @@ impl Endpoint {
         let admission = Admission::new(cfg.retry_threshold, cfg.retry_rate);
         let offenders = offenders::Offenders::new(cfg.offender_rate, cfg.offender_hold);
         Ok(Endpoint {
+            cfg_v6: Arc::new(cfg.for_ipv6()),
             cfg: Arc::new(cfg),
             is_server,
             slots: HashMap::default(),
@@ -181,6 +189,15 @@ impl Endpoint {
 
     pub fn is_empty(&self) -> bool {
         self.slots.is_empty()
+    }
+
+    /// The configuration of a connection with `remote`: datagrams sized
+    /// for its address family (an IPv4-mapped address is IPv4).
+    fn config_for(&self, remote: SocketAddr) -> Arc<Config> {
+        match remote.ip() {
+            IpAddr::V6(v6) if v6.to_ipv4_mapped().is_none() => self.cfg_v6.clone(),
+            _ => self.cfg.clone(),
+        }
     }
 
     fn new_cid(&mut self) -> ConnectionId {
@@ -238,7 +255,7 @@ impl Endpoint {
         let local = self.new_cid();
         let initial_dcid = self.new_cid();
         let conn = Connection::client(
-            self.cfg.clone(),
+            self.config_for(remote),
             local,
             initial_dcid,
             remote,
@@ -270,9 +287,10 @@ impl Endpoint {
             return;
         }
         s.conn.authorized = true;
-        for (remote, datagram) in std::mem::take(&mut s.conn.held) {
+        for (remote, local, datagram) in std::mem::take(&mut s.conn.held) {
             if let Ok(packet) = wire::packet::parse(&datagram) {
-                s.conn.handle_packet(now, remote, packet, datagram.len());
+                s.conn
+                    .handle_packet(now, remote, local, packet, datagram.len());
             }
         }
         self.schedule.activate(h.0, &mut s.place);
@@ -335,11 +353,28 @@ impl Endpoint {
     /// Takes one received datagram. `now` should be the receive time
     /// (a kernel timestamp when the driver has one).
     pub fn handle(&mut self, now: Duration, remote: SocketAddr, datagram: &[u8]) {
+        self.handle_to(now, remote, None, datagram)
+    }
+
+    /// [`Endpoint::handle`], also told which of our addresses the
+    /// datagram was sent to (`local`; a driver on a wildcard address reads
+    /// it from IP_PKTINFO). Replies on its path then name it as their
+    /// source ([`EndpointTransmit::local`]): a host with several
+    /// addresses would otherwise answer from whichever the kernel's route
+    /// picks, which a client's connected socket, a NAT or a firewall
+    /// drops.
+    pub fn handle_to(
+        &mut self,
+        now: Duration,
+        remote: SocketAddr,
+        local: Option<IpAddr>,
+        datagram: &[u8],
+    ) {
         self.last_now = self.last_now.max(now);
         let packet = match wire::packet::parse(datagram) {
             Ok(p) => p,
             Err(WireError::UnsupportedVersion(_)) => {
-                self.on_foreign_version(remote, datagram);
+                self.on_foreign_version(remote, local, datagram);
                 return;
             }
             Err(_) => {
@@ -353,12 +388,13 @@ impl Endpoint {
                     // Not read before the application lets the key in:
                     // kept, a few, for then.
                     if s.conn.held.len() < crate::connection::HELD_PACKETS && !s.conn.is_closed() {
-                        s.conn.held.push((remote, datagram.to_vec()));
+                        s.conn.held.push((remote, local, datagram.to_vec()));
                     }
                     self.touch(h);
                     return;
                 }
-                s.conn.handle_packet(now, remote, packet, datagram.len());
+                s.conn
+                    .handle_packet(now, remote, local, packet, datagram.len());
                 self.schedule.activate(h, &mut s.place);
                 self.touch(h);
                 return;
@@ -370,9 +406,15 @@ impl Endpoint {
                 scid,
                 token,
                 noise,
-            } if self.is_server => {
-                self.on_initial(now, remote, dcid, scid, token, noise, datagram.len())
-            }
+            } if self.is_server => self.on_initial(
+                now,
+                (remote, local),
+                dcid,
+                scid,
+                token,
+                noise,
+                datagram.len(),
+            ),
             _ => self.stats.unknown_connection += 1,
         }
     }
@@ -392,7 +434,7 @@ impl Endpoint {
     fn on_initial(
         &mut self,
         now: Duration,
-        remote: SocketAddr,
+        (remote, local): (SocketAddr, Option<IpAddr>),
         dcid: ConnectionId,
         scid: ConnectionId,
         token: &[u8],
@@ -412,7 +454,7 @@ impl Endpoint {
         } else {
             let alive = self.unproven_alive();
             if self.admission.must_retry(now, alive) {
-                self.send_retry(now, remote, dcid, scid);
+                self.send_retry(now, (remote, local), dcid, scid);
                 return;
             }
         }
@@ -455,17 +497,18 @@ impl Endpoint {
                 None,
             ),
         };
-        let local = self.new_cid();
+        let local_cid = self.new_cid();
         let accepted = Accepted {
-            local_cid: local,
+            local_cid,
             client_cid: scid,
             remote,
+            local,
             handshake,
             established,
             initial_len: len,
             validated,
         };
-        let conn = Connection::server(self.cfg.clone(), accepted, now);
+        let conn = Connection::server(self.config_for(remote), accepted, now);
         let h = self.insert(conn, Some(dcid));
         if !validated {
             self.admission.begun(h, now + self.cfg.handshake_timeout);
@@ -478,7 +521,7 @@ impl Endpoint {
     /// first datagram (one padded as an Initial, so the answer is never
     /// larger than what came) with the versions it speaks, so that the
     /// client can say why it cannot connect instead of timing out.
-    fn on_foreign_version(&mut self, remote: SocketAddr, datagram: &[u8]) {
+    fn on_foreign_version(&mut self, remote: SocketAddr, local: Option<IpAddr>, datagram: &[u8]) {
         self.stats.version_mismatches += 1;
         let Some((_, dcid, scid)) = wire::packet::foreign_long_header(datagram) else {
             return;
@@ -493,14 +536,14 @@ impl Endpoint {
         let mut buf = vec![0u8; 64];
         if let Ok(n) = wire::packet::write_version(&mut buf, scid, dcid, &[wire::VERSION]) {
             buf.truncate(n);
-            self.stateless.push_back((remote, buf));
+            self.stateless.push_back((remote, local, buf));
         }
     }
 
     fn send_retry(
         &mut self,
         now: Duration,
-        remote: SocketAddr,
+        (remote, local): (SocketAddr, Option<IpAddr>),
         dcid: ConnectionId,
         scid: ConnectionId,
     ) {
@@ -513,7 +556,7 @@ impl Endpoint {
         let our = self.new_cid();
         if let Ok(n) = write_retry(&mut buf, scid, our, &token) {
             buf.truncate(n);
-            self.stateless.push_back((remote, buf));
+            self.stateless.push_back((remote, local, buf));
             self.stats.retries_sent += 1;
         }
     }
@@ -521,10 +564,11 @@ impl Endpoint {
     /// The next datagram to send: stateless replies first, then the active
     /// connections in turn.
     pub fn poll_transmit(&mut self, now: Duration, buf: &mut [u8]) -> Option<EndpointTransmit> {
-        if let Some((remote, bytes)) = self.stateless.pop_front() {
+        if let Some((remote, local, bytes)) = self.stateless.pop_front() {
             buf[..bytes.len()].copy_from_slice(&bytes);
             return Some(EndpointTransmit {
                 remote,
+                local,
                 len: bytes.len(),
                 path_id: 0,
                 connection: None,
@@ -536,6 +580,7 @@ impl Endpoint {
             };
             if let Some(Transmit {
                 remote,
+                local,
                 len,
                 path_id,
             }) = s.conn.poll_transmit(now, buf)
@@ -547,6 +592,7 @@ impl Endpoint {
                 }
                 return Some(EndpointTransmit {
                     remote,
+                    local,
                     len,
                     path_id,
                     connection: Some(ConnectionHandle(h)),

@@ -603,3 +603,59 @@ fn bytes_per_full_packet() {
     assert!(frame <= 6, "type, block id, symbol id, K: {frame}");
     assert!(28 + most <= 61, "{} bytes", 28 + most);
 }
+
+/// A server told which of its addresses each datagram was sent to names
+/// it as the source of every reply (handshake, Retry-free data and
+/// feedback); and to an IPv6 peer every datagram is 20 bytes smaller
+/// than to an IPv4 one, so it fits the same MTU.
+#[test]
+fn replies_leave_from_the_dialled_address_and_ipv6_datagrams_fit_its_header() {
+    let (mut s, kp) = server(64, 1000);
+    let v4 = Config::new(Keypair::generate()).max_datagram;
+    let v6 = Config::new(Keypair::generate()).for_ipv6().max_datagram;
+    assert_eq!(v6 + crate::config::IPV6_EXTRA_HEADER, v4);
+    let server_addr: SocketAddr = "[fd00:77::8000]:4433".parse().unwrap();
+    let client_addr: SocketAddr = "[fd00:77::10]:5000".parse().unwrap();
+    let dialled = Some(server_addr.ip());
+    // Symbols that fill an IPv4 datagram, as every command's mode has.
+    let mut ccfg = Config::for_mode(Keypair::generate(), crate::Mode::Tide);
+    ccfg.seed = Some(2);
+    let mut c = Endpoint::new(ccfg, false).unwrap();
+    let ch = c
+        .connect(Duration::ZERO, server_addr, Some(&kp.public))
+        .unwrap();
+    let mut now = Duration::ZERO;
+    let (mut replies, mut largest) = (0, 0);
+    let mut buf = vec![0u8; 2048];
+    for round in 0..400 {
+        if round == 5 {
+            let cc = c.connection(ch).unwrap();
+            let id = cc.open_stream().unwrap();
+            cc.write(id, &[9u8; 200_000]).unwrap();
+        }
+        while let Some(t) = c.poll_transmit(now, &mut buf) {
+            assert_eq!(t.local, None, "a client names no source");
+            largest = largest.max(t.len);
+            s.handle_to(now, client_addr, dialled, &buf[..t.len]);
+        }
+        while let Some(t) = s.poll_transmit(now, &mut buf) {
+            assert_eq!(t.local, dialled, "every reply from the dialled address");
+            largest = largest.max(t.len);
+            replies += 1;
+            c.handle(now, server_addr, &buf[..t.len]);
+        }
+        now += MS;
+        c.handle_timeout(now);
+        s.handle_timeout(now);
+    }
+    assert!(replies > 10, "{replies} replies");
+    assert!(
+        largest <= v6,
+        "{largest} bytes: datagrams to IPv6 are at most {v6}"
+    );
+    assert!(
+        largest + 30 > v6,
+        "{largest} bytes: full symbols still fill them"
+    );
+    assert!(c.connection(ch).unwrap().stats().bytes_sent > 200_000);
+}

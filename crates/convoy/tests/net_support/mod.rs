@@ -4,6 +4,8 @@
 
 #![allow(dead_code)]
 
+pub mod netns;
+
 use std::net::{SocketAddr, UdpSocket};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -192,6 +194,11 @@ fn die_with_test(cmd: &mut Command) -> &mut Command {
             }
         })
     }
+}
+
+/// Starts `cmd` (its output as set), killed with the test.
+pub fn spawn_command(cmd: &mut Command) -> Proc {
+    Proc(Some(die_with_test(cmd).spawn().unwrap()))
 }
 
 pub fn spawn(args: &[&str], extra: &[&Path]) -> Proc {
