@@ -67,7 +67,12 @@ fn segment(n: usize, t0: i64) -> Vec<u8> {
     w.finish().expect("finish")
 }
 
-fn http_get(addr: std::net::SocketAddr, path: &str, token: &str) -> Result<(Duration, usize)> {
+/// One GET on a fresh connection: its time and the response's bytes.
+pub(crate) fn http_get(
+    addr: std::net::SocketAddr,
+    path: &str,
+    token: &str,
+) -> Result<(Duration, usize)> {
     let start = Instant::now();
     let mut s = std::net::TcpStream::connect(addr)?;
     write!(

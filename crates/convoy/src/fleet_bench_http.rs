@@ -13,7 +13,7 @@
 //! - `/api/events` (the live feed, Server-Sent Events): 1,000 subscribers
 //!   held open, and the resident memory they cost.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -68,7 +68,7 @@ fn find_oha(given: Option<&Path>) -> Result<PathBuf> {
 
 pub fn run(t: &Target<'_>, plan: &LoadPlan) -> Result<Value> {
     let oha = find_oha(plan.oha.as_deref())?;
-    let metrics = scrape_metrics(t.web, 200)?;
+    let metrics = scrape_metrics(t.web, t.token, 200)?;
     let sse = hold_subscribers(t.web, t.token, plan.subscribers)?;
 
     let stop = Arc::new(AtomicBool::new(false));
@@ -264,25 +264,15 @@ impl Uploads {
     }
 }
 
-/// `/metrics` fetched `n` times in a row, each on a fresh connection.
-fn scrape_metrics(web: SocketAddr, n: usize) -> Result<Value> {
+/// `/metrics` fetched `n` times in a row, each on a fresh connection (the
+/// token is ignored there).
+fn scrape_metrics(web: SocketAddr, token: &str, n: usize) -> Result<Value> {
     let mut took = Vec::with_capacity(n);
     let mut bytes = 0;
     for _ in 0..n {
-        let start = Instant::now();
-        let mut s = TcpStream::connect(web)?;
-        write!(
-            s,
-            "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-        )?;
-        let mut body = Vec::new();
-        s.read_to_end(&mut body)?;
-        anyhow::ensure!(
-            body.starts_with(b"HTTP/1.1 200"),
-            "/metrics did not answer 200"
-        );
-        took.push(start.elapsed().as_secs_f64() * 1e3);
-        bytes = body.len();
+        let (d, b) = crate::fleet_bench::http_get(web, "/metrics", token)?;
+        took.push(d.as_secs_f64() * 1e3);
+        bytes = b;
     }
     Ok(json!({
         "scrapes": n,
