@@ -67,6 +67,44 @@ fn segment(n: usize, t0: i64) -> Vec<u8> {
     w.finish().expect("finish")
 }
 
+/// A stored telemetry segment of `vehicle`, as the catalog queues it (the
+/// benches index it without reading a file).
+pub(crate) fn telemetry_segment<'a>(vehicle: &'a str, name: &'a str, now: i64) -> NewSegment<'a> {
+    NewSegment {
+        vehicle,
+        name,
+        kind: "telemetry",
+        bytes: 1,
+        blake3: "00",
+        stored_ns: now,
+        object: "x",
+    }
+}
+
+/// What indexing one fix of `vehicle` at `lat` records: its last state
+/// and `track`.
+pub(crate) fn position_outcome(
+    vehicle: &str,
+    now: i64,
+    lat: f64,
+    track: Vec<TrackPoint>,
+) -> IndexOutcome {
+    IndexOutcome {
+        samples: 1,
+        last: Some(LastState {
+            vehicle: vehicle.to_owned(),
+            t_ns: now,
+            lat,
+            lon: 7.6,
+            speed: Some(12.0),
+            values: r#"{"Vehicle.Speed":12.0}"#.into(),
+        }),
+        track,
+        object: "x".into(),
+        ..IndexOutcome::default()
+    }
+}
+
 /// One GET on a fresh connection: its time and the response's bytes.
 pub(crate) fn http_get(
     addr: std::net::SocketAddr,
@@ -116,15 +154,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
     for v in 0..a.vehicles {
         let name = format!("v{v:04}");
         c.add_vehicle(&name, &format!("{v:064x}"), "vehicle", now)?;
-        c.queue_segment(&NewSegment {
-            vehicle: &name,
-            name: "s",
-            kind: "telemetry",
-            bytes: 1,
-            blake3: "00",
-            stored_ns: now,
-            object: "x",
-        })?;
+        c.queue_segment(&telemetry_segment(&name, "s", now))?;
     }
     c.add_vehicle("ops", &format!("{:064x}", u64::MAX), "operator", now)?;
     let claimed = c.claim_pending(a.vehicles, now)?;
@@ -142,24 +172,8 @@ pub fn run(a: BenchArgs) -> Result<()> {
         } else {
             Vec::new()
         };
-        c.finish_indexed(
-            row.id,
-            &IndexOutcome {
-                samples: 1,
-                last: Some(LastState {
-                    vehicle: row.vehicle.clone(),
-                    t_ns: now,
-                    lat: 45.0 + i as f64 * 1e-3,
-                    lon: 7.6,
-                    speed: Some(12.0),
-                    values: r#"{"Vehicle.Speed":12.0}"#.into(),
-                }),
-                track,
-                object: "x".into(),
-                ..IndexOutcome::default()
-            },
-            now,
-        )?;
+        let outcome = position_outcome(&row.vehicle, now, 45.0 + i as f64 * 1e-3, track);
+        c.finish_indexed(row.id, &outcome, now)?;
     }
     let key = [42u8; 32];
     let store = Arc::new(convoy_ingest::Store::open(None, &dir)?);

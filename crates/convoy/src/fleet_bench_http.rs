@@ -22,7 +22,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use convoy_catalog::{Catalog, IndexOutcome, LastState, NewSegment};
+use convoy_catalog::Catalog;
+
+use crate::fleet_bench::{position_outcome, telemetry_segment};
 use serde_json::{json, Value};
 
 use crate::bench_server::{proc_status_kib, SpawnedServer};
@@ -160,32 +162,13 @@ fn last_state_writer(
             next += 1;
             seq += 1;
             let seg = format!("load-{seq}");
-            c.queue_segment(&NewSegment {
-                vehicle: &name,
-                name: &seg,
-                kind: "telemetry",
-                bytes: 1,
-                blake3: "00",
-                stored_ns: now,
-                object: "x",
-            })?;
+            c.queue_segment(&telemetry_segment(&name, &seg, now))?;
         }
         for row in c.claim_pending(batch, now)? {
+            let lat = 45.0 + (seq % 1000) as f64 * 1e-4;
             c.finish_indexed(
                 row.id,
-                &IndexOutcome {
-                    samples: 1,
-                    last: Some(LastState {
-                        vehicle: row.vehicle.clone(),
-                        t_ns: now,
-                        lat: 45.0 + (seq % 1000) as f64 * 1e-4,
-                        lon: 7.6,
-                        speed: Some(12.0),
-                        values: r#"{"Vehicle.Speed":12.0}"#.into(),
-                    }),
-                    object: "x".into(),
-                    ..IndexOutcome::default()
-                },
+                &position_outcome(&row.vehicle, now, lat, Vec::new()),
                 now,
             )?;
             writes.fetch_add(1, Ordering::Relaxed);

@@ -163,15 +163,8 @@ def side_client(root: Path, triggers: int) -> int:
 def bench_emu(root: Path, link: str, triggers: int) -> dict:
     import shlex
     import sys
-    from .requests import PORT, SERVER_IP
-    root = root.resolve()
-    subprocess.run(["rm", "-rf", str(root)], check=False)
-    svc = Service(root, [VEHICLE])  # keys and the registry; not started here
-    (root / "ops.token").write_text(svc.token("ops"))
-    (root / "agent.toml").write_text(
-        f'key = "{svc.key_of(VEHICLE)}"\nserver = "{SERVER_IP}:{PORT}"\n'
-        f'server_key = "{svc.key}.pub"\nspool = "{root / "spool"}"\nidle_timeout = 5\n'
-        '[[source]]\nkind = "stdin"\n')
+    from .requests import emu_run_dir
+    root = emu_run_dir(root, '[[source]]\nkind = "stdin"\n', VEHICLE)
     me = [sys.executable, "-m", "convoy_lab.fleet.campaigns"]
     cmd = [str(convoy_binary()), "emu", "--link", link,
            "--server", "exec " + shlex.join([*me, "side-server", str(root), str(triggers)]),

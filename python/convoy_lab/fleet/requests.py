@@ -179,17 +179,27 @@ def side_client(root: Path) -> int:
     return 0
 
 
+def emu_run_dir(root: Path, source: str, vehicle: str = VEHICLE) -> Path:
+    """A fresh run directory for an emulator bench: the vehicle's and the
+    operator's keys, the registry, the operator's token and the agent's
+    config as `vehicle` (`source`, its [[source]] table), for the two
+    sides to read.
+    Returns the directory, resolved."""
+    root = root.resolve()
+    subprocess.run(["rm", "-rf", str(root)], check=False)
+    svc = Service(root, [vehicle])  # keys and the registry; not started here
+    (root / "ops.token").write_text(svc.token("ops"))
+    (root / "agent.toml").write_text(
+        f'key = "{svc.key_of(vehicle)}"\nserver = "{SERVER_IP}:{PORT}"\n'
+        f'server_key = "{svc.key}.pub"\nspool = "{root / "spool"}"\nidle_timeout = 5\n'
+        + source)
+    return root
+
+
 def bench_emu(root: Path, link: str, n: int, m: int, gap: float) -> dict:
     import shlex
     import sys
-    root = root.resolve()
-    subprocess.run(["rm", "-rf", str(root)], check=False)
-    svc = Service(root, [VEHICLE])  # keys and the registry; not started here
-    (root / "ops.token").write_text(svc.token("ops"))
-    (root / "agent.toml").write_text(
-        f'key = "{svc.key_of(VEHICLE)}"\nserver = "{SERVER_IP}:{PORT}"\n'
-        f'server_key = "{svc.key}.pub"\nspool = "{root / "spool"}"\nidle_timeout = 5\n'
-        f'[[source]]\nkind = "socket"\npath = "{root / "agent.sock"}"\n')
+    root = emu_run_dir(root, f'[[source]]\nkind = "socket"\npath = "{root.resolve() / "agent.sock"}"\n')
     me = [sys.executable, "-m", "convoy_lab.fleet.requests"]
     cmd = [str(convoy_binary()), "emu", "--link", link,
            "--server", "exec " + shlex.join([*me, "side-server", str(root), str(n), str(m), str(gap)]),
