@@ -199,6 +199,12 @@ struct TxBlock {
     /// back it waits for the whole block to decode, which after a failover
     /// to a slower path takes the whole block's time on that path.
     resend: Vec<u32>,
+    /// Of `resend`, the sources that had most likely arrived when their
+    /// path went down (sent more than its one-way delay before): only
+    /// their acknowledgments died with it. They go after every block's
+    /// other lost sources, and the acknowledgment the receiver sends over
+    /// the new path usually takes them off the list before their turn.
+    probably_arrived: Vec<u32>,
     /// Sources lost with a dead path and sent again, whose first copy's
     /// fate is still unknown (its acknowledgment may yet come late).
     resent: Vec<u32>,
@@ -227,6 +233,20 @@ impl TxBlock {
             self.resent.swap_remove(i);
         }
         false
+    }
+
+    /// The next lost source to send again, while the block could lack
+    /// every one of them (past that, some surely arrived, and repairs,
+    /// always useful, finish it); `likely_lost_only`: skipping those that
+    /// most likely arrived.
+    fn next_resend(&self, overhead: u32, likely_lost_only: bool) -> Option<u32> {
+        if self.resend.len() as u32 > self.missing(overhead) {
+            return None;
+        }
+        self.resend
+            .iter()
+            .copied()
+            .find(|e| !likely_lost_only || !self.probably_arrived.contains(e))
     }
 
     /// Symbols the receiver still lacks, as far as the sender knows.
@@ -468,6 +488,7 @@ impl CodedSender {
             lost_in_prefix: 0,
             prefix_answered: 0,
             resend: Vec::new(),
+            probably_arrived: Vec::new(),
             resent: Vec::new(),
             redundant: Vec::new(),
             done: false,
@@ -510,15 +531,32 @@ impl CodedSender {
 
     fn symbol_with_margin(&self, z: f64, top_up: bool) -> Option<NextSymbol> {
         let (h, p) = (self.cfg.overhead(), self.margin_loss());
+        let symbol = |b: &TxBlock, esi: u32, prefix: Option<u32>| NextSymbol {
+            block_id: b.id,
+            esi,
+            block_len: b.len,
+            top_up,
+            prefix,
+        };
+        // After a path went down, the sources it most likely lost go
+        // first, every block's before any block's other symbols: the
+        // reader waits on them, not on the ones only their
+        // acknowledgments were lost with.
+        if let Some((b, esi)) = self
+            .blocks
+            .iter()
+            .filter(|b| b.probably_arrived.len() < b.resend.len())
+            .find_map(|b| {
+                b.wants_more(h, p, z)
+                    .then(|| b.next_resend(h, true).map(|e| (b, e)))
+                    .flatten()
+            })
+        {
+            return Some(symbol(b, esi, None));
+        }
         self.blocks.iter().find(|b| b.wants_more(h, p, z)).map(|b| {
-            // Lost sources go again while they could all be missing;
-            // once the block lacks fewer symbols than that, some of
-            // them surely arrived, and repairs (always useful) finish it.
-            let resend = b
-                .resend
-                .first()
-                .filter(|_| b.resend.len() as u32 <= b.missing(h));
-            let (esi, prefix) = if let Some(&esi) = resend {
+            let resend = b.next_resend(h, false);
+            let (esi, prefix) = if let Some(esi) = resend {
                 (esi, None)
             } else if b.next_source < b.k {
                 (b.next_source, None)
@@ -527,13 +565,7 @@ impl CodedSender {
             } else {
                 (b.next_repair, None)
             };
-            NextSymbol {
-                block_id: b.id,
-                esi,
-                block_len: b.len,
-                top_up,
-                prefix,
-            }
+            symbol(b, esi, prefix)
         })
     }
 
@@ -564,6 +596,7 @@ impl CodedSender {
         }
         if let Some(i) = b.resend.iter().position(|&e| e == s.esi) {
             b.resend.remove(i);
+            b.probably_arrived.retain(|&e| e != s.esi);
             b.resent.push(s.esi);
         }
         let source = s.esi < b.k;
@@ -628,6 +661,7 @@ impl CodedSender {
         if let Some(b) = self.block_mut(block_id) {
             if let Some(i) = b.resend.iter().position(|&e| e == esi) {
                 b.resend.remove(i);
+                b.probably_arrived.retain(|&e| e != esi);
                 b.acked += 1;
                 b.note_fate(esi, ARRIVED);
             } else if let Some(i) = b.resent.iter().position(|&e| e == esi) {
@@ -642,8 +676,10 @@ impl CodedSender {
 
     /// A symbol lost because its path died (not to the link's random loss:
     /// the loss rate that sizes the margins is left alone). A source
-    /// symbol is sent again first.
-    pub fn on_path_lost(&mut self, block_id: u32, esi: u32) {
+    /// symbol is sent again first; one that `probably_arrived` (sent more
+    /// than the path's forward delay before it went down), after the
+    /// others.
+    pub fn on_path_lost(&mut self, block_id: u32, esi: u32, probably_arrived: bool) {
         if let Some(b) = self.block_mut(block_id) {
             if b.settle_resent(esi) {
                 return;
@@ -653,6 +689,9 @@ impl CodedSender {
             if esi < b.k && !b.resend.contains(&esi) {
                 let at = b.resend.partition_point(|&e| e < esi);
                 b.resend.insert(at, esi);
+                if probably_arrived {
+                    b.probably_arrived.push(esi);
+                }
             }
         }
     }

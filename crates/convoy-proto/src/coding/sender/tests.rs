@@ -147,8 +147,8 @@ fn sources_lost_with_a_path_go_again_first_while_they_could_all_be_missing() {
     // Sources 1 and 3 died with their path (2 and 0 were acknowledged).
     s.on_acked(0, 2);
     s.on_acked(0, 0);
-    s.on_path_lost(0, 3);
-    s.on_path_lost(0, 1);
+    s.on_path_lost(0, 3, false);
+    s.on_path_lost(0, 1, false);
     assert_eq!(s.loss_rate(), before, "a dead path is not link loss");
     let n = s.next_symbol().unwrap();
     assert_eq!(n.esi, 1, "the first lost source first");
@@ -157,6 +157,66 @@ fn sources_lost_with_a_path_go_again_first_while_they_could_all_be_missing() {
     assert_eq!(n.esi, 3);
     s.emit(n, &mut out).unwrap();
     assert_eq!(s.next_symbol(), None, "both on their way again");
+}
+
+#[test]
+fn sources_that_probably_arrived_go_after_every_block_s_likely_lost_ones() {
+    // Two blocks of four on a path that went down with all eight in
+    // flight: block 0's first two left long before (their
+    // acknowledgments died with the path), the rest in its last
+    // forward delay.
+    let mut s = sender();
+    let mut out = [0u8; 100];
+    for id in 0..2 {
+        s.start_block(vec![id as u8; 400]).unwrap();
+        for _ in 0..4 {
+            let n = s.next_symbol().unwrap();
+            s.emit(n, &mut out).unwrap();
+        }
+    }
+    for (block, esi) in (0..2).flat_map(|b| (0..4).map(move |e| (b, e))) {
+        s.on_path_lost(block, esi, block == 0 && esi < 2);
+    }
+    let mut order = Vec::new();
+    while let Some(n) = s.next_symbol() {
+        order.push((n.block_id, n.esi));
+        s.emit(n, &mut out).unwrap();
+    }
+    // The reader waits on 0/2 first: it goes at once, and both blocks'
+    // likely-lost sources go before the two that probably arrived.
+    assert_eq!(
+        order,
+        [
+            (0, 2),
+            (0, 3),
+            (1, 0),
+            (1, 1),
+            (1, 2),
+            (1, 3),
+            (0, 0),
+            (0, 1)
+        ]
+    );
+    // Their acknowledgments, late over the new path, would have taken
+    // them off the list before their turn.
+    let mut s2 = sender();
+    s2.start_block(vec![1u8; 400]).unwrap();
+    for _ in 0..4 {
+        let n = s2.next_symbol().unwrap();
+        s2.emit(n, &mut out).unwrap();
+    }
+    for esi in 0..4 {
+        s2.on_path_lost(0, esi, esi < 2);
+    }
+    s2.on_late_ack(0, 0);
+    s2.on_late_ack(0, 1);
+    let sent: Vec<u32> = std::iter::from_fn(|| {
+        let n = s2.next_symbol()?;
+        s2.emit(n, &mut out).unwrap();
+        Some(n.esi)
+    })
+    .collect();
+    assert_eq!(sent, [2, 3]);
 }
 
 #[test]
@@ -169,7 +229,7 @@ fn resends_give_way_to_repairs_once_the_block_lacks_fewer_symbols() {
         s.on_acked(0, 0);
     }
     for esi in 0..4 {
-        s.on_path_lost(0, esi);
+        s.on_path_lost(0, esi, false);
     }
     let n = s.next_symbol().unwrap();
     assert!(n.esi >= 4, "a repair, not source {}", n.esi);
@@ -183,7 +243,7 @@ fn a_late_acknowledgment_takes_a_source_off_the_resend_list() {
     // arrive late, over another path.
     s.on_acked(0, 0);
     for esi in 1..4 {
-        s.on_path_lost(0, esi);
+        s.on_path_lost(0, esi, false);
     }
     s.on_late_ack(0, 1);
     s.on_late_ack(0, 2);
@@ -227,7 +287,7 @@ fn a_copy_made_redundant_by_a_late_acknowledgment_does_not_hold_back_the_last_lo
     // goes again, then its first copy's acknowledgment comes late.
     s.on_acked(0, 0);
     for esi in 1..4 {
-        s.on_path_lost(0, esi);
+        s.on_path_lost(0, esi, false);
     }
     let n = s.next_symbol().unwrap();
     assert_eq!(n.esi, 1);
