@@ -37,13 +37,14 @@ def say(msg: str) -> None:
     print(f"fleet demo: {msg}", file=sys.stderr, flush=True)
 
 
-def link_specs(count: int, traces_dir: Path, prefix: str = "car") -> list[str]:
+def link_specs(count: int, traces_dir: Path, prefix: str = "car", queue: str = "200") -> list[str]:
     """`convoy emu` links PREFIX0, PREFIX1, …: each a shared drive trace
-    both ways, from its own offset, 20 ms one way, 200 packets of queue."""
+    both ways, from its own offset, 20 ms one way, and `queue` (`convoy emu`'s
+    `queue=`; 200 packets of drop-tail by default)."""
     specs = []
     for i in range(count):
         t = traces_dir / TRACES[i % len(TRACES)]
-        specs.append(f"{prefix}{i}:up={t}.up,down={t}.down,offset={(i * 17) % 100}s,delay=20ms,queue=200")
+        specs.append(f"{prefix}{i}:up={t}.up,down={t}.down,offset={(i * 17) % 100}s,delay=20ms,queue={queue}")
     return specs
 
 

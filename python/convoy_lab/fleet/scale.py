@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -258,6 +259,22 @@ def stored_segments(store: Path, vehicle: str, scratch: Path) -> list[tuple[int,
     return out
 
 
+INDEXED = re.compile(r'indexer: indexed .*millis=([0-9.]+) lag_seconds=([0-9.]+)')
+
+
+def indexer_figures(server_log: Path) -> dict:
+    """The indexer's own account (its `indexed` log lines): how long each
+    segment took and how long it waited after it was stored."""
+    took, lag = [], []
+    for line in server_log.read_text(errors="replace").splitlines():
+        m = INDEXED.search(line)
+        if m:
+            took.append(float(m[1]))
+            lag.append(float(m[2]))
+    return {"segments": len(took), "busy_s": sum(took) / 1e3, "ms_p50": pct(took, 0.5), "ms_p99": pct(took, 0.99),
+            "lag_p50_s": pct(lag, 0.5), "lag_p99_s": pct(lag, 0.99)}
+
+
 def steady(client: dict, warmup: float) -> tuple[int, int]:
     """The span of sample times whose freshness is counted."""
     return client["start_ns"] + int(warmup * 1e9), client["stop_ns"] - int(TAIL_S * 1e9)
@@ -336,12 +353,12 @@ def figures(root: Path, names: list[str], cells: int, log_bytes: int, load: list
     cell_rows = [{"cell": c, "vehicles": sum(v["cell"] == c for v in per.values()), "fresh_samples": len(xs),
                   "fresh_p50_s": pct(xs, 0.5), "fresh_p99_s": pct(xs, 0.99),
                   "stored_p50_s": pct(ys, 0.5), "stored_p99_s": pct(ys, 0.99)} for c, (xs, ys) in enumerate(by_cell)]
-    return {"total": total, "cells": cell_rows, "vehicles": per}
+    return {"total": total, "cells": cell_rows, "indexer": indexer_figures(root / "server.log"), "vehicles": per}
 
 
 def run(out: Path, vehicles: int, cells: int, seconds: float, hz: float = 1.0, log_every: float = 10.0,
         log_bytes: int = 64 * 1024, drain_max: float = 60.0, warmup: float = WARMUP_S,
-        segment_s: float = 1.0) -> dict:
+        segment_s: float = 1.0, queue: str = "200") -> dict:
     root = out.resolve() / "fleet"
     if out.exists():
         subprocess.run(["rm", "-rf", str(out.resolve())], check=True)
@@ -356,7 +373,7 @@ def run(out: Path, vehicles: int, cells: int, seconds: float, hz: float = 1.0, l
                             f'[[source]]\nkind = "directory"\npath = "{root / (n + ".inbox")}"\n'
                             f'class = "bulk"\nsettle_seconds = 0.2\n',
                          f"[segments]\nmax_seconds = {segment_s}\n", server=f"10.7.{cell_of(i, cells)}.2:{PORT}")
-    specs = link_specs(cells, shared_traces_dir(), prefix="cell")
+    specs = link_specs(cells, shared_traces_dir(), prefix="cell", queue=queue)
     me = [sys.executable, "-m", "convoy_lab.fleet.scale"]
     cmd = [str(convoy_binary()), "emu"]
     for spec in specs:
@@ -400,6 +417,7 @@ def run(out: Path, vehicles: int, cells: int, seconds: float, hz: float = 1.0, l
     doc["links"] = specs
     doc["total"]["segment_seconds"] = segment_s
     doc["total"]["hz"] = hz
+    doc["total"]["queue"] = queue
     (out / "scale.json").write_text(json.dumps(doc, indent=2))
     return doc
 
@@ -416,7 +434,8 @@ def print_table(doc: dict) -> None:
         print(f"{n:<8} {v['cell']:>4} {v['sent']:>5} {v['stored']:>6} {v['lost']:>4} {v['duplicated']:>3} "
               f"{fmt(v['fresh_p50_s']):>6} {fmt(v['fresh_p99_s']):>6} {v['logs_stored']:>4}/{v['logs']:<4} "
               f"{fmt(v['drain_s']):>7}")
-    print(f"{t['vehicles']} agents behind {t['cells']} cells, {t['seconds']:.0f} s, telemetry at {t['hz']:g} Hz "
+    print(f"{t['vehicles']} agents behind {t['cells']} cells (queue={t.get('queue', '200')}), "
+          f"{t['seconds']:.0f} s, telemetry at {t['hz']:g} Hz "
           f"in segments of <= {t['segment_seconds']:g} s (freshness from {t['warmup_s']:g} s in), "
           f"load average {t['load_average_start']} at the start, {t['load_average_end']} at the end")
     rows = [
@@ -443,6 +462,10 @@ def print_table(doc: dict) -> None:
           f"{t['server_peak_rss_mb_per_vehicle'] * 1024:.0f} kB per vehicle above it)")
     print(f"agents: {t['agent_cpu_s_per_vehicle']:.2f} CPU s each over the run and its drain, "
           f"peak RSS <= {t['agent_peak_rss_mb_max']:.1f} MB")
+    ix = doc["indexer"]
+    print(f"indexer: {ix['segments']} segments, {ix['busy_s']:.0f} s busy (one thread), "
+          f"p50 {ix['ms_p50']:.1f} ms, p99 {ix['ms_p99']:.1f} ms each; waited after being stored "
+          f"p50 {ix['lag_p50_s']:.2f} s, p99 {ix['lag_p99_s']:.2f} s")
     if "run_cpu_s" in t:
         print(f"the whole run (emulator, agents, feeders, server, poller): {t['run_cpu_s']:.0f} CPU s in "
               f"{t['run_wall_s']:.0f} s, {t['run_cores']:.2f} cores on average")
@@ -462,6 +485,10 @@ def add_parser(sub) -> None:
     p.add_argument("--warmup", type=float, default=WARMUP_S,
                    help=f"samples of the first this many s (the agents connecting) are left out of freshness "
                         f"(default {WARMUP_S:g})")
+    p.add_argument("--queue", default="200",
+                   help="each cell's queue, as convoy emu's queue= (default 200 packets of drop-tail, one FIFO "
+                        "for the cell's vehicles; fq_codel gives each flow its own queue, closer to a cell's "
+                        "per-UE buffers)")
     p.add_argument("--drain-max", type=float, default=60.0, help="wait at most this long for the spools to empty")
     p.add_argument("--out", type=Path, default=Path("results/fleet-scale"))
     p.add_argument("--json", action="store_true")
@@ -477,7 +504,7 @@ def from_args(a) -> int:
               "--hz, --log-every and --segment-seconds > 0", file=sys.stderr)
         return 2
     doc = run(a.out, a.vehicles, a.cells, a.seconds, a.hz, a.log_every, a.log_kb * 1024, a.drain_max, a.warmup,
-              a.segment_seconds)
+              a.segment_seconds, a.queue)
     if a.json:
         print(json.dumps(doc))
     else:
