@@ -378,7 +378,8 @@ def run(out: Path, vehicles: int, cells: int, seconds: float, hz: float = 1.0, l
     cmd = [str(convoy_binary()), "emu"]
     for spec in specs:
         cmd += ["--link", spec]
-    cmd += ["--server", "exec " + shlex.join([*me, "side-server", str(root)]),
+    # A loaded machine may take more than the default 5 s to start the server.
+    cmd += ["--server-wait", "30", "--server", "exec " + shlex.join([*me, "side-server", str(root)]),
             "--", *me, "side-client", str(root), str(seconds), str(hz), str(log_every), str(log_bytes),
             str(drain_max), *names]
     (out / "command.txt").write_text(shlex.join(cmd) + "\n")
@@ -399,14 +400,16 @@ def run(out: Path, vehicles: int, cells: int, seconds: float, hz: float = 1.0, l
     p = subprocess.Popen(cmd, stdout=sink, stderr=sink, start_new_session=True)
     try:
         rc = p.wait(timeout=seconds + drain_max + 60 + vehicles)
-    except subprocess.TimeoutExpired:
+    except BaseException as e:  # the time limit, or Ctrl-C (the emulator is in its own session)
         p.send_signal(signal.SIGTERM)
         try:
             p.wait(timeout=15)
         except subprocess.TimeoutExpired:
             os.killpg(p.pid, signal.SIGKILL)
             p.wait()
-        raise RuntimeError(f"the emulated run did not end in time; logs in {root}")
+        if isinstance(e, subprocess.TimeoutExpired):
+            raise RuntimeError(f"the emulated run did not end in time; logs in {root}") from e
+        raise
     if rc != 0 or not (root / "client.json").exists() or not (root / "server.json").exists():
         raise RuntimeError(f"the emulated run failed (exit {rc}); logs in {root}")
     cpu1, wall1 = os.times(), time.time()
@@ -503,6 +506,9 @@ def from_args(a) -> int:
         print(f"fleet scale: --vehicles >= 1, --cells 1..250, --seconds > --warmup + {TAIL_S:g}, "
               "--hz, --log-every and --segment-seconds > 0", file=sys.stderr)
         return 2
+    # SIGTERM (a CI's time limit, `kill`) ends the run as Ctrl-C does: the
+    # emulator is told to stop and takes both namespaces down.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     doc = run(a.out, a.vehicles, a.cells, a.seconds, a.hz, a.log_every, a.log_kb * 1024, a.drain_max, a.warmup,
               a.segment_seconds, a.queue)
     if a.json:
