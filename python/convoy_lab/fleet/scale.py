@@ -75,6 +75,19 @@ def proc_figures(pid: int) -> dict:
     return {"cpu_s": (int(fields[11]) + int(fields[12])) / tick, "rss_kb": kb("VmRSS"), "peak_rss_kb": kb("VmHWM")}
 
 
+def thread_sched(pid: int, comm: str) -> dict | None:
+    """A named thread's time on a core and waiting for one (runnable but
+    not running), seconds, from /proc's schedstat."""
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            if (task / "comm").read_text().strip() == comm:
+                on_cpu, runnable = (task / "schedstat").read_text().split()[:2]
+                return {"cpu_s": int(on_cpu) / 1e9, "runqueue_s": int(runnable) / 1e9}
+        except OSError:
+            continue
+    return None
+
+
 def server_side(root: Path) -> int:
     log = open(root / "server.log", "ab")
     serve = subprocess.Popen(
@@ -97,6 +110,7 @@ def server_side(root: Path) -> int:
             now = time.time_ns()
             if idle is None:  # the server is up and no agent has connected yet
                 idle = proc_figures(serve.pid)
+                idle["indexer"] = thread_sched(serve.pid, "convoy-indexer")
             for v in vehicles:
                 t = (v.get("last") or {}).get("t_ns")
                 if t and t > last.get(v["name"], 0):
@@ -104,6 +118,7 @@ def server_side(root: Path) -> int:
                     seen.write(json.dumps({"v": v["name"], "seen_ns": now, "t_ns": t}) + "\n")
             time.sleep(max(0.0, POLL_S - (time.time_ns() - now) / 1e9))
         doc = {"idle": idle, "end": proc_figures(serve.pid)}
+        doc["end"]["indexer"] = thread_sched(serve.pid, "convoy-indexer")
         (root / "server.json").write_text(json.dumps(doc))
     finally:
         serve.terminate()
@@ -353,7 +368,12 @@ def figures(root: Path, names: list[str], cells: int, log_bytes: int, load: list
     cell_rows = [{"cell": c, "vehicles": sum(v["cell"] == c for v in per.values()), "fresh_samples": len(xs),
                   "fresh_p50_s": pct(xs, 0.5), "fresh_p99_s": pct(xs, 0.99),
                   "stored_p50_s": pct(ys, 0.5), "stored_p99_s": pct(ys, 0.99)} for c, (xs, ys) in enumerate(by_cell)]
-    return {"total": total, "cells": cell_rows, "indexer": indexer_figures(root / "server.log"), "vehicles": per}
+    ix = indexer_figures(root / "server.log")
+    a, b = idle.get("indexer"), end.get("indexer")
+    if a and b:  # the indexer thread over the run: on a core, waiting for one
+        ix["cpu_s"] = b["cpu_s"] - a["cpu_s"]
+        ix["runqueue_s"] = b["runqueue_s"] - a["runqueue_s"]
+    return {"total": total, "cells": cell_rows, "indexer": ix, "vehicles": per}
 
 
 def run(out: Path, vehicles: int, cells: int, seconds: float, hz: float = 1.0, log_every: float = 10.0,
@@ -469,6 +489,9 @@ def print_table(doc: dict) -> None:
     print(f"indexer: {ix['segments']} segments, {ix['busy_s']:.0f} s busy (one thread), "
           f"p50 {ix['ms_p50']:.1f} ms, p99 {ix['ms_p99']:.1f} ms each; waited after being stored "
           f"p50 {ix['lag_p50_s']:.2f} s, p99 {ix['lag_p99_s']:.2f} s")
+    if "cpu_s" in ix:
+        print(f"indexer thread over the run (/proc schedstat): {ix['cpu_s']:.1f} s on a core, "
+              f"{ix['runqueue_s']:.1f} s runnable waiting for one")
     if "run_cpu_s" in t:
         print(f"the whole run (emulator, agents, feeders, server, poller): {t['run_cpu_s']:.0f} CPU s in "
               f"{t['run_wall_s']:.0f} s, {t['run_cores']:.2f} cores on average")
