@@ -160,9 +160,12 @@ def drained(root: Path, name: str, logs: int, last_sample: int) -> int | None:
 
 
 def client_side(root: Path, names: list[str], seconds: float, hz: float, log_every: float, log_bytes: int,
-                drain_max: float) -> int:
+                drain_max: float, agent_nice: int) -> int:
+    # The vehicles' agents share this machine's cores with the server, as
+    # they never would on the road; `agent_nice` lowers their priority.
     agents = [subprocess.Popen([str(convoy_binary()), "agent", "--config", str(root / f"{n}.agent.toml")],
-                               stdout=open(root / f"{n}.agent.log", "ab"), stderr=subprocess.STDOUT)
+                               stdout=open(root / f"{n}.agent.log", "ab"), stderr=subprocess.STDOUT,
+                               preexec_fn=(lambda: os.nice(agent_nice)) if agent_nice else None)
               for n in names]
     try:
         return feed_and_drain(root, names, agents, seconds, hz, log_every, log_bytes, drain_max)
@@ -378,7 +381,7 @@ def figures(root: Path, names: list[str], cells: int, log_bytes: int, load: list
 
 def run(out: Path, vehicles: int, cells: int, seconds: float, hz: float = 1.0, log_every: float = 10.0,
         log_bytes: int = 64 * 1024, drain_max: float = 60.0, warmup: float = WARMUP_S,
-        segment_s: float = 1.0, queue: str = "200") -> dict:
+        segment_s: float = 1.0, queue: str = "200", agent_nice: int = 0) -> dict:
     root = out.resolve() / "fleet"
     if out.exists():
         subprocess.run(["rm", "-rf", str(out.resolve())], check=True)
@@ -401,7 +404,7 @@ def run(out: Path, vehicles: int, cells: int, seconds: float, hz: float = 1.0, l
     # A loaded machine may take more than the default 5 s to start the server.
     cmd += ["--server-wait", "30", "--server", "exec " + shlex.join([*me, "side-server", str(root)]),
             "--", *me, "side-client", str(root), str(seconds), str(hz), str(log_every), str(log_bytes),
-            str(drain_max), *names]
+            str(drain_max), str(agent_nice), *names]
     (out / "command.txt").write_text(shlex.join(cmd) + "\n")
     for spec in specs:
         say(f"link {spec}")
@@ -441,6 +444,7 @@ def run(out: Path, vehicles: int, cells: int, seconds: float, hz: float = 1.0, l
     doc["total"]["segment_seconds"] = segment_s
     doc["total"]["hz"] = hz
     doc["total"]["queue"] = queue
+    doc["total"]["agent_nice"] = agent_nice
     (out / "scale.json").write_text(json.dumps(doc, indent=2))
     return doc
 
@@ -457,7 +461,8 @@ def print_table(doc: dict) -> None:
         print(f"{n:<8} {v['cell']:>4} {v['sent']:>5} {v['stored']:>6} {v['lost']:>4} {v['duplicated']:>3} "
               f"{fmt(v['fresh_p50_s']):>6} {fmt(v['fresh_p99_s']):>6} {v['logs_stored']:>4}/{v['logs']:<4} "
               f"{fmt(v['drain_s']):>7}")
-    print(f"{t['vehicles']} agents behind {t['cells']} cells (queue={t.get('queue', '200')}), "
+    print(f"{t['vehicles']} agents behind {t['cells']} cells (queue={t.get('queue', '200')}"
+          f"{', agents niced +%d' % t['agent_nice'] if t.get('agent_nice') else ''}), "
           f"{t['seconds']:.0f} s, telemetry at {t['hz']:g} Hz "
           f"in segments of <= {t['segment_seconds']:g} s (freshness from {t['warmup_s']:g} s in), "
           f"load average {t['load_average_start']} at the start, {t['load_average_end']} at the end")
@@ -515,6 +520,9 @@ def add_parser(sub) -> None:
                    help="each cell's queue, as convoy emu's queue= (default 200 packets of drop-tail, one FIFO "
                         "for the cell's vehicles; fq_codel gives each flow its own queue, closer to a cell's "
                         "per-UE buffers)")
+    p.add_argument("--agent-nice", type=int, default=0,
+                   help="run the agents this much nicer than the server (they share its cores here, never "
+                        "on the road; default 0)")
     p.add_argument("--drain-max", type=float, default=60.0, help="wait at most this long for the spools to empty")
     p.add_argument("--out", type=Path, default=Path("results/fleet-scale"))
     p.add_argument("--json", action="store_true")
@@ -524,16 +532,16 @@ def from_args(a) -> int:
     if os.geteuid() != 0 or not Path("/dev/net/tun").exists():
         print("fleet scale: convoy emu needs root and /dev/net/tun", file=sys.stderr)
         return 2
-    if a.vehicles < 1 or not 1 <= a.cells <= 250 or a.warmup < 0 or a.seconds < a.warmup + TAIL_S + 1 \
-            or a.hz <= 0 or a.log_every <= 0 or a.log_kb < 0 or a.segment_seconds <= 0:
-        print(f"fleet scale: --vehicles >= 1, --cells 1..250, --seconds > --warmup + {TAIL_S:g}, "
-              "--hz, --log-every and --segment-seconds > 0", file=sys.stderr)
+    if a.vehicles < 1 or not 1 <= a.cells <= 250 or not 0 <= a.agent_nice <= 19 or a.warmup < 0 \
+            or a.seconds < a.warmup + TAIL_S + 1 or a.hz <= 0 or a.log_every <= 0 or a.log_kb < 0 or a.segment_seconds <= 0:
+        print(f"fleet scale: --vehicles >= 1, --cells 1..250, --agent-nice 0..19, --seconds > --warmup + "
+              f"{TAIL_S:g}, --hz, --log-every and --segment-seconds > 0", file=sys.stderr)
         return 2
     # SIGTERM (a CI's time limit, `kill`) ends the run as Ctrl-C does: the
     # emulator is told to stop and takes both namespaces down.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     doc = run(a.out, a.vehicles, a.cells, a.seconds, a.hz, a.log_every, a.log_kb * 1024, a.drain_max, a.warmup,
-              a.segment_seconds, a.queue)
+              a.segment_seconds, a.queue, a.agent_nice)
     if a.json:
         print(json.dumps(doc))
     else:
@@ -546,9 +554,9 @@ def main(argv: list[str]) -> int:
     if argv and argv[0] == "side-server":
         return server_side(Path(argv[1]))
     if argv and argv[0] == "side-client":
-        root, seconds, hz, log_every, log_bytes, drain_max = argv[1:7]
-        return client_side(Path(root), argv[7:], float(seconds), float(hz), float(log_every), int(log_bytes),
-                           float(drain_max))
+        root, seconds, hz, log_every, log_bytes, drain_max, agent_nice = argv[1:8]
+        return client_side(Path(root), argv[8:], float(seconds), float(hz), float(log_every), int(log_bytes),
+                           float(drain_max), int(agent_nice))
     print("run it as `python -m convoy_lab.fleet scale`", file=sys.stderr)
     return 2
 
