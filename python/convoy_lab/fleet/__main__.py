@@ -1,4 +1,4 @@
-"""`python -m convoy_lab.fleet demo | bench | lte` (docs/SERVICE.md)."""
+"""`python -m convoy_lab.fleet demo | bench | lte | scale` (docs/SERVICE.md)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 from .demo import demo
 from .bench import bench
-from . import lte
+from . import lte, scale
 
 
 def main(argv: list | None = None) -> int:
@@ -28,6 +28,7 @@ def main(argv: list | None = None) -> int:
     b.add_argument("--out", type=Path, default=Path("results/fleet-bench"))
     b.add_argument("--json", action="store_true")
     lte.add_parser(sub)
+    scale.add_parser(sub)
     a = ap.parse_args(argv)
     if a.cmd == "demo":
         if not a.loopback and os.geteuid() != 0:
@@ -39,6 +40,8 @@ def main(argv: list | None = None) -> int:
         return demo(a.vehicles, a.seconds, a.out, a.keep_running, lte=not a.loopback)
     if a.cmd == "lte":
         return lte.from_args(a)
+    if a.cmd == "scale":
+        return scale.from_args(a)
     return bench(a.out, a.json)
 
 

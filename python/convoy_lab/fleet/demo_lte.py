@@ -37,11 +37,14 @@ def say(msg: str) -> None:
     print(f"fleet demo: {msg}", file=sys.stderr, flush=True)
 
 
-def link_specs(count: int, traces_dir: Path) -> list[str]:
+def link_specs(count: int, traces_dir: Path, prefix: str = "car", queue: str = "200") -> list[str]:
+    """`convoy emu` links PREFIX0, PREFIX1, …: each a shared drive trace
+    both ways, from its own offset, 20 ms one way, and `queue` (`convoy emu`'s
+    `queue=`; 200 packets of drop-tail by default)."""
     specs = []
     for i in range(count):
         t = traces_dir / TRACES[i % len(TRACES)]
-        specs.append(f"car{i}:up={t}.up,down={t}.down,offset={(i * 17) % 100}s,delay=20ms,queue=200")
+        specs.append(f"{prefix}{i}:up={t}.up,down={t}.down,offset={(i * 17) % 100}s,delay=20ms,queue={queue}")
     return specs
 
 
@@ -108,9 +111,7 @@ def demo_lte(ids: list[str], names: list[str], fcd: Path, overlay: Path, seconds
     for i, (vid, name) in enumerate(zip(ids, names)):
         inbox = root / f"{name}.inbox"
         inbox.mkdir(parents=True, exist_ok=True)
-        (root / f"{name}.agent.toml").write_text(
-            f'key = "{svc.key_of(name)}"\nserver = "10.7.{i}.2:{PORT}"\nserver_key = "{svc.key}.pub"\n'
-            f'spool = "{root / (name + ".spool")}"\nidle_timeout = 5\n' + sources(fcd, vid, inbox))
+        svc.agent_config(name, sources(fcd, vid, inbox), server=f"10.7.{i}.2:{PORT}")
     me = [sys.executable, "-m", "convoy_lab.fleet.demo_lte"]
     cmd = [str(convoy_binary()), "emu"]
     for spec in specs:

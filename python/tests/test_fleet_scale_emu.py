@@ -1,0 +1,49 @@
+"""`fleet scale`'s short form, for real: 8 `convoy agent`s behind 2 shared
+emulated cells (drive traces both ways) into one `convoy serve --fleet
+--http`, 15 s of 1 Hz telemetry and log files. Needs root and
+/dev/net/tun (skipped otherwise, with the reason). About 30 s."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from convoy_lab.fleet import scale
+from convoy_lab.runner import ConvoyNotFound, convoy_binary
+
+pytestmark = pytest.mark.emu
+
+
+def test_eight_agents_behind_two_cells_lose_nothing_and_stay_fresh(tmp_path, shared_traces, capsys):
+    if os.geteuid() != 0 or not Path("/dev/net/tun").exists():
+        pytest.skip("needs root and /dev/net/tun (convoy emu)")
+    try:
+        convoy_binary()
+    except ConvoyNotFound as err:
+        pytest.skip(str(err))
+    doc = scale.run(tmp_path / "scale", vehicles=8, cells=2, seconds=15, warmup=5)
+    assert json.loads((tmp_path / "scale" / "scale.json").read_text()) == json.loads(json.dumps(doc))
+    t = doc["total"]
+    assert t["vehicles"] == 8 and t["agents_alive_at_end"] == 8
+    # Both cells carried their vehicles: each dialled its own cell's address.
+    assert sorted(v["cell"] for v in doc["vehicles"].values()) == [0] * 4 + [1] * 4
+    for name, v in doc["vehicles"].items():
+        assert v["sent"] >= 14, name
+        assert v["lost"] == 0 and v["duplicated"] == 0 and v["unexpected"] == 0, (name, v)
+        assert v["logs"] >= 1 and v["logs_stored"] == v["logs"], (name, v)
+        assert v["drain_s"] is not None, f"{name}: its spool did not empty"
+        assert v["fresh_samples"] >= 5, (name, v)
+    # The full run's target is p99 < 2 s for 100 agents; a few agents on a
+    # loaded 2-core machine get looser bounds, still far below what a
+    # stalled ingest or indexer (tens of seconds) shows.
+    assert t["fresh_p50_s"] < 3, t
+    assert t["fresh_p99_s"] < 6, t
+    assert t["met"]["none_lost"]
+    # /proc of the server: it worked and grew with its vehicles.
+    assert t["server_cpu_s"] > 0 and t["server_peak_rss_mb"] > t["server_idle_rss_mb"]
+    scale.print_table(doc)
+    out = capsys.readouterr().out
+    assert "car-7" in out and "0 samples or log files lost or duplicated" in out
