@@ -538,35 +538,37 @@ impl CodedSender {
             top_up,
             prefix,
         };
-        // After a path went down, the sources it most likely lost go
-        // first, every block's before any block's other symbols: the
-        // reader waits on them, not on the ones only their
-        // acknowledgments were lost with.
-        if let Some((b, esi)) = self
-            .blocks
-            .iter()
-            .filter(|b| b.probably_arrived.len() < b.resend.len())
-            .find_map(|b| {
-                b.wants_more(h, p, z)
-                    .then(|| b.next_resend(h, true).map(|e| (b, e)))
-                    .flatten()
-            })
-        {
-            return Some(symbol(b, esi, None));
-        }
-        self.blocks.iter().find(|b| b.wants_more(h, p, z)).map(|b| {
-            let resend = b.next_resend(h, false);
-            let (esi, prefix) = if let Some(esi) = resend {
-                (esi, None)
-            } else if b.next_source < b.k {
+        // Oldest block first. After a path went down, a block whose next
+        // symbol would be a source that most likely arrived (only its
+        // acknowledgment died) gives way to newer blocks' sources that
+        // were most likely lost, and to nothing else: the reader waits on
+        // those, and the late acknowledgment over the new path usually
+        // takes the others off the list before their turn. If the guess
+        // was wrong, they wait for no more than the other lost sources.
+        // With nothing of the kind on the list, this is plain
+        // oldest-block-first.
+        let mut deferred = None;
+        for b in self.blocks.iter().filter(|b| b.wants_more(h, p, z)) {
+            if let Some(esi) = b.next_resend(h, true) {
+                return Some(symbol(b, esi, None));
+            }
+            if let Some(esi) = b.next_resend(h, false) {
+                deferred = deferred.or(Some((b, esi)));
+                continue;
+            }
+            if let Some((b, esi)) = deferred {
+                return Some(symbol(b, esi, None));
+            }
+            let (esi, prefix) = if b.next_source < b.k {
                 (b.next_source, None)
             } else if self.prefix_repairs && !top_up {
                 (b.next_repair, b.reactive_prefix())
             } else {
                 (b.next_repair, None)
             };
-            symbol(b, esi, prefix)
-        })
+            return Some(symbol(b, esi, prefix));
+        }
+        deferred.map(|(b, esi)| symbol(b, esi, None))
     }
 
     /// Blocks are in id order but not contiguous (a newer block may finish

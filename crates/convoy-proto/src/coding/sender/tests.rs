@@ -220,6 +220,28 @@ fn sources_that_probably_arrived_go_after_every_block_s_likely_lost_ones() {
 }
 
 #[test]
+fn a_source_that_probably_arrived_gives_way_to_lost_ones_only() {
+    // Block 0's last two sources went with a path that went down long
+    // after they left: they probably arrived. Block 1 has sources never
+    // sent. If the guess was wrong (no late acknowledgment comes), new
+    // data must not overtake them: the reader would wait on block 0.
+    let mut s = sender();
+    let mut out = [0u8; 100];
+    s.start_block(vec![1u8; 400]).unwrap();
+    for _ in 0..4 {
+        let n = s.next_symbol().unwrap();
+        s.emit(n, &mut out).unwrap();
+    }
+    s.start_block(vec![2u8; 400]).unwrap();
+    s.on_acked(0, 0);
+    s.on_acked(0, 1);
+    s.on_path_lost(0, 2, true);
+    s.on_path_lost(0, 3, true);
+    let n = s.next_symbol().unwrap();
+    assert_eq!((n.block_id, n.esi), (0, 2), "before block 1's first source");
+}
+
+#[test]
 fn resends_give_way_to_repairs_once_the_block_lacks_fewer_symbols() {
     let (mut s, _) = one_block_sent();
     // Three acknowledged, then all four declared lost with the path:
