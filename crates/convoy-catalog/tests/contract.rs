@@ -325,3 +325,30 @@ fn postgres_registry_and_queue() {
     let mut other = convoy_catalog::open(&pg.url()).unwrap();
     assert_eq!(other.vehicles().unwrap().len(), 3);
 }
+
+/// A catalog made before withdrawals (no `withdrawn` column) opens, and
+/// its campaign versions read as deployments.
+#[test]
+fn sqlite_catalog_from_before_withdrawals_opens() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("catalog.db");
+    let old = rusqlite::Connection::open(&path).unwrap();
+    old.execute_batch(
+        "CREATE TABLE campaigns (name TEXT NOT NULL, version INTEGER NOT NULL,
+            body TEXT NOT NULL, vehicles TEXT NOT NULL, issuer TEXT NOT NULL,
+            created_ns INTEGER NOT NULL, requests TEXT NOT NULL,
+            PRIMARY KEY (name, version));
+         INSERT INTO campaigns VALUES ('brake', 1, 'A', '[\"truck-3\"]', 'ops', 40, '[7]');",
+    )
+    .unwrap();
+    drop(old);
+    let mut c = SqliteCatalog::open(&path).unwrap();
+    let rows = c.campaigns(None, 10).unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!((rows[0].version, rows[0].withdrawn), (1, false));
+    assert_eq!(rows[0].vehicles, ["truck-3"]);
+    // Opening it again (the column now there) changes nothing.
+    drop(c);
+    let mut c = SqliteCatalog::open(&path).unwrap();
+    assert_eq!(c.campaigns(None, 10).unwrap().len(), 1);
+}
