@@ -409,3 +409,7 @@ impl Campaigns {
             .map_err(|e| format!("spool catalog: {e}"))
     }
 }
+
+#[cfg(test)]
+#[path = "withdraw_tests.rs"]
+mod withdraw_tests;
