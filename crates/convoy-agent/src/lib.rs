@@ -190,6 +190,7 @@ pub fn run(cfg: Config, stop: Arc<AtomicBool>, until_idle: bool) -> Result<(), S
         status.clone(),
         rules.clone(),
         signals.clone(),
+        cfg.extra_signals.clone(),
         campaigns.clone(),
     );
     {

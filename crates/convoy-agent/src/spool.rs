@@ -39,6 +39,12 @@ pub struct Item {
     pub bytes: u64,
     pub created_ns: i64,
     pub path: PathBuf,
+    /// A campaign window's upload conditions (`None` and `false` for any
+    /// other segment): the links it may use, as `,a,b,`, and whether
+    /// never a metered one. The lane's link watcher checks them on the
+    /// link in use mid-upload (campaign::spool_ops::link_meets).
+    pub only_links: Option<String>,
+    pub unmetered: bool,
 }
 
 /// A segment the server confirmed durable, waiting to be recorded.
@@ -562,13 +568,13 @@ impl Spool {
         let list = classes.join(",");
         let sql = match lane {
             Lane::Live => format!(
-                "SELECT id, name, class, bytes, created_ns FROM items
+                "SELECT id, name, class, bytes, created_ns, only_links, unmetered FROM items
                  WHERE state = 'queued' AND class IN ({list})
                    AND ((class <= 1 AND created_ns >= ?1) OR prio <= 1){on_link}
                  ORDER BY COALESCE(prio, class) ASC, id DESC LIMIT 1"
             ),
             Lane::Backlog => format!(
-                "SELECT id, name, class, bytes, created_ns FROM items
+                "SELECT id, name, class, bytes, created_ns, only_links, unmetered FROM items
                  WHERE state = 'queued' AND class IN ({list}) AND ?1 = ?1{on_link}
                  ORDER BY COALESCE(prio, class) ASC, id ASC LIMIT 1"
             ),
@@ -583,10 +589,12 @@ impl Spool {
                         r.get(2)?,
                         r.get::<_, i64>(3)?,
                         r.get(4)?,
+                        r.get::<_, Option<String>>(5)?,
+                        r.get::<_, i64>(6)? != 0,
                     ))
                 })
                 .optional()?;
-            let Some((id, name, class, bytes, created_ns)) = row else {
+            let Some((id, name, class, bytes, created_ns, only_links, unmetered)) = row else {
                 return Ok(None);
             };
             let class = Class::from_index(class);
@@ -632,6 +640,8 @@ impl Spool {
                 class,
                 bytes: bytes as u64,
                 created_ns,
+                only_links,
+                unmetered,
             }));
         }
     }

@@ -40,30 +40,41 @@ pub struct Uploader {
 /// turned metered) is interrupted within this and a driver turn.
 const LINK_WATCH: Duration = Duration::from_millis(200);
 
+/// Whether the link in use (`None`: no link) refuses something in flight:
+/// a segment whose class it does not carry, or a campaign window whose
+/// own upload conditions it does not meet (a window "only on Wi-Fi", or
+/// "never metered", in flight when Wi-Fi turns metered), even when the
+/// window's class may use it.
+fn refused_in_flight(items: &[Item], link: Option<&LinkRule>) -> bool {
+    let Some(rule) = link else {
+        return !items.is_empty();
+    };
+    items.iter().any(|i| {
+        !rule.classes.contains(&i.class)
+            || !crate::campaign::spool_ops::link_meets(i.only_links.as_deref(), i.unmetered, rule)
+    })
+}
+
 /// Interrupts the lane's transfer when the link in use no longer allows
-/// a class it has in flight. The connection closes; the server keeps
+/// a segment it has in flight (its class, or a window's conditions). The connection closes; the server keeps
 /// each partial upload, and the segment, queued again, resumes from the
 /// byte the server has when a link allows it again, so no byte the
 /// server acknowledged is sent twice.
 fn watch_link(
     rules: Arc<RwLock<Vec<LinkRule>>>,
     link_file: Option<PathBuf>,
-    inflight: Arc<Mutex<Vec<crate::policy::Class>>>,
+    inflight: Arc<Mutex<Vec<Item>>>,
     interrupt: Arc<Mutex<Option<Arc<AtomicBool>>>>,
     done: Arc<AtomicBool>,
 ) {
     while !done.load(Ordering::Relaxed) {
         std::thread::sleep(LINK_WATCH);
-        let classes = inflight.lock().map(|c| c.clone()).unwrap_or_default();
-        if classes.is_empty() {
+        let items = inflight.lock().map(|c| c.clone()).unwrap_or_default();
+        if items.is_empty() {
             continue;
         }
-        let allowed = current_link(&rules, link_file.as_ref());
-        let refused = match &allowed {
-            None => true,
-            Some(rule) => classes.iter().any(|c| !rule.classes.contains(c)),
-        };
-        if refused {
+        let link = current_link(&rules, link_file.as_ref());
+        if refused_in_flight(&items, link.as_ref()) {
             if let Some(flag) = interrupt.lock().ok().and_then(|s| s.clone()) {
                 flag.store(true, Ordering::Release);
             }
@@ -129,7 +140,7 @@ pub fn current_link(rules: &RwLock<Vec<LinkRule>>, file: Option<&PathBuf>) -> Op
 /// the spool as each is confirmed.
 struct LaneQueue<'u> {
     up: &'u Uploader,
-    inflight: Arc<Mutex<Vec<crate::policy::Class>>>,
+    inflight: Arc<Mutex<Vec<Item>>>,
     rule: LinkRule,
     /// Taken from the spool and not yet confirmed, oldest first; the first
     /// `given` of them were handed to the connection.
@@ -148,15 +159,10 @@ struct LaneQueue<'u> {
 }
 
 impl<'u> LaneQueue<'u> {
-    /// Tells the link watcher which classes are in flight now.
-    fn sync_inflight(&self, inflight: &Mutex<Vec<crate::policy::Class>>) {
+    /// Tells the link watcher what is in flight now.
+    fn sync_inflight(&self, inflight: &Mutex<Vec<Item>>) {
         if let Ok(mut v) = inflight.lock() {
-            *v = self
-                .taken
-                .iter()
-                .take(self.given)
-                .map(|i| i.class)
-                .collect();
+            *v = self.taken.iter().take(self.given).cloned().collect();
         }
     }
 
@@ -290,7 +296,7 @@ impl Uploader {
     pub fn run(self) {
         let mut client: Option<Client> = None;
         let mut backoff = Duration::from_millis(250);
-        let inflight: Arc<Mutex<Vec<crate::policy::Class>>> = Arc::default();
+        let inflight: Arc<Mutex<Vec<Item>>> = Arc::default();
         let lane_done = Arc::new(AtomicBool::new(false));
         let watcher = {
             let (r, f, i, s, d) = (
@@ -513,5 +519,58 @@ impl Uploader {
         while Instant::now() < end && !self.stop.load(Ordering::Relaxed) {
             std::thread::sleep(Duration::from_millis(100));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::Class;
+
+    fn item(class: Class, only_links: Option<&str>, unmetered: bool) -> Item {
+        Item {
+            id: 1,
+            name: "x".into(),
+            class,
+            bytes: 1,
+            created_ns: 0,
+            path: PathBuf::new(),
+            only_links: only_links.map(String::from),
+            unmetered,
+        }
+    }
+
+    #[test]
+    fn a_window_in_flight_is_stopped_by_its_own_conditions_not_only_its_class() {
+        let wifi = LinkRule::unmetered("wifi");
+        let lte = LinkRule {
+            metered: true,
+            classes: vec![Class::Events, Class::Telemetry],
+            ..LinkRule::unmetered("lte")
+        };
+        let plain = item(Class::Events, None, false);
+        let never_metered = item(Class::Events, None, true);
+        let only_wifi = item(Class::Events, Some(",wifi,"), false);
+        // Events may use LTE: a plain event goes on; the windows, whose
+        // class LTE carries, stop all the same.
+        assert!(!refused_in_flight(std::slice::from_ref(&plain), Some(&lte)));
+        assert!(refused_in_flight(
+            std::slice::from_ref(&never_metered),
+            Some(&lte)
+        ));
+        assert!(refused_in_flight(
+            &[plain.clone(), only_wifi.clone()],
+            Some(&lte)
+        ));
+        assert!(!refused_in_flight(
+            &[plain, never_metered, only_wifi],
+            Some(&wifi)
+        ));
+        // By class, as before: bulk on LTE; and anything with no link.
+        assert!(refused_in_flight(
+            &[item(Class::Bulk, None, false)],
+            Some(&lte)
+        ));
+        assert!(refused_in_flight(&[item(Class::Events, None, false)], None));
     }
 }

@@ -155,13 +155,16 @@ pub struct RequestRow {
 
 /// A campaign version (docs/SERVICE.md, "Campaigns"): the file as
 /// deployed, to which vehicles, by whom. Each deployment of a name is the
-/// next version; the vehicles' `campaign` requests carry it.
+/// next version, and so is each withdrawal; the vehicles' `campaign` (or
+/// `withdraw`) requests carry it.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct CampaignRow {
     pub name: String,
     pub version: i64,
-    /// The campaign file (TOML).
+    /// The campaign file (TOML); empty for a withdrawal.
     pub body: String,
+    /// This version withdraws the campaign from its vehicles.
+    pub withdrawn: bool,
     pub vehicles: Vec<String>,
     pub issuer: String,
     pub created_ns: i64,
@@ -255,13 +258,16 @@ pub trait Catalog: Send {
     fn queued_after(&mut self, after: i64, limit: usize) -> Result<Vec<RequestRow>>;
 
     /// Records the next version of campaign `name` and queues, in the
-    /// same transaction, a `campaign` request for each vehicle, its body
-    /// made by `request(version)`. An unknown or revoked vehicle is
+    /// same transaction, a `campaign` request (a `withdraw` request when
+    /// `withdrawn`) for each vehicle, its body made by
+    /// `request(version)`. An unknown or revoked vehicle is
     /// [`CatalogError::NotFound`], and nothing is recorded.
+    #[allow(clippy::too_many_arguments)]
     fn add_campaign(
         &mut self,
         name: &str,
         body: &str,
+        withdrawn: bool,
         vehicles: &[String],
         issuer: &str,
         now_ns: i64,
@@ -269,14 +275,23 @@ pub trait Catalog: Send {
     ) -> Result<CampaignRow>;
     /// Campaign versions, newest first; `name` filters.
     fn campaigns(&mut self, name: Option<&str>, limit: usize) -> Result<Vec<CampaignRow>>;
+
+    /// Records the signal names `vehicle` declares beyond the VSS list
+    /// (its configuration's `extra_signals`, reported on each control
+    /// stream), replacing what it declared before.
+    fn set_vehicle_signals(&mut self, vehicle: &str, signals: &[String], now_ns: i64)
+        -> Result<()>;
+    /// What `vehicle` last declared (empty if it never did).
+    fn vehicle_signals(&mut self, vehicle: &str) -> Result<Vec<String>>;
 }
 
 /// The columns of a campaign row, in the order both backends select them.
 pub(crate) const CAMPAIGN_COLUMNS: &str =
-    "name, version, body, vehicles, issuer, created_ns, requests";
+    "name, version, body, vehicles, issuer, created_ns, requests, withdrawn";
 
 /// A campaign row from its columns (`vehicles` and `requests` are JSON
 /// lists in both backends: the rows are small and read whole).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn campaign_row(
     name: String,
     version: i64,
@@ -285,11 +300,13 @@ pub(crate) fn campaign_row(
     issuer: String,
     created_ns: i64,
     requests: &str,
+    withdrawn: bool,
 ) -> CampaignRow {
     CampaignRow {
         name,
         version,
         body,
+        withdrawn,
         vehicles: serde_json::from_str(vehicles).unwrap_or_default(),
         issuer,
         created_ns,

@@ -83,6 +83,11 @@ CREATE TABLE IF NOT EXISTS campaigns (
     requests TEXT NOT NULL,
     PRIMARY KEY (name, version)
 );
+CREATE TABLE IF NOT EXISTS vehicle_signals (
+    vehicle TEXT PRIMARY KEY,
+    signals TEXT NOT NULL,
+    reported_ns BIGINT NOT NULL
+);
 ";
 
 pub struct PgCatalog {
@@ -145,6 +150,10 @@ impl PgCatalog {
         let mut tx = db.transaction()?;
         tx.execute("SELECT pg_advisory_xact_lock(7315)", &[])?;
         tx.batch_execute(SCHEMA)?;
+        // Catalogs made before withdrawals existed lack the column.
+        tx.batch_execute(
+            "ALTER TABLE campaigns ADD COLUMN IF NOT EXISTS withdrawn BOOLEAN NOT NULL DEFAULT FALSE",
+        )?;
         tx.commit()?;
         Ok(PgCatalog { db })
     }
@@ -444,11 +453,13 @@ impl Catalog for PgCatalog {
         &mut self,
         name: &str,
         body: &str,
+        withdrawn: bool,
         vehicles: &[String],
         issuer: &str,
         now_ns: i64,
         request: &dyn Fn(i64) -> String,
     ) -> Result<CampaignRow> {
+        let kind = if withdrawn { "withdraw" } else { "campaign" };
         let mut tx = self.db.transaction()?;
         // Two servers deploying the same name at once take turns, so
         // each gets its own version.
@@ -473,8 +484,8 @@ impl Catalog for PgCatalog {
             }
             let row = tx.query_one(
                 "INSERT INTO requests (vehicle, kind, body, issuer, state, created_ns)
-                 VALUES ($1, 'campaign', $2, $3, 'queued', $4) RETURNING id",
-                &[v, &req, &issuer, &now_ns],
+                 VALUES ($1, $5, $2, $3, 'queued', $4) RETURNING id",
+                &[v, &req, &issuer, &now_ns, &kind],
             )?;
             ids.push(row.get(0));
         }
@@ -483,9 +494,9 @@ impl Catalog for PgCatalog {
             serde_json::to_string(&ids).unwrap_or_default(),
         );
         tx.execute(
-            "INSERT INTO campaigns (name, version, body, vehicles, issuer, created_ns, requests)
-             VALUES ($1, $2, $3, $4, $5, $6, $7)",
-            &[&name, &version, &body, &vs, &issuer, &now_ns, &is],
+            "INSERT INTO campaigns (name, version, body, vehicles, issuer, created_ns, requests, withdrawn)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+            &[&name, &version, &body, &vs, &issuer, &now_ns, &is, &withdrawn],
         )?;
         tx.commit()?;
         Ok(campaign_row(
@@ -496,6 +507,7 @@ impl Catalog for PgCatalog {
             issuer.into(),
             now_ns,
             &is,
+            withdrawn,
         ))
     }
 
@@ -519,9 +531,35 @@ impl Catalog for PgCatalog {
                     r.get(4),
                     r.get(5),
                     r.get::<_, &str>(6),
+                    r.get(7),
                 )
             })
             .collect())
+    }
+
+    fn set_vehicle_signals(
+        &mut self,
+        vehicle: &str,
+        signals: &[String],
+        now_ns: i64,
+    ) -> Result<()> {
+        let list = serde_json::to_string(signals).unwrap_or_default();
+        self.db.execute(
+            "INSERT INTO vehicle_signals (vehicle, signals, reported_ns) VALUES ($1, $2, $3)
+             ON CONFLICT (vehicle) DO UPDATE SET signals = $2, reported_ns = $3",
+            &[&vehicle, &list, &now_ns],
+        )?;
+        Ok(())
+    }
+
+    fn vehicle_signals(&mut self, vehicle: &str) -> Result<Vec<String>> {
+        let row = self.db.query_opt(
+            "SELECT signals FROM vehicle_signals WHERE vehicle = $1",
+            &[&vehicle],
+        )?;
+        Ok(row
+            .and_then(|r| serde_json::from_str(r.get::<_, &str>(0)).ok())
+            .unwrap_or_default())
     }
 
     fn open_requests(&mut self, vehicle: &str) -> Result<Vec<RequestRow>> {

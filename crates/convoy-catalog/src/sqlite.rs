@@ -83,6 +83,11 @@ CREATE TABLE IF NOT EXISTS campaigns (
     requests TEXT NOT NULL,
     PRIMARY KEY (name, version)
 );
+CREATE TABLE IF NOT EXISTS vehicle_signals (
+    vehicle TEXT PRIMARY KEY,
+    signals TEXT NOT NULL,
+    reported_ns INTEGER NOT NULL
+);
 ";
 
 pub struct SqliteCatalog {
@@ -144,6 +149,15 @@ impl SqliteCatalog {
         db.pragma_update(None, "journal_mode", "WAL")?;
         db.pragma_update(None, "synchronous", "FULL")?;
         db.execute_batch(SCHEMA)?;
+        // Catalogs made before withdrawals existed lack the column.
+        let has: bool = db
+            .prepare("SELECT 1 FROM pragma_table_info('campaigns') WHERE name = 'withdrawn'")?
+            .exists([])?;
+        if !has {
+            db.execute_batch(
+                "ALTER TABLE campaigns ADD COLUMN withdrawn INTEGER NOT NULL DEFAULT 0",
+            )?;
+        }
         Ok(SqliteCatalog { db })
     }
 
@@ -472,11 +486,13 @@ impl Catalog for SqliteCatalog {
         &mut self,
         name: &str,
         body: &str,
+        withdrawn: bool,
         vehicles: &[String],
         issuer: &str,
         now_ns: i64,
         request: &dyn Fn(i64) -> String,
     ) -> Result<CampaignRow> {
+        let kind = if withdrawn { "withdraw" } else { "campaign" };
         let tx = self.write_tx()?;
         let version: i64 = tx.query_row(
             "SELECT COALESCE(MAX(version), 0) + 1 FROM campaigns WHERE name = ?1",
@@ -500,8 +516,8 @@ impl Catalog for SqliteCatalog {
             }
             tx.execute(
                 "INSERT INTO requests (vehicle, kind, body, issuer, state, created_ns)
-                 VALUES (?1, 'campaign', ?2, ?3, 'queued', ?4)",
-                params![v, req, issuer, now_ns],
+                 VALUES (?1, ?5, ?2, ?3, 'queued', ?4)",
+                params![v, req, issuer, now_ns, kind],
             )?;
             ids.push(tx.last_insert_rowid());
         }
@@ -510,9 +526,9 @@ impl Catalog for SqliteCatalog {
             serde_json::to_string(&ids).unwrap_or_default(),
         );
         tx.execute(
-            "INSERT INTO campaigns (name, version, body, vehicles, issuer, created_ns, requests)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-            params![name, version, body, vs, issuer, now_ns, is],
+            "INSERT INTO campaigns (name, version, body, vehicles, issuer, created_ns, requests, withdrawn)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+            params![name, version, body, vs, issuer, now_ns, is, withdrawn],
         )?;
         tx.commit()?;
         Ok(campaign_row(
@@ -523,6 +539,7 @@ impl Catalog for SqliteCatalog {
             issuer.into(),
             now_ns,
             &is,
+            withdrawn,
         ))
     }
 
@@ -540,9 +557,39 @@ impl Catalog for SqliteCatalog {
                 r.get(4)?,
                 r.get(5)?,
                 &r.get::<_, String>(6)?,
+                r.get(7)?,
             ))
         })?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    fn set_vehicle_signals(
+        &mut self,
+        vehicle: &str,
+        signals: &[String],
+        now_ns: i64,
+    ) -> Result<()> {
+        let list = serde_json::to_string(signals).unwrap_or_default();
+        self.db.execute(
+            "INSERT INTO vehicle_signals (vehicle, signals, reported_ns) VALUES (?1, ?2, ?3)
+             ON CONFLICT (vehicle) DO UPDATE SET signals = ?2, reported_ns = ?3",
+            params![vehicle, list, now_ns],
+        )?;
+        Ok(())
+    }
+
+    fn vehicle_signals(&mut self, vehicle: &str) -> Result<Vec<String>> {
+        let list: Option<String> = self
+            .db
+            .query_row(
+                "SELECT signals FROM vehicle_signals WHERE vehicle = ?1",
+                [vehicle],
+                |r| r.get(0),
+            )
+            .optional()?;
+        Ok(list
+            .and_then(|l| serde_json::from_str(&l).ok())
+            .unwrap_or_default())
     }
 
     fn open_requests(&mut self, vehicle: &str) -> Result<Vec<RequestRow>> {

@@ -241,17 +241,19 @@ fn campaigns(c: &mut dyn Catalog) {
     let req = |v: i64| format!("{{\"type\":\"campaign\",\"version\":{v}}}");
     let trucks = ["truck-3".to_string()];
     let a = c
-        .add_campaign("brake", "A", &trucks, "ops", 40, &req)
+        .add_campaign("brake", "A", false, &trucks, "ops", 40, &req)
         .unwrap();
     let b = c
-        .add_campaign("brake", "B", &trucks, "ops", 41, &req)
+        .add_campaign("brake", "B", false, &trucks, "ops", 41, &req)
         .unwrap();
-    let other = c.add_campaign("other", "C", &[], "ops", 42, &req).unwrap();
+    let other = c
+        .add_campaign("other", "C", false, &[], "ops", 42, &req)
+        .unwrap();
     assert_eq!((a.version, b.version, other.version), (1, 2, 1));
     // An unknown or revoked vehicle refuses the whole deployment.
     let bad = ["truck-3".to_string(), "truck-1".to_string()];
     assert!(matches!(
-        c.add_campaign("brake", "D", &bad, "ops", 43, &req),
+        c.add_campaign("brake", "D", false, &bad, "ops", 43, &req),
         Err(CatalogError::NotFound(_))
     ));
     let rows = c.campaigns(Some("brake"), 10).unwrap();
@@ -264,6 +266,39 @@ fn campaigns(c: &mut dyn Catalog) {
     assert_eq!(open[1].kind, "campaign");
     assert_eq!(open[1].body, req(2));
     assert_eq!(c.campaigns(None, 10).unwrap().len(), 3);
+
+    // A withdrawal is the next version, with a `withdraw` request queued
+    // after the deployments it ends (so they arrive in that order).
+    let w = c
+        .add_campaign("brake", "", true, &trucks, "ops", 44, &req)
+        .unwrap();
+    assert_eq!((w.version, w.withdrawn), (3, true));
+    let rows = c.campaigns(Some("brake"), 10).unwrap();
+    assert_eq!(
+        rows.iter()
+            .map(|r| (r.version, r.withdrawn))
+            .collect::<Vec<_>>(),
+        [(3, true), (2, false), (1, false)]
+    );
+    let open = c.open_requests("truck-3").unwrap();
+    assert_eq!(
+        open.last().map(|r| (r.id, r.kind.as_str())),
+        Some((w.requests[0], "withdraw"))
+    );
+}
+
+/// A vehicle's declared signals: replaced by each report, empty before any.
+fn vehicle_signals(c: &mut dyn Catalog) {
+    assert!(c.vehicle_signals("truck-3").unwrap().is_empty());
+    let a = [
+        "Vehicle.Acme.Boost".to_string(),
+        "Vehicle.Acme.Fan".to_string(),
+    ];
+    c.set_vehicle_signals("truck-3", &a, 50).unwrap();
+    assert_eq!(c.vehicle_signals("truck-3").unwrap(), a);
+    c.set_vehicle_signals("truck-3", &a[1..], 51).unwrap();
+    assert_eq!(c.vehicle_signals("truck-3").unwrap(), a[1..]);
+    assert!(c.vehicle_signals("truck-9").unwrap().is_empty());
 }
 
 #[test]
@@ -274,6 +309,7 @@ fn sqlite_registry_and_queue() {
     queue_and_index(&mut c);
     requests(&mut c);
     campaigns(&mut c);
+    vehicle_signals(&mut c);
 }
 
 #[test]
@@ -284,7 +320,35 @@ fn postgres_registry_and_queue() {
     queue_and_index(&mut c);
     requests(&mut c);
     campaigns(&mut c);
+    vehicle_signals(&mut c);
     // A second server on the same database sees the same registry.
     let mut other = convoy_catalog::open(&pg.url()).unwrap();
     assert_eq!(other.vehicles().unwrap().len(), 3);
+}
+
+/// A catalog made before withdrawals (no `withdrawn` column) opens, and
+/// its campaign versions read as deployments.
+#[test]
+fn sqlite_catalog_from_before_withdrawals_opens() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("catalog.db");
+    let old = rusqlite::Connection::open(&path).unwrap();
+    old.execute_batch(
+        "CREATE TABLE campaigns (name TEXT NOT NULL, version INTEGER NOT NULL,
+            body TEXT NOT NULL, vehicles TEXT NOT NULL, issuer TEXT NOT NULL,
+            created_ns INTEGER NOT NULL, requests TEXT NOT NULL,
+            PRIMARY KEY (name, version));
+         INSERT INTO campaigns VALUES ('brake', 1, 'A', '[\"truck-3\"]', 'ops', 40, '[7]');",
+    )
+    .unwrap();
+    drop(old);
+    let mut c = SqliteCatalog::open(&path).unwrap();
+    let rows = c.campaigns(None, 10).unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!((rows[0].version, rows[0].withdrawn), (1, false));
+    assert_eq!(rows[0].vehicles, ["truck-3"]);
+    // Opening it again (the column now there) changes nothing.
+    drop(c);
+    let mut c = SqliteCatalog::open(&path).unwrap();
+    assert_eq!(c.campaigns(None, 10).unwrap().len(), 1);
 }

@@ -64,13 +64,38 @@ pub fn is_telemetry(name: &str) -> bool {
     name.ends_with(".jsonl.zst")
 }
 
-/// The Parquet key of a segment.
-pub fn parquet_key(vehicle: &str, t_first: i64, blake3: &str) -> String {
-    format!(
-        ".telemetry/vehicle={vehicle}/date={}/{}.parquet",
-        utc_date(t_first),
-        &blake3[..blake3.len().min(32)]
-    )
+/// The campaign a stored name is a triggered window of: the agent names
+/// windows `DATE/campaign/NAME/vVERSION-TRIGGER-T_NS.jsonl.zst`
+/// (convoy-agent's `campaign` module; a prefix before `DATE` is allowed).
+/// Anything else is `None`.
+pub fn window_campaign(name: &str) -> Option<&str> {
+    let parts: Vec<&str> = name.split('/').collect();
+    let [.., date, "campaign", campaign, file] = parts[..] else {
+        return None;
+    };
+    let dated = date.len() == 10 && date.bytes().all(|b| b.is_ascii_digit() || b == b'-');
+    if !dated {
+        return None;
+    }
+    let version = file.strip_prefix('v')?.split('-').next()?;
+    let is_window = file.ends_with(".jsonl.zst")
+        && !version.is_empty()
+        && version.bytes().all(|b| b.is_ascii_digit());
+    is_window.then_some(campaign)
+}
+
+/// The Parquet key of a segment. Ordinary telemetry goes under
+/// `.telemetry/`; a campaign's window under `.windows/…/campaign=NAME/`.
+/// A window's samples are copies of samples the vehicle also uploads as
+/// telemetry, so indexing them beside it would count each twice in a
+/// query over `.telemetry/` (docs/SERVICE.md, "Windows in Parquet").
+pub fn parquet_key(vehicle: &str, name: &str, t_first: i64, blake3: &str) -> String {
+    let hash = &blake3[..blake3.len().min(32)];
+    let date = utc_date(t_first);
+    match window_campaign(name) {
+        Some(c) => format!(".windows/vehicle={vehicle}/campaign={c}/date={date}/{hash}.parquet"),
+        None => format!(".telemetry/vehicle={vehicle}/date={date}/{hash}.parquet"),
+    }
 }
 
 enum Failure {
@@ -230,7 +255,7 @@ impl Indexer {
             out.last = ex.last;
             out.track = ex.track;
             if let Some(t0) = ex.t_first {
-                let key = parquet_key(&row.vehicle, t0, &row.blake3);
+                let key = parquet_key(&row.vehicle, &row.name, t0, &row.blake3);
                 let pq = to_parquet(ex.columns).map_err(|e| Failure::Retry(e.to_string()))?;
                 self.store
                     .put(&key, pq)
@@ -240,5 +265,35 @@ impl Indexer {
         }
         self.move_to_store(row)?;
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn windows_go_to_their_own_parquet_dataset_and_telemetry_stays_alone() {
+        let h = "ab".repeat(32);
+        let t = 1_764_201_600_000_000_000; // 2025-11-27
+        for w in [
+            "2025-11-27/campaign/brake/v3-press-1764201600000000000.jsonl.zst",
+            "events/2025-11-27/campaign/brake/v3-press-1764201600000000000.jsonl.zst",
+        ] {
+            assert_eq!(window_campaign(w), Some("brake"));
+            assert!(parquet_key("truck-7", w, t, &h)
+                .starts_with(".windows/vehicle=truck-7/campaign=brake/date=2025-11-27/"));
+        }
+        for plain in [
+            "telemetry/2025-11-27/telemetry/000042.jsonl.zst",
+            // A source that happens to be called "campaign" is telemetry.
+            "telemetry/2025-11-27/campaign/000042.jsonl.zst",
+            "events/2025-11-27/campaign/brake/notes.jsonl.zst",
+            "bulk/campaign/brake/v3-press-1.jsonl.zst",
+        ] {
+            assert_eq!(window_campaign(plain), None, "{plain}");
+            assert!(parquet_key("truck-7", plain, t, &h)
+                .starts_with(".telemetry/vehicle=truck-7/date=2025-11-27/"));
+        }
     }
 }

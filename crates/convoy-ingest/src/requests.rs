@@ -256,6 +256,22 @@ impl Worker {
             ),
             FromVehicle::Done { result, .. } => RequestEvent::Done(result.to_string()),
             FromVehicle::Failed { error, .. } => RequestEvent::Failed(error),
+            FromVehicle::Hello { extra_signals } => {
+                // A frame bounds the list already; names are VSS paths.
+                if extra_signals.len() > 4096
+                    || extra_signals.iter().any(|s| s.is_empty() || s.len() > 256)
+                {
+                    return self.error(vehicle, "hello: extra_signals out of bounds");
+                }
+                let now = convoy_telemetry::now_ns();
+                if let Err(e) = self
+                    .catalog
+                    .set_vehicle_signals(vehicle, &extra_signals, now)
+                {
+                    self.error(vehicle, &format!("catalog: {e}"));
+                }
+                return;
+            }
             FromVehicle::Unreadable { error } => {
                 return self.error(
                     vehicle,

@@ -455,6 +455,9 @@ async fn handle(
         Method::POST if path == "/api/campaigns" => {
             issue_request(shared.clone(), req, crate::campaigns::issue).await
         }
+        Method::POST if path == "/api/campaigns/withdraw" => {
+            issue_request(shared.clone(), req, crate::campaigns::issue_withdraw).await
+        }
         Method::GET | Method::HEAD => {
             let asked = Asked {
                 path,
@@ -465,7 +468,7 @@ async fn handle(
         }
         _ => json_reply(Reply::error(
             405,
-            "only GET and HEAD (POST for /api/login, /api/logout, /api/requests, /api/campaigns)",
+            "only GET and HEAD (POST for /api/login, /api/logout, /api/requests, /api/campaigns, /api/campaigns/withdraw)",
         )),
     };
     cors(resp.headers_mut());

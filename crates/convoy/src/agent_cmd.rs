@@ -134,6 +134,13 @@ fn status(path: &std::path::Path, json: bool) -> Result<()> {
          (asked for by requests, or campaign windows; never dropped by the overflow rule)"
     );
     for c in snap.iter().flat_map(|s| &s.campaigns) {
+        if c.withdrawn {
+            println!(
+                "campaign {} withdrawn at version {}: {} triggers fired, {} windows spooled before (they still upload)",
+                c.name, c.version, c.triggers_fired, c.windows_spooled
+            );
+            continue;
+        }
         println!(
             "campaign {} version {}: {} triggers fired, {} windows ({} samples) spooled, {} lost",
             c.name,

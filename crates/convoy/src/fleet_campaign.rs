@@ -1,9 +1,11 @@
-//! `convoy fleet campaign deploy FILE --vehicles A,B` and `convoy fleet
-//! campaign list` (docs/SERVICE.md, "Campaigns"). Like `POST
-//! /api/campaigns`, deploying takes an operator's token, checks the file,
-//! records its next version in the catalog and queues a `campaign`
-//! request per vehicle, which the server holding the vehicle's
-//! connection sends within its poll period (100 ms), or on reconnection.
+//! `convoy fleet campaign deploy FILE --vehicles A,B`, `convoy fleet
+//! campaign withdraw NAME [--vehicles A,B]` and `convoy fleet campaign
+//! list` (docs/SERVICE.md, "Campaigns"). Like `POST /api/campaigns` and
+//! `/api/campaigns/withdraw`, deploying and withdrawing take an
+//! operator's token, record the campaign's next version in the catalog
+//! and queue a `campaign` (or `withdraw`) request per vehicle, which the
+//! server holding the vehicle's connection sends within its poll period
+//! (100 ms), or on reconnection.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -37,6 +39,19 @@ pub enum CampaignWhat {
         #[arg(long, value_delimiter = ',', required = true)]
         vehicles: Vec<String>,
         /// Wait up to this many seconds for every vehicle to run it.
+        #[arg(long, value_name = "SECONDS")]
+        wait: Option<f64>,
+    },
+    /// Withdraw a campaign: its vehicles stop it (no new triggers; windows
+    /// already spooled still upload). Recorded as its next version.
+    Withdraw {
+        /// The campaign's name.
+        name: String,
+        /// Only these vehicles, comma-separated (default: every vehicle it
+        /// was deployed to).
+        #[arg(long, value_delimiter = ',')]
+        vehicles: Vec<String>,
+        /// Wait up to this many seconds for every vehicle to stop it.
         #[arg(long, value_name = "SECONDS")]
         wait: Option<f64>,
     },
@@ -76,34 +91,38 @@ pub fn run(a: CampaignArgs) -> Result<()> {
                 row.vehicles.join(", "),
                 row.requests
             );
-            let Some(wait) = wait else { return Ok(()) };
-            let deadline = Instant::now() + Duration::from_secs_f64(wait.max(0.0));
-            let mut left: Vec<(String, i64)> =
-                row.vehicles.iter().cloned().zip(row.requests).collect();
-            while !left.is_empty() && Instant::now() < deadline {
-                let mut still = Vec::new();
-                for (v, id) in left {
-                    let r = c.requests(Some(&v), 1000)?.into_iter().find(|r| r.id == id);
-                    match r.as_ref().map(|r| r.state.as_str()) {
-                        Some("done") => println!("{v}: running version {}", row.version),
-                        Some("failed") => println!(
-                            "{v}: failed: {}",
-                            r.and_then(|r| r.error).unwrap_or_default()
-                        ),
-                        _ => still.push((v, id)),
-                    }
+            match wait {
+                Some(w) => wait_for(c.as_mut(), &row, w, "running"),
+                None => Ok(()),
+            }
+        }
+        CampaignWhat::Withdraw {
+            name,
+            mut vehicles,
+            wait,
+        } => {
+            if let Some(only) = &scope {
+                if vehicles.is_empty() {
+                    vehicles.push(only.clone());
                 }
-                left = still;
-                std::thread::sleep(Duration::from_millis(20));
+                if vehicles.iter().any(|v| v != only) {
+                    bail!("this token is for another vehicle");
+                }
             }
-            if !left.is_empty() {
-                let names: Vec<&str> = left.iter().map(|(v, _)| v.as_str()).collect();
-                bail!(
-                    "not yet running on {} after {wait} s (queued for when they connect)",
-                    names.join(", ")
-                );
+            let now = convoy_telemetry::now_ns();
+            let row = convoy_web::campaigns::withdraw(c.as_mut(), &name, &vehicles, &who, now)
+                .map_err(|(_, e)| anyhow::anyhow!(e))?;
+            println!(
+                "campaign {} withdrawn as version {}, queued for {} (requests {:?})",
+                row.name,
+                row.version,
+                row.vehicles.join(", "),
+                row.requests
+            );
+            match wait {
+                Some(w) => wait_for(c.as_mut(), &row, w, "stopped"),
+                None => Ok(()),
             }
-            Ok(())
         }
         CampaignWhat::List { name } => {
             for r in c.campaigns(name.as_deref(), 100)? {
@@ -120,9 +139,10 @@ pub fn run(a: CampaignArgs) -> Result<()> {
                     states.push(format!("{v}: {st}"));
                 }
                 println!(
-                    "{} v{} by {} at {} ns: {}",
+                    "{} v{}{} by {} at {} ns: {}",
                     r.name,
                     r.version,
+                    if r.withdrawn { " withdrawn" } else { "" },
                     r.issuer,
                     r.created_ns,
                     states.join(", ")
@@ -131,4 +151,45 @@ pub fn run(a: CampaignArgs) -> Result<()> {
             Ok(())
         }
     }
+}
+
+/// Waits up to `wait` seconds for every vehicle of `row` to finish its
+/// request, printing each as it does (`what`: "running", "stopped").
+fn wait_for(
+    c: &mut dyn convoy_catalog::Catalog,
+    row: &convoy_catalog::CampaignRow,
+    wait: f64,
+    what: &str,
+) -> Result<()> {
+    let deadline = Instant::now() + Duration::from_secs_f64(wait.max(0.0));
+    let mut left: Vec<(String, i64)> = row
+        .vehicles
+        .iter()
+        .cloned()
+        .zip(row.requests.iter().copied())
+        .collect();
+    while !left.is_empty() && Instant::now() < deadline {
+        let mut still = Vec::new();
+        for (v, id) in left {
+            let r = c.requests(Some(&v), 1000)?.into_iter().find(|r| r.id == id);
+            match r.as_ref().map(|r| r.state.as_str()) {
+                Some("done") => println!("{v}: {what} version {}", row.version),
+                Some("failed") => println!(
+                    "{v}: failed: {}",
+                    r.and_then(|r| r.error).unwrap_or_default()
+                ),
+                _ => still.push((v, id)),
+            }
+        }
+        left = still;
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    if !left.is_empty() {
+        let names: Vec<&str> = left.iter().map(|(v, _)| v.as_str()).collect();
+        bail!(
+            "not yet {what} on {} after {wait} s (queued for when they connect)",
+            names.join(", ")
+        );
+    }
+    Ok(())
 }

@@ -4,7 +4,10 @@
 //! server complete (every sample in [t - pre, t + post], none missing, none
 //! twice); a new version replaces it without a restart and the agent
 //! reports which runs; bad campaigns and a vehicle's token are refused with
-//! one line, and nothing is queued.
+//! one line, and nothing is queued. A withdrawn campaign stops without a
+//! restart (no new windows, those spooled before still arrive), online or
+//! queued for a vehicle that is away; a signal a vehicle declares in its
+//! `extra_signals` is accepted once every targeted vehicle declared it.
 //!
 //! `CAMPAIGN_TRIGGERS=100 cargo test --release -p convoy --test campaigns
 //! -- --nocapture` is issue 36's target run (100 triggers); the default,
@@ -36,6 +39,15 @@ when = "Vehicle.Speed > 30 && rising(Vehicle.Private.Brake)"
 "#;
 
 fn deploy(f: &Fleet, who: &str, file: &Path, vehicles: &str) -> std::process::Output {
+    campaign_cmd(
+        f,
+        who,
+        &["deploy", file.to_str().unwrap(), "--vehicles", vehicles],
+    )
+}
+
+/// `convoy fleet campaign --token TOKEN --key … ARGS` as `who`.
+fn campaign_cmd(f: &Fleet, who: &str, sub: &[&str]) -> std::process::Output {
     let token = f.token(who);
     let mut args = vec![
         "fleet".to_string(),
@@ -46,13 +58,8 @@ fn deploy(f: &Fleet, who: &str, file: &Path, vehicles: &str) -> std::process::Ou
         f.key.to_str().unwrap().into(),
     ];
     args.extend(f.catalog_args());
-    args.extend([
-        "deploy".into(),
-        file.to_str().unwrap().into(),
-        "--vehicles".into(),
-        vehicles.into(),
-    ]);
-    let a: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut a: Vec<&str> = args.iter().map(String::as_str).collect();
+    a.extend(sub);
     convoy(&a)
 }
 
@@ -254,6 +261,32 @@ fn triggered_windows_arrive_complete_and_campaigns_are_versioned() {
     );
     assert_eq!((missing, extra, duplicated), (0, 0, 0));
 
+    // In Parquet each sample is once under .telemetry/ (windows hold
+    // copies); the windows are under .windows/, apart.
+    let in_parquet = |rows: &[serde_json::Value], prefix: &str| -> (usize, i64) {
+        let mine = rows
+            .iter()
+            .filter(|r| r["parquet"].as_str().is_some_and(|p| p.starts_with(prefix)));
+        mine.fold((0, 0), |(n, s), r| {
+            (n + 1, s + r["samples"].as_i64().unwrap())
+        })
+    };
+    let rows = f.wait_uploads("every window indexed", |rows| {
+        rows.iter().all(|r| r["state"] == "indexed")
+            && in_parquet(rows, ".windows/vehicle=truck-7/campaign=brake/").0 == fired.len()
+    });
+    let window_samples: usize = windows.values().map(Vec::len).sum();
+    assert_eq!(
+        in_parquet(&rows, ".telemetry/").1,
+        all.len() as i64,
+        "each sample once"
+    );
+    assert_eq!(
+        in_parquet(&rows, ".windows/").1,
+        window_samples as i64,
+        "the windows' samples, apart"
+    );
+
     // A new version replaces the running one without a restart, and the
     // agent reports which runs.
     let mut agent = Proc(Some(
@@ -287,5 +320,246 @@ fn triggered_windows_arrive_complete_and_campaigns_are_versioned() {
     };
     assert_eq!(status[0]["name"], "brake");
     assert_eq!(status[0]["version"], 2, "{status}");
+    agent.kill();
+}
+
+/// 100 Hz of speed (40 km/h) and brake from second `first` of `t0_ns` for
+/// `seconds` seconds, the brake pressed for 0.1 s in each but the last (a
+/// trigger each; the last second closes the last window). The input, and
+/// the trigger times.
+fn presses(t0_ns: i64, first: i64, seconds: i64) -> (String, Vec<i64>) {
+    let mut input = String::new();
+    let mut fired = Vec::new();
+    for i in first * 100..(first + seconds) * 100 {
+        let t = t0_ns + i * 10_000_000;
+        let pressed = (50..60).contains(&(i % 100)) && i / 100 < first + seconds - 1;
+        if pressed && i % 100 == 50 {
+            fired.push(t);
+        }
+        input += &format!("{{\"t_ns\":{t},\"path\":\"Vehicle.Speed\",\"value\":40.0}}\n");
+        input +=
+            &format!("{{\"t_ns\":{t},\"path\":\"Vehicle.Private.Brake\",\"value\":{pressed}}}\n");
+    }
+    (input, fired)
+}
+
+/// `convoy agent status --json`'s campaigns, polled until `until` holds
+/// (or 10 s pass).
+fn agent_campaigns(cfg: &Path, until: impl Fn(&serde_json::Value) -> bool) -> serde_json::Value {
+    let end = Instant::now() + Duration::from_secs(10);
+    loop {
+        let s = ok(&convoy(&[
+            "agent",
+            "status",
+            "--json",
+            "--config",
+            cfg.to_str().unwrap(),
+        ]));
+        let v: serde_json::Value = serde_json::from_str(&s).unwrap();
+        let c = v["agent"]["campaigns"].clone();
+        if until(&c) || Instant::now() > end {
+            return c;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn a_withdrawn_campaign_stops_without_a_restart() {
+    let f = Fleet::start("campaign-withdraw", &["truck-7"], &[]);
+    let file = f.dir.path().join("brake.toml");
+    std::fs::write(&file, CAMPAIGN).unwrap();
+
+    // Refused: a vehicle's token (command and API), a campaign never
+    // deployed, a vehicle it was never deployed to.
+    let out = campaign_cmd(&f, "truck-7", &["withdraw", "brake"]);
+    assert!(String::from_utf8_lossy(&out.stderr)
+        .contains("campaigns need an operator's token: truck-7 is a vehicle"));
+    let post = f
+        .curl()
+        .args([
+            "-s",
+            "-H",
+            &format!("Authorization: Bearer {}", f.token("truck-7")),
+        ])
+        .args(["-d", r#"{"name": "brake"}"#])
+        .arg(format!("{}/api/campaigns/withdraw", f.base_url()))
+        .output()
+        .unwrap();
+    let body = String::from_utf8_lossy(&post.stdout);
+    assert!(
+        body.contains("campaigns need an operator's token: truck-7 is a vehicle"),
+        "{body}"
+    );
+    let out = campaign_cmd(&f, "ops", &["withdraw", "brake"]);
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("no campaign named \"brake\" was deployed")
+    );
+    ok(&deploy(&f, "ops", &file, "truck-7"));
+    let out = campaign_cmd(&f, "ops", &["withdraw", "brake", "--vehicles", "truck-9"]);
+    assert!(String::from_utf8_lossy(&out.stderr)
+        .contains("campaign \"brake\" was never deployed to \"truck-9\""));
+    assert_eq!(states(&f).len(), 1, "only the deployment is recorded");
+
+    // Running: two triggers, their windows spooled.
+    let spool = f.dir.path().join("spool");
+    let cfg = f.agent_config("truck-7", &spool, "[[source]]\nkind = \"stdin\"\n");
+    let mut agent = Proc(Some(
+        Command::new(bin())
+            .args(["agent", "--until-idle", "--config"])
+            .arg(&cfg)
+            .stdin(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    ));
+    wait_state(&f, 1, "done", Duration::from_secs(20));
+    let t0 = (service_support::now_s() - 3600) * 1_000_000_000;
+    let (before, fired) = presses(t0, 0, 3);
+    assert_eq!(fired.len(), 2);
+    let mut stdin = agent.0.as_mut().unwrap().stdin.take().unwrap();
+    stdin.write_all(before.as_bytes()).unwrap();
+    stdin.flush().unwrap();
+    let c = agent_campaigns(&cfg, |c| c[0]["windows_spooled"] == 2);
+    assert_eq!(c[0]["windows_spooled"], 2, "{c}");
+
+    // Withdrawn through the API while it runs: the agent stops it at once.
+    let post = f
+        .curl()
+        .args([
+            "-s",
+            "-H",
+            &format!("Authorization: Bearer {}", f.token("ops")),
+        ])
+        .args(["-d", r#"{"name": "brake"}"#])
+        .arg(format!("{}/api/campaigns/withdraw", f.base_url()))
+        .output()
+        .unwrap();
+    let reply: serde_json::Value = serde_json::from_slice(&post.stdout).unwrap();
+    assert_eq!(reply["campaign"]["version"], 2, "{reply}");
+    assert_eq!(reply["campaign"]["withdrawn"], true, "{reply}");
+    wait_state(&f, 2, "done", Duration::from_secs(20));
+    let c = agent_campaigns(&cfg, |c| c[0]["withdrawn"] == true);
+    assert_eq!(
+        (c[0]["name"].clone(), c[0]["version"].clone()),
+        ("brake".into(), 2.into()),
+        "{c}"
+    );
+    assert_eq!(c[0]["withdrawn"], true, "{c}");
+    let text = ok(&convoy(&[
+        "agent",
+        "status",
+        "--config",
+        cfg.to_str().unwrap(),
+    ]));
+    assert!(
+        text.contains("campaign brake withdrawn at version 2"),
+        "{text}"
+    );
+    let list = ok(&campaign_cmd(&f, "ops", &["list"]));
+    assert!(list.contains("brake v2 withdrawn by ops"), "{list}");
+    let doc = f.api("ops", "/api/campaigns");
+    assert_eq!(doc["campaigns"][0]["withdrawn"], true, "{doc}");
+
+    // Three more presses after the withdrawal: no window for any of them;
+    // the two from before arrive.
+    let (after, more) = presses(t0, 3, 4);
+    assert_eq!(more.len(), 3);
+    stdin.write_all(after.as_bytes()).unwrap();
+    drop(stdin);
+    assert!(agent.wait_output(Duration::from_secs(60)).status.success());
+    let windows = stored_windows(&f.store, "truck-7");
+    assert_eq!(
+        windows.keys().copied().collect::<Vec<_>>(),
+        fired,
+        "only the windows from before"
+    );
+
+    // Away: a new deployment and its withdrawal wait in the catalog and
+    // reach the vehicle, in order, when it connects.
+    ok(&deploy(&f, "ops", &file, "truck-7"));
+    let out = ok(&campaign_cmd(
+        &f,
+        "ops",
+        &["withdraw", "brake", "--vehicles", "truck-7"],
+    ));
+    assert!(
+        out.contains("campaign brake withdrawn as version 4, queued for truck-7"),
+        "{out}"
+    );
+    let mut agent = Proc(Some(
+        Command::new(bin())
+            .args(["agent", "--config"])
+            .arg(&cfg)
+            .stdin(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    ));
+    wait_state(&f, 3, "done", Duration::from_secs(20));
+    wait_state(&f, 4, "done", Duration::from_secs(20));
+    let c = agent_campaigns(&cfg, |c| c[0]["version"] == 4);
+    assert_eq!(
+        (c[0]["version"].clone(), c[0]["withdrawn"].clone()),
+        (4.into(), true.into()),
+        "{c}"
+    );
+    assert_eq!(c.as_array().map(Vec::len), Some(1), "nothing runs: {c}");
+    agent.kill();
+}
+
+#[test]
+fn a_signal_every_targeted_vehicle_declares_is_accepted() {
+    let f = Fleet::start("campaign-extra", &["truck-7", "truck-8"], &[]);
+    let file = f.dir.path().join("boost.toml");
+    std::fs::write(
+        &file,
+        CAMPAIGN
+            .replace("name = \"brake\"", "name = \"boost\"")
+            .replace("Vehicle.Private.Brake", "Vehicle.Acme.Boost"),
+    )
+    .unwrap();
+    let unknown =
+        "boost.toml: signal 2 (\"Vehicle.Acme.Boost\"): unknown VSS signal \"Vehicle.Acme.Boost\"";
+    // No vehicle has declared it yet.
+    let out = deploy(&f, "ops", &file, "truck-7");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains(unknown),
+        "{out:?}"
+    );
+
+    // truck-7 declares it in its configuration and says so when it connects.
+    let spool = f.dir.path().join("spool-7");
+    let cfg = f.agent_config(
+        "truck-7",
+        &spool,
+        "extra_signals = [\"Vehicle.Acme.Boost\"]\n[[source]]\nkind = \"stdin\"\n",
+    );
+    let mut agent = Proc(Some(
+        Command::new(bin())
+            .args(["agent", "--config"])
+            .arg(&cfg)
+            .stdin(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    ));
+    let end = Instant::now() + Duration::from_secs(20);
+    let out = loop {
+        let out = deploy(&f, "ops", &file, "truck-7");
+        if out.status.success() || Instant::now() > end {
+            break out;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(ok(&out).contains("campaign boost version 1 queued for truck-7"));
+    wait_state(&f, 1, "done", Duration::from_secs(20));
+    // truck-8 never declared it: a deployment to both is refused, whole.
+    let out = deploy(&f, "ops", &file, "truck-7,truck-8");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains(unknown),
+        "{out:?}"
+    );
+    assert_eq!(states(&f).len(), 1);
     agent.kill();
 }

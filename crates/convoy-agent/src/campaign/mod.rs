@@ -4,7 +4,11 @@
 //! ([`spool_ops`]). Campaigns arrive as `campaign` requests on the control
 //! stream and are applied at once (the engines are swapped under the
 //! lock), and kept in `SPOOL/campaigns/NAME.json` so a restart runs them
-//! again.
+//! again. A `withdraw` request stops one the same way: its engine (ring
+//! buffers and all) is dropped, its open windows are spooled as they
+//! stand, and `NAME.json` becomes a tombstone holding the withdrawal's
+//! version, so a restart does not run it and a deployment older than the
+//! withdrawal that arrives late is refused.
 //!
 //! * [`engine`]: the trigger engine and ring buffers.
 //! * [`spool_ops`]: windows in the spool (preserved, upload conditions).
@@ -32,6 +36,9 @@ pub struct Deployed {
     pub name: String,
     pub version: i64,
     pub toml: String,
+    /// A tombstone: `version` withdrew the campaign (`toml` is empty).
+    #[serde(default)]
+    pub withdrawn: bool,
 }
 
 /// What `convoy agent status` shows of a running campaign.
@@ -44,6 +51,10 @@ pub struct CampaignStatus {
     pub samples_spooled: u64,
     /// Windows that could not be spooled (no room even past the quota).
     pub windows_lost: u64,
+    /// Withdrawn at `version`: it no longer runs (the counters are those
+    /// it had when it stopped, zero after a restart).
+    #[serde(default)]
+    pub withdrawn: bool,
 }
 
 struct Running {
@@ -57,6 +68,8 @@ pub struct Campaigns {
     /// Set while any campaign runs: the sample path costs one load else.
     active: AtomicBool,
     running: Mutex<Vec<Running>>,
+    /// Campaigns withdrawn, as `convoy agent status` shows them.
+    withdrawn: Mutex<Vec<CampaignStatus>>,
     spool: Arc<Mutex<Spool>>,
     status: Arc<Shared>,
     signals: Arc<SignalCatalog>,
@@ -76,6 +89,7 @@ impl Campaigns {
             dir: spool_dir.join("campaigns"),
             active: AtomicBool::new(false),
             running: Mutex::default(),
+            withdrawn: Mutex::default(),
             spool,
             status,
             signals,
@@ -92,12 +106,20 @@ impl Campaigns {
             let loaded = std::fs::read(f)
                 .map_err(|e| e.to_string())
                 .and_then(|b| serde_json::from_slice::<Deployed>(&b).map_err(|e| e.to_string()))
-                .and_then(|d| c.install(&d, false).map(|_| ()));
+                .and_then(|d| {
+                    if d.withdrawn {
+                        c.tombstone(&d.name, d.version, CampaignStatus::default());
+                        Ok(())
+                    } else {
+                        c.install(&d, false).map(|_| ())
+                    }
+                });
             if let Err(e) = loaded {
                 c.status
                     .note_error(&format!("campaign {} not started: {e}", f.display()));
             }
         }
+        c.publish();
         Arc::new(c)
     }
 
@@ -116,6 +138,11 @@ impl Campaigns {
             return Err(format!("{origin}: the file names {:?}", c.name));
         }
         let mut running = self.running.lock().map_err(|_| "campaigns lock")?;
+        if let Some(w) = self.withdrawn_version(&d.name) {
+            if w >= d.version {
+                return Err(format!("{origin}: older than its withdrawal (version {w})"));
+            }
+        }
         if let Some(r) = running.iter().find(|r| r.engine.campaign().name == d.name) {
             if r.version > d.version {
                 return Err(format!(
@@ -149,6 +176,9 @@ impl Campaigns {
             },
         });
         self.active.store(true, Ordering::Release);
+        if let Ok(mut w) = self.withdrawn.lock() {
+            w.retain(|s| s.name != d.name);
+        }
         for (mut old, windows) in flushed {
             for w in windows {
                 self.spool_window(&mut old, w);
@@ -159,6 +189,73 @@ impl Campaigns {
         drop(running);
         self.publish();
         Ok(out)
+    }
+
+    /// Stops campaign `name` at withdrawal `version`, without a restart:
+    /// no new triggers, its ring buffers freed. Windows it already
+    /// triggered are spooled (the open ones as they stand) and upload as
+    /// any other. A running version newer than the withdrawal is kept
+    /// (the withdrawal arrived late); withdrawing a campaign this agent
+    /// does not run still records the tombstone, so the deployment it
+    /// ends is refused if it arrives after it.
+    pub fn withdraw(&self, name: &str, version: i64) -> Result<serde_json::Value, String> {
+        let origin = format!("withdrawal of campaign {name} v{version}");
+        let mut running = self.running.lock().map_err(|_| "campaigns lock")?;
+        if let Some(r) = running.iter().find(|r| r.engine.campaign().name == name) {
+            if r.version > version {
+                return Err(format!(
+                    "{origin}: older than the running version {}",
+                    r.version
+                ));
+            }
+        }
+        if self.withdrawn_version(name).is_some_and(|w| w >= version) {
+            return Ok(self.describe(&running));
+        }
+        self.persist(&Deployed {
+            name: name.into(),
+            version,
+            toml: String::new(),
+            withdrawn: true,
+        })?;
+        let stopped = running
+            .iter()
+            .position(|r| r.engine.campaign().name == name)
+            .map(|i| running.remove(i));
+        self.active.store(!running.is_empty(), Ordering::Release);
+        let was_running = stopped.is_some();
+        let mut stat = CampaignStatus::default();
+        if let Some(mut old) = stopped {
+            let windows = old.engine.flush();
+            for w in windows {
+                self.spool_window(&mut old, w);
+            }
+            stat = old.stat;
+            // `old` (its engine and ring buffers) is dropped here.
+        }
+        self.tombstone(name, version, stat);
+        tracing::info!(target: "convoy::agent", campaign = %name, version, was_running, "campaign withdrawn");
+        let mut out = self.describe(&running);
+        out["withdrawn"] =
+            serde_json::json!({"name": name, "version": version, "was_running": was_running});
+        drop(running);
+        self.publish();
+        Ok(out)
+    }
+
+    fn tombstone(&self, name: &str, version: i64, mut stat: CampaignStatus) {
+        stat.name = name.into();
+        stat.version = version;
+        stat.withdrawn = true;
+        if let Ok(mut w) = self.withdrawn.lock() {
+            w.retain(|s| s.name != name);
+            w.push(stat);
+        }
+    }
+
+    fn withdrawn_version(&self, name: &str) -> Option<i64> {
+        let w = self.withdrawn.lock().ok()?;
+        w.iter().find(|s| s.name == name).map(|s| s.version)
     }
 
     fn persist(&self, d: &Deployed) -> Result<(), String> {
@@ -180,13 +277,17 @@ impl Campaigns {
         })
     }
 
-    /// The running campaigns' counters, into the status snapshot.
+    /// The running campaigns' counters, then the withdrawn ones', into
+    /// the status snapshot.
     fn publish(&self) {
-        let list: Vec<CampaignStatus> = self
+        let mut list: Vec<CampaignStatus> = self
             .running
             .lock()
             .map(|r| r.iter().map(|r| r.stat.clone()).collect())
             .unwrap_or_default();
+        if let Ok(w) = self.withdrawn.lock() {
+            list.extend(w.iter().cloned());
+        }
         self.status.update(|s| s.campaigns = list);
     }
 
@@ -308,3 +409,7 @@ impl Campaigns {
             .map_err(|e| format!("spool catalog: {e}"))
     }
 }
+
+#[cfg(test)]
+#[path = "withdraw_tests.rs"]
+mod withdraw_tests;

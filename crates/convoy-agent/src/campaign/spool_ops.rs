@@ -43,6 +43,15 @@ pub(crate) fn link_filter(link: Option<&LinkRule>) -> String {
     }
 }
 
+/// Whether `link` meets a segment's upload conditions (the rule
+/// [`link_filter`] applies when a lane picks a segment, applied again by
+/// the lane's watcher to a window already in flight when the link
+/// changes): `only_links` is `,a,b,` or `None`.
+pub fn link_meets(only_links: Option<&str>, unmetered: bool, link: &LinkRule) -> bool {
+    let named = only_links.is_none_or(|l| l.contains(&format!(",{},", link.name)));
+    named && !(unmetered && link.metered)
+}
+
 impl Spool {
     /// Marks the just-added segment `name` as a campaign window: preserved
     /// at `class`'s priority, with its upload conditions.
@@ -98,5 +107,14 @@ mod tests {
         let wifi = LinkRule::unmetered("wifi");
         let got = s.take_for_link(Lane::Backlog, &wifi, now).unwrap().unwrap();
         assert_eq!(got.name, "w");
+        // The item carries its conditions, for the watcher.
+        assert_eq!(
+            (got.only_links.as_deref(), got.unmetered),
+            (Some(",wifi,"), true)
+        );
+        assert!(link_meets(got.only_links.as_deref(), got.unmetered, &wifi));
+        assert!(!link_meets(got.only_links.as_deref(), got.unmetered, &lte));
+        assert!(!link_meets(got.only_links.as_deref(), got.unmetered, &eth));
+        assert!(link_meets(None, false, &lte), "a plain segment: any link");
     }
 }

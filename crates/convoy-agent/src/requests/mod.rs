@@ -10,7 +10,8 @@
 //! * `collect`: [`collect::Collectors`], fed by the segmenter loop;
 //! * `link`: the link rule is changed in place (until the agent restarts);
 //! * `status`: the status snapshot, at once;
-//! * `campaign`: [`Campaigns::apply`], at once.
+//! * `campaign`: [`Campaigns::apply`], at once;
+//! * `withdraw`: [`Campaigns::withdraw`], at once.
 
 pub mod collect;
 pub mod spool_ops;
@@ -55,6 +56,8 @@ pub struct Requests {
     status: Arc<Shared>,
     rules: Arc<RwLock<Vec<LinkRule>>>,
     signals: Arc<SignalCatalog>,
+    /// The configuration's `extra_signals`, declared in the hello.
+    extra_signals: Vec<String>,
     campaigns: Arc<Campaigns>,
 }
 
@@ -73,6 +76,7 @@ impl Requests {
         status: Arc<Shared>,
         rules: Arc<RwLock<Vec<LinkRule>>>,
         signals: Arc<SignalCatalog>,
+        extra_signals: Vec<String>,
         campaigns: Arc<Campaigns>,
     ) -> (Arc<Requests>, Receiver<Vec<u8>>) {
         let (tx, rx) = mpsc::channel();
@@ -86,6 +90,7 @@ impl Requests {
             status,
             rules,
             signals,
+            extra_signals,
             campaigns,
         };
         (Arc::new(r), rx)
@@ -99,6 +104,12 @@ impl Requests {
         if let Ok(mut out) = self.out.lock() {
             *out = Some((tx, waker.clone()));
         }
+        // First on every stream: the server checks campaigns against the
+        // signals this vehicle declares (a reconfigured agent says so on
+        // its next connection).
+        self.send(&FromVehicle::Hello {
+            extra_signals: self.extra_signals.clone(),
+        });
         Ok(waker)
     }
 
@@ -159,7 +170,12 @@ impl Requests {
                     name,
                     version,
                     toml,
+                    withdrawn: false,
                 });
+                self.finish(id, r);
+            }
+            RequestBody::Withdraw { name, version } => {
+                let r = self.campaigns.withdraw(&name, version);
                 self.finish(id, r);
             }
             RequestBody::Status {} => {

@@ -69,6 +69,12 @@ pub enum RequestBody {
         version: i64,
         toml: String,
     },
+    /// Stop campaign `name` (docs/SERVICE.md, "Withdrawing a campaign"):
+    /// `version` is the catalog's version of the withdrawal, the next
+    /// after the deployments it ends, so a deployment older than it that
+    /// arrives late is refused. No new triggers; windows already spooled
+    /// are still uploaded.
+    Withdraw { name: String, version: i64 },
 }
 
 fn default_priority() -> String {
@@ -84,6 +90,7 @@ impl RequestBody {
             RequestBody::Link { .. } => "link",
             RequestBody::Status {} => "status",
             RequestBody::Campaign { .. } => "campaign",
+            RequestBody::Withdraw { .. } => "withdraw",
         }
     }
 
@@ -178,6 +185,12 @@ impl RequestBody {
                 }
                 Ok(())
             }
+            RequestBody::Withdraw { name, version } => {
+                if name.is_empty() || *version < 1 {
+                    return Err("a withdrawal names the campaign and a version from 1".into());
+                }
+                Ok(())
+            }
         }
     }
 }
@@ -212,6 +225,13 @@ pub enum FromVehicle {
     Failed { id: i64, error: String },
     /// A frame the vehicle could not read as a request (no id in it).
     Unreadable { error: String },
+    /// Sent first on each control stream: what the server cannot know
+    /// from the registry. `extra_signals` are the names the vehicle's
+    /// configuration adds to the VSS list, so campaigns may use them.
+    Hello {
+        #[serde(default)]
+        extra_signals: Vec<String>,
+    },
 }
 
 impl FromVehicle {
@@ -221,7 +241,7 @@ impl FromVehicle {
             | FromVehicle::Progress { id, .. }
             | FromVehicle::Done { id, .. }
             | FromVehicle::Failed { id, .. } => Some(*id),
-            FromVehicle::Unreadable { .. } => None,
+            FromVehicle::Unreadable { .. } | FromVehicle::Hello { .. } => None,
         }
     }
 
@@ -271,6 +291,10 @@ mod tests {
                 "rate_hz",
             ),
             (r#"{"type":"link","name":""}"#, "names the link"),
+            (
+                r#"{"type":"withdraw","name":"brake","version":0}"#,
+                "version from 1",
+            ),
         ] {
             let e = RequestBody::parse(bad).unwrap_err();
             assert!(e.contains(why), "{bad}: {e}");
