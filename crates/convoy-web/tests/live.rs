@@ -8,7 +8,8 @@ use std::net::{SocketAddr, TcpStream};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use convoy_catalog::{Catalog, IndexOutcome, LastState, NewSegment, SqliteCatalog};
+use convoy_catalog::{Catalog, IndexOutcome, LastState, NewSegment};
+use convoy_testkit::Postgres;
 use convoy_web::token::{issue, Claims};
 use convoy_web::{Web, WebConfig};
 
@@ -16,16 +17,18 @@ const KEY: [u8; 32] = [7; 32];
 
 struct Service {
     _dir: tempfile::TempDir,
-    catalog: SqliteCatalog,
+    catalog: Box<dyn Catalog>,
     web: Web,
     next: usize,
 }
 
 impl Service {
-    fn start() -> Service {
+    /// The web view on a SQLite catalog file, or on `url`.
+    fn start(url: Option<String>) -> Service {
         let dir = tempfile::tempdir().unwrap();
-        let db = dir.path().join("catalog.db");
-        let mut catalog = SqliteCatalog::open(&db).unwrap();
+        let url =
+            url.unwrap_or_else(|| dir.path().join("catalog.db").to_string_lossy().into_owned());
+        let mut catalog = convoy_catalog::open(&url).unwrap();
         catalog
             .add_vehicle("ops", &"0f".repeat(32), "operator", 1)
             .unwrap();
@@ -37,7 +40,7 @@ impl Service {
         let store = Arc::new(convoy_ingest::Store::open(None, dir.path()).unwrap());
         let web = Web::start(WebConfig {
             listen: "127.0.0.1:0".parse().unwrap(),
-            catalog_url: db.to_string_lossy().into_owned(),
+            catalog_url: url,
             store,
             server_private: KEY,
             overlay: None,
@@ -193,7 +196,16 @@ impl Feed {
 /// such commits left where it was, and the page missed the second.
 #[test]
 fn the_live_feed_reports_two_commits_of_one_clock_tick() {
-    let mut svc = Service::start();
+    two_commits_of_one_tick(Service::start(None));
+}
+
+#[test]
+fn the_live_feed_reports_two_commits_of_one_clock_tick_on_postgres() {
+    let pg = Postgres::start();
+    two_commits_of_one_tick(Service::start(Some(pg.url())));
+}
+
+fn two_commits_of_one_tick(mut svc: Service) {
     let tick = 1_764_000_000_000_000_000;
     let (a, b) = (svc.claim("v1", tick), svc.claim("v1", tick));
     let mut feed = Feed::open(svc.web.addr(), &token("ops", None));
@@ -209,7 +221,7 @@ fn the_live_feed_reports_two_commits_of_one_clock_tick() {
 
 #[test]
 fn cached_positions_follow_each_new_last_state_and_each_scope() {
-    let mut svc = Service::start();
+    let mut svc = Service::start(None);
     let addr = svc.web.addr();
     let (ops, v1, ops_v2) = (
         token("ops", None),
