@@ -130,6 +130,16 @@ pub struct IndexOutcome {
     pub parquet: Option<String>,
 }
 
+/// How the indexer finished with one claimed segment, for
+/// [`Catalog::finish_batch`].
+#[derive(Clone, Debug)]
+pub enum Finished {
+    /// Indexed: mark it so and apply its last state and track.
+    Indexed(IndexOutcome),
+    /// Kept, with the reason, for a re-index.
+    Failed(String),
+}
+
 /// A request from the cloud to a vehicle (docs/SERVICE.md, "Requests"):
 /// `queued` until the vehicle acknowledges it, then `acked`, `running`
 /// while it reports progress, and `done` or `failed` for good.
@@ -202,7 +212,12 @@ pub trait Catalog: Send {
 
     /// Records a stored upload and queues it (idempotent: a re-upload of
     /// the same name requeues it with its new hash and size).
-    fn queue_segment(&mut self, s: &NewSegment<'_>) -> Result<()>;
+    fn queue_segment(&mut self, s: &NewSegment<'_>) -> Result<()> {
+        self.queue_segments(std::slice::from_ref(s))
+    }
+    /// [`Catalog::queue_segment`] for several uploads in one transaction
+    /// (one fsync): all are queued or none.
+    fn queue_segments(&mut self, segs: &[NewSegment<'_>]) -> Result<()>;
     /// Claims up to `limit` queued segments (and ones whose claim timed
     /// out), oldest first, marking them `indexing`.
     fn claim_pending(&mut self, limit: usize, now_ns: i64) -> Result<Vec<SegmentRow>>;
@@ -212,9 +227,18 @@ pub trait Catalog: Send {
     fn release_claims(&mut self) -> Result<u64>;
     /// Marks a segment indexed and applies what it held to the last state
     /// and the track, in one transaction.
-    fn finish_indexed(&mut self, id: i64, out: &IndexOutcome, now_ns: i64) -> Result<()>;
+    fn finish_indexed(&mut self, id: i64, out: &IndexOutcome, now_ns: i64) -> Result<()> {
+        self.finish_batch(&[(id, Finished::Indexed(out.clone()))], now_ns)
+    }
     /// Marks a segment failed (kept, with the reason, for a re-index).
-    fn fail_segment(&mut self, id: i64, error: &str, now_ns: i64) -> Result<()>;
+    fn fail_segment(&mut self, id: i64, error: &str, now_ns: i64) -> Result<()> {
+        self.finish_batch(&[(id, Finished::Failed(error.to_owned()))], now_ns)
+    }
+    /// Records how each of several claimed segments finished, in order,
+    /// in one transaction: the indexer's group commit, one fsync for a
+    /// whole batch instead of one per segment. All or nothing: after an
+    /// error none of them is recorded.
+    fn finish_batch(&mut self, done: &[(i64, Finished)], now_ns: i64) -> Result<()>;
     /// Newest first; `vehicle` filters.
     fn segments(&mut self, vehicle: Option<&str>, limit: usize) -> Result<Vec<SegmentRow>>;
     fn segment(&mut self, vehicle: &str, name: &str) -> Result<Option<SegmentRow>>;
@@ -226,8 +250,12 @@ pub trait Catalog: Send {
 
     fn last_states(&mut self) -> Result<Vec<LastState>>;
     fn track(&mut self, vehicle: &str, from_ns: i64, to_ns: i64) -> Result<Vec<TrackPoint>>;
-    /// Changes whenever something is indexed, and when a request is
-    /// issued, acknowledged or finished (for live updates).
+    /// A counter kept in the database and raised by one in the same
+    /// transaction as every change: the registry, segments queued,
+    /// claimed, indexed or failed, last states and tracks, requests and
+    /// campaigns. So it only grows, two commits in one clock tick give
+    /// two versions, and a reader that sees version `v` sees every change
+    /// up to `v` (the live feed and the web view's caches rely on this).
     fn version(&mut self) -> Result<i64>;
 
     /// Queues a request for `vehicle` (which must be a registered,
@@ -342,6 +370,12 @@ pub fn open(url: &str) -> Result<Box<dyn Catalog>> {
         Ok(Box::new(SqliteCatalog::open(std::path::Path::new(url))?))
     }
 }
+
+/// Raises the catalog's version ([`Catalog::version`]): the first
+/// statement of every writing transaction in both backends, so in
+/// PostgreSQL every writer takes this one row's lock first (one lock
+/// order: writers queue, they never deadlock on it).
+pub(crate) const BUMP_VERSION: &str = "UPDATE catalog_version SET v = v + 1 WHERE id = 1";
 
 /// The columns of a segment row, in the order both backends select them.
 pub(crate) const SEGMENT_COLUMNS: &str = "id, vehicle, name, kind, bytes, blake3, stored_ns, \

@@ -6,11 +6,12 @@
 use ::postgres::{Client, NoTls, Row};
 
 use crate::{
-    campaign_row, merge_values, request_transition, CampaignRow, Catalog, CatalogError,
+    campaign_row, merge_values, request_transition, CampaignRow, Catalog, CatalogError, Finished,
     IndexOutcome, LastState, NewSegment, RequestEvent, RequestRow, Result, SegmentRow, TrackPoint,
-    VehicleRow, CAMPAIGN_COLUMNS, CLAIM_TIMEOUT_NS, REQUEST_COLUMNS, SEGMENT_COLUMNS,
+    VehicleRow, BUMP_VERSION, CAMPAIGN_COLUMNS, CLAIM_TIMEOUT_NS, REQUEST_COLUMNS, SEGMENT_COLUMNS,
     TRACK_BUCKET_NS,
 };
+use ::postgres::Transaction;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS vehicles (
@@ -88,6 +89,11 @@ CREATE TABLE IF NOT EXISTS vehicle_signals (
     signals TEXT NOT NULL,
     reported_ns BIGINT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS catalog_version (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    v BIGINT NOT NULL
+);
+INSERT INTO catalog_version (id, v) VALUES (1, 0) ON CONFLICT DO NOTHING;
 ";
 
 pub struct PgCatalog {
@@ -157,11 +163,81 @@ impl PgCatalog {
         tx.commit()?;
         Ok(PgCatalog { db })
     }
+
+    /// A writing transaction: it raises the catalog's version first
+    /// ([`Catalog::version`]), which also queues it behind every other
+    /// writer of the catalog until they commit, so versions are taken in
+    /// commit order. One that ends in an error is rolled back when
+    /// dropped, its raise with it.
+    fn write_tx(&mut self) -> Result<Transaction<'_>> {
+        let mut tx = self.db.transaction()?;
+        tx.execute(BUMP_VERSION, &[])?;
+        Ok(tx)
+    }
+}
+
+/// Applies one indexed segment inside the batch's transaction.
+fn apply_indexed(tx: &mut Transaction<'_>, id: i64, out: &IndexOutcome, now_ns: i64) -> Result<()> {
+    let vehicle: String = tx
+        .query_one("SELECT vehicle FROM segments WHERE id = $1", &[&id])?
+        .get(0);
+    tx.execute(
+        "UPDATE segments SET state = 'indexed', error = NULL, samples = $2, t_first = $3,
+           t_last = $4, object = $5, parquet = $6, indexed_ns = $7 WHERE id = $1",
+        &[
+            &id,
+            &out.samples,
+            &out.t_first,
+            &out.t_last,
+            &out.object,
+            &out.parquet,
+            &now_ns,
+        ],
+    )?;
+    if let Some(last) = &out.last {
+        let old = tx.query_opt(
+            "SELECT t_ns, vals FROM last_state WHERE vehicle = $1 FOR UPDATE",
+            &[&vehicle],
+        )?;
+        let old: Option<(i64, String)> = old.map(|r| (r.get(0), r.get(1)));
+        if old.as_ref().is_none_or(|(t, _)| last.t_ns >= *t) {
+            let vals = match &old {
+                Some((_, v)) => merge_values(v, &last.values),
+                None => last.values.clone(),
+            };
+            tx.execute(
+                "INSERT INTO last_state (vehicle, t_ns, lat, lon, speed, vals)
+                 VALUES ($1, $2, $3, $4, $5, $6)
+                 ON CONFLICT (vehicle) DO UPDATE SET t_ns = excluded.t_ns, lat = excluded.lat,
+                   lon = excluded.lon, speed = excluded.speed, vals = excluded.vals",
+                &[
+                    &vehicle,
+                    &last.t_ns,
+                    &last.lat,
+                    &last.lon,
+                    &last.speed,
+                    &vals,
+                ],
+            )?;
+        }
+    }
+    if !out.track.is_empty() {
+        let st = tx.prepare(
+            "INSERT INTO track (vehicle, bucket, t_ns, lat, lon, speed)
+             VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING",
+        )?;
+        for p in &out.track {
+            let bucket = p.t_ns.div_euclid(TRACK_BUCKET_NS);
+            tx.execute(&st, &[&vehicle, &bucket, &p.t_ns, &p.lat, &p.lon, &p.speed])?;
+        }
+    }
+    Ok(())
 }
 
 impl Catalog for PgCatalog {
     fn add_vehicle(&mut self, name: &str, key: &str, role: &str, now_ns: i64) -> Result<()> {
-        let taken = self.db.query_opt(
+        let mut tx = self.write_tx()?;
+        let taken = tx.query_opt(
             "SELECT name FROM vehicles WHERE name = $1 OR key = $2",
             &[&name, &key],
         )?;
@@ -173,15 +249,17 @@ impl Catalog for PgCatalog {
                 format!("this key is already registered as {other:?}")
             }));
         }
-        self.db.execute(
+        tx.execute(
             "INSERT INTO vehicles (name, key, role, added_ns) VALUES ($1, $2, $3, $4)",
             &[&name, &key, &role, &now_ns],
         )?;
+        tx.commit()?;
         Ok(())
     }
 
     fn revoke_vehicle(&mut self, name: &str, now_ns: i64) -> Result<()> {
-        let n = self.db.execute(
+        let mut tx = self.write_tx()?;
+        let n = tx.execute(
             "UPDATE vehicles SET revoked_ns = COALESCE(revoked_ns, $2) WHERE name = $1",
             &[&name, &now_ns],
         )?;
@@ -190,6 +268,7 @@ impl Catalog for PgCatalog {
                 "no vehicle named {name:?} in the registry"
             )));
         }
+        tx.commit()?;
         Ok(())
     }
 
@@ -217,8 +296,12 @@ impl Catalog for PgCatalog {
         Ok(row.as_ref().map(vehicle_row))
     }
 
-    fn queue_segment(&mut self, s: &NewSegment<'_>) -> Result<()> {
-        self.db.execute(
+    fn queue_segments(&mut self, segs: &[NewSegment<'_>]) -> Result<()> {
+        if segs.is_empty() {
+            return Ok(());
+        }
+        let mut tx = self.write_tx()?;
+        let st = tx.prepare(
             "INSERT INTO segments (vehicle, name, kind, bytes, blake3, stored_ns, state, object)
              VALUES ($1, $2, $3, $4, $5, $6, 'pending', $7)
              ON CONFLICT (vehicle, name) DO UPDATE SET
@@ -226,22 +309,29 @@ impl Catalog for PgCatalog {
                object = excluded.object, state = 'pending', error = NULL, claimed_ns = NULL,
                blake3 = excluded.blake3
              WHERE segments.blake3 <> excluded.blake3 OR segments.state = 'failed'",
-            &[
-                &s.vehicle,
-                &s.name,
-                &s.kind,
-                &s.bytes,
-                &s.blake3,
-                &s.stored_ns,
-                &s.object,
-            ],
         )?;
+        for s in segs {
+            tx.execute(
+                &st,
+                &[
+                    &s.vehicle,
+                    &s.name,
+                    &s.kind,
+                    &s.bytes,
+                    &s.blake3,
+                    &s.stored_ns,
+                    &s.object,
+                ],
+            )?;
+        }
+        tx.commit()?;
         Ok(())
     }
 
     fn claim_pending(&mut self, limit: usize, now_ns: i64) -> Result<Vec<SegmentRow>> {
         let stale = now_ns - CLAIM_TIMEOUT_NS;
-        let rows = self.db.query(
+        let mut tx = self.write_tx()?;
+        let rows = tx.query(
             &format!(
                 "UPDATE segments SET state = 'indexing', claimed_ns = $1 WHERE id IN (
                    SELECT id FROM segments
@@ -251,82 +341,46 @@ impl Catalog for PgCatalog {
             ),
             &[&now_ns, &stale, &(limit as i64)],
         )?;
+        // Nothing claimed changes nothing, the version included (an idle
+        // indexer polls).
+        if rows.is_empty() {
+            tx.rollback()?;
+        } else {
+            tx.commit()?;
+        }
         let mut out: Vec<SegmentRow> = rows.iter().map(segment_row).collect();
         out.sort_by_key(|r| r.id);
         Ok(out)
     }
 
     fn release_claims(&mut self) -> Result<u64> {
-        Ok(self.db.execute(
+        let mut tx = self.write_tx()?;
+        let n = tx.execute(
             "UPDATE segments SET state = 'pending', claimed_ns = NULL WHERE state = 'indexing'",
             &[],
-        )?)
+        )?;
+        tx.commit()?;
+        Ok(n)
     }
 
-    fn finish_indexed(&mut self, id: i64, out: &IndexOutcome, now_ns: i64) -> Result<()> {
-        let mut tx = self.db.transaction()?;
-        let vehicle: String = tx
-            .query_one("SELECT vehicle FROM segments WHERE id = $1", &[&id])?
-            .get(0);
-        tx.execute(
-            "UPDATE segments SET state = 'indexed', error = NULL, samples = $2, t_first = $3,
-               t_last = $4, object = $5, parquet = $6, indexed_ns = $7 WHERE id = $1",
-            &[
-                &id,
-                &out.samples,
-                &out.t_first,
-                &out.t_last,
-                &out.object,
-                &out.parquet,
-                &now_ns,
-            ],
-        )?;
-        if let Some(last) = &out.last {
-            let old = tx.query_opt(
-                "SELECT t_ns, vals FROM last_state WHERE vehicle = $1 FOR UPDATE",
-                &[&vehicle],
-            )?;
-            let old: Option<(i64, String)> = old.map(|r| (r.get(0), r.get(1)));
-            if old.as_ref().is_none_or(|(t, _)| last.t_ns >= *t) {
-                let vals = match &old {
-                    Some((_, v)) => merge_values(v, &last.values),
-                    None => last.values.clone(),
-                };
-                tx.execute(
-                    "INSERT INTO last_state (vehicle, t_ns, lat, lon, speed, vals)
-                     VALUES ($1, $2, $3, $4, $5, $6)
-                     ON CONFLICT (vehicle) DO UPDATE SET t_ns = excluded.t_ns, lat = excluded.lat,
-                       lon = excluded.lon, speed = excluded.speed, vals = excluded.vals",
-                    &[
-                        &vehicle,
-                        &last.t_ns,
-                        &last.lat,
-                        &last.lon,
-                        &last.speed,
-                        &vals,
-                    ],
-                )?;
-            }
+    fn finish_batch(&mut self, done: &[(i64, Finished)], now_ns: i64) -> Result<()> {
+        if done.is_empty() {
+            return Ok(());
         }
-        if !out.track.is_empty() {
-            let st = tx.prepare(
-                "INSERT INTO track (vehicle, bucket, t_ns, lat, lon, speed)
-                 VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING",
-            )?;
-            for p in &out.track {
-                let bucket = p.t_ns.div_euclid(TRACK_BUCKET_NS);
-                tx.execute(&st, &[&vehicle, &bucket, &p.t_ns, &p.lat, &p.lon, &p.speed])?;
+        let mut tx = self.write_tx()?;
+        for (id, how) in done {
+            match how {
+                Finished::Indexed(out) => apply_indexed(&mut tx, *id, out, now_ns)?,
+                Finished::Failed(error) => {
+                    tx.execute(
+                        "UPDATE segments SET state = 'failed', error = $2, indexed_ns = $3
+                         WHERE id = $1",
+                        &[id, error, &now_ns],
+                    )?;
+                }
             }
         }
         tx.commit()?;
-        Ok(())
-    }
-
-    fn fail_segment(&mut self, id: i64, error: &str, now_ns: i64) -> Result<()> {
-        self.db.execute(
-            "UPDATE segments SET state = 'failed', error = $2, indexed_ns = $3 WHERE id = $1",
-            &[&id, &error, &now_ns],
-        )?;
         Ok(())
     }
 
@@ -411,12 +465,7 @@ impl Catalog for PgCatalog {
     fn version(&mut self) -> Result<i64> {
         Ok(self
             .db
-            .query_one(
-                "SELECT (COALESCE(MAX(indexed_ns), 0) + COUNT(*)
-                    + (SELECT COUNT(*) + COUNT(acked_ns) + COUNT(finished_ns) FROM requests))::BIGINT
-                 FROM segments",
-                &[],
-            )?
+            .query_one("SELECT v FROM catalog_version WHERE id = 1", &[])?
             .get(0))
     }
 
@@ -428,7 +477,7 @@ impl Catalog for PgCatalog {
         issuer: &str,
         now_ns: i64,
     ) -> Result<RequestRow> {
-        let mut tx = self.db.transaction()?;
+        let mut tx = self.write_tx()?;
         let ok = tx.query_opt(
             "SELECT 1 FROM vehicles WHERE name = $1 AND role = 'vehicle' AND revoked_ns IS NULL",
             &[&vehicle],
@@ -460,7 +509,7 @@ impl Catalog for PgCatalog {
         request: &dyn Fn(i64) -> String,
     ) -> Result<CampaignRow> {
         let kind = if withdrawn { "withdraw" } else { "campaign" };
-        let mut tx = self.db.transaction()?;
+        let mut tx = self.write_tx()?;
         // Two servers deploying the same name at once take turns, so
         // each gets its own version.
         tx.execute("LOCK TABLE campaigns IN SHARE ROW EXCLUSIVE MODE", &[])?;
@@ -580,7 +629,7 @@ impl Catalog for PgCatalog {
         ev: &RequestEvent,
         now_ns: i64,
     ) -> Result<bool> {
-        let mut tx = self.db.transaction()?;
+        let mut tx = self.write_tx()?;
         let Some(row) = tx.query_opt(
             "SELECT state FROM requests WHERE id = $1 AND vehicle = $2 FOR UPDATE",
             &[&id, &vehicle],
@@ -607,8 +656,10 @@ impl Catalog for PgCatalog {
                  WHERE id = $1",
                 &[&id, &next, &now_ns, &finished, &progress, &result, &error],
             )?;
+            tx.commit()?;
         }
-        tx.commit()?;
+        // Otherwise nothing changed: the transaction, and the version's
+        // raise, are rolled back as it is dropped.
         Ok(true)
     }
 

@@ -6,9 +6,9 @@ use std::path::Path;
 use rusqlite::{params, Connection, OptionalExtension, Row};
 
 use crate::{
-    campaign_row, merge_values, request_transition, CampaignRow, Catalog, CatalogError,
+    campaign_row, merge_values, request_transition, CampaignRow, Catalog, CatalogError, Finished,
     IndexOutcome, LastState, NewSegment, RequestEvent, RequestRow, Result, SegmentRow, TrackPoint,
-    VehicleRow, CAMPAIGN_COLUMNS, CLAIM_TIMEOUT_NS, REQUEST_COLUMNS, SEGMENT_COLUMNS,
+    VehicleRow, BUMP_VERSION, CAMPAIGN_COLUMNS, CLAIM_TIMEOUT_NS, REQUEST_COLUMNS, SEGMENT_COLUMNS,
     TRACK_BUCKET_NS,
 };
 
@@ -88,6 +88,11 @@ CREATE TABLE IF NOT EXISTS vehicle_signals (
     signals TEXT NOT NULL,
     reported_ns INTEGER NOT NULL
 );
+CREATE TABLE IF NOT EXISTS catalog_version (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    v INTEGER NOT NULL
+);
+INSERT OR IGNORE INTO catalog_version (id, v) VALUES (1, 0);
 ";
 
 pub struct SqliteCatalog {
@@ -167,16 +172,81 @@ impl SqliteCatalog {
     /// read first fails at once with "database is locked" when another
     /// connection wrote in between, which left the indexer's claim to
     /// time out (60 s) before the segment was indexed.
+    ///
+    /// Every writing transaction raises the catalog's version first
+    /// ([`Catalog::version`]); one that ends in an error is rolled back
+    /// when dropped, its raise with it.
     fn write_tx(&mut self) -> rusqlite::Result<rusqlite::Transaction<'_>> {
-        self.db
-            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+        let tx = self
+            .db
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        tx.execute(BUMP_VERSION, [])?;
+        Ok(tx)
     }
+}
+
+/// Applies one indexed segment inside the batch's transaction.
+fn apply_indexed(tx: &Connection, id: i64, out: &IndexOutcome, now_ns: i64) -> Result<()> {
+    let vehicle: String =
+        tx.query_row("SELECT vehicle FROM segments WHERE id = ?1", [id], |r| {
+            r.get(0)
+        })?;
+    tx.prepare_cached(
+        "UPDATE segments SET state = 'indexed', error = NULL, samples = ?2, t_first = ?3,
+           t_last = ?4, object = ?5, parquet = ?6, indexed_ns = ?7 WHERE id = ?1",
+    )?
+    .execute(params![
+        id,
+        out.samples,
+        out.t_first,
+        out.t_last,
+        out.object,
+        out.parquet,
+        now_ns
+    ])?;
+    if let Some(last) = &out.last {
+        let old: Option<(i64, String)> = tx
+            .prepare_cached("SELECT t_ns, vals FROM last_state WHERE vehicle = ?1")?
+            .query_row([&vehicle], |r| Ok((r.get(0)?, r.get(1)?)))
+            .optional()?;
+        let newer = old.as_ref().is_none_or(|(t, _)| last.t_ns >= *t);
+        if newer {
+            let vals = match &old {
+                Some((_, v)) => merge_values(v, &last.values),
+                None => last.values.clone(),
+            };
+            tx.prepare_cached(
+                "INSERT INTO last_state (vehicle, t_ns, lat, lon, speed, vals)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+                 ON CONFLICT (vehicle) DO UPDATE SET t_ns = excluded.t_ns, lat = excluded.lat,
+                   lon = excluded.lon, speed = excluded.speed, vals = excluded.vals",
+            )?
+            .execute(params![
+                vehicle, last.t_ns, last.lat, last.lon, last.speed, vals
+            ])?;
+        }
+    }
+    let mut st = tx.prepare_cached(
+        "INSERT INTO track (vehicle, bucket, t_ns, lat, lon, speed)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT DO NOTHING",
+    )?;
+    for p in &out.track {
+        st.execute(params![
+            vehicle,
+            p.t_ns.div_euclid(TRACK_BUCKET_NS),
+            p.t_ns,
+            p.lat,
+            p.lon,
+            p.speed
+        ])?;
+    }
+    Ok(())
 }
 
 impl Catalog for SqliteCatalog {
     fn add_vehicle(&mut self, name: &str, key: &str, role: &str, now_ns: i64) -> Result<()> {
-        let taken: Option<String> = self
-            .db
+        let tx = self.write_tx()?;
+        let taken: Option<String> = tx
             .query_row(
                 "SELECT name FROM vehicles WHERE name = ?1 OR key = ?2",
                 params![name, key],
@@ -190,15 +260,17 @@ impl Catalog for SqliteCatalog {
                 format!("this key is already registered as {other:?}")
             }));
         }
-        self.db.execute(
+        tx.execute(
             "INSERT INTO vehicles (name, key, role, added_ns) VALUES (?1, ?2, ?3, ?4)",
             params![name, key, role, now_ns],
         )?;
+        tx.commit()?;
         Ok(())
     }
 
     fn revoke_vehicle(&mut self, name: &str, now_ns: i64) -> Result<()> {
-        let n = self.db.execute(
+        let tx = self.write_tx()?;
+        let n = tx.execute(
             "UPDATE vehicles SET revoked_ns = COALESCE(revoked_ns, ?2) WHERE name = ?1",
             params![name, now_ns],
         )?;
@@ -207,6 +279,7 @@ impl Catalog for SqliteCatalog {
                 "no vehicle named {name:?} in the registry"
             )));
         }
+        tx.commit()?;
         Ok(())
     }
 
@@ -232,9 +305,13 @@ impl Catalog for SqliteCatalog {
         Ok(st.query_row([name], vehicle_row).optional()?)
     }
 
-    fn queue_segment(&mut self, s: &NewSegment<'_>) -> Result<()> {
-        self.db
-            .prepare_cached(
+    fn queue_segments(&mut self, segs: &[NewSegment<'_>]) -> Result<()> {
+        if segs.is_empty() {
+            return Ok(());
+        }
+        let tx = self.write_tx()?;
+        {
+            let mut st = tx.prepare_cached(
                 "INSERT INTO segments (vehicle, name, kind, bytes, blake3, stored_ns, state, object)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'pending', ?7)
                  ON CONFLICT (vehicle, name) DO UPDATE SET
@@ -242,16 +319,20 @@ impl Catalog for SqliteCatalog {
                    object = excluded.object, state = 'pending', error = NULL, claimed_ns = NULL,
                    blake3 = excluded.blake3
                  WHERE segments.blake3 <> excluded.blake3 OR segments.state = 'failed'",
-            )?
-            .execute(params![
-                s.vehicle,
-                s.name,
-                s.kind,
-                s.bytes,
-                s.blake3,
-                s.stored_ns,
-                s.object
-            ])?;
+            )?;
+            for s in segs {
+                st.execute(params![
+                    s.vehicle,
+                    s.name,
+                    s.kind,
+                    s.bytes,
+                    s.blake3,
+                    s.stored_ns,
+                    s.object
+                ])?;
+            }
+        }
+        tx.commit()?;
         Ok(())
     }
 
@@ -275,7 +356,13 @@ impl Catalog for SqliteCatalog {
                 params![r.id, now_ns],
             )?;
         }
-        tx.commit()?;
+        // Nothing claimed changes nothing, the version included (an idle
+        // indexer polls).
+        if rows.is_empty() {
+            tx.rollback()?;
+        } else {
+            tx.commit()?;
+        }
         Ok(rows
             .into_iter()
             .map(|mut r| {
@@ -286,79 +373,33 @@ impl Catalog for SqliteCatalog {
     }
 
     fn release_claims(&mut self) -> Result<u64> {
-        Ok(self.db.execute(
+        let tx = self.write_tx()?;
+        let n = tx.execute(
             "UPDATE segments SET state = 'pending', claimed_ns = NULL WHERE state = 'indexing'",
             [],
-        )? as u64)
+        )?;
+        tx.commit()?;
+        Ok(n as u64)
     }
 
-    fn finish_indexed(&mut self, id: i64, out: &IndexOutcome, now_ns: i64) -> Result<()> {
-        let tx = self.write_tx()?;
-        let vehicle: String =
-            tx.query_row("SELECT vehicle FROM segments WHERE id = ?1", [id], |r| {
-                r.get(0)
-            })?;
-        tx.execute(
-            "UPDATE segments SET state = 'indexed', error = NULL, samples = ?2, t_first = ?3,
-               t_last = ?4, object = ?5, parquet = ?6, indexed_ns = ?7 WHERE id = ?1",
-            params![
-                id,
-                out.samples,
-                out.t_first,
-                out.t_last,
-                out.object,
-                out.parquet,
-                now_ns
-            ],
-        )?;
-        if let Some(last) = &out.last {
-            let old: Option<(i64, String)> = tx
-                .query_row(
-                    "SELECT t_ns, vals FROM last_state WHERE vehicle = ?1",
-                    [&vehicle],
-                    |r| Ok((r.get(0)?, r.get(1)?)),
-                )
-                .optional()?;
-            let newer = old.as_ref().is_none_or(|(t, _)| last.t_ns >= *t);
-            if newer {
-                let vals = match &old {
-                    Some((_, v)) => merge_values(v, &last.values),
-                    None => last.values.clone(),
-                };
-                tx.execute(
-                    "INSERT INTO last_state (vehicle, t_ns, lat, lon, speed, vals)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6)
-                     ON CONFLICT (vehicle) DO UPDATE SET t_ns = excluded.t_ns, lat = excluded.lat,
-                       lon = excluded.lon, speed = excluded.speed, vals = excluded.vals",
-                    params![vehicle, last.t_ns, last.lat, last.lon, last.speed, vals],
-                )?;
-            }
+    fn finish_batch(&mut self, done: &[(i64, Finished)], now_ns: i64) -> Result<()> {
+        if done.is_empty() {
+            return Ok(());
         }
-        {
-            let mut st = tx.prepare_cached(
-                "INSERT INTO track (vehicle, bucket, t_ns, lat, lon, speed)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT DO NOTHING",
-            )?;
-            for p in &out.track {
-                st.execute(params![
-                    vehicle,
-                    p.t_ns.div_euclid(TRACK_BUCKET_NS),
-                    p.t_ns,
-                    p.lat,
-                    p.lon,
-                    p.speed
-                ])?;
+        let tx = self.write_tx()?;
+        for (id, how) in done {
+            match how {
+                Finished::Indexed(out) => apply_indexed(&tx, *id, out, now_ns)?,
+                Finished::Failed(error) => {
+                    tx.prepare_cached(
+                        "UPDATE segments SET state = 'failed', error = ?2, indexed_ns = ?3
+                         WHERE id = ?1",
+                    )?
+                    .execute(params![id, error, now_ns])?;
+                }
             }
         }
         tx.commit()?;
-        Ok(())
-    }
-
-    fn fail_segment(&mut self, id: i64, error: &str, now_ns: i64) -> Result<()> {
-        self.db.execute(
-            "UPDATE segments SET state = 'failed', error = ?2, indexed_ns = ?3 WHERE id = ?1",
-            params![id, error, now_ns],
-        )?;
         Ok(())
     }
 
@@ -437,13 +478,10 @@ impl Catalog for SqliteCatalog {
     }
 
     fn version(&mut self) -> Result<i64> {
-        Ok(self.db.query_row(
-            "SELECT COALESCE(MAX(indexed_ns), 0) + COUNT(*)
-                    + (SELECT COUNT(*) + COUNT(acked_ns) + COUNT(finished_ns) FROM requests)
-             FROM segments",
-            [],
-            |r| r.get(0),
-        )?)
+        Ok(self
+            .db
+            .prepare_cached("SELECT v FROM catalog_version WHERE id = 1")?
+            .query_row([], |r| r.get(0))?)
     }
 
     fn add_request(
@@ -637,8 +675,10 @@ impl Catalog for SqliteCatalog {
                  WHERE id = ?1",
                 params![id, next, now_ns, finished, progress, result, error],
             )?;
+            tx.commit()?;
         }
-        tx.commit()?;
+        // Otherwise nothing changed: the transaction, and the version's
+        // raise, are rolled back as it is dropped.
         Ok(true)
     }
 

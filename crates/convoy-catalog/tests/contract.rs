@@ -2,7 +2,7 @@
 //! against a real PostgreSQL cluster started for the test.
 
 use convoy_catalog::{
-    Catalog, CatalogError, IndexOutcome, LastState, NewSegment, PgCatalog, RequestEvent,
+    Catalog, CatalogError, Finished, IndexOutcome, LastState, NewSegment, PgCatalog, RequestEvent,
     SqliteCatalog, TrackPoint, CLAIM_TIMEOUT_NS, TRACK_BUCKET_NS,
 };
 use convoy_testkit::Postgres;
@@ -301,6 +301,99 @@ fn vehicle_signals(c: &mut dyn Catalog) {
     assert!(c.vehicle_signals("truck-9").unwrap().is_empty());
 }
 
+fn at(vehicle: &str, t_ns: i64, lat: f64) -> IndexOutcome {
+    IndexOutcome {
+        samples: 1,
+        last: Some(LastState {
+            vehicle: vehicle.into(),
+            t_ns,
+            lat,
+            lon: 7.0,
+            speed: None,
+            values: "{}".into(),
+        }),
+        object: "o".into(),
+        ..IndexOutcome::default()
+    }
+}
+
+/// The version is a counter, not a clock: two index commits stamped with
+/// the same time (one clock tick) still give two versions, and a batch is
+/// one commit, all or nothing. Runs after `campaigns`.
+fn version_counts_commits(c: &mut dyn Catalog) {
+    // What earlier steps left queued is claimed out of the way.
+    c.claim_pending(100, 6_000).unwrap();
+    let v0 = c.version().unwrap();
+    c.queue_segments(&[
+        segment("v9", "1.jsonl.zst", "x1"),
+        segment("v9", "2.jsonl.zst", "x2"),
+        segment("v9", "3.jsonl.zst", "x3"),
+        segment("v9", "4.jsonl.zst", "x4"),
+    ])
+    .unwrap();
+    let v1 = c.version().unwrap();
+    assert_eq!(v1, v0 + 1, "four uploads queued in one transaction");
+    let rows = c.claim_pending(2, 7_000).unwrap();
+    assert_eq!(rows.len(), 2);
+    let v2 = c.version().unwrap();
+    assert!(v2 > v1, "a claim shows in the uploads table");
+    let tick = 8_000;
+    c.finish_indexed(rows[0].id, &at("v9", 100, 45.0), tick)
+        .unwrap();
+    let v3 = c.version().unwrap();
+    c.finish_indexed(rows[1].id, &at("v9", 101, 46.0), tick)
+        .unwrap();
+    let v4 = c.version().unwrap();
+    assert!(v2 < v3 && v3 < v4, "same tick, two commits: {v2} {v3} {v4}");
+    // Nothing to claim: nothing changes, so the feed stays quiet.
+    let rest: Vec<_> = c
+        .claim_pending(10, 9_000)
+        .unwrap()
+        .into_iter()
+        .filter(|r| r.vehicle == "v9")
+        .collect();
+    assert_eq!(rest.len(), 2);
+    let v5 = c.version().unwrap();
+    assert!(c.claim_pending(10, 9_000).unwrap().is_empty());
+    assert_eq!(c.version().unwrap(), v5);
+    // A batch naming a segment that does not exist fails whole.
+    let bad = [
+        (rest[0].id, Finished::Indexed(at("v9", 200, 47.0))),
+        (i64::MAX, Finished::Indexed(at("v9", 300, 48.0))),
+    ];
+    assert!(c.finish_batch(&bad, 9_500).is_err());
+    assert_eq!(c.version().unwrap(), v5, "a failed batch raises nothing");
+    assert_eq!(
+        c.segment("v9", "3.jsonl.zst").unwrap().unwrap().state,
+        "indexing",
+        "and records nothing"
+    );
+    // Two segments finished in one commit: one version.
+    let good = [
+        (rest[0].id, Finished::Indexed(at("v9", 200, 47.0))),
+        (rest[1].id, Finished::Failed("corrupt".into())),
+    ];
+    c.finish_batch(&good, 9_500).unwrap();
+    assert_eq!(c.version().unwrap(), v5 + 1);
+    let last = c.last_states().unwrap();
+    let v9 = last.iter().find(|l| l.vehicle == "v9").unwrap();
+    assert_eq!((v9.t_ns, v9.lat), (200, 47.0));
+    assert_eq!(
+        c.segment("v9", "4.jsonl.zst").unwrap().unwrap().state,
+        "failed"
+    );
+    // The registry's changes show in the vehicles view.
+    const KEY_D: &str = "dd00000000000000000000000000000000000000000000000000000000000000";
+    c.add_vehicle("truck-9", KEY_D, "vehicle", 50).unwrap();
+    let v6 = c.version().unwrap();
+    assert_eq!(v6, v5 + 2);
+    c.revoke_vehicle("truck-9", 51).unwrap();
+    assert_eq!(c.version().unwrap(), v6 + 1);
+    // A refused change raises nothing.
+    assert!(c.add_vehicle("truck-9", KEY_D, "vehicle", 52).is_err());
+    assert_eq!(c.version().unwrap(), v6 + 1);
+}
+
 #[test]
 fn sqlite_registry_and_queue() {
     let dir = tempfile::tempdir().unwrap();
@@ -310,6 +403,7 @@ fn sqlite_registry_and_queue() {
     requests(&mut c);
     campaigns(&mut c);
     vehicle_signals(&mut c);
+    version_counts_commits(&mut c);
 }
 
 #[test]
@@ -321,9 +415,15 @@ fn postgres_registry_and_queue() {
     requests(&mut c);
     campaigns(&mut c);
     vehicle_signals(&mut c);
+    version_counts_commits(&mut c);
     // A second server on the same database sees the same registry.
     let mut other = convoy_catalog::open(&pg.url()).unwrap();
-    assert_eq!(other.vehicles().unwrap().len(), 3);
+    assert_eq!(other.vehicles().unwrap().len(), 4);
+    // ... and the same version, which its writes raise for both.
+    let v = c.version().unwrap();
+    assert_eq!(other.version().unwrap(), v);
+    other.revoke_vehicle("ops", 60).unwrap();
+    assert_eq!(c.version().unwrap(), v + 1);
 }
 
 /// A catalog made before withdrawals (no `withdrawn` column) opens, and

@@ -6,6 +6,14 @@
 //! (at start-up, or after the claim timeout on a shared catalog), and
 //! every step is idempotent: the Parquet key is the segment's hash, the
 //! track keeps one point per bucket, the last state moves only forward.
+//!
+//! Group commit: one claim takes up to [`BATCH`] queued segments; each is
+//! read and its Parquet written, then all their catalog rows are recorded
+//! in one transaction ([`Catalog::finish_batch`]), one fsync for the
+//! batch instead of one per segment. Only after that commit is anything
+//! acknowledged: the events logged, the landing copies dropped. A batch
+//! whose commit fails is committed again one segment at a time, so one
+//! bad row cannot hold back the others.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -13,7 +21,7 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use convoy_catalog::{Catalog, IndexOutcome, SegmentRow};
+use convoy_catalog::{Catalog, Finished, IndexOutcome, SegmentRow};
 use convoy_telemetry::now_ns;
 use convoy_telemetry::segment::SegmentReader;
 
@@ -24,8 +32,9 @@ use crate::store::Store;
 /// Largest telemetry segment indexed (uncompressed): 256 MiB.
 pub const MAX_SEGMENT_RAW: u64 = 256 << 20;
 
-/// How many queued segments one claim takes.
-const BATCH: usize = 32;
+/// How many queued segments one claim takes, and so one commit records
+/// at most: bounds how long the first of them waits for its commit.
+pub const BATCH: usize = 32;
 
 /// What the indexer reports, for the server's log.
 #[derive(Clone, Debug, serde::Serialize)]
@@ -35,7 +44,7 @@ pub enum IndexEvent {
         vehicle: String,
         name: String,
         samples: i64,
-        /// Indexing this segment took.
+        /// Indexing this segment took, up to its batch's commit.
         millis: f64,
         /// From the upload's "stored" (its catalog row) to indexed: the
         /// wait in the queue plus `millis`.
@@ -98,6 +107,12 @@ pub fn parquet_key(vehicle: &str, name: &str, t_first: i64, blake3: &str) -> Str
     }
 }
 
+/// A claimed segment whose outcome waits for the batch's commit.
+struct Waiting {
+    row: SegmentRow,
+    started: Instant,
+}
+
 enum Failure {
     /// The segment itself is bad: record it, keep its bytes.
     Segment(String),
@@ -120,17 +135,92 @@ impl Indexer {
         }
     }
 
-    /// Indexes what is queued now; returns how many segments it handled.
+    /// Indexes what is queued now, up to [`BATCH`] segments in one
+    /// commit; returns how many segments it handled.
     pub fn run_once(&mut self) -> Result<usize, String> {
         let rows = self
             .catalog
             .claim_pending(BATCH, now_ns())
             .map_err(|e| e.to_string())?;
         let n = rows.len();
+        let mut waiting = Vec::with_capacity(n);
+        let mut done = Vec::with_capacity(n);
         for row in rows {
-            self.index(row);
+            let started = Instant::now();
+            if let Some(how) = self.prepare(&row) {
+                done.push((row.id, how));
+                waiting.push(Waiting { row, started });
+            }
         }
+        self.commit(waiting, done);
         Ok(n)
+    }
+
+    /// Does a segment's work outside the catalog (Parquet, the object
+    /// store) and says what to record for it; `None`: it stays claimed,
+    /// to be tried again (the retry is reported).
+    fn prepare(&mut self, row: &SegmentRow) -> Option<Finished> {
+        match self.try_index(row) {
+            Ok(out) => Some(Finished::Indexed(out)),
+            // Keep the bytes where a shared store holds everything.
+            Err(Failure::Segment(why)) => match self.move_to_store(row) {
+                Ok(()) => Some(Finished::Failed(why)),
+                Err(Failure::Retry(e)) | Err(Failure::Segment(e)) => {
+                    (self.on_event)(&IndexEvent::IndexRetry { error: e });
+                    None
+                }
+            },
+            Err(Failure::Retry(e)) => {
+                (self.on_event)(&IndexEvent::IndexRetry { error: e });
+                None
+            }
+        }
+    }
+
+    /// Records the batch in one transaction, then acknowledges each; if
+    /// that commit fails, one transaction per segment.
+    fn commit(&mut self, waiting: Vec<Waiting>, done: Vec<(i64, Finished)>) {
+        if done.is_empty() {
+            return;
+        }
+        if self.catalog.finish_batch(&done, now_ns()).is_ok() {
+            for (w, (_, how)) in waiting.into_iter().zip(done) {
+                self.acknowledge(w, how);
+            }
+            return;
+        }
+        for (w, item) in waiting.into_iter().zip(done) {
+            match self
+                .catalog
+                .finish_batch(std::slice::from_ref(&item), now_ns())
+            {
+                Ok(()) => self.acknowledge(w, item.1),
+                Err(e) => (self.on_event)(&IndexEvent::IndexRetry {
+                    error: e.to_string(),
+                }),
+            }
+        }
+    }
+
+    /// What follows a segment's commit, never before it: its landing copy
+    /// goes (the store holds it) and the event is reported.
+    fn acknowledge(&mut self, w: Waiting, how: Finished) {
+        self.drop_landing_copy(&w.row);
+        let event = match how {
+            Finished::Indexed(out) => IndexEvent::Indexed {
+                samples: out.samples,
+                millis: w.started.elapsed().as_secs_f64() * 1e3,
+                lag_seconds: (now_ns() - w.row.stored_ns).max(0) as f64 / 1e9,
+                vehicle: w.row.vehicle,
+                name: w.row.name,
+            },
+            Finished::Failed(error) => IndexEvent::IndexFailed {
+                vehicle: w.row.vehicle,
+                name: w.row.name,
+                error,
+            },
+        };
+        (self.on_event)(&event);
     }
 
     /// Indexes until `stop`, woken by `wake` (one message per upload) or
@@ -155,49 +245,6 @@ impl Indexer {
                 Err(RecvTimeoutError::Disconnected) => break,
             }
             while wake.try_recv().is_ok() {}
-        }
-    }
-
-    fn index(&mut self, row: SegmentRow) {
-        let started = Instant::now();
-        match self.try_index(&row) {
-            Ok(out) => match self.catalog.finish_indexed(row.id, &out, now_ns()) {
-                Ok(()) => {
-                    self.drop_landing_copy(&row);
-                    (self.on_event)(&IndexEvent::Indexed {
-                        vehicle: row.vehicle,
-                        name: row.name,
-                        samples: out.samples,
-                        millis: started.elapsed().as_secs_f64() * 1e3,
-                        lag_seconds: (now_ns() - row.stored_ns).max(0) as f64 / 1e9,
-                    });
-                }
-                Err(e) => (self.on_event)(&IndexEvent::IndexRetry {
-                    error: e.to_string(),
-                }),
-            },
-            Err(Failure::Segment(why)) => {
-                // Keep the bytes where a shared store holds everything.
-                let kept = self.move_to_store(&row).and_then(|_| {
-                    self.catalog
-                        .fail_segment(row.id, &why, now_ns())
-                        .map_err(|e| Failure::Retry(e.to_string()))
-                });
-                match kept {
-                    Ok(()) => {
-                        self.drop_landing_copy(&row);
-                        (self.on_event)(&IndexEvent::IndexFailed {
-                            vehicle: row.vehicle,
-                            name: row.name,
-                            error: why,
-                        })
-                    }
-                    Err(Failure::Retry(e)) | Err(Failure::Segment(e)) => {
-                        (self.on_event)(&IndexEvent::IndexRetry { error: e })
-                    }
-                }
-            }
-            Err(Failure::Retry(e)) => (self.on_event)(&IndexEvent::IndexRetry { error: e }),
         }
     }
 

@@ -7,11 +7,13 @@
 //! * [`QueueHook`]: the server's [`convoy_net::CommitHook`]: once an
 //!   upload is fsynced and renamed, and before the vehicle is told, it is
 //!   recorded in the catalog's indexing queue, so nothing acknowledged is
-//!   ever missed by the indexer.
+//!   ever missed by the indexer. Uploads committed at once share one
+//!   catalog transaction ([`group::GroupCommit`]).
 //! * [`Indexer`]: queue → Parquet + last state + track (+ object store).
 //! * [`Store`]: the landing directory (fsync) or an S3-compatible bucket.
 
 pub mod extract;
+pub mod group;
 pub mod indexer;
 pub mod parquet_out;
 pub mod requests;
@@ -19,7 +21,7 @@ pub mod store;
 
 use std::collections::HashMap;
 use std::sync::mpsc::SyncSender;
-use std::sync::Mutex;
+use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use convoy_catalog::{Catalog, NewSegment};
@@ -134,10 +136,44 @@ impl RegistryAuthorizer {
     }
 }
 
+/// Uploads whose catalog rows one transaction writes at most.
+pub const QUEUE_BATCH: usize = 64;
+
+/// A stored upload waiting for its queue row.
+struct Queued {
+    vehicle: String,
+    name: String,
+    kind: &'static str,
+    bytes: i64,
+    blake3: String,
+    stored_ns: i64,
+    object: String,
+}
+
+impl Queued {
+    fn row(&self) -> NewSegment<'_> {
+        NewSegment {
+            vehicle: &self.vehicle,
+            name: &self.name,
+            kind: self.kind,
+            bytes: self.bytes,
+            blake3: &self.blake3,
+            stored_ns: self.stored_ns,
+            object: &self.object,
+        }
+    }
+}
+
 /// Records each durable upload in the catalog's queue and wakes the
-/// indexer.
+/// indexer. The server's commit threads call it at once for different
+/// uploads: what arrives while a transaction runs is written by the next
+/// one, together, and each caller returns (and its vehicle hears
+/// "stored") only after the transaction holding its row committed.
 pub struct QueueHook {
     catalog: Mutex<Box<dyn Catalog>>,
+    group: Mutex<group::GroupCommit<Queued>>,
+    /// Signalled when a batch finished.
+    finished: Condvar,
     wake: SyncSender<()>,
 }
 
@@ -145,7 +181,44 @@ impl QueueHook {
     pub fn new(catalog: Box<dyn Catalog>, wake: SyncSender<()>) -> QueueHook {
         QueueHook {
             catalog: Mutex::new(catalog),
+            group: Mutex::new(group::GroupCommit::new(QUEUE_BATCH)),
+            finished: Condvar::new(),
             wake,
+        }
+    }
+
+    /// Writes one batch's rows in one transaction.
+    fn write(&self, batch: &[Queued]) -> Result<(), String> {
+        let rows: Vec<NewSegment<'_>> = batch.iter().map(Queued::row).collect();
+        self.catalog
+            .lock()
+            .map_err(|_| "catalog unavailable".to_string())?
+            .queue_segments(&rows)
+            .map_err(|e| e.to_string())
+    }
+
+    /// Queues `item` and returns once a commit holding it finished.
+    fn queue(&self, item: Queued) -> Result<(), String> {
+        let gone = |_| "catalog unavailable".to_string();
+        let mut g = self.group.lock().map_err(gone)?;
+        let ticket = g.submit(item);
+        loop {
+            if let Some(outcome) = g.outcome(ticket) {
+                return outcome;
+            }
+            match g.start() {
+                // No commit runs: this caller writes what waits, its own
+                // row among it or a batch ahead of it.
+                Some(batch) => {
+                    drop(g);
+                    let (tickets, items): (Vec<_>, Vec<_>) = batch.into_iter().unzip();
+                    let result = self.write(&items);
+                    g = self.group.lock().map_err(gone)?;
+                    g.finish(&tickets, result);
+                    self.finished.notify_all();
+                }
+                None => g = self.finished.wait(g).map_err(gone)?,
+            }
         }
     }
 }
@@ -159,24 +232,19 @@ impl CommitHook for QueueHook {
             .stored_name
             .strip_prefix(&format!("{}/", who.name))
             .unwrap_or(c.stored_name);
-        let seg = NewSegment {
-            vehicle: &who.name,
-            name,
+        self.queue(Queued {
+            vehicle: who.name.clone(),
+            name: name.to_owned(),
             kind: if is_telemetry(name) {
                 "telemetry"
             } else {
                 "file"
             },
             bytes: c.bytes as i64,
-            blake3: &hex(&c.blake3),
+            blake3: hex(&c.blake3),
             stored_ns: convoy_telemetry::now_ns(),
-            object: c.stored_name,
-        };
-        self.catalog
-            .lock()
-            .map_err(|_| "catalog unavailable".to_string())?
-            .queue_segment(&seg)
-            .map_err(|e| e.to_string())?;
+            object: c.stored_name.to_owned(),
+        })?;
         let _ = self.wake.try_send(());
         Ok(())
     }

@@ -31,6 +31,8 @@ impl Caller {
 
 pub enum Reply {
     Json(Vec<u8>),
+    /// A JSON document shared with a cache: sent without a copy.
+    Shared(Bytes),
     Error(u16, String),
 }
 

@@ -99,6 +99,8 @@ pub(crate) struct Shared {
     pub counters: crate::metrics::HttpCounters,
     pub extra_metrics: Option<crate::metrics::ExtraMetrics>,
     pub on_request: Option<Arc<dyn Fn() + Send + Sync>>,
+    /// `/api/positions` documents of the catalog's current version.
+    pub positions: crate::positions::Cache,
 }
 
 /// How often the catalog's version is polled for the live feed.
@@ -141,6 +143,7 @@ impl Web {
             counters: Default::default(),
             extra_metrics: cfg.extra_metrics,
             on_request: cfg.on_request,
+            positions: Default::default(),
         });
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
@@ -658,10 +661,11 @@ pub(crate) fn status_only(status: StatusCode) -> Response<Body> {
 
 pub(crate) fn json_reply(reply: Reply) -> Response<Body> {
     let (status, bytes) = match reply {
-        Reply::Json(b) => (200, b),
+        Reply::Json(b) => (200, bytes::Bytes::from(b)),
+        Reply::Shared(b) => (200, b),
         Reply::Error(code, msg) => (
             code,
-            serde_json::json!({ "error": msg }).to_string().into_bytes(),
+            bytes::Bytes::from(serde_json::json!({ "error": msg }).to_string()),
         ),
     };
     let mut r = Response::new(body::full(bytes));
