@@ -1,3 +1,4 @@
+import os
 from pathlib import Path
 
 import pytest
@@ -26,3 +27,15 @@ def service(tmp_path):
         pytest.fail(str(e))
     with Service(tmp_path / "fleet", ["truck-7"]) as s:
         yield s
+
+
+@pytest.fixture
+def emulator():
+    """Skips the test unless `convoy emu` can run here: root, /dev/net/tun
+    and the convoy binary."""
+    if os.geteuid() != 0 or not Path("/dev/net/tun").exists():
+        pytest.skip("needs root and /dev/net/tun (convoy emu)")
+    try:
+        convoy_binary()
+    except ConvoyNotFound as err:
+        pytest.skip(str(err))

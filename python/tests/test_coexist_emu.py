@@ -5,32 +5,23 @@ reason. About two minutes."""
 
 from __future__ import annotations
 
-import os
 import shutil
-from pathlib import Path
 
 import pytest
 
 from convoy_lab.report import html as report
 from convoy_lab.experiments import scheduled
-from convoy_lab.runner import ConvoyNotFound, convoy_binary
 
 pytestmark = pytest.mark.emu
 
 
-def _emulator_or_skip():
-    if os.geteuid() != 0 or not Path("/dev/net/tun").exists():
-        pytest.skip("needs root and /dev/net/tun (convoy emu)")
+@pytest.fixture(autouse=True)
+def _irtt(emulator):
     if shutil.which("irtt") is None:
         pytest.skip("needs irtt (scripts/setup.sh installs it)")
-    try:
-        convoy_binary()
-    except ConvoyNotFound as err:
-        pytest.skip(str(err))
 
 
 def test_background_quick_puts_cubic_and_convoy_background_side_by_side(tmp_path, capsys):
-    _emulator_or_skip()
     df = scheduled.run("background", quick=True, out=tmp_path, scale=None, only=None)
     by = {r["bulk"]: r for r in df.to_dict("records")}
     assert by["tcp-cubic"]["status"] == "ok" and by["convoy-background"]["status"] == "ok"
@@ -47,7 +38,6 @@ def test_background_quick_puts_cubic_and_convoy_background_side_by_side(tmp_path
 
 
 def test_smart_ap_quick_sap_law_empties_the_queue(tmp_path):
-    _emulator_or_skip()
     df = scheduled.run("smart-ap", quick=True, out=tmp_path, scale=None, only=None)
     by = {r["policy"]: r for r in df.to_dict("records")}
     assert by["fifo-100"]["status"] == "ok" and by["sap-law"]["status"] == "ok"

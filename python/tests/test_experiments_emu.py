@@ -6,34 +6,21 @@ About 15 s."""
 from __future__ import annotations
 
 import math
-import os
-from pathlib import Path
 
 import pytest
 
 from convoy_lab.report import html as report
 from convoy_lab.experiments.catalog import get_experiment
 from convoy_lab.emu.run import run_once
-from convoy_lab.runner import ConvoyNotFound, convoy_binary
 from convoy_lab.emu.scenarios import Scenario
 from convoy_lab.emu.schemes import Transfer, get_scheme
 from convoy_lab.emu.sweep import run_sweep
 
 
-def _emulator_or_skip():
-    if os.geteuid() != 0 or not Path("/dev/net/tun").exists():
-        pytest.skip("needs root and /dev/net/tun (convoy emu)")
-    try:
-        convoy_binary()
-    except ConvoyNotFound as err:
-        pytest.skip(str(err))
-
-
-pytestmark = pytest.mark.emu
+pytestmark = [pytest.mark.emu, pytest.mark.usefixtures("emulator")]
 
 
 def test_kernel_tcp_over_the_emulator_is_one_tidy_row(tmp_path):
-    _emulator_or_skip()
     scenario = Scenario(rate_mbit=20, delay_ms=10, loss_pct=1)
     row = run_once(get_scheme("tcp-cubic"), scenario, Transfer(seconds=1.5), 1, tmp_path / "run")
     assert row["status"] == "ok", row["error"]
@@ -49,7 +36,6 @@ def test_kernel_tcp_over_the_emulator_is_one_tidy_row(tmp_path):
 
 
 def test_exact_bytes_with_bbr_over_a_drive_trace(tmp_path, shared_traces):
-    _emulator_or_skip()
     scenario = Scenario(trace=shared_traces / "ATT-LTE-driving-2016.up", delay_ms=20)
     row = run_once(get_scheme("tcp-bbr"), scenario, Transfer(bytes=300_000), 2, tmp_path / "run")
     assert row["status"] == "ok", row["error"]
@@ -61,7 +47,6 @@ def test_exact_bytes_with_bbr_over_a_drive_trace(tmp_path, shared_traces):
 def test_sweep_and_report_end_to_end(tmp_path):
     """Two loss points of the 50 Mbit/s sweep with kernel TCP, short, then
     the report: the path `make demo` takes, at a fraction of its length."""
-    _emulator_or_skip()
     e = get_experiment("loss-50mbit")
     scenarios = [e.scenario(0), e.scenario(5)]
     result = run_sweep(e.name, [get_scheme("tcp-reno")], scenarios, Transfer(seconds=1), [1], tmp_path / e.name)
@@ -75,7 +60,6 @@ def test_sweep_and_report_end_to_end(tmp_path):
 
 @pytest.mark.parametrize("scheme", ["convoy-rcdp", "convoy-rlnc-bbr"])
 def test_convoy_modes_over_the_emulator(tmp_path, scheme):
-    _emulator_or_skip()
     s = get_scheme(scheme)
     reason = s.unavailable()
     if reason:
@@ -91,7 +75,6 @@ def test_cellular_grid_over_a_drive_trace_from_an_offset(tmp_path, shared_traces
     """The cellular experiment's path at a fraction of its length: one trace
     direction (the ATT downlink on the data direction), from 40 s into the
     drive, convoy's default mode and kernel Cubic, 3 s each."""
-    _emulator_or_skip()
     from convoy_lab.experiments import cellular
     from convoy_lab.analysis import cellular as ca
     from convoy_lab.traces import window_capacity_mbit

@@ -6,24 +6,15 @@ emulated cells (drive traces both ways) into one `convoy serve --fleet
 from __future__ import annotations
 
 import json
-import os
-from pathlib import Path
 
 import pytest
 
 from convoy_lab.fleet import scale
-from convoy_lab.runner import ConvoyNotFound, convoy_binary
 
 pytestmark = pytest.mark.emu
 
 
-def test_eight_agents_behind_two_cells_lose_nothing_and_stay_fresh(tmp_path, shared_traces, capsys):
-    if os.geteuid() != 0 or not Path("/dev/net/tun").exists():
-        pytest.skip("needs root and /dev/net/tun (convoy emu)")
-    try:
-        convoy_binary()
-    except ConvoyNotFound as err:
-        pytest.skip(str(err))
+def test_eight_agents_behind_two_cells_lose_nothing_and_stay_fresh(tmp_path, emulator, shared_traces, capsys):
     doc = scale.run(tmp_path / "scale", vehicles=8, cells=2, seconds=15, warmup=5)
     assert json.loads((tmp_path / "scale" / "scale.json").read_text()) == json.loads(json.dumps(doc))
     t = doc["total"]

@@ -9,14 +9,11 @@ from __future__ import annotations
 
 import json
 import math
-import os
-from pathlib import Path
 
 import pytest
 
 from convoy_lab.analysis.incumbents import checks
 from convoy_lab.experiments import incumbents
-from convoy_lab.runner import ConvoyNotFound, convoy_binary
 
 pytestmark = pytest.mark.emu
 
@@ -24,13 +21,7 @@ MEASURES = ["fresh_p50_s", "fresh_p99_s", "drain_mbit_s", "capacity_mbit_s", "ca
             "vehicle_cpu_s", "server_cpu_s"]
 
 
-def test_three_stacks_over_one_trace_are_measured_and_convoy_loses_nothing(tmp_path, shared_traces):
-    if os.geteuid() != 0 or not Path("/dev/net/tun").exists():
-        pytest.skip("needs root and /dev/net/tun (convoy emu)")
-    try:
-        convoy_binary()
-    except ConvoyNotFound as err:
-        pytest.skip(str(err))
+def test_three_stacks_over_one_trace_are_measured_and_convoy_loses_nothing(tmp_path, emulator, shared_traces):
     s = incumbents.settings_from([shared_traces / incumbents.QUICK_TRACES[0]], [2.0], None, quick=True)
     df, meta = incumbents.run(s, tmp_path)
     by = {r["stack"]: r for r in df.to_dict("records")}

@@ -6,7 +6,6 @@ emulator (root only, about 4 s)."""
 from __future__ import annotations
 
 import math
-import os
 import shutil
 from pathlib import Path
 
@@ -229,18 +228,11 @@ def test_scheme_scripts(tmp_path, monkeypatch):
 
 
 @pytest.mark.emu
-def test_kernel_mptcp_fullmesh_uses_both_links(tmp_path):
+def test_kernel_mptcp_fullmesh_uses_both_links(tmp_path, emulator):
     """A 3 s kernel MPTCP transfer over the two emulated links: both carry
     data, the receiver's sockets are MPTCP, and the row is filled in."""
     from convoy_lab.experiments import multipath as multipath_exp
-    from convoy_lab.runner import ConvoyNotFound, convoy_binary
 
-    if os.geteuid() != 0 or not Path("/dev/net/tun").exists():
-        pytest.skip("needs root and /dev/net/tun (convoy emu)")
-    try:
-        convoy_binary()
-    except ConvoyNotFound as err:
-        pytest.skip(str(err))
     scheme = SCHEMES["mptcp-fullmesh"]
     if scheme.unavailable() or shutil.which("ip") is None:
         pytest.skip(scheme.unavailable() or "no ip command")

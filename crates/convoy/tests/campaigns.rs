@@ -38,6 +38,22 @@ name = "press"
 when = "Vehicle.Speed > 30 && rising(Vehicle.Private.Brake)"
 "#;
 
+/// `convoy agent` on `cfg`, its output discarded: with `feed`, run until
+/// idle and read samples from stdin (the test writes them); without, run
+/// until stopped.
+fn spawn_agent(cfg: &Path, feed: bool) -> Proc {
+    let mut cmd = Command::new(bin());
+    cmd.arg("agent");
+    if feed {
+        cmd.arg("--until-idle");
+    }
+    cmd.arg("--config")
+        .arg(cfg)
+        .stdin(if feed { Stdio::piped() } else { Stdio::null() })
+        .stderr(Stdio::null());
+    Proc(Some(cmd.spawn().unwrap()))
+}
+
 fn deploy(f: &Fleet, who: &str, file: &Path, vehicles: &str) -> std::process::Output {
     campaign_cmd(
         f,
@@ -190,15 +206,7 @@ fn triggered_windows_arrive_complete_and_campaigns_are_versioned() {
     );
     let spool = f.dir.path().join("spool");
     let cfg = f.agent_config("truck-7", &spool, "[[source]]\nkind = \"stdin\"\n");
-    let mut agent = Proc(Some(
-        Command::new(bin())
-            .args(["agent", "--until-idle", "--config"])
-            .arg(&cfg)
-            .stdin(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    ));
+    let mut agent = spawn_agent(&cfg, true);
     wait_state(&f, 1, "done", Duration::from_secs(20));
 
     // 100 Hz of speed and brake; the brake pressed for 0.1 s every second
@@ -289,15 +297,7 @@ fn triggered_windows_arrive_complete_and_campaigns_are_versioned() {
 
     // A new version replaces the running one without a restart, and the
     // agent reports which runs.
-    let mut agent = Proc(Some(
-        Command::new(bin())
-            .args(["agent", "--config"])
-            .arg(&cfg)
-            .stdin(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    ));
+    let mut agent = spawn_agent(&cfg, false);
     let v2 = CAMPAIGN.replace("pre_seconds = 0.5", "pre_seconds = 1");
     std::fs::write(&file, v2).unwrap();
     assert!(ok(&deploy(&f, "ops", &file, "truck-7")).contains("version 2"));
@@ -404,15 +404,7 @@ fn a_withdrawn_campaign_stops_without_a_restart() {
     // Running: two triggers, their windows spooled.
     let spool = f.dir.path().join("spool");
     let cfg = f.agent_config("truck-7", &spool, "[[source]]\nkind = \"stdin\"\n");
-    let mut agent = Proc(Some(
-        Command::new(bin())
-            .args(["agent", "--until-idle", "--config"])
-            .arg(&cfg)
-            .stdin(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    ));
+    let mut agent = spawn_agent(&cfg, true);
     wait_state(&f, 1, "done", Duration::from_secs(20));
     let t0 = (service_support::now_s() - 3600) * 1_000_000_000;
     let (before, fired) = presses(t0, 0, 3);
@@ -487,15 +479,7 @@ fn a_withdrawn_campaign_stops_without_a_restart() {
         out.contains("campaign brake withdrawn as version 4, queued for truck-7"),
         "{out}"
     );
-    let mut agent = Proc(Some(
-        Command::new(bin())
-            .args(["agent", "--config"])
-            .arg(&cfg)
-            .stdin(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    ));
+    let mut agent = spawn_agent(&cfg, false);
     wait_state(&f, 3, "done", Duration::from_secs(20));
     wait_state(&f, 4, "done", Duration::from_secs(20));
     let c = agent_campaigns(&cfg, |c| c[0]["version"] == 4);
@@ -535,15 +519,7 @@ fn a_signal_every_targeted_vehicle_declares_is_accepted() {
         &spool,
         "extra_signals = [\"Vehicle.Acme.Boost\"]\n[[source]]\nkind = \"stdin\"\n",
     );
-    let mut agent = Proc(Some(
-        Command::new(bin())
-            .args(["agent", "--config"])
-            .arg(&cfg)
-            .stdin(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    ));
+    let mut agent = spawn_agent(&cfg, false);
     let end = Instant::now() + Duration::from_secs(20);
     let out = loop {
         let out = deploy(&f, "ops", &file, "truck-7");
