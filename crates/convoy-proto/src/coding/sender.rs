@@ -200,8 +200,8 @@ struct TxBlock {
     /// to a slower path takes the whole block's time on that path.
     resend: Vec<u32>,
     /// Of `resend`, the sources that had most likely arrived when their
-    /// path went down (sent more than its one-way delay before): only
-    /// their acknowledgments died with it. They go after every block's
+    /// path went down (sent more than its forward delay before): only
+    /// their acknowledgments died with it. They give way to newer blocks'
     /// other lost sources, and the acknowledgment the receiver sends over
     /// the new path usually takes them off the list before their turn.
     probably_arrived: Vec<u32>,

@@ -700,9 +700,10 @@ impl Connection {
         // An interface the OS took down died now: what left it more than
         // its forward delay before had most likely arrived, and only its
         // acknowledgment was lost. The forward delay is the round trip
-        // less the way back, which holds no queue of ours: half the
-        // smallest round trip. (A silent path's moment of death is
-        // unknown: everything it held counts as lost alike.)
+        // (the larger of smoothed and latest) less the way back, which
+        // holds no queue of ours: half the smallest round trip. (A silent
+        // path's moment of death is unknown: everything it held counts as
+        // lost alike.)
         let arrived_before = self
             .path_index(lost[0].path)
             .map(|i| &self.paths[i].rtt)
