@@ -164,7 +164,7 @@ fuzz:
 # default), without a sanitizer (safe Rust; several times faster), and
 # prints each target's count.
 FUZZ_RUNS ?= 10000000
-FUZZ_TARGETS := wire_packet frames frame_sequence request handshake trace_files can_lines decoder_input
+FUZZ_TARGETS := wire_packet frames frame_sequence request handshake trace_files can_lines web_inputs decoder_input
 fuzz-deep:
 	@command -v cargo-fuzz >/dev/null || cargo install --locked cargo-fuzz
 	cd fuzz && for t in $(FUZZ_TARGETS); do \
