@@ -21,13 +21,22 @@ fuzz_target!(|data: &[u8]| {
         _ => u64::MAX,
     };
     if let RangeAsk::Part { start, end } = range::parse(Some(&text), len) {
-        assert!(start < end && end <= len, "{text:?} of {len}: {start}..{end}");
+        assert!(
+            start < end && end <= len,
+            "{text:?} of {len}: {start}..{end}"
+        );
     }
     let key = [7u8; 32];
     if let Ok(claims) = token::verify(&key, &text, 0) {
         // Only a token made with this key verifies, and it reads back
         // what was signed.
-        assert_eq!(token::verify(&key, &token::issue(&key, &claims), 0), Ok(claims));
-        assert!(token::verify(&[8u8; 32], &text, 0).is_err(), "{text:?} verified under two keys");
+        assert_eq!(
+            token::verify(&key, &token::issue(&key, &claims), 0),
+            Ok(claims)
+        );
+        assert!(
+            token::verify(&[8u8; 32], &text, 0).is_err(),
+            "{text:?} verified under two keys"
+        );
     }
 });
