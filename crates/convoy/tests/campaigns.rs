@@ -54,6 +54,20 @@ fn spawn_agent(cfg: &Path, feed: bool) -> Proc {
     Proc(Some(cmd.spawn().unwrap()))
 }
 
+/// `POST /api/campaigns/withdraw` of campaign "brake" with `who`'s token.
+fn post_withdraw(f: &Fleet, who: &str) -> std::process::Output {
+    f.curl()
+        .args([
+            "-s",
+            "-H",
+            &format!("Authorization: Bearer {}", f.token(who)),
+        ])
+        .args(["-d", r#"{"name": "brake"}"#])
+        .arg(format!("{}/api/campaigns/withdraw", f.base_url()))
+        .output()
+        .unwrap()
+}
+
 fn deploy(f: &Fleet, who: &str, file: &Path, vehicles: &str) -> std::process::Output {
     campaign_cmd(
         f,
@@ -375,17 +389,7 @@ fn a_withdrawn_campaign_stops_without_a_restart() {
     let out = campaign_cmd(&f, "truck-7", &["withdraw", "brake"]);
     assert!(String::from_utf8_lossy(&out.stderr)
         .contains("campaigns need an operator's token: truck-7 is a vehicle"));
-    let post = f
-        .curl()
-        .args([
-            "-s",
-            "-H",
-            &format!("Authorization: Bearer {}", f.token("truck-7")),
-        ])
-        .args(["-d", r#"{"name": "brake"}"#])
-        .arg(format!("{}/api/campaigns/withdraw", f.base_url()))
-        .output()
-        .unwrap();
+    let post = post_withdraw(&f, "truck-7");
     let body = String::from_utf8_lossy(&post.stdout);
     assert!(
         body.contains("campaigns need an operator's token: truck-7 is a vehicle"),
@@ -416,17 +420,7 @@ fn a_withdrawn_campaign_stops_without_a_restart() {
     assert_eq!(c[0]["windows_spooled"], 2, "{c}");
 
     // Withdrawn through the API while it runs: the agent stops it at once.
-    let post = f
-        .curl()
-        .args([
-            "-s",
-            "-H",
-            &format!("Authorization: Bearer {}", f.token("ops")),
-        ])
-        .args(["-d", r#"{"name": "brake"}"#])
-        .arg(format!("{}/api/campaigns/withdraw", f.base_url()))
-        .output()
-        .unwrap();
+    let post = post_withdraw(&f, "ops");
     let reply: serde_json::Value = serde_json::from_slice(&post.stdout).unwrap();
     assert_eq!(reply["campaign"]["version"], 2, "{reply}");
     assert_eq!(reply["campaign"]["withdrawn"], true, "{reply}");

@@ -706,9 +706,10 @@ impl Connection {
         // lost alike.)
         let arrived_before = self
             .path_index(lost[0].path)
-            .map(|i| &self.paths[i].rtt)
-            .filter(|_| self.paths.iter().any(|p| p.os_down && p.id == lost[0].path))
-            .map(|rtt| {
+            .map(|i| &self.paths[i])
+            .filter(|path| path.os_down)
+            .map(|path| {
+                let rtt = &path.rtt;
                 let forward = rtt
                     .smoothed()
                     .max(rtt.latest())
