@@ -9,7 +9,9 @@ cd "$(dirname "$0")/.."
 say() { printf 'setup: %s\n' "$*" >&2; }
 
 need_apt=()
-command -v cc >/dev/null 2>&1 || need_apt+=(build-essential)
+# cc for the Rust crates with C in them; c++ and make for protoc, which the
+# KUKSA SDK builds from source (protobuf-src).
+{ command -v cc && command -v c++ && command -v make; } >/dev/null 2>&1 || need_apt+=(build-essential)
 command -v curl >/dev/null 2>&1 || need_apt+=(curl ca-certificates)
 command -v python3 >/dev/null 2>&1 || need_apt+=(python3 python3-pip python3-venv)
 # convoy emu and its tests: iproute2 configures the namespaces; ping, iperf3,

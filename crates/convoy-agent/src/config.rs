@@ -165,6 +165,27 @@ pub enum SourceConfig {
         #[serde(default = "telemetry")]
         class: Class,
     },
+    /// VSS signals from an Eclipse KUKSA databroker (`kuksa.val.v2`
+    /// Subscribe over gRPC; docs/SERVICE.md).
+    Kuksa {
+        /// `http://HOST:PORT` of the databroker.
+        databroker: String,
+        /// The VSS paths to subscribe to.
+        signals: Vec<String>,
+        /// Datapoints the broker keeps for a slow subscriber before it
+        /// drops the oldest.
+        #[serde(default = "default_kuksa_buffer")]
+        buffer: u32,
+        /// A file holding the JWT the broker asks for, if it asks.
+        #[serde(default)]
+        token: Option<PathBuf>,
+        #[serde(default = "telemetry")]
+        class: Class,
+    },
+}
+
+fn default_kuksa_buffer() -> u32 {
+    64
 }
 
 fn default_client_id() -> String {
@@ -254,6 +275,11 @@ impl Config {
                     }
                 }
                 SourceConfig::Mqtt { mapping, .. } => fix(mapping),
+                SourceConfig::Kuksa { token, .. } => {
+                    if let Some(t) = token.as_mut() {
+                        fix(t);
+                    }
+                }
                 SourceConfig::Stdin { .. } => {}
             }
         }
@@ -425,6 +451,7 @@ name = "wifi"
                 "unknown variant",
             ),
             ("kind='mqtt'\nbroker='b:1'\n", "mapping"),
+            ("kind='kuksa'\ndatabroker='http://b:1'\n", "signals"),
         ] {
             std::fs::write(&p, format!("{base}[[source]]\n{src}")).unwrap();
             let err = Config::load(&p).unwrap_err();

@@ -15,6 +15,7 @@
 pub mod campaign;
 pub mod can;
 pub mod config;
+pub mod kuksa;
 pub mod mqtt;
 pub mod policy;
 pub mod requests;
@@ -177,6 +178,34 @@ pub fn run(cfg: Config, stop: Arc<AtomicBool>, until_idle: bool) -> Result<(), S
                 });
                 if let Err(e) = started {
                     status.note_error(&format!("MQTT source not started: {e}"));
+                }
+            }
+            SourceConfig::Kuksa {
+                databroker,
+                signals: paths,
+                buffer,
+                token,
+                class,
+            } => {
+                let started = token
+                    .map(|t| {
+                        std::fs::read_to_string(&t).map_err(|e| format!("{}: {e}", t.display()))
+                    })
+                    .transpose()
+                    .and_then(|token| {
+                        let src = kuksa::KuksaSource {
+                            databroker,
+                            signals: paths,
+                            buffer,
+                            token,
+                            class,
+                        };
+                        src.check(&signals)?;
+                        src.start(tx.clone(), status.clone(), stop.clone());
+                        Ok(())
+                    });
+                if let Err(e) = started {
+                    status.note_error(&format!("KUKSA source not started: {e}"));
                 }
             }
         }

@@ -57,6 +57,9 @@ pub struct Snapshot {
     pub mqtt_messages: u64,
     #[serde(default)]
     pub mqtt_unmapped: u64,
+    /// KUKSA sources: subscription responses received.
+    #[serde(default)]
+    pub kuksa_updates: u64,
     pub live: LaneStatus,
     pub backlog: LaneStatus,
     /// The campaigns running, with their versions and counters.

@@ -216,6 +216,9 @@ fn status(path: &std::path::Path, json: bool) -> Result<()> {
                 s.mqtt_messages, s.mqtt_unmapped
             );
         }
+        if s.kuksa_updates > 0 {
+            println!("KUKSA: {} subscription updates", s.kuksa_updates);
+        }
     }
     Ok(())
 }
