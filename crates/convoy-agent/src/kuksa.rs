@@ -39,6 +39,9 @@ use crate::status::Shared;
 const RETRY_FIRST: Duration = Duration::from_secs(1);
 const RETRY_MAX: Duration = Duration::from_secs(30);
 
+/// The largest `buffer_size` the KUKSA databroker accepts.
+pub const MAX_BUFFER: u32 = 1000;
+
 /// A configured KUKSA source.
 #[derive(Clone, Debug)]
 pub struct KuksaSource {
@@ -62,6 +65,13 @@ impl KuksaSource {
         }
         for s in &self.signals {
             catalog.check(s)?;
+        }
+        // The databroker refuses a larger buffer (INVALID_ARGUMENT).
+        if self.buffer > MAX_BUFFER {
+            return Err(format!(
+                "buffer {} is over the databroker's {MAX_BUFFER}",
+                self.buffer
+            ));
         }
         let uri: tonic::transport::Uri = self
             .databroker
@@ -402,6 +412,11 @@ mod tests {
             };
             assert!(e.check(&c).is_err(), "{url} accepted");
         }
+        let e = KuksaSource {
+            buffer: MAX_BUFFER + 1,
+            ..good.clone()
+        };
+        assert!(e.check(&c).unwrap_err().contains("buffer"));
         let e = KuksaSource {
             token: Some("bad\u{7f}token".into()),
             ..good
