@@ -8,6 +8,7 @@
 //! restart (no new windows, those spooled before still arrive), online or
 //! queued for a vehicle that is away; a signal a vehicle declares in its
 //! `extra_signals` is accepted once every targeted vehicle declared it.
+//! Windows that ask for an unmetered link wait on a metered one.
 //!
 //! `CAMPAIGN_TRIGGERS=100 cargo test --release -p convoy --test campaigns
 //! -- --nocapture` is issue 36's target run (100 triggers); the default,
@@ -532,4 +533,68 @@ fn a_signal_every_targeted_vehicle_declares_is_accepted() {
     );
     assert_eq!(states(&f).len(), 1);
     agent.kill();
+}
+
+/// A campaign whose windows ask for an unmetered link: on the metered LTE
+/// link its windows wait in the spool while the vehicle's telemetry (which
+/// that link carries) goes; on Wi-Fi they follow, complete.
+#[test]
+fn windows_that_ask_for_an_unmetered_link_wait_for_one() {
+    let f = Fleet::start("campaign-metered", &["truck-7"], &[]);
+    let file = f.dir.path().join("brake.toml");
+    std::fs::write(
+        &file,
+        format!("{CAMPAIGN}[upload]\nunmetered_only = true\n"),
+    )
+    .unwrap();
+    ok(&deploy(&f, "ops", &file, "truck-7"));
+    let link = f.dir.path().join("link");
+    std::fs::write(&link, "lte\n").unwrap();
+    let spool = f.dir.path().join("spool");
+    let cfg = f.agent_config(
+        "truck-7",
+        &spool,
+        &format!(
+            "link_file = {link:?}\n[[link]]\nname = \"wifi\"\n[[link]]\nname = \"lte\"\nmetered = true\n\
+             [[source]]\nkind = \"stdin\"\n"
+        ),
+    );
+    let mut agent = spawn_agent(&cfg, true);
+    wait_state(&f, 1, "done", Duration::from_secs(20));
+    let t0 = (service_support::now_s() - 3600) * 1_000_000_000;
+    let (input, fired) = presses(t0, 0, 3);
+    assert_eq!(fired.len(), 2);
+    let mut stdin = agent.0.as_mut().unwrap().stdin.take().unwrap();
+    stdin.write_all(input.as_bytes()).unwrap();
+    stdin.flush().unwrap();
+    let c = agent_campaigns(&cfg, |c| c[0]["windows_spooled"] == 2);
+    assert_eq!(c[0]["windows_spooled"], 2, "{c}");
+
+    // Every telemetry sample reaches the server over LTE. The windows
+    // were spooled before the last telemetry segment closed, and their
+    // class (events) goes first where it may: had LTE been allowed to
+    // them, they would be stored by now.
+    let fed = input.lines().count() as i64;
+    f.wait_uploads("all telemetry over LTE", |rows| {
+        rows.iter()
+            .filter(|r| {
+                r["parquet"]
+                    .as_str()
+                    .is_some_and(|p| p.starts_with(".telemetry/"))
+            })
+            .map(|r| r["samples"].as_i64().unwrap_or(0))
+            .sum::<i64>()
+            == fed
+    });
+    assert!(
+        stored_windows(&f.store, "truck-7").is_empty(),
+        "a window went over the metered link"
+    );
+
+    // On Wi-Fi they follow, and the agent drains to idle.
+    std::fs::write(&link, "wifi\n").unwrap();
+    drop(stdin);
+    assert!(agent.wait_output(Duration::from_secs(60)).status.success());
+    let windows = stored_windows(&f.store, "truck-7");
+    assert_eq!(windows.keys().copied().collect::<Vec<_>>(), fired);
 }
