@@ -59,7 +59,8 @@ pub enum StreamViolation {
 pub const MAX_HELD_PIECES: usize = 1024;
 
 /// Copies of a raised stream credit sent after the first: at 30 % loss all
-/// five are lost once in 400 updates.
+/// five are lost once in 400 updates. Past them, the credit is repeated
+/// only while the peer sits at the limit it had before (`write_credit`).
 const CREDIT_REPEATS: u8 = 4;
 
 /// Flow-control windows and buffer sizes.
@@ -252,6 +253,9 @@ pub struct Streams {
     /// Raised credit already told once, with the copies still to repeat in
     /// feedback that goes out anyway.
     credit_repeats: BTreeMap<u64, u8>,
+    /// Per stream, the window end the peer had before our newest raise,
+    /// until data past it shows the raise arrived.
+    credit_unconfirmed: BTreeMap<u64, u64>,
     readable: BTreeSet<u64>,
     rr_cursor: u64,
     data_blocked: bool,
@@ -286,6 +290,7 @@ impl Streams {
             consumed: 0,
             credit_updates: BTreeSet::new(),
             credit_repeats: BTreeMap::new(),
+            credit_unconfirmed: BTreeMap::new(),
             readable: BTreeSet::new(),
             rr_cursor: 0,
             data_blocked: false,
@@ -423,6 +428,7 @@ impl Streams {
         // Raise credit once half a window was read, to keep updates rare.
         let window = self.limits.max_stream_data;
         if r.window_end - r.read <= window / 2 && r.final_size.is_none() {
+            self.credit_unconfirmed.insert(id.0, r.window_end);
             r.window_end = r.read + window;
             self.credit_updates.insert(id.0);
         }
@@ -676,6 +682,7 @@ impl Streams {
         {
             self.advertised_max_streams = self.local_max_streams;
         }
+        self.repeat_for_blocked_peers();
         let fresh: Vec<u64> = self.credit_updates.iter().copied().collect();
         let repeats: Vec<u64> = self.credit_repeats.keys().copied().collect();
         for (id, first) in fresh
@@ -691,6 +698,7 @@ impl Streams {
             let Some(max) = window_end else {
                 self.credit_updates.remove(&id);
                 self.credit_repeats.remove(&id);
+                self.credit_unconfirmed.remove(&id);
                 continue;
             };
             if !first && fresh.contains(&id) {
@@ -726,6 +734,26 @@ impl Streams {
                 .is_err()
             {
                 return;
+            }
+        }
+    }
+
+    /// A raise whose every copy was lost (all sent on a path that had just
+    /// died: the peer, blocked, sent nothing more and waited a probe
+    /// timeout to ask) is told again in each feedback packet while the peer
+    /// has sent everything up to the limit it had before: it can only be
+    /// waiting for the raise. Data past that limit confirms the raise.
+    fn repeat_for_blocked_peers(&mut self) {
+        let recv = &self.recv;
+        self.credit_unconfirmed.retain(|id, old_end| {
+            recv.get(id).is_some_and(|r| {
+                r.final_size.is_none() && r.reset.is_none() && r.highest <= *old_end
+            })
+        });
+        for (&id, &old_end) in &self.credit_unconfirmed {
+            let blocked = self.recv.get(&id).is_some_and(|r| r.highest >= old_end);
+            if blocked && !self.credit_updates.contains(&id) {
+                self.credit_repeats.entry(id).or_insert(1);
             }
         }
     }
@@ -854,21 +882,45 @@ mod tests {
     fn raised_stream_credit_is_repeated_a_few_times() {
         let (mut c, mut s) = pair();
         let id = c.open();
-        c.write(id, &[7u8; 600]).unwrap();
+        c.write(id, &[7u8; 500]).unwrap();
         let mut block = Vec::new();
         c.fill_block(&mut block, 10_000);
         deliver(&block, &mut s);
         s.accept();
         assert_eq!(s.read(id, &mut [0u8; 400]).unwrap(), 400);
         // The first update is lost; the next feedback packets carry it
-        // again, a few times.
+        // again, a few times. The peer is below its old limit (500 of
+        // 600): not waiting for it, so no more than that.
         for _ in 0..=CREDIT_REPEATS {
             assert_eq!(stream_credit_in(&mut s), [(0, 1000)]);
         }
         assert_eq!(stream_credit_in(&mut s), [], "repeated enough");
         assert!(!s.credit_pending(), "repeats alone do not ask for feedback");
-        // A stream that has its final size needs no more credit.
+    }
+
+    #[test]
+    fn a_raise_is_repeated_while_the_peer_sits_at_its_old_limit() {
+        let (mut c, mut s) = pair();
+        let id = c.open();
+        c.write(id, &[7u8; 700]).unwrap();
+        let mut block = Vec::new();
+        c.fill_block(&mut block, 10_000);
+        deliver(&block, &mut s);
+        s.accept();
+        assert_eq!(s.read(id, &mut [0u8; 400]).unwrap(), 400);
+        // Every copy of the raise is lost: the peer sent all 600 bytes it
+        // may and waits. Each feedback packet carries the raise again...
+        for _ in 0..CREDIT_REPEATS + 10 {
+            assert_eq!(stream_credit_in(&mut s), [(0, 1000)]);
+        }
+        assert!(!s.credit_pending(), "repeats alone do not ask for feedback");
+        // ...until data past the old limit shows it arrived.
         c.on_max_stream_data(0, 1000);
+        let mut more = Vec::new();
+        c.fill_block(&mut more, 10_000);
+        deliver(&more, &mut s);
+        assert_eq!(stream_credit_in(&mut s), []);
+        // A stream that has its final size needs no more credit.
         assert_eq!(s.read(id, &mut [0u8; 200]).unwrap(), 200);
         c.write(id, b"end").unwrap();
         c.finish(id).unwrap();

@@ -870,9 +870,17 @@ impl Connection {
     /// flight means no acknowledgment will bring the peer's credit (its
     /// update may have been lost), so after a PTO we elicit one (the reply
     /// carries MAX_DATA); otherwise only the keep-alive would, seconds later.
+    /// Only the paths data goes on count: a dead path's probes stay "in
+    /// flight" until declared lost, and waiting for them held a sender
+    /// whose credit update had died with its Wi-Fi for 400 ms (virtual
+    /// time, Wi-Fi 120 + LTE 40 Mbit/s).
     fn credit_probe_time(&self) -> Option<Duration> {
-        let starved =
-            self.recovery.oldest_in_flight(None).is_none() && self.streams.waiting_for_credit();
+        let starved = self.streams.waiting_for_credit()
+            && self.data_paths().all(|i| {
+                self.recovery
+                    .oldest_in_flight(Some(self.paths[i].id))
+                    .is_none()
+            });
         starved.then(|| self.last_sent.max(self.last_received) + self.pto())
     }
 
