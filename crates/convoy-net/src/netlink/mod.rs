@@ -3,9 +3,12 @@
 //! route look-ups that say whether a server is reachable through a given
 //! interface. The client's path manager ([`crate::multipath`]) uses them
 //! to open, abandon and revive paths as a vehicle's radios come and go.
+//! netlink-packet-route encodes and decodes the messages, netlink-sys
+//! carries them.
 
 pub mod interfaces;
 pub mod parse;
+pub mod request;
 pub mod socket;
 
 pub use interfaces::{Choice, Interface, Interfaces, Local, Selection};

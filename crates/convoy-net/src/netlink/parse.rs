@@ -1,33 +1,26 @@
 //! Reading NETLINK_ROUTE messages: links, IPv4 addresses and route
-//! answers. Pure functions over bytes, so they are tested with truncated
-//! and random input: the kernel is trusted to send well-formed messages,
-//! but a parser that panics on a short read would take the transfer down
-//! with it, so every length is checked and a bad one ends the parse.
+//! answers, decoded by netlink-packet-route and reduced to what path
+//! management needs. Pure functions over bytes, tested with truncated and
+//! random input.
+//!
+//! Each message's fixed header is decoded whole, but its attributes one at
+//! a time, keeping those the crate decodes: a kernel newer than the crate
+//! adds attributes (or grows one) that the crate may refuse, and refusing
+//! the whole RTM_NEWLINK for it would hide the link going down, which is
+//! what failover waits for. A message whose framing does not fit ends the
+//! parse (what came before it is kept); one too short for its fixed header
+//! is skipped.
 
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr};
 
-pub const NLMSG_ERROR: u16 = 2;
-pub const NLMSG_DONE: u16 = 3;
-pub const RTM_NEWLINK: u16 = 16;
-pub const RTM_DELLINK: u16 = 17;
-pub const RTM_NEWADDR: u16 = 20;
-pub const RTM_DELADDR: u16 = 21;
-pub const RTM_NEWROUTE: u16 = 24;
-pub const RTM_DELROUTE: u16 = 25;
-
-const NLMSG_HDRLEN: usize = 16;
-const IFINFOMSG_LEN: usize = 16;
-const IFADDRMSG_LEN: usize = 8;
-const RTMSG_LEN: usize = 12;
-
-const IFLA_IFNAME: u16 = 3;
-const IFA_ADDRESS: u16 = 1;
-const IFA_LOCAL: u16 = 2;
-const IFA_LABEL: u16 = 3;
-const RTA_OIF: u16 = 4;
-const RTA_PREFSRC: u16 = 7;
-
-const AF_INET: u8 = libc::AF_INET as u8;
+use netlink_packet_core::{
+    DecodeError, Emitable, ErrorBuffer, NetlinkBuffer, NlaBuffer, NlasIterator, Parseable,
+    ParseableParametrized, NLMSG_ALIGNTO, NLMSG_DONE, NLMSG_ERROR,
+};
+use netlink_packet_route::address::{AddressAttribute, AddressHeader};
+use netlink_packet_route::link::{LinkAttribute, LinkHeader};
+use netlink_packet_route::route::{RouteAddress, RouteAttribute, RouteHeader, RouteLwEnCapType};
+use netlink_packet_route::AddressFamily;
 
 /// One message the kernel sent, reduced to what path management needs.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -59,77 +52,58 @@ pub enum Message {
     Other,
 }
 
-fn u16_at(b: &[u8], at: usize) -> Option<u16> {
-    Some(u16::from_ne_bytes(b.get(at..at + 2)?.try_into().ok()?))
+/// The attributes in `buf` that `decode` accepts, in order. One it
+/// refuses is skipped; one whose length does not fit ends the list.
+fn attributes<'a, A: 'a>(
+    buf: &'a [u8],
+    decode: impl Fn(&NlaBuffer<&'a [u8]>) -> Result<A, DecodeError> + 'a,
+) -> impl Iterator<Item = A> + 'a {
+    NlasIterator::new(buf)
+        .map_while(Result::ok)
+        .filter_map(move |nla| decode(&nla).ok())
 }
 
-fn u32_at(b: &[u8], at: usize) -> Option<u32> {
-    Some(u32::from_ne_bytes(b.get(at..at + 4)?.try_into().ok()?))
-}
-
-/// Netlink aligns headers and attributes to 4 bytes.
-fn align(n: usize) -> usize {
-    n.saturating_add(3) & !3
-}
-
-/// The attributes after a fixed header: (type, payload) pairs. Stops at
-/// the first attribute whose length does not fit.
-fn attributes(mut b: &[u8]) -> impl Iterator<Item = (u16, &[u8])> {
-    std::iter::from_fn(move || {
-        let len = usize::from(u16_at(b, 0)?);
-        let kind = u16_at(b, 2)? & 0x3fff; // without NLA_F_NESTED / NET_BYTEORDER
-        if len < 4 || len > b.len() {
-            b = &[];
-            return None;
-        }
-        let payload = &b[4..len];
-        b = b.get(align(len)..).unwrap_or(&[]);
-        Some((kind, payload))
+fn link(gone: bool, body: &[u8]) -> Option<Message> {
+    let header = LinkHeader::parse(body).ok()?;
+    let index = header.index;
+    if gone {
+        return Some(Message::LinkGone { index });
+    }
+    let family = header.interface_family;
+    let name = attributes(&body[header.buffer_len()..], move |nla| {
+        LinkAttribute::parse_with_param(nla, family)
+    })
+    .find_map(|a| match a {
+        LinkAttribute::IfName(n) if !n.is_empty() => Some(n),
+        _ => None,
+    });
+    Some(Message::Link {
+        index,
+        name,
+        flags: header.flags.bits(),
     })
 }
 
-fn ipv4(p: &[u8]) -> Option<Ipv4Addr> {
-    let o: [u8; 4] = p.get(..4)?.try_into().ok()?;
-    Some(Ipv4Addr::from(o))
-}
-
-/// A NUL-terminated (or not) interface name.
-fn name(p: &[u8]) -> Option<String> {
-    let end = p.iter().position(|&c| c == 0).unwrap_or(p.len());
-    let s = std::str::from_utf8(&p[..end]).ok()?;
-    (!s.is_empty()).then(|| s.to_owned())
-}
-
-fn link(kind: u16, body: &[u8]) -> Option<Message> {
-    let index = u32_at(body, 4)?;
-    if kind == RTM_DELLINK {
-        return Some(Message::LinkGone { index });
-    }
-    let flags = u32_at(body, 8)?;
-    let name = attributes(body.get(IFINFOMSG_LEN..)?)
-        .find(|&(t, _)| t == IFLA_IFNAME)
-        .and_then(|(_, p)| name(p));
-    Some(Message::Link { index, name, flags })
-}
-
-fn addr(kind: u16, body: &[u8]) -> Option<Message> {
-    if *body.first()? != AF_INET {
+fn addr(gone: bool, body: &[u8]) -> Option<Message> {
+    let header = AddressHeader::parse(body).ok()?;
+    if header.family != AddressFamily::Inet {
         return Some(Message::Other);
     }
-    let index = u32_at(body, 4)?;
+    let index = header.index;
     // IFA_LOCAL is this host's address; IFA_ADDRESS is the peer's on a
     // point-to-point link, and the same as IFA_LOCAL otherwise.
     let (mut local, mut address) = (None, None);
-    for (t, p) in attributes(body.get(IFADDRMSG_LEN..)?) {
-        match t {
-            IFA_LOCAL => local = ipv4(p),
-            IFA_ADDRESS => address = ipv4(p),
-            IFA_LABEL => {}
+    for a in attributes(&body[header.buffer_len()..], |nla| {
+        AddressAttribute::parse(nla)
+    }) {
+        match a {
+            AddressAttribute::Local(IpAddr::V4(a)) => local = Some(a),
+            AddressAttribute::Address(IpAddr::V4(a)) => address = Some(a),
             _ => {}
         }
     }
     let addr = local.or(address)?;
-    Some(if kind == RTM_DELADDR {
+    Some(if gone {
         Message::AddrGone { index, addr }
     } else {
         Message::Addr { index, addr }
@@ -137,14 +111,18 @@ fn addr(kind: u16, body: &[u8]) -> Option<Message> {
 }
 
 fn route(body: &[u8]) -> Option<Message> {
-    if *body.first()? != AF_INET {
+    let header = RouteHeader::parse(body).ok()?;
+    if header.address_family != AddressFamily::Inet {
         return Some(Message::Other);
     }
+    let param = (header.address_family, header.kind, RouteLwEnCapType::None);
     let (mut oif, mut prefsrc) = (None, None);
-    for (t, p) in attributes(body.get(RTMSG_LEN..)?) {
-        match t {
-            RTA_OIF => oif = u32_at(p, 0),
-            RTA_PREFSRC => prefsrc = ipv4(p),
+    for a in attributes(&body[header.buffer_len()..], move |nla| {
+        RouteAttribute::parse_with_param(nla, param)
+    }) {
+        match a {
+            RouteAttribute::Oif(i) => oif = Some(i),
+            RouteAttribute::PrefSource(RouteAddress::Inet(a)) => prefsrc = Some(a),
             _ => {}
         }
     }
@@ -155,111 +133,141 @@ fn one(kind: u16, body: &[u8]) -> Option<Message> {
     match kind {
         NLMSG_DONE => Some(Message::Done),
         NLMSG_ERROR => Some(Message::Error {
-            code: u32_at(body, 0)? as i32,
+            code: ErrorBuffer::new_checked(body)
+                .ok()?
+                .code()
+                .map_or(0, |c| c.get()),
         }),
-        RTM_NEWLINK | RTM_DELLINK => link(kind, body),
-        RTM_NEWADDR | RTM_DELADDR => addr(kind, body),
-        RTM_NEWROUTE | RTM_DELROUTE => route(body),
+        libc::RTM_NEWLINK => link(false, body),
+        libc::RTM_DELLINK => link(true, body),
+        libc::RTM_NEWADDR => addr(false, body),
+        libc::RTM_DELADDR => addr(true, body),
+        libc::RTM_NEWROUTE | libc::RTM_DELROUTE => route(body),
         _ => Some(Message::Other),
     }
 }
 
 /// Every message in one datagram read from a netlink socket, with its
-/// sequence number. A message whose header or body does not fit ends the
-/// parse (what came before it is kept); a message too short for its fixed
-/// header is skipped.
+/// sequence number.
 pub fn parse(buf: &[u8]) -> Vec<(u32, Message)> {
     let mut out = Vec::new();
-    let mut at = 0;
-    while let (Some(len), Some(kind), Some(seq)) =
-        (u32_at(buf, at), u16_at(buf, at + 4), u32_at(buf, at + 8))
-    {
-        let len = len as usize;
-        if len < NLMSG_HDRLEN || len > buf.len() - at {
-            break;
+    let mut rest = buf;
+    while let Ok(m) = NetlinkBuffer::new_checked(rest) {
+        if let Some(one) = one(m.message_type(), m.payload()) {
+            out.push((m.sequence_number(), one));
         }
-        if let Some(m) = one(kind, &buf[at + NLMSG_HDRLEN..at + len]) {
-            out.push((seq, m));
-        }
-        at = match at.checked_add(align(len)) {
-            Some(next) => next,
-            None => break,
-        };
+        // Messages start 4-byte aligned; the last one may end unpadded.
+        let align = usize::from(NLMSG_ALIGNTO);
+        let len = (m.length() as usize).next_multiple_of(align);
+        rest = rest.get(len..).unwrap_or(&[]);
     }
     out
 }
 
 #[cfg(test)]
 pub(crate) mod build {
-    //! Builders of the messages the kernel sends, for tests.
+    //! The messages the kernel sends, encoded by the crate, for tests.
     use super::*;
+    use crate::netlink::request::encode;
+    use netlink_packet_core::{DoneMessage, ErrorMessage, NetlinkPayload};
+    use netlink_packet_route::address::AddressMessage;
+    use netlink_packet_route::link::{LinkFlags, LinkMessage};
+    use netlink_packet_route::route::{RouteMessage, RouteType};
+    use netlink_packet_route::RouteNetlinkMessage;
 
-    pub fn attr(kind: u16, payload: &[u8]) -> Vec<u8> {
-        let mut a = Vec::new();
-        a.extend_from_slice(&((4 + payload.len()) as u16).to_ne_bytes());
-        a.extend_from_slice(&kind.to_ne_bytes());
-        a.extend_from_slice(payload);
-        a.resize(align(a.len()), 0);
-        a
+    pub fn kernel(seq: u32, m: RouteNetlinkMessage) -> Vec<u8> {
+        encode(0, seq, NetlinkPayload::InnerMessage(m))
     }
 
-    pub fn message(kind: u16, seq: u32, body: &[u8]) -> Vec<u8> {
-        let mut m = Vec::new();
-        m.extend_from_slice(&((NLMSG_HDRLEN + body.len()) as u32).to_ne_bytes());
-        m.extend_from_slice(&kind.to_ne_bytes());
-        m.extend_from_slice(&0u16.to_ne_bytes());
-        m.extend_from_slice(&seq.to_ne_bytes());
-        m.extend_from_slice(&0u32.to_ne_bytes());
-        m.extend_from_slice(body);
-        m.resize(align(m.len()), 0);
+    pub fn link_message(index: u32, flags: u32, attributes: Vec<LinkAttribute>) -> LinkMessage {
+        let mut m = LinkMessage::default();
+        m.header.index = index;
+        m.header.flags = LinkFlags::from_bits_retain(flags);
+        m.header.change_mask = LinkFlags::from_bits_retain(u32::MAX);
+        m.attributes = attributes;
         m
     }
 
-    pub fn link(kind: u16, index: u32, flags: u32, ifname: &str) -> Vec<u8> {
-        let mut b = vec![0u8; 4];
-        b.extend_from_slice(&index.to_ne_bytes());
-        b.extend_from_slice(&flags.to_ne_bytes());
-        b.extend_from_slice(&0xffff_ffffu32.to_ne_bytes());
-        let mut n = ifname.as_bytes().to_vec();
-        n.push(0);
-        b.extend(attr(IFLA_IFNAME, &n));
-        message(kind, 0, &b)
+    pub fn link(gone: bool, index: u32, flags: u32, ifname: &str) -> Vec<u8> {
+        let m = link_message(index, flags, vec![LinkAttribute::IfName(ifname.into())]);
+        kernel(
+            0,
+            if gone {
+                RouteNetlinkMessage::DelLink(m)
+            } else {
+                RouteNetlinkMessage::NewLink(m)
+            },
+        )
     }
 
-    pub fn addr(kind: u16, index: u32, a: Ipv4Addr) -> Vec<u8> {
-        let mut b = vec![AF_INET, 24, 0, 0];
-        b.extend_from_slice(&index.to_ne_bytes());
-        b.extend(attr(IFA_ADDRESS, &a.octets()));
-        b.extend(attr(IFA_LOCAL, &a.octets()));
-        b.extend(attr(IFA_LABEL, b"eth0\0"));
-        message(kind, 0, &b)
+    pub fn addr(gone: bool, index: u32, a: IpAddr) -> Vec<u8> {
+        let mut m = AddressMessage::default();
+        m.header.family = match a {
+            IpAddr::V4(_) => AddressFamily::Inet,
+            IpAddr::V6(_) => AddressFamily::Inet6,
+        };
+        m.header.prefix_len = 24;
+        m.header.index = index;
+        m.attributes = vec![
+            AddressAttribute::Address(a),
+            AddressAttribute::Local(a),
+            AddressAttribute::Label("eth0".into()),
+        ];
+        kernel(
+            0,
+            if gone {
+                RouteNetlinkMessage::DelAddress(m)
+            } else {
+                RouteNetlinkMessage::NewAddress(m)
+            },
+        )
     }
 
     pub fn route(seq: u32, oif: u32, src: Ipv4Addr) -> Vec<u8> {
-        let mut b = vec![AF_INET, 32, 0, 0, 254, 0, 0, 1, 0, 0, 0, 0];
-        b.extend(attr(RTA_OIF, &oif.to_ne_bytes()));
-        b.extend(attr(RTA_PREFSRC, &src.octets()));
-        message(RTM_NEWROUTE, seq, &b)
+        let mut m = RouteMessage::default();
+        m.header.address_family = AddressFamily::Inet;
+        m.header.destination_prefix_length = 32;
+        m.header.table = RouteHeader::RT_TABLE_MAIN;
+        m.header.kind = RouteType::Unicast;
+        m.attributes = vec![
+            RouteAttribute::Oif(oif),
+            RouteAttribute::PrefSource(RouteAddress::Inet(src)),
+        ];
+        kernel(seq, RouteNetlinkMessage::NewRoute(m))
+    }
+
+    pub fn error(seq: u32, code: i32) -> Vec<u8> {
+        let mut e = ErrorMessage::default();
+        e.code = std::num::NonZeroI32::new(code);
+        encode(0, seq, NetlinkPayload::Error(e))
+    }
+
+    pub fn done() -> Vec<u8> {
+        encode(0, 0, NetlinkPayload::Done(DoneMessage::default()))
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::build::{attr, message};
-    use super::*;
+    use super::build::{addr, done, error, kernel, link, link_message, route};
+    use super::{parse, LinkAttribute, Message};
+    use netlink_packet_core::{DefaultNla, NetlinkMessage};
+    use netlink_packet_route::RouteNetlinkMessage;
     use proptest::prelude::*;
+    use std::net::{IpAddr, Ipv4Addr};
 
     const A: Ipv4Addr = Ipv4Addr::new(10, 7, 1, 1);
 
     #[test]
     fn reads_links_addresses_routes_and_the_end_of_a_dump() {
-        let mut buf = build::link(RTM_NEWLINK, 3, 0x1043, "wifi");
-        buf.extend(build::addr(RTM_NEWADDR, 3, A));
-        buf.extend(build::addr(RTM_DELADDR, 3, A));
-        buf.extend(build::link(RTM_DELLINK, 3, 0, "wifi"));
-        buf.extend(build::route(9, 3, A));
-        buf.extend(message(NLMSG_ERROR, 9, &(-101i32).to_ne_bytes()));
-        buf.extend(message(NLMSG_DONE, 0, &[0; 4]));
+        let mut buf = link(false, 3, 0x1043, "wifi");
+        buf.extend(addr(false, 3, A.into()));
+        buf.extend(addr(true, 3, A.into()));
+        buf.extend(link(true, 3, 0, "wifi"));
+        buf.extend(route(9, 3, A));
+        buf.extend(error(9, -101));
+        buf.extend(error(10, 0));
+        buf.extend(done());
         let got: Vec<Message> = parse(&buf).into_iter().map(|(_, m)| m).collect();
         assert_eq!(
             got,
@@ -277,28 +285,54 @@ mod tests {
                     prefsrc: Some(A)
                 },
                 Message::Error { code: -101 },
+                Message::Error { code: 0 },
                 Message::Done,
             ]
         );
-        assert_eq!(parse(&build::route(9, 3, A))[0].0, 9);
+        assert_eq!(parse(&route(9, 3, A))[0].0, 9);
     }
 
     #[test]
     fn ipv6_addresses_are_other() {
-        let mut b = vec![libc::AF_INET6 as u8, 64, 0, 0];
-        b.extend_from_slice(&2u32.to_ne_bytes());
-        b.extend(attr(IFA_ADDRESS, &[0xfe; 16]));
+        let a = IpAddr::V6(std::net::Ipv6Addr::new(0xfe80, 0, 0, 0, 0, 0, 0, 1));
+        assert_eq!(parse(&addr(false, 2, a)), vec![(0, Message::Other)]);
+    }
+
+    #[test]
+    fn an_attribute_the_crate_refuses_does_not_hide_the_link() {
+        // IFLA_MTU (4) is a u32; one byte of it is what a kernel that
+        // changed the attribute might send.
+        let m = link_message(
+            5,
+            0x1003,
+            vec![
+                LinkAttribute::Other(DefaultNla::new(4, vec![1])),
+                LinkAttribute::IfName("lte".into()),
+            ],
+        );
+        let bytes = kernel(0, RouteNetlinkMessage::NewLink(m));
+        assert!(
+            NetlinkMessage::<RouteNetlinkMessage>::deserialize(&bytes).is_err(),
+            "the crate decodes the message whole after all"
+        );
         assert_eq!(
-            parse(&message(RTM_NEWADDR, 0, &b)),
-            vec![(0, Message::Other)]
+            parse(&bytes),
+            vec![(
+                0,
+                Message::Link {
+                    index: 5,
+                    name: Some("lte".into()),
+                    flags: 0x1003
+                }
+            )]
         );
     }
 
     #[test]
     fn truncation_keeps_what_came_before_and_never_panics() {
-        let mut buf = build::link(RTM_NEWLINK, 3, 0x1043, "wifi");
+        let mut buf = link(false, 3, 0x1043, "wifi");
         let first = buf.len();
-        buf.extend(build::addr(RTM_NEWADDR, 3, A));
+        buf.extend(addr(false, 3, A.into()));
         for cut in 0..buf.len() {
             let got = parse(&buf[..cut]);
             assert_eq!(got.len(), usize::from(cut >= first), "cut at {cut}");
@@ -309,14 +343,13 @@ mod tests {
         assert!(parse(&bad).is_empty());
         bad[0..4].copy_from_slice(&3u32.to_ne_bytes());
         assert!(parse(&bad).is_empty());
-        // An attribute longer than its message ends the attributes only.
-        let mut b = vec![0u8; 4];
-        b.extend_from_slice(&5u32.to_ne_bytes());
-        b.extend_from_slice(&1u32.to_ne_bytes());
-        b.extend_from_slice(&0u32.to_ne_bytes());
-        b.extend_from_slice(&[200, 0, 3, 0, b'x', 0, 0, 0]);
+        // An attribute longer than its message ends the attributes only:
+        // the name's length (after the 16-byte netlink header and the
+        // 16-byte ifinfomsg) made 200.
+        let mut long = link(false, 5, 1, "x");
+        long[32..34].copy_from_slice(&200u16.to_ne_bytes());
         assert_eq!(
-            parse(&message(RTM_NEWLINK, 0, &b)),
+            parse(&long),
             vec![(
                 0,
                 Message::Link {
@@ -326,6 +359,12 @@ mod tests {
                 }
             )]
         );
+        // A body too short for its fixed header is skipped, not the end.
+        let mut short = link(false, 5, 1, "x");
+        short.truncate(16 + 8);
+        short[0..4].copy_from_slice(&24u32.to_ne_bytes());
+        short.extend(done());
+        assert_eq!(parse(&short), vec![(0, Message::Done)]);
     }
 
     proptest! {
@@ -339,9 +378,9 @@ mod tests {
             flip in proptest::collection::vec((0usize..200, any::<u8>()), 1..8),
             cut in 0usize..200,
         ) {
-            let mut buf = build::link(RTM_NEWLINK, 3, 0x1043, "wifi");
-            buf.extend(build::addr(RTM_NEWADDR, 3, A));
-            buf.extend(build::route(1, 3, A));
+            let mut buf = link(false, 3, 0x1043, "wifi");
+            buf.extend(addr(false, 3, A.into()));
+            buf.extend(route(1, 3, A));
             for (at, v) in flip {
                 if let Some(b) = buf.get_mut(at) {
                     *b = v;

@@ -1,22 +1,20 @@
-//! NETLINK_ROUTE sockets: one that listens for link and IPv4 address
-//! changes (its descriptor sits in the driver's ppoll set), and blocking
-//! requests for the current state (dumps) and for route look-ups.
+//! NETLINK_ROUTE sockets (netlink-sys): one that listens for link and
+//! IPv4 address changes (its descriptor sits in the driver's ppoll set),
+//! and blocking requests for the current state (dumps) and for route
+//! look-ups. The messages are built in [`super::request`] and read in
+//! [`super::parse`]; this is only the sending, receiving and waiting.
 
 use std::io;
 use std::net::Ipv4Addr;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, RawFd};
 use std::time::Duration;
 
-use super::parse::{parse, Message};
+use netlink_sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr};
 
-const RTMGRP_LINK: u32 = 0x1;
-const RTMGRP_IPV4_IFADDR: u32 = 0x10;
-const RTMGRP_IPV4_ROUTE: u32 = 0x40;
-const RTM_GETLINK: u16 = 18;
-const RTM_GETADDR: u16 = 22;
-const RTM_GETROUTE: u16 = 26;
-const RTA_DST: u16 = 1;
-const RTA_SRC: u16 = 2;
+use super::parse::{parse, Message};
+use super::request;
+
+const GROUPS: u32 = (libc::RTMGRP_LINK | libc::RTMGRP_IPV4_IFADDR | libc::RTMGRP_IPV4_ROUTE) as u32;
 /// A request's answer must come within this (the kernel answers at once;
 /// this only bounds a bug).
 const ANSWER_WAIT: Duration = Duration::from_millis(500);
@@ -25,40 +23,18 @@ const READ_BUFFER: usize = 64 * 1024;
 
 /// A NETLINK_ROUTE socket.
 pub struct RouteSocket {
-    fd: OwnedFd,
+    socket: Socket,
     seq: u32,
     buf: Vec<u8>,
 }
 
 impl RouteSocket {
-    fn open(groups: u32, nonblocking: bool) -> io::Result<RouteSocket> {
-        let flags =
-            libc::SOCK_RAW | libc::SOCK_CLOEXEC | if nonblocking { libc::SOCK_NONBLOCK } else { 0 };
-        // SAFETY: socket() takes no pointers; a non-negative result is a
-        // descriptor we own from here on.
-        let fd = unsafe { libc::socket(libc::AF_NETLINK, flags, libc::NETLINK_ROUTE) };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: fd is valid and owned by nobody else.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-        // SAFETY: all-zero is a valid sockaddr_nl; we set family and groups.
-        let mut sa: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
-        sa.nl_family = libc::AF_NETLINK as libc::sa_family_t;
-        sa.nl_groups = groups;
-        // SAFETY: sa is a live sockaddr_nl of the size passed.
-        let r = unsafe {
-            libc::bind(
-                fd.as_raw_fd(),
-                &sa as *const libc::sockaddr_nl as *const libc::sockaddr,
-                std::mem::size_of::<libc::sockaddr_nl>() as libc::socklen_t,
-            )
-        };
-        if r != 0 {
-            return Err(io::Error::last_os_error());
-        }
+    fn open(groups: u32) -> io::Result<RouteSocket> {
+        let mut socket = Socket::new(NETLINK_ROUTE)?;
+        // Port 0: the kernel picks one.
+        socket.bind(&SocketAddr::new(0, groups))?;
         Ok(RouteSocket {
-            fd,
+            socket,
             seq: 1,
             buf: vec![0; READ_BUFFER],
         })
@@ -69,78 +45,44 @@ impl RouteSocket {
     /// comes before the route that makes the server reachable through it
     /// (DHCP), and the route is what makes it usable.
     pub fn listen() -> io::Result<RouteSocket> {
-        RouteSocket::open(RTMGRP_LINK | RTMGRP_IPV4_IFADDR | RTMGRP_IPV4_ROUTE, true)
+        let s = RouteSocket::open(GROUPS)?;
+        s.socket.set_non_blocking(true)?;
+        Ok(s)
     }
 
     /// For requests; receives nothing but their answers.
     pub fn requests() -> io::Result<RouteSocket> {
-        let s = RouteSocket::open(0, false)?;
-        let tv = libc::timeval {
-            tv_sec: 0,
-            tv_usec: ANSWER_WAIT.as_micros() as libc::suseconds_t,
-        };
-        // SAFETY: passes a live timeval and its size.
-        unsafe {
-            libc::setsockopt(
-                s.fd.as_raw_fd(),
-                libc::SOL_SOCKET,
-                libc::SO_RCVTIMEO,
-                &tv as *const libc::timeval as *const libc::c_void,
-                std::mem::size_of::<libc::timeval>() as libc::socklen_t,
-            )
-        };
+        let s = RouteSocket::open(0)?;
+        socket2::SockRef::from(&s.socket).set_read_timeout(Some(ANSWER_WAIT))?;
         Ok(s)
     }
 
     pub fn raw_fd(&self) -> RawFd {
-        self.fd.as_raw_fd()
+        self.socket.as_raw_fd()
     }
 
     /// Reads what is waiting (without blocking on a listening socket):
     /// `None` when nothing is.
     pub fn read(&mut self) -> io::Result<Option<Vec<(u32, Message)>>> {
-        // SAFETY: reads at most buf.len() bytes into our buffer.
-        let n = unsafe {
-            libc::recv(
-                self.fd.as_raw_fd(),
-                self.buf.as_mut_ptr() as *mut libc::c_void,
-                self.buf.len(),
-                0,
-            )
+        let n = match self.socket.recv(&mut &mut self.buf[..], 0) {
+            Ok(n) => n,
+            Err(e) => {
+                return match e.kind() {
+                    io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(None),
+                    // ENOBUFS: events were lost; the caller re-reads the state.
+                    _ => Err(e),
+                };
+            }
         };
-        if n < 0 {
-            let e = io::Error::last_os_error();
-            return match e.kind() {
-                io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(None),
-                // ENOBUFS: events were lost; the caller re-reads the state.
-                _ => Err(e),
-            };
-        }
-        Ok(Some(parse(&self.buf[..n as usize])))
+        Ok(Some(parse(&self.buf[..n.min(self.buf.len())])))
     }
 
-    fn send(&mut self, kind: u16, flags: u16, body: &[u8]) -> io::Result<u32> {
+    /// Sends one request built by `build` with the next sequence number;
+    /// returns that number.
+    fn send(&mut self, build: impl FnOnce(u32) -> Vec<u8>) -> io::Result<u32> {
         self.seq = self.seq.wrapping_add(1);
-        let mut m = Vec::with_capacity(16 + body.len());
-        m.extend_from_slice(&((16 + body.len()) as u32).to_ne_bytes());
-        m.extend_from_slice(&kind.to_ne_bytes());
-        m.extend_from_slice(&(flags | libc::NLM_F_REQUEST as u16).to_ne_bytes());
-        m.extend_from_slice(&self.seq.to_ne_bytes());
-        m.extend_from_slice(&0u32.to_ne_bytes());
-        m.extend_from_slice(body);
-        // SAFETY: sends our buffer (to the kernel: the socket is unconnected
-        // and a zero destination port means the kernel).
-        let n = unsafe {
-            libc::send(
-                self.fd.as_raw_fd(),
-                m.as_ptr() as *const libc::c_void,
-                m.len(),
-                0,
-            )
-        };
-        if n < 0 {
-            return Err(io::Error::last_os_error());
-        }
+        self.socket
+            .send_to(&build(self.seq), &SocketAddr::new(0, 0), 0)?;
         Ok(self.seq)
     }
 
@@ -177,12 +119,9 @@ impl RouteSocket {
 
     /// Every interface and every IPv4 address, as Link and Addr messages.
     pub fn dump(&mut self) -> io::Result<Vec<Message>> {
-        let dump = libc::NLM_F_DUMP as u16;
-        let seq = self.send(RTM_GETLINK, dump, &[0u8; 16])?;
+        let seq = self.send(request::dump_links)?;
         let mut all = self.answers(seq, true)?;
-        let mut ifaddr = [0u8; 8];
-        ifaddr[0] = libc::AF_INET as u8;
-        let seq = self.send(RTM_GETADDR, dump, &ifaddr)?;
+        let seq = self.send(request::dump_ipv4_addresses)?;
         all.extend(self.answers(seq, true)?);
         Ok(all)
     }
@@ -195,19 +134,7 @@ impl RouteSocket {
         dst: Ipv4Addr,
         src: Option<Ipv4Addr>,
     ) -> io::Result<(Option<u32>, Option<Ipv4Addr>)> {
-        let mut body = vec![libc::AF_INET as u8, 32, if src.is_some() { 32 } else { 0 }];
-        body.extend_from_slice(&[0; 9]);
-        let attr = |kind: u16, a: Ipv4Addr| {
-            let mut v = 8u16.to_ne_bytes().to_vec();
-            v.extend_from_slice(&kind.to_ne_bytes());
-            v.extend_from_slice(&a.octets());
-            v
-        };
-        body.extend(attr(RTA_DST, dst));
-        if let Some(s) = src {
-            body.extend(attr(RTA_SRC, s));
-        }
-        let seq = self.send(RTM_GETROUTE, 0, &body)?;
+        let seq = self.send(|seq| request::route_to(seq, dst, src))?;
         for m in self.answers(seq, false)? {
             if let Message::Route { oif, prefsrc } = m {
                 return Ok((oif, prefsrc));
