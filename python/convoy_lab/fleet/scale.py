@@ -381,7 +381,7 @@ def figures(root: Path, names: list[str], cells: int, log_bytes: int, load: list
 
 def run(out: Path, vehicles: int, cells: int, seconds: float, hz: float = 1.0, log_every: float = 10.0,
         log_bytes: int = 64 * 1024, drain_max: float = 60.0, warmup: float = WARMUP_S,
-        segment_s: float = 1.0, queue: str = "200", agent_nice: int = 0) -> dict:
+        segment_s: float = 1.0, queue: str = "200", agent_nice: int = 0, records: bool = False) -> dict:
     root = out.resolve() / "fleet"
     if out.exists():
         subprocess.run(["rm", "-rf", str(out.resolve())], check=True)
@@ -401,6 +401,9 @@ def run(out: Path, vehicles: int, cells: int, seconds: float, hz: float = 1.0, l
     cmd = [str(convoy_binary()), "emu"]
     for spec in specs:
         cmd += ["--link", spec]
+    if records:  # every packet's fate, and the packets themselves to tell whose it was
+        (out / "links").mkdir(parents=True, exist_ok=True)
+        cmd += ["--records", str(out.resolve() / "links"), "--pcap", str(out.resolve() / "links" / "cells.pcapng")]
     # A loaded machine may take more than the default 5 s to start the server.
     cmd += ["--server-wait", "30", "--server", "exec " + shlex.join([*me, "side-server", str(root)]),
             "--", *me, "side-client", str(root), str(seconds), str(hz), str(log_every), str(log_bytes),
@@ -523,6 +526,9 @@ def add_parser(sub) -> None:
     p.add_argument("--agent-nice", type=int, default=0,
                    help="run the agents this much nicer than the server (they share its cores here, never "
                         "on the road; default 0)")
+    p.add_argument("--records", action="store_true",
+                   help="keep the emulator's per-packet records and a capture in OUT/links, for "
+                        "`python -m convoy_lab.fleet.scale_links OUT` (where a sample's time goes)")
     p.add_argument("--drain-max", type=float, default=60.0, help="wait at most this long for the spools to empty")
     p.add_argument("--out", type=Path, default=Path("results/fleet-scale"))
     p.add_argument("--json", action="store_true")
@@ -541,7 +547,7 @@ def from_args(a) -> int:
     # emulator is told to stop and takes both namespaces down.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     doc = run(a.out, a.vehicles, a.cells, a.seconds, a.hz, a.log_every, a.log_kb * 1024, a.drain_max, a.warmup,
-              a.segment_seconds, a.queue, a.agent_nice)
+              a.segment_seconds, a.queue, a.agent_nice, a.records)
     if a.json:
         print(json.dumps(doc))
     else:
