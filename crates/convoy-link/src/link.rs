@@ -10,9 +10,9 @@ use crate::config::LinkConfig;
 use crate::delay::{Delayer, InFlight, MetaOrd, Pipe};
 use crate::error::ConfigError;
 use crate::fq_codel::FqCodel;
-use crate::per_ue::PerUe;
 use crate::loss::{LossPosition, LossProcess, LossSource};
 use crate::mac::MacConfig;
+use crate::per_ue::PerUe;
 use crate::queue::{
     NoAqm, PacketMeta, QueueDiscipline, QueueLimit, QueuePolicy, QueueState, Verdict,
 };

@@ -91,10 +91,12 @@ impl PerUe {
 
     /// What one UE has waiting.
     pub fn ue_state(&self, ue: u64) -> QueueState {
-        self.buffers.get(&ue).map_or(QueueState::default(), |b| QueueState {
-            packets: b.packets.len(),
-            bytes: b.bytes,
-        })
+        self.buffers
+            .get(&ue)
+            .map_or(QueueState::default(), |b| QueueState {
+                packets: b.packets.len(),
+                bytes: b.bytes,
+            })
     }
 
     pub fn is_empty(&self) -> bool {
@@ -135,7 +137,10 @@ impl PerUe {
         let quantum = u64::from(self.cfg.quantum);
         loop {
             let ue = *self.turns.front()?;
-            let buffer = self.buffers.get_mut(&ue).expect("a UE in turn has a buffer");
+            let buffer = self
+                .buffers
+                .get_mut(&ue)
+                .expect("a UE in turn has a buffer");
             let head = buffer.packets.front().expect("a UE in turn has data");
             let len = u64::from(head.len);
             if len > buffer.deficit {
