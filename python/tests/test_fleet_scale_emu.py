@@ -19,8 +19,13 @@ def test_eight_agents_behind_two_cells_lose_nothing_and_stay_fresh(tmp_path, emu
     assert json.loads((tmp_path / "scale" / "scale.json").read_text()) == json.loads(json.dumps(doc))
     t = doc["total"]
     assert t["vehicles"] == 8 and t["agents_alive_at_end"] == 8
-    # Both cells carried their vehicles: each dialled its own cell's address.
+    # Both cells carried their vehicles: each dialled its own cell's address,
+    # from its own address in that cell (the per-UE queues' key).
     assert sorted(v["cell"] for v in doc["vehicles"].values()) == [0] * 4 + [1] * 4
+    log = (tmp_path / "scale" / "fleet" / "server.log").read_text()
+    for i in range(8):
+        assert f'connected vehicle="car-{i}" peer=10.7.{i % 2}.{scale.UE_FIRST + i // 2}:' in log, i
+    assert doc["total"]["queue"] == scale.QUEUE == "per-ue:200"
     for name, v in doc["vehicles"].items():
         assert v["sent"] >= 14, name
         assert v["lost"] == 0 and v["duplicated"] == 0 and v["unexpected"] == 0, (name, v)
