@@ -9,18 +9,23 @@ import json
 
 import pytest
 
-from convoy_lab.fleet import scale
+from convoy_lab.fleet import scale, scale_links
 
 pytestmark = pytest.mark.emu
 
 
 def test_eight_agents_behind_two_cells_lose_nothing_and_stay_fresh(tmp_path, emulator, shared_traces, capsys):
-    doc = scale.run(tmp_path / "scale", vehicles=8, cells=2, seconds=15, warmup=5)
+    doc = scale.run(tmp_path / "scale", vehicles=8, cells=2, seconds=15, warmup=5, records=True)
     assert json.loads((tmp_path / "scale" / "scale.json").read_text()) == json.loads(json.dumps(doc))
     t = doc["total"]
     assert t["vehicles"] == 8 and t["agents_alive_at_end"] == 8
-    # Both cells carried their vehicles: each dialled its own cell's address.
+    # Both cells carried their vehicles: each dialled its own cell's address,
+    # from its own address in that cell (the per-UE queues' key).
     assert sorted(v["cell"] for v in doc["vehicles"].values()) == [0] * 4 + [1] * 4
+    log = (tmp_path / "scale" / "fleet" / "server.log").read_text()
+    for i in range(8):
+        assert f'connected vehicle="car-{i}" peer=10.7.{i % 2}.{scale.UE_FIRST + i // 2}:' in log, i
+    assert doc["total"]["queue"] == scale.QUEUE == "per-ue:200"
     for name, v in doc["vehicles"].items():
         assert v["sent"] >= 14, name
         assert v["lost"] == 0 and v["duplicated"] == 0 and v["unexpected"] == 0, (name, v)
@@ -35,6 +40,17 @@ def test_eight_agents_behind_two_cells_lose_nothing_and_stay_fresh(tmp_path, emu
     assert t["met"]["none_lost"]
     # /proc of the server: it worked and grew with its vehicles.
     assert t["server_cpu_s"] > 0 and t["server_peak_rss_mb"] > t["server_idle_rss_mb"]
+    # The link records account for every stored sample: each split at a
+    # data packet of its own vehicle, the same samples as the store's
+    # freshness (so the same quantiles), the agent's part at least most
+    # of the 1 s segment for the median sample.
+    links = scale_links.analyse(tmp_path / "scale")
+    assert links["samples_unmatched"] == 0
+    for row, cell in zip(links["cells"], doc["cells"]):
+        assert row["total"]["n"] > 0 and row["queue_live_s"]["n"] > 0, row
+        assert row["total"]["p99"] == pytest.approx(cell["stored_p99_s"]), (row, cell)
+        assert 0.3 < row["agent"]["p50"] < 2.5, row
+        assert 0.02 <= row["cell"]["p50"] < 2, row
     scale.print_table(doc)
     out = capsys.readouterr().out
     assert "car-7" in out and "0 samples or log files lost or duplicated" in out

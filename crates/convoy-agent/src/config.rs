@@ -21,6 +21,11 @@ pub struct Config {
     pub key: PathBuf,
     /// The server, HOST:PORT.
     pub server: String,
+    /// The local address the agent's connections leave from (its modem's
+    /// address when the vehicle has several, or one of many vehicles
+    /// emulated on one host); default: the one the kernel's routes choose.
+    #[serde(default)]
+    pub local_address: Option<std::net::IpAddr>,
     /// The server's public key: 64 hex digits or a .pub file.
     pub server_key: String,
     /// The spool directory (segments waiting, the agent's catalog).
@@ -397,6 +402,7 @@ mod tests {
             r#"
 key = "v.key"
 server = "127.0.0.1:4433"
+local_address = "10.7.2.17"
 server_key = "server.key.pub"
 spool = "spool"
 quota = "100MB"
@@ -421,12 +427,17 @@ name = "wifi"
         .unwrap();
         let c = Config::load(&p).unwrap();
         assert_eq!(c.spool, dir.path().join("spool"));
+        assert_eq!(c.local_address, Some("10.7.2.17".parse().unwrap()));
         let rules = c.link_rules().unwrap();
         assert_eq!(rules[0].classes, vec![Class::Events, Class::Telemetry]);
         assert_eq!(rules[1].classes.len(), 4);
         std::fs::write(&p, "key = 1").unwrap();
         assert!(Config::load(&p).is_err());
         let base = "key='k'\nserver='s'\nserver_key='k'\nspool='s'\n";
+        std::fs::write(&p, format!("{base}local_address='10.7.2'\n")).unwrap();
+        assert!(Config::load(&p).is_err(), "not an address");
+        std::fs::write(&p, base).unwrap();
+        assert_eq!(Config::load(&p).unwrap().local_address, None);
         std::fs::write(
             &p,
             format!("{base}[[source]]\nkind='can'\ndbc='v.dbc'\nlog='d.log'\nunmapped='private'\n[source.signals]\nVehicleSpeed='Vehicle.Speed'\n[[source]]\nkind='mqtt'\nbroker='127.0.0.1:1883'\nmapping='m.toml'\n"),

@@ -236,6 +236,7 @@ pub fn run(cfg: Config, stop: Arc<AtomicBool>, until_idle: bool) -> Result<(), S
     client.mode = mode;
     client.idle_timeout = Duration::from_secs_f64(cfg.idle_timeout.clamp(1.0, 3600.0));
     client.handshake_timeout = Duration::from_secs(5);
+    client.local = cfg.local_address;
     let mut lanes = Vec::new();
     let mut interrupts = Vec::new();
     for lane in [Lane::Live, Lane::Backlog] {

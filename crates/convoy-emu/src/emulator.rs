@@ -32,7 +32,9 @@ use crate::error::EmuError;
 use crate::ifdown::{IfaceEvent, IfaceSwitch, ManagedIface};
 use crate::netns::{reap_children, Netns};
 use crate::pcap::PcapWriter;
-use crate::pump::{DirectionReport, Inspect, LiveCounters, Pump, PumpOutputs, Stopper, Timing};
+use crate::pump::{
+    DirectionReport, FlowKey, Inspect, LiveCounters, Pump, PumpOutputs, Stopper, Timing,
+};
 use crate::spec::LinkSpec;
 use crate::tun::Tun;
 
@@ -273,10 +275,15 @@ impl Emulator {
                 .with_faults(faults)
                 .with_inspect(Inspect {
                     ap: ap.clone().map(|a| (a, usize::from(dir == "down"))),
-                    flows: if dir == "up" {
-                        spec.up.fq_codel
-                    } else {
-                        spec.down.fq_codel
+                    flows: {
+                        let d = if dir == "up" { &spec.up } else { &spec.down };
+                        if d.per_ue {
+                            FlowKey::ClientAddress { up: dir == "up" }
+                        } else if d.fq_codel {
+                            FlowKey::FiveTuple
+                        } else {
+                            FlowKey::None
+                        }
                     },
                     port_delay: spec.port_delay.clone(),
                 });

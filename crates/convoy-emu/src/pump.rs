@@ -148,16 +148,29 @@ pub struct Inspect {
     /// The link's smart access point, shared with the other direction, and
     /// this direction's index in it (0 up, 1 down).
     pub ap: Option<(Arc<Mutex<SmartAp>>, usize)>,
-    /// Tell flows apart (per-flow queueing needs the 5-tuple's hash).
-    pub flows: bool,
+    /// What the link's queue tells packets apart by.
+    pub flows: FlowKey,
     /// Extra delay after the link for packets from or to a port.
     pub port_delay: Vec<(u16, Dur)>,
 }
 
 impl Inspect {
     fn any(&self) -> bool {
-        self.ap.is_some() || self.flows || !self.port_delay.is_empty()
+        self.ap.is_some() || self.flows != FlowKey::None || !self.port_delay.is_empty()
     }
+}
+
+/// The key a packet is queued under ([`convoy_link::PacketMeta::flow`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum FlowKey {
+    /// One queue: nothing to tell apart.
+    #[default]
+    None,
+    /// The 5-tuple's hash: per-flow queueing (FQ-CoDel).
+    FiveTuple,
+    /// The client side's address (the source going up, the destination
+    /// coming down): a cell's per-UE buffers.
+    ClientAddress { up: bool },
 }
 
 pub struct Pump {
@@ -323,8 +336,11 @@ impl Pump {
             ap.note_queue(*dir, self.link.sojourn());
             ap.on_packet(*dir, now, pkt, parsed.as_ref());
         }
-        match parsed {
-            Some(p) if self.inspect.flows => p.tuple.hash(),
+        match (parsed, self.inspect.flows) {
+            (Some(p), FlowKey::FiveTuple) => p.tuple.hash(),
+            (Some(p), FlowKey::ClientAddress { up }) => {
+                u64::from(u32::from(if up { p.tuple.src } else { p.tuple.dst }))
+            }
             _ => 0,
         }
     }

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use convoy_link::{
     splitmix64, Dur, FaultConfig, FqCodelConfig, LinkConfig, LossModel, LossPosition, MacConfig,
-    MahimahiTrace, OutagePolicy, QueueDiscipline, QueueLimit, SeriesTrace, Time,
+    MahimahiTrace, OutagePolicy, PerUeConfig, QueueDiscipline, QueueLimit, SeriesTrace, Time,
 };
 
 use crate::ap::ApPolicy;
@@ -53,6 +53,9 @@ pub struct DirectionSpec {
     pub queue: Option<QueueLimit>,
     /// `queue=fq_codel`: per-flow queues instead of the FIFO.
     pub fq_codel: bool,
+    /// `queue=per-ue[:LIMIT]`: a buffer per client address (a cell's UE),
+    /// each under the queue limit, served round robin.
+    pub per_ue: bool,
     pub outages: Option<Vec<(Time, Time)>>,
     pub outage_policy: Option<OutagePolicy>,
     pub seed: Option<u64>,
@@ -297,6 +300,21 @@ impl LinkSpec {
             "queue" if value == "fq_codel" || value == "fq-codel" => {
                 apply(self, &|d| d.fq_codel = true);
             }
+            "queue" if value.starts_with("per-ue") || value.starts_with("per_ue") => {
+                let limit = match &value[6..] {
+                    "" => None,
+                    rest => match rest.strip_prefix(':') {
+                        Some(l) => Some(parse_queue(key, l)?),
+                        None => return Err(bad(key, "per-ue or per-ue:LIMIT", value)),
+                    },
+                };
+                apply(self, &|d| {
+                    d.per_ue = true;
+                    if limit.is_some() {
+                        d.queue = limit;
+                    }
+                });
+            }
             "queue" => {
                 let v = parse_queue(key, value)?;
                 apply(self, &|d| d.queue = Some(v));
@@ -486,6 +504,9 @@ impl DirectionSpec {
         }
         if self.fq_codel {
             c = c.with_discipline(QueueDiscipline::FqCodel(FqCodelConfig::default()));
+        }
+        if self.per_ue {
+            c = c.with_discipline(QueueDiscipline::PerUe(PerUeConfig::default()));
         }
         if let Some(o) = &self.outages {
             c = c.with_outages(o.clone(), self.outage_policy.unwrap_or_default());
@@ -856,6 +877,28 @@ mod tests {
             .configs(0)
             .unwrap_err();
         assert!(matches!(e, SpecError::OffsetWithoutTrace), "{e}");
+    }
+
+    #[test]
+    fn per_ue_queues() {
+        let s = LinkSpec::parse("cell:rate=10mbit,queue=per-ue:200").unwrap();
+        assert!(s.up.per_ue && s.down.per_ue && !s.up.fq_codel);
+        assert_eq!(s.up.queue, Some(QueueLimit::Packets(200)));
+        let (up, down) = s.configs(0).unwrap();
+        assert!(matches!(up.discipline, QueueDiscipline::PerUe(_)));
+        assert!(matches!(down.discipline, QueueDiscipline::PerUe(_)));
+        assert_eq!(up.queue, QueueLimit::Packets(200));
+        // Without a limit, the direction's own; one direction only.
+        let s = LinkSpec::parse("cell:rate=10mbit,up-queue=per_ue,down-queue=64KiB").unwrap();
+        assert!(s.up.per_ue && !s.down.per_ue);
+        assert_eq!(s.up.queue, None);
+        assert_eq!(s.down.queue, Some(QueueLimit::Bytes(65536)));
+        for bad in ["per-ue:", "per-ue:0", "per-uex", "per-ue:fq_codel"] {
+            assert!(
+                LinkSpec::parse(&format!("cell:rate=1mbit,queue={bad}")).is_err(),
+                "{bad}"
+            );
+        }
     }
 
     #[test]

@@ -97,6 +97,7 @@ mod fq_codel;
 mod link;
 mod loss;
 mod mac;
+mod per_ue;
 mod queue;
 mod record;
 mod rng;
@@ -115,6 +116,7 @@ pub use fq_codel::{FqCodel, FqCodelConfig};
 pub use link::{Delivery, Enqueued, Link, LinkDirection, Stats};
 pub use loss::{GeParams, LossModel, LossParams, LossPosition, LossProcess, LossSource};
 pub use mac::{MacConfig, MacExpectation};
+pub use per_ue::{PerUe, PerUeConfig};
 pub use queue::{NoAqm, PacketMeta, QueueDiscipline, QueueLimit, QueuePolicy, QueueState, Verdict};
 pub use record::{
     parse_records, records_to_csv, DropReason, Record, RecordKind, RecordWriter, CSV_HEADER,

@@ -12,6 +12,7 @@ use crate::error::ConfigError;
 use crate::fq_codel::FqCodel;
 use crate::loss::{LossPosition, LossProcess, LossSource};
 use crate::mac::MacConfig;
+use crate::per_ue::PerUe;
 use crate::queue::{
     NoAqm, PacketMeta, QueueDiscipline, QueueLimit, QueuePolicy, QueueState, Verdict,
 };
@@ -92,6 +93,7 @@ struct Mac {
 enum Store {
     Fifo(VecDeque<PacketMeta>),
     Fq(Box<FqCodel>),
+    PerUe(Box<PerUe>),
 }
 
 impl Store {
@@ -99,6 +101,7 @@ impl Store {
         match self {
             Store::Fifo(q) => q.is_empty(),
             Store::Fq(f) => f.is_empty(),
+            Store::PerUe(u) => u.is_empty(),
         }
     }
 }
@@ -189,6 +192,7 @@ impl<P: QueuePolicy> LinkDirection<P> {
         let queue = match config.discipline {
             QueueDiscipline::Fifo => Store::Fifo(VecDeque::new()),
             QueueDiscipline::FqCodel(c) => Store::Fq(Box::new(FqCodel::new(c))),
+            QueueDiscipline::PerUe(c) => Store::PerUe(Box::new(PerUe::new(c))),
         };
         Ok(LinkDirection {
             queue,
@@ -248,22 +252,33 @@ impl<P: QueuePolicy> LinkDirection<P> {
             return self.reject(now, &meta, DropReason::Loss);
         }
         let state = self.queue_state();
-        let fq = matches!(self.queue, Store::Fq(_));
-        if !fq && !self.limit.admits(state, len) {
+        let admitted = match &self.queue {
+            Store::Fifo(_) => self.limit.admits(state, len),
+            // FQ-CoDel keeps its own limit, dropping from the fattest queue.
+            Store::Fq(_) => true,
+            // Each UE's buffer is under the limit on its own.
+            Store::PerUe(u) => self.limit.admits(u.ue_state(flow), len),
+        };
+        if !admitted {
             return self.reject(now, &meta, DropReason::QueueFull);
         }
         if self.policy.on_enqueue(now, &mut meta, state) == Verdict::Drop {
             return self.reject(now, &meta, DropReason::Aqm);
         }
         let was_idle = self.is_idle();
-        self.queued_bytes += u64::from(meta.len);
         let victim = match &mut self.queue {
             Store::Fifo(q) => {
                 q.push_back(meta);
                 None
             }
             Store::Fq(f) => f.push(meta),
+            Store::PerUe(u) => {
+                let stored = u.push(meta, self.limit);
+                debug_assert!(stored, "admitted above");
+                None
+            }
         };
+        self.queued_bytes += u64::from(meta.len);
         if let Some(v) = victim {
             // FQ-CoDel over its limit dropped the head of its fattest queue.
             self.queued_bytes -= u64::from(v.len);
@@ -349,6 +364,7 @@ impl<P: QueuePolicy> LinkDirection<P> {
         let packets = match &self.queue {
             Store::Fifo(q) => q.len(),
             Store::Fq(f) => f.state().packets,
+            Store::PerUe(u) => u.state().packets,
         };
         QueueState {
             packets,
@@ -463,6 +479,7 @@ impl<P: QueuePolicy> LinkDirection<P> {
         loop {
             let next = match &mut self.queue {
                 Store::Fifo(q) => q.pop_front(),
+                Store::PerUe(u) => u.pop(),
                 Store::Fq(f) => {
                     let mut dropped = std::mem::take(&mut self.fq_dropped);
                     let next = f.pop(t, &mut dropped);
@@ -650,6 +667,7 @@ impl<P: QueuePolicy> LinkDirection<P> {
         let waiting = match &mut self.queue {
             Store::Fifo(q) => q.drain(..).collect::<Vec<_>>(),
             Store::Fq(f) => f.drain(t),
+            Store::PerUe(u) => u.drain(),
         };
         for meta in &waiting {
             self.drop_packet(t, meta, DropReason::LinkDown);

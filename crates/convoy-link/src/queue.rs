@@ -47,7 +47,8 @@ pub struct PacketMeta {
     /// receive window a smart access point wants written into it).
     pub tag: u64,
     /// Which flow it belongs to, for per-flow queueing (a hash of the
-    /// 5-tuple, say); 0 when the driver does not tell flows apart.
+    /// 5-tuple, say), or which UE for per-UE queueing (a hash of the
+    /// device's address); 0 when the driver does not tell them apart.
     pub flow: u64,
 }
 
@@ -60,6 +61,10 @@ pub enum QueueDiscipline {
     /// Per-flow queues with CoDel each (RFC 8290); the drop-tail limit is
     /// FQ-CoDel's own.
     FqCodel(crate::fq_codel::FqCodelConfig),
+    /// A drop-tail buffer per UE (keyed by [`PacketMeta::flow`]), each
+    /// under the drop-tail limit, served by byte-fair round robin: a
+    /// cellular cell's scheduler (see [`crate::PerUe`]).
+    PerUe(crate::per_ue::PerUeConfig),
 }
 
 /// Queue occupancy, excluding the packet being transmitted.

@@ -56,6 +56,10 @@ pub struct ClientOptions {
     /// back to one socket when there is no choice to make (a server on
     /// this host, an IPv6 server, no netlink).
     pub paths: Option<Selection>,
+    /// With one socket (`paths` `None`): the local address it is bound
+    /// to, as a device with its own address in a shared network (a cell's
+    /// UE) sends from; `None` lets the kernel's routes choose.
+    pub local: Option<std::net::IpAddr>,
 }
 
 impl ClientOptions {
@@ -73,6 +77,7 @@ impl ClientOptions {
             driver: DriverConfig::default(),
             aead: AeadChoice::Auto,
             paths: None,
+            local: None,
         }
     }
 }
@@ -520,6 +525,16 @@ fn client_socket(
     opts: &ClientOptions,
 ) -> Result<(NetSocket, Option<(Multipath, Local)>), NetError> {
     let Some(selection) = &opts.paths else {
+        if let Some(local) = opts.local {
+            let socket =
+                NetSocket::bind(SocketAddr::new(local, 0), Some(opts.server)).map_err(|err| {
+                    NetError::Unreachable {
+                        addr: opts.server,
+                        err,
+                    }
+                })?;
+            return Ok((socket, None));
+        }
         return Ok((NetSocket::connect_to(opts.server)?, None));
     };
     let explicit = selection != &Selection::default();

@@ -49,6 +49,13 @@ WARMUP_S = 10.0
 # A sample taken in the last seconds of the drive is still in its open
 # segment when the feeders stop; it is counted for loss, not freshness.
 TAIL_S = 2.0
+# Vehicle k of a cell is 10.7.CELL.(UE_FIRST + k) (the emulator has .1
+# and .2).
+UE_FIRST = 10
+# Each cell's queue: a buffer of 200 packets per vehicle (UE), served round
+# robin, as a cell's scheduler does (docs/MODELS.md); "200" is one shared
+# drop-tail FIFO for the whole cell.
+QUEUE = "per-ue:200"
 TELEMETRY, BULK = 1, 3
 
 
@@ -163,6 +170,9 @@ def client_side(root: Path, names: list[str], seconds: float, hz: float, log_eve
                 drain_max: float, agent_nice: int) -> int:
     # The vehicles' agents share this machine's cores with the server, as
     # they never would on the road; `agent_nice` lowers their priority.
+    # The vehicles' own addresses on their cells' interfaces (this side
+    # runs in the emulator's client namespace).
+    subprocess.run(["ip", "-batch", str(root / "addresses.ip")], check=True)
     agents = [subprocess.Popen([str(convoy_binary()), "agent", "--config", str(root / f"{n}.agent.toml")],
                                stdout=open(root / f"{n}.agent.log", "ab"), stderr=subprocess.STDOUT,
                                preexec_fn=(lambda: os.nice(agent_nice)) if agent_nice else None)
@@ -381,7 +391,7 @@ def figures(root: Path, names: list[str], cells: int, log_bytes: int, load: list
 
 def run(out: Path, vehicles: int, cells: int, seconds: float, hz: float = 1.0, log_every: float = 10.0,
         log_bytes: int = 64 * 1024, drain_max: float = 60.0, warmup: float = WARMUP_S,
-        segment_s: float = 1.0, queue: str = "200", agent_nice: int = 0) -> dict:
+        segment_s: float = 1.0, queue: str = QUEUE, agent_nice: int = 0, records: bool = False) -> dict:
     root = out.resolve() / "fleet"
     if out.exists():
         subprocess.run(["rm", "-rf", str(out.resolve())], check=True)
@@ -390,17 +400,29 @@ def run(out: Path, vehicles: int, cells: int, seconds: float, hz: float = 1.0, l
     say(f"keys and the registry for {vehicles} vehicles")
     svc = Service(root, names)  # keys and the registry; the server starts in the emulator
     (root / "ops.token").write_text(svc.token("ops"))
+    addresses = []
     for i, n in enumerate(names):
         (root / f"{n}.inbox").mkdir()
+        # Each vehicle has its own address in its cell, as a UE has: the
+        # cell's per-UE queues tell vehicles apart by it.
+        c, k = cell_of(i, cells), i // cells
+        own = f"10.7.{c}.{UE_FIRST + k}" if UE_FIRST + k < 255 else None
+        if own:
+            addresses.append(f"addr add {own}/24 dev cell{c}")
         svc.agent_config(n, f'[[source]]\nkind = "socket"\npath = "{root / (n + ".sock")}"\n'
                             f'[[source]]\nkind = "directory"\npath = "{root / (n + ".inbox")}"\n'
                             f'class = "bulk"\nsettle_seconds = 0.2\n',
-                         f"[segments]\nmax_seconds = {segment_s}\n", server=f"10.7.{cell_of(i, cells)}.2:{PORT}")
+                         (f'local_address = "{own}"\n' if own else "") + f"[segments]\nmax_seconds = {segment_s}\n",
+                         server=f"10.7.{c}.2:{PORT}")
+    (root / "addresses.ip").write_text("".join(a + "\n" for a in addresses))
     specs = link_specs(cells, shared_traces_dir(), prefix="cell", queue=queue)
     me = [sys.executable, "-m", "convoy_lab.fleet.scale"]
     cmd = [str(convoy_binary()), "emu"]
     for spec in specs:
         cmd += ["--link", spec]
+    if records:  # every packet's fate, and the packets themselves to tell whose it was
+        (out / "links").mkdir(parents=True, exist_ok=True)
+        cmd += ["--records", str(out.resolve() / "links"), "--pcap", str(out.resolve() / "links" / "cells.pcapng")]
     # A loaded machine may take more than the default 5 s to start the server.
     cmd += ["--server-wait", "30", "--server", "exec " + shlex.join([*me, "side-server", str(root)]),
             "--", *me, "side-client", str(root), str(seconds), str(hz), str(log_every), str(log_bytes),
@@ -516,13 +538,16 @@ def add_parser(sub) -> None:
     p.add_argument("--warmup", type=float, default=WARMUP_S,
                    help=f"samples of the first this many s (the agents connecting) are left out of freshness "
                         f"(default {WARMUP_S:g})")
-    p.add_argument("--queue", default="200",
-                   help="each cell's queue, as convoy emu's queue= (default 200 packets of drop-tail, one FIFO "
-                        "for the cell's vehicles; fq_codel gives each flow its own queue, closer to a cell's "
-                        "per-UE buffers)")
+    p.add_argument("--queue", default=QUEUE,
+                   help=f"each cell's queue, as convoy emu's queue= (default {QUEUE}: a drop-tail buffer of 200 "
+                        "packets per vehicle, served round robin, as a cell's scheduler serves its UEs; 200 is "
+                        "one 200-packet drop-tail FIFO shared by the cell's vehicles; fq_codel one queue per flow)")
     p.add_argument("--agent-nice", type=int, default=0,
                    help="run the agents this much nicer than the server (they share its cores here, never "
                         "on the road; default 0)")
+    p.add_argument("--records", action="store_true",
+                   help="keep the emulator's per-packet records and a capture in OUT/links, for "
+                        "`python -m convoy_lab.fleet.scale_links OUT` (where a sample's time goes)")
     p.add_argument("--drain-max", type=float, default=60.0, help="wait at most this long for the spools to empty")
     p.add_argument("--out", type=Path, default=Path("results/fleet-scale"))
     p.add_argument("--json", action="store_true")
@@ -541,7 +566,7 @@ def from_args(a) -> int:
     # emulator is told to stop and takes both namespaces down.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     doc = run(a.out, a.vehicles, a.cells, a.seconds, a.hz, a.log_every, a.log_kb * 1024, a.drain_max, a.warmup,
-              a.segment_seconds, a.queue, a.agent_nice)
+              a.segment_seconds, a.queue, a.agent_nice, a.records)
     if a.json:
         print(json.dumps(doc))
     else:
