@@ -878,16 +878,23 @@ mod tests {
             .collect()
     }
 
-    #[test]
-    fn raised_stream_credit_is_repeated_a_few_times() {
+    /// A stream of `n` bytes written (as far as credit allows), delivered,
+    /// and 400 of them read: the reader raised its credit.
+    fn written_and_400_read(n: usize) -> (Streams, Streams, StreamId) {
         let (mut c, mut s) = pair();
         let id = c.open();
-        c.write(id, &[7u8; 500]).unwrap();
+        c.write(id, &vec![7u8; n]).unwrap();
         let mut block = Vec::new();
         c.fill_block(&mut block, 10_000);
         deliver(&block, &mut s);
         s.accept();
         assert_eq!(s.read(id, &mut [0u8; 400]).unwrap(), 400);
+        (c, s, id)
+    }
+
+    #[test]
+    fn raised_stream_credit_is_repeated_a_few_times() {
+        let (_, mut s, _) = written_and_400_read(500);
         // The first update is lost; the next feedback packets carry it
         // again, a few times. The peer is below its old limit (500 of
         // 600): not waiting for it, so no more than that.
@@ -900,14 +907,7 @@ mod tests {
 
     #[test]
     fn a_raise_is_repeated_while_the_peer_sits_at_its_old_limit() {
-        let (mut c, mut s) = pair();
-        let id = c.open();
-        c.write(id, &[7u8; 700]).unwrap();
-        let mut block = Vec::new();
-        c.fill_block(&mut block, 10_000);
-        deliver(&block, &mut s);
-        s.accept();
-        assert_eq!(s.read(id, &mut [0u8; 400]).unwrap(), 400);
+        let (mut c, mut s, id) = written_and_400_read(700);
         // Every copy of the raise is lost: the peer sent all 600 bytes it
         // may and waits. Each feedback packet carries the raise again...
         for _ in 0..CREDIT_REPEATS + 10 {
