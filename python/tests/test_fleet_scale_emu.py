@@ -42,14 +42,16 @@ def test_eight_agents_behind_two_cells_lose_nothing_and_stay_fresh(tmp_path, emu
     assert t["server_cpu_s"] > 0 and t["server_peak_rss_mb"] > t["server_idle_rss_mb"]
     # The link records account for every stored sample: each split at a
     # data packet of its own vehicle, the same samples as the store's
-    # freshness (so the same quantiles), the agent's part at least most
-    # of the 1 s segment for the median sample.
+    # freshness (so the same quantiles), the agent's part within the 1 s
+    # segment and its upload. (No lower bound: at 1 Hz a vehicle's samples
+    # keep one phase against its segment cuts, anywhere in the second; a
+    # loaded run's median waited 44 ms.)
     links = scale_links.analyse(tmp_path / "scale")
     assert links["samples_unmatched"] == 0
     for row, cell in zip(links["cells"], doc["cells"]):
         assert row["total"]["n"] > 0 and row["queue_live_s"]["n"] > 0, row
         assert row["total"]["p99"] == pytest.approx(cell["stored_p99_s"]), (row, cell)
-        assert 0.3 < row["agent"]["p50"] < 2.5, row
+        assert 0 <= row["agent"]["p50"] < 2.5, row
         assert 0.02 <= row["cell"]["p50"] < 2, row
     scale.print_table(doc)
     out = capsys.readouterr().out

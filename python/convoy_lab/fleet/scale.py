@@ -159,8 +159,19 @@ def drained(root: Path, name: str, logs: int, last_sample: int) -> int | None:
     """When the server acknowledged the last of what `name`'s agent was
     given (every log file and a segment holding its last sample), or None
     while some of it is still on the way."""
+    spool = root / f"{name}.spool"
+    # A segment made after the last sample's time is not proof enough: a
+    # sample stamped just before a segment was cut can reach the agent just
+    # after, and wait in the open file for the next one (the server was
+    # stopped under it once, and the sample counted lost). The open file
+    # first: the agent records a segment before it removes the open file.
     try:
-        waiting, bulk, newest, done = spool_state(root / f"{name}.spool" / "agent.db")
+        if (spool / "open-telemetry.jsonl").stat().st_size > 0:
+            return None
+    except FileNotFoundError:
+        pass
+    try:
+        waiting, bulk, newest, done = spool_state(spool / "agent.db")
     except sqlite3.Error:
         return None
     return done if waiting == 0 and bulk >= logs and newest >= last_sample else None
