@@ -31,6 +31,14 @@ use crate::policy::{day_of, Class, LinkRule};
 /// old backlog drains.
 pub const LIVE_WINDOW_NS: i64 = 30_000_000_000;
 
+/// For this long after it is made, an event or telemetry segment is the
+/// live lane's alone; only then may the backlog lane take it too (a live
+/// lane that is reconnecting, or stuck behind a large event). Without it,
+/// the backlog lane, asking for its next file whenever its window has
+/// room, took half the fresh samples and sent them behind its log files:
+/// on a vehicle's share of a slow cell that is seconds per sample.
+pub const LIVE_HANDOFF_NS: i64 = 5_000_000_000;
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct Item {
     pub id: i64,
@@ -66,7 +74,8 @@ pub enum Lane {
     /// oldest first, from the other end). Oldest first, the ~150 segments
     /// of a 30 s outage held the first new samples 5 s late.
     Live,
-    /// Everything, by class then age.
+    /// Everything, by class then age, except events and telemetry in
+    /// their first [`LIVE_HANDOFF_NS`].
     Backlog,
 }
 
@@ -575,14 +584,19 @@ impl Spool {
             ),
             Lane::Backlog => format!(
                 "SELECT id, name, class, bytes, created_ns, only_links, unmetered FROM items
-                 WHERE state = 'queued' AND class IN ({list}) AND ?1 = ?1{on_link}
+                 WHERE state = 'queued' AND class IN ({list})
+                   AND NOT (class <= 1 AND prio IS NULL AND created_ns > ?1){on_link}
                  ORDER BY COALESCE(prio, class) ASC, id ASC LIMIT 1"
             ),
+        };
+        let since = match lane {
+            Lane::Live => now_ns - LIVE_WINDOW_NS,
+            Lane::Backlog => now_ns - LIVE_HANDOFF_NS,
         };
         loop {
             let row = self
                 .db
-                .query_row(&sql, [now_ns - LIVE_WINDOW_NS], |r| {
+                .query_row(&sql, [since], |r| {
                     Ok((
                         r.get::<_, i64>(0)?,
                         r.get::<_, String>(1)?,
@@ -802,9 +816,16 @@ mod tests {
         }
     }
 
+    /// What `lane` takes on `link` once the segments are past their
+    /// hand-off, so that either lane may take any of them.
     fn taken(s: &mut Spool, lane: Lane, link: &LinkRule) -> Option<Item> {
-        s.take_for_link(lane, link, convoy_telemetry::now_ns())
-            .unwrap()
+        s.take_for_link(lane, link, handed_off()).unwrap()
+    }
+
+    /// A time at which every segment made so far is past its hand-off to
+    /// the backlog lane, and still in the live lane's window.
+    fn handed_off() -> i64 {
+        convoy_telemetry::now_ns() + LIVE_HANDOFF_NS
     }
 
     #[test]
@@ -889,9 +910,15 @@ mod tests {
         {
             let mut s = Spool::open(dir.path(), 1 << 20).unwrap();
             put(&mut s, "2026-11-24/t/1.jsonl.zst", Class::Telemetry, 10);
-            let it = s.take(Lane::Backlog, &Class::ALL, 0).unwrap().unwrap();
+            let it = s
+                .take(Lane::Backlog, &Class::ALL, handed_off())
+                .unwrap()
+                .unwrap();
             assert_eq!(it.name, "2026-11-24/t/1.jsonl.zst");
-            assert!(s.take(Lane::Backlog, &Class::ALL, 0).unwrap().is_none());
+            assert!(s
+                .take(Lane::Backlog, &Class::ALL, handed_off())
+                .unwrap()
+                .is_none());
             // A file renamed in but never recorded (killed in between).
             std::fs::create_dir_all(dir.path().join("segments/bulk/d")).unwrap();
             std::fs::write(dir.path().join("segments/bulk/d/cam.mcap"), b"x").unwrap();
@@ -899,8 +926,14 @@ mod tests {
         }
         let mut s = Spool::open(dir.path(), 1 << 20).unwrap();
         assert!(!dir.path().join("tmp/half").exists());
-        let a = s.take(Lane::Backlog, &Class::ALL, 0).unwrap().unwrap();
-        let b = s.take(Lane::Backlog, &Class::ALL, 0).unwrap().unwrap();
+        let a = s
+            .take(Lane::Backlog, &Class::ALL, handed_off())
+            .unwrap()
+            .unwrap();
+        let b = s
+            .take(Lane::Backlog, &Class::ALL, handed_off())
+            .unwrap()
+            .unwrap();
         assert_eq!(
             (a.name.as_str(), b.name.as_str()),
             ("2026-11-24/t/1.jsonl.zst", "d/cam.mcap")
@@ -916,8 +949,14 @@ mod tests {
         let mut s = Spool::open(dir.path(), 1 << 20).unwrap();
         put(&mut s, "a", Class::Telemetry, 10);
         put(&mut s, "b", Class::Bulk, 30);
-        let a = s.take(Lane::Backlog, &Class::ALL, 0).unwrap().unwrap();
-        let b = s.take(Lane::Backlog, &Class::ALL, 0).unwrap().unwrap();
+        let a = s
+            .take(Lane::Backlog, &Class::ALL, handed_off())
+            .unwrap()
+            .unwrap();
+        let b = s
+            .take(Lane::Backlog, &Class::ALL, handed_off())
+            .unwrap()
+            .unwrap();
         let done = [(a, 111, 7), (b, 222, 8)].map(|(item, at_ns, day)| Acked { item, at_ns, day });
         s.acked_all(&done, "lte").unwrap();
         assert_eq!((s.spent("lte", 7), s.spent("lte", 8)), (10, 30));
@@ -946,9 +985,15 @@ mod tests {
         put(&mut s, "here", Class::Telemetry, 10);
         // What a full disk leaves when the drop's record fails.
         std::fs::remove_file(dir.path().join("segments/telemetry/gone")).unwrap();
-        let it = s.take(Lane::Backlog, &Class::ALL, 0).unwrap().unwrap();
+        let it = s
+            .take(Lane::Backlog, &Class::ALL, handed_off())
+            .unwrap()
+            .unwrap();
         assert_eq!(it.name, "here");
-        assert!(s.take(Lane::Backlog, &Class::ALL, 0).unwrap().is_none());
+        assert!(s
+            .take(Lane::Backlog, &Class::ALL, handed_off())
+            .unwrap()
+            .is_none());
         assert_eq!(s.status().unwrap()[1].dropped, 1);
     }
 
@@ -969,7 +1014,10 @@ mod tests {
         // before; on a full disk, SQLITE_FULL). The file must not stay in
         // segments/, where the next start would adopt it while the caller
         // queues the same data again.
-        let it = s.take(Lane::Backlog, &Class::ALL, 0).unwrap().unwrap();
+        let it = s
+            .take(Lane::Backlog, &Class::ALL, handed_off())
+            .unwrap()
+            .unwrap();
         s.acked(&it, "wifi", 0).unwrap();
         let e = s.add(&tmp, "a", Class::Telemetry, 5).unwrap_err();
         assert!(e.message.starts_with("spool catalog:"), "{}", e.message);
@@ -1001,7 +1049,7 @@ mod tests {
         for i in 0..5 {
             put(&mut s, &format!("t{i}"), Class::Telemetry, 1);
         }
-        let now = convoy_telemetry::now_ns();
+        let now = handed_off();
         let name = |item: Option<Item>| item.map(|i| i.name);
         assert_eq!(
             name(s.take(Lane::Live, &Class::ALL, now).unwrap()).as_deref(),
@@ -1025,6 +1073,39 @@ mod tests {
         assert_eq!(
             name(s.take(Lane::Live, &Class::ALL, now).unwrap()).as_deref(),
             Some("t3")
+        );
+    }
+
+    #[test]
+    fn the_backlog_lane_leaves_new_events_and_telemetry_to_the_live_lane_until_their_hand_off() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Spool::open(dir.path(), 1 << 20).unwrap();
+        put(&mut s, "event", Class::Events, 1);
+        put(&mut s, "tele", Class::Telemetry, 1);
+        put(&mut s, "bulk", Class::Bulk, 1);
+        let now = convoy_telemetry::now_ns();
+        let name = |item: Option<Item>| item.map(|i| i.name);
+        // New: the backlog lane goes on with its bulk, not the samples.
+        assert_eq!(
+            name(s.take(Lane::Backlog, &Class::ALL, now).unwrap()).as_deref(),
+            Some("bulk")
+        );
+        assert_eq!(name(s.take(Lane::Backlog, &Class::ALL, now).unwrap()), None);
+        // Just before the hand-off, still not...
+        let edge = now + LIVE_HANDOFF_NS - 1_000_000_000;
+        assert_eq!(
+            name(s.take(Lane::Backlog, &Class::ALL, edge).unwrap()),
+            None
+        );
+        // ...after it (a live lane that did not take them), oldest first.
+        let later = now + LIVE_HANDOFF_NS + 1;
+        assert_eq!(
+            name(s.take(Lane::Backlog, &Class::ALL, later).unwrap()).as_deref(),
+            Some("event")
+        );
+        assert_eq!(
+            name(s.take(Lane::Backlog, &Class::ALL, later).unwrap()).as_deref(),
+            Some("tele")
         );
     }
 

@@ -36,7 +36,7 @@ fn a_lane_into_dead_air_sends_an_initial_at_least_every_1_2_s() {
     let spool = Arc::new(Mutex::new(
         Spool::open(&dir.path().join("spool"), 1 << 30).unwrap(),
     ));
-    queue_segment(&spool, "day/telemetry/0001.jsonl.zst");
+    queue_segment(&spool, "day/bulk/0001.log");
     let mut client = ClientOptions::new(hole.local_addr().unwrap(), Keypair::generate().public);
     client.handshake_timeout = HANDSHAKE_TIMEOUT;
     let lane = RunningLane::start(Lane::Backlog, client, spool);

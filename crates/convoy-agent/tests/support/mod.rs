@@ -11,12 +11,13 @@ use convoy_agent::status::Shared;
 use convoy_agent::uploader::Uploader;
 use convoy_net::ClientOptions;
 
-/// Queues a telemetry segment of a few hundred bytes.
+/// Queues a bulk segment of a few hundred bytes: the backlog lane takes it
+/// at once (a new telemetry segment is the live lane's first).
 pub fn queue_segment(spool: &Mutex<Spool>, name: &str) {
     let mut sp = spool.lock().unwrap();
     let tmp = sp.tmp_path("segment");
     std::fs::write(&tmp, vec![b'x'; 300]).unwrap();
-    sp.add(&tmp, name, Class::Telemetry, 300).unwrap();
+    sp.add(&tmp, name, Class::Bulk, 300).unwrap();
 }
 
 /// One lane uploading from `spool` over an unmetered link.
