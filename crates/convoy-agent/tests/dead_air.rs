@@ -14,6 +14,7 @@ use std::net::UdpSocket;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use convoy_agent::policy::Class;
 use convoy_agent::spool::{Lane, Spool};
 use convoy_net::ClientOptions;
 use convoy_proto::Keypair;
@@ -36,7 +37,7 @@ fn a_lane_into_dead_air_sends_an_initial_at_least_every_1_2_s() {
     let spool = Arc::new(Mutex::new(
         Spool::open(&dir.path().join("spool"), 1 << 30).unwrap(),
     ));
-    queue_segment(&spool, "day/bulk/0001.log");
+    queue_segment(&spool, "day/bulk/0001.log", Class::Bulk);
     let mut client = ClientOptions::new(hole.local_addr().unwrap(), Keypair::generate().public);
     client.handshake_timeout = HANDSHAKE_TIMEOUT;
     let lane = RunningLane::start(Lane::Backlog, client, spool);

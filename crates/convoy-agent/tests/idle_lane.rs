@@ -18,6 +18,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use convoy_agent::policy::Class;
 use convoy_agent::spool::{Lane, Spool};
 use convoy_net::{ClientOptions, Server, ServerEvent, ServerOptions};
 use convoy_proto::Keypair;
@@ -89,7 +90,7 @@ fn an_idle_lane_keeps_its_connection_and_an_upload_clears_offline() {
     let lane = RunningLane::start(Lane::Live, client, spool.clone());
     let status = lane.status.clone();
 
-    queue(&spool, "day/telemetry/0001.jsonl.zst");
+    queue(&spool, "day/telemetry/0001.jsonl.zst", Class::Telemetry);
     status.wake_uploaders();
     let first = attempts_when_acked(&spool_dir, &spool, "day/telemetry/0001.jsonl.zst");
     assert_eq!(first, 1);
@@ -98,7 +99,7 @@ fn an_idle_lane_keeps_its_connection_and_an_upload_clears_offline() {
     std::thread::sleep(3 * IDLE_TIMEOUT);
     // ...while the other lane's connection failed once.
     status.set_offline(true);
-    queue(&spool, "day/telemetry/0002.jsonl.zst");
+    queue(&spool, "day/telemetry/0002.jsonl.zst", Class::Telemetry);
     status.wake_uploaders();
     let second = attempts_when_acked(&spool_dir, &spool, "day/telemetry/0002.jsonl.zst");
     assert_eq!(

@@ -11,13 +11,14 @@ use convoy_agent::status::Shared;
 use convoy_agent::uploader::Uploader;
 use convoy_net::ClientOptions;
 
-/// Queues a bulk segment of a few hundred bytes: the backlog lane takes it
-/// at once (a new telemetry segment is the live lane's first).
-pub fn queue_segment(spool: &Mutex<Spool>, name: &str) {
+/// Queues a segment of a few hundred bytes. A new telemetry or event
+/// segment is the live lane's alone for its first seconds; a bulk one is
+/// the backlog lane's at once.
+pub fn queue_segment(spool: &Mutex<Spool>, name: &str, class: Class) {
     let mut sp = spool.lock().unwrap();
     let tmp = sp.tmp_path("segment");
     std::fs::write(&tmp, vec![b'x'; 300]).unwrap();
-    sp.add(&tmp, name, Class::Bulk, 300).unwrap();
+    sp.add(&tmp, name, class, 300).unwrap();
 }
 
 /// One lane uploading from `spool` over an unmetered link.
