@@ -402,7 +402,8 @@ def figures(root: Path, names: list[str], cells: int, log_bytes: int, load: list
 
 def run(out: Path, vehicles: int, cells: int, seconds: float, hz: float = 1.0, log_every: float = 10.0,
         log_bytes: int = 64 * 1024, drain_max: float = 60.0, warmup: float = WARMUP_S,
-        segment_s: float = 1.0, queue: str = QUEUE, agent_nice: int = 0, records: bool = False) -> dict:
+        segment_s: float = 1.0, queue: str = QUEUE, agent_nice: int = 0, records: bool = False,
+        idle_timeout: float = 15.0) -> dict:
     root = out.resolve() / "fleet"
     if out.exists():
         subprocess.run(["rm", "-rf", str(out.resolve())], check=True)
@@ -424,7 +425,7 @@ def run(out: Path, vehicles: int, cells: int, seconds: float, hz: float = 1.0, l
                             f'[[source]]\nkind = "directory"\npath = "{root / (n + ".inbox")}"\n'
                             f'class = "bulk"\nsettle_seconds = 0.2\n',
                          (f'local_address = "{own}"\n' if own else "") + f"[segments]\nmax_seconds = {segment_s}\n",
-                         server=f"10.7.{c}.2:{PORT}")
+                         server=f"10.7.{c}.2:{PORT}", idle_timeout=idle_timeout)
     (root / "addresses.ip").write_text("".join(a + "\n" for a in addresses))
     specs = link_specs(cells, shared_traces_dir(), prefix="cell", queue=queue)
     me = [sys.executable, "-m", "convoy_lab.fleet.scale"]
@@ -475,6 +476,7 @@ def run(out: Path, vehicles: int, cells: int, seconds: float, hz: float = 1.0, l
     doc["total"].update(run_cpu_s=run_cpu, run_wall_s=wall1 - wall0, run_cores=run_cpu / (wall1 - wall0))
     doc["links"] = specs
     doc["total"]["segment_seconds"] = segment_s
+    doc["total"]["idle_timeout_s"] = idle_timeout
     doc["total"]["hz"] = hz
     doc["total"]["queue"] = queue
     doc["total"]["agent_nice"] = agent_nice
@@ -560,6 +562,8 @@ def add_parser(sub) -> None:
                    help="keep the emulator's per-packet records and a capture in OUT/links, for "
                         "`python -m convoy_lab.fleet.scale_links OUT` (where a sample's time goes)")
     p.add_argument("--drain-max", type=float, default=60.0, help="wait at most this long for the spools to empty")
+    p.add_argument("--idle-timeout", type=float, default=15.0,
+                   help="the agents' idle_timeout, s: silence before a lane reconnects (default 15, the agent's own)")
     p.add_argument("--out", type=Path, default=Path("results/fleet-scale"))
     p.add_argument("--json", action="store_true")
 
@@ -569,15 +573,17 @@ def from_args(a) -> int:
         print("fleet scale: convoy emu needs root and /dev/net/tun", file=sys.stderr)
         return 2
     if a.vehicles < 1 or not 1 <= a.cells <= 250 or not 0 <= a.agent_nice <= 19 or a.warmup < 0 \
-            or a.seconds < a.warmup + TAIL_S + 1 or a.hz <= 0 or a.log_every <= 0 or a.log_kb < 0 or a.segment_seconds <= 0:
+            or a.seconds < a.warmup + TAIL_S + 1 or a.hz <= 0 or a.log_every <= 0 or a.log_kb < 0 or a.segment_seconds <= 0 \
+            or not 1 <= a.idle_timeout <= 3600:
         print(f"fleet scale: --vehicles >= 1, --cells 1..250, --agent-nice 0..19, --seconds > --warmup + "
-              f"{TAIL_S:g}, --hz, --log-every and --segment-seconds > 0", file=sys.stderr)
+              f"{TAIL_S:g}, --hz, --log-every and --segment-seconds > 0, --idle-timeout 1..3600",
+              file=sys.stderr)
         return 2
     # SIGTERM (a CI's time limit, `kill`) ends the run as Ctrl-C does: the
     # emulator is told to stop and takes both namespaces down.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     doc = run(a.out, a.vehicles, a.cells, a.seconds, a.hz, a.log_every, a.log_kb * 1024, a.drain_max, a.warmup,
-              a.segment_seconds, a.queue, a.agent_nice, a.records)
+              a.segment_seconds, a.queue, a.agent_nice, a.records, a.idle_timeout)
     if a.json:
         print(json.dumps(doc))
     else:

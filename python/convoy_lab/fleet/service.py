@@ -152,15 +152,17 @@ class Service:
     def api(self, path: str, who: str = "ops", token: str | None = None) -> dict:
         return http_json(self.http, path, token or self.token(who), self.cert if self.tls else None)
 
-    def agent_config(self, name: str, sources: str, extra: str = "", server: str | None = None) -> Path:
+    def agent_config(self, name: str, sources: str, extra: str = "", server: str | None = None,
+                     idle_timeout: float = 5) -> Path:
         """Writes `name`'s agent configuration: this server on loopback, or
         `server` (an emulated link's address when the agent runs in
-        `convoy emu`'s client namespace)."""
+        `convoy emu`'s client namespace). The idle timeout is shorter than
+        the agent's 15 s so that tests see a dead link within seconds."""
         cfg = self.root / f"{name}.agent.toml"
         cfg.write_text(
             f'key = "{self.key_of(name)}"\nserver = "{server or f"127.0.0.1:{self.port}"}"\n'
             f'server_key = "{self.key}.pub"\nspool = "{self.root / (name + ".spool")}"\n'
-            f"idle_timeout = 5\n{extra}\n{sources}\n")
+            f"idle_timeout = {idle_timeout}\n{extra}\n{sources}\n")
         return cfg
 
     def start_agent(self, cfg: Path, stdin=subprocess.DEVNULL) -> subprocess.Popen:
