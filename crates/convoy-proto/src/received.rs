@@ -7,9 +7,16 @@ use std::ops::RangeInclusive;
 /// Packets further than this below the largest received are refused as
 /// replays, whatever the ranges say.
 pub const REPLAY_WINDOW: u64 = 1 << 16;
-/// Ranges kept (and so acknowledged); older ones are forgotten, and the
-/// window floor moves up to refuse anything below what is still known.
-const MAX_RANGES: usize = 64;
+/// Ranges kept; older ones are forgotten, and the window floor moves up to
+/// refuse anything below what is still known. Multipath needs many: a slow
+/// path's packets land below a fast path's newest ones, and every one that
+/// lands in a hole starts a range of its own until the holes fill. With too
+/// few kept, a slow path's packets were refused as replays and went
+/// unacknowledged until its sender declared them lost. At 16 bytes a
+/// range, the worst case is 64 KiB a connection.
+const MAX_RANGES: usize = 4096;
+/// Arrivals remembered so that each ACK names the ranges they landed in.
+const RECENT_ARRIVALS: usize = 64;
 
 #[derive(Clone, Debug, Default)]
 pub struct ReceivedPackets {
@@ -17,9 +24,16 @@ pub struct ReceivedPackets {
     ranges: VecDeque<RangeInclusive<u64>>,
     /// Everything below is refused.
     floor: u64,
+    /// The newest arrivals' packet numbers, newest last.
+    recent: VecDeque<u64>,
 }
 
 impl ReceivedPackets {
+    /// Index of the first range that starts at or below `pn`.
+    fn at_or_below(&self, pn: u64) -> usize {
+        self.ranges.partition_point(|r| *r.start() > pn)
+    }
+
     /// Whether `pn` would be accepted (not a replay, not too old). Checked
     /// after authentication, so forged packets cannot move the window.
     pub fn is_new(&self, pn: u64) -> bool {
@@ -31,17 +45,14 @@ impl ReceivedPackets {
                 return false;
             }
         }
-        !self.ranges.iter().any(|r| r.contains(&pn))
+        self.ranges
+            .get(self.at_or_below(pn))
+            .is_none_or(|r| !r.contains(&pn))
     }
 
     /// Records `pn` (which must be new).
     pub fn insert(&mut self, pn: u64) {
-        // Index of the first range at or below pn (ranges are highest first).
-        let i = self
-            .ranges
-            .iter()
-            .position(|r| *r.start() <= pn)
-            .unwrap_or(self.ranges.len());
+        let i = self.at_or_below(pn);
         self.ranges.insert(i, pn..=pn);
         // Merge with the lower neighbour, then the higher one, when touching.
         if i + 1 < self.ranges.len() && *self.ranges[i + 1].end() + 1 >= pn {
@@ -62,6 +73,10 @@ impl ReceivedPackets {
         if let Some(top) = self.ranges.front() {
             self.floor = self.floor.max(top.end().saturating_sub(REPLAY_WINDOW));
         }
+        if self.recent.len() == RECENT_ARRIVALS {
+            self.recent.pop_front();
+        }
+        self.recent.push_back(pn);
     }
 
     /// Whether the newest packets are a run of exactly `n` just above a
@@ -78,9 +93,41 @@ impl ReceivedPackets {
         self.ranges.front().map(|r| *r.end())
     }
 
-    /// Ranges highest first, for an ACK frame.
+    /// Ranges highest first, all of them.
     pub fn ranges(&self) -> impl Iterator<Item = &RangeInclusive<u64>> {
         self.ranges.iter()
+    }
+
+    /// At most `max` ranges for one ACK frame, highest first: the highest
+    /// range, then every range one of the newest arrivals landed in, then
+    /// the highest of the rest while room is left. Naming only the highest
+    /// ranges left a slow path's packets, which land below the fast path's,
+    /// unacknowledged until the sender declared them lost; a range named by
+    /// an arrival is acknowledged at least once soon after that arrival.
+    pub fn ack_ranges(&self, max: usize) -> Vec<RangeInclusive<u64>> {
+        if self.ranges.len() <= max {
+            return self.ranges.iter().cloned().collect();
+        }
+        let mut picked: Vec<usize> = vec![0];
+        for &pn in self.recent.iter().rev() {
+            if picked.len() == max {
+                break;
+            }
+            let i = self.at_or_below(pn);
+            let holds = self.ranges.get(i).is_some_and(|r| r.contains(&pn));
+            if holds && !picked.contains(&i) {
+                picked.push(i);
+            }
+        }
+        let mut next = 1;
+        while picked.len() < max {
+            if !picked.contains(&next) {
+                picked.push(next);
+            }
+            next += 1;
+        }
+        picked.sort_unstable();
+        picked.into_iter().map(|i| self.ranges[i].clone()).collect()
     }
 }
 
@@ -117,16 +164,37 @@ mod tests {
         assert!(!r.is_new(50), "below the replay window");
     }
 
+    #[test]
+    fn a_slow_paths_packet_far_below_the_newest_is_accepted_and_acknowledged() {
+        // A fast path sends the even numbers, leaving 200 holes; the slow
+        // path's odd packet arrives later, 150 ranges down.
+        let mut r = ReceivedPackets::default();
+        for pn in (0..400u64).step_by(2) {
+            r.insert(pn);
+        }
+        assert!(r.is_new(99), "a late packet refused as a replay");
+        r.insert(99);
+        let ack = r.ack_ranges(33);
+        assert_eq!(ack.len(), 33);
+        assert_eq!(ack[0], 398..=398, "the highest range leads");
+        assert!(ack.contains(&(98..=100)), "the late arrival's range is named");
+    }
+
     proptest! {
         #[test]
-        fn ranges_match_a_set(pns in proptest::collection::vec(0u64..300, 0..200)) {
+        fn ranges_and_acks_match_a_set(
+            pns in proptest::collection::vec(0u64..300, 0..200),
+            max in 1usize..40,
+        ) {
             let mut r = ReceivedPackets::default();
             let mut set = std::collections::BTreeSet::new();
-            for pn in pns {
-                prop_assert_eq!(r.is_new(pn), !set.contains(&pn) && pn >= r.floor);
-                if r.is_new(pn) {
-                    r.insert(pn);
-                    set.insert(pn);
+            let mut last_new = None;
+            for pn in &pns {
+                prop_assert_eq!(r.is_new(*pn), !set.contains(pn) && *pn >= r.floor);
+                if r.is_new(*pn) {
+                    r.insert(*pn);
+                    set.insert(*pn);
+                    last_new = Some(pn);
                 }
             }
             let ranges: Vec<_> = r.ranges().cloned().collect();
@@ -136,6 +204,16 @@ mod tests {
             let covered: std::collections::BTreeSet<u64> = ranges.iter().flat_map(|r| r.clone()).collect();
             let kept: std::collections::BTreeSet<u64> = set.range(r.floor..).copied().collect();
             prop_assert_eq!(covered, kept);
+            let ack = r.ack_ranges(max);
+            prop_assert_eq!(ack.len(), ranges.len().min(max));
+            prop_assert_eq!(ack.first(), ranges.first());
+            for w in ack.windows(2) {
+                prop_assert!(*w[1].end() + 1 < *w[0].start(), "an ACK's ranges descend apart");
+            }
+            prop_assert!(ack.iter().all(|a| ranges.contains(a)), "an ACK names only held ranges");
+            if let (Some(&last), true) = (last_new, max >= 2) {
+                prop_assert!(ack.iter().any(|a| a.contains(&last)), "the newest arrival is named");
+            }
         }
     }
 }

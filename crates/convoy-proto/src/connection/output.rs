@@ -10,6 +10,7 @@ use crate::cc::train::TrainReport;
 use crate::recovery::SentPacket;
 use crate::wire::cursor::Writer;
 use crate::wire::frame::{
+    MAX_ACK_RANGES,
     symbol_header_len, write_ack, write_block_status, write_frame, write_symbol_header,
 };
 use crate::wire::packet::{packet_number_len, write_handshake, write_initial, write_short_header};
@@ -199,7 +200,7 @@ impl Connection {
     /// Feedback frames: path status, receive times, ACK, block status, the
     /// latest rate report, credit.
     fn write_feedback(&mut self, now: Duration, w: &mut Writer<'_>) {
-        let ranges: Vec<_> = self.received.ranges().cloned().collect();
+        let ranges = self.received.ack_ranges(MAX_ACK_RANGES + 1);
         let client = self.role == Role::Client;
         for p in &mut self.paths {
             if client && p.status_repeats > 0 {
