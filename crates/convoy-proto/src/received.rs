@@ -177,7 +177,10 @@ mod tests {
         let ack = r.ack_ranges(33);
         assert_eq!(ack.len(), 33);
         assert_eq!(ack[0], 398..=398, "the highest range leads");
-        assert!(ack.contains(&(98..=100)), "the late arrival's range is named");
+        assert!(
+            ack.contains(&(98..=100)),
+            "the late arrival's range is named"
+        );
     }
 
     proptest! {

@@ -10,8 +10,8 @@ use crate::cc::train::TrainReport;
 use crate::recovery::SentPacket;
 use crate::wire::cursor::Writer;
 use crate::wire::frame::{
-    MAX_ACK_RANGES,
     symbol_header_len, write_ack, write_block_status, write_frame, write_symbol_header,
+    MAX_ACK_RANGES,
 };
 use crate::wire::packet::{packet_number_len, write_handshake, write_initial, write_short_header};
 use crate::wire::{Frame, SHORT_HEADER_LEN, TAG_LEN};
