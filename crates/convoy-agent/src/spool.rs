@@ -828,6 +828,11 @@ mod tests {
         convoy_telemetry::now_ns() + LIVE_HANDOFF_NS
     }
 
+    /// What the backlog lane takes next, any class, past every hand-off.
+    fn take_backlog(s: &mut Spool) -> Option<Item> {
+        s.take(Lane::Backlog, &Class::ALL, handed_off()).unwrap()
+    }
+
     #[test]
     fn two_lanes_interleaved_at_the_budget_edge_overrun_it_by_at_most_one_segment() {
         let dir = tempfile::tempdir().unwrap();
@@ -910,15 +915,9 @@ mod tests {
         {
             let mut s = Spool::open(dir.path(), 1 << 20).unwrap();
             put(&mut s, "2026-11-24/t/1.jsonl.zst", Class::Telemetry, 10);
-            let it = s
-                .take(Lane::Backlog, &Class::ALL, handed_off())
-                .unwrap()
-                .unwrap();
+            let it = take_backlog(&mut s).unwrap();
             assert_eq!(it.name, "2026-11-24/t/1.jsonl.zst");
-            assert!(s
-                .take(Lane::Backlog, &Class::ALL, handed_off())
-                .unwrap()
-                .is_none());
+            assert!(take_backlog(&mut s).is_none());
             // A file renamed in but never recorded (killed in between).
             std::fs::create_dir_all(dir.path().join("segments/bulk/d")).unwrap();
             std::fs::write(dir.path().join("segments/bulk/d/cam.mcap"), b"x").unwrap();
@@ -926,14 +925,8 @@ mod tests {
         }
         let mut s = Spool::open(dir.path(), 1 << 20).unwrap();
         assert!(!dir.path().join("tmp/half").exists());
-        let a = s
-            .take(Lane::Backlog, &Class::ALL, handed_off())
-            .unwrap()
-            .unwrap();
-        let b = s
-            .take(Lane::Backlog, &Class::ALL, handed_off())
-            .unwrap()
-            .unwrap();
+        let a = take_backlog(&mut s).unwrap();
+        let b = take_backlog(&mut s).unwrap();
         assert_eq!(
             (a.name.as_str(), b.name.as_str()),
             ("2026-11-24/t/1.jsonl.zst", "d/cam.mcap")
@@ -949,14 +942,8 @@ mod tests {
         let mut s = Spool::open(dir.path(), 1 << 20).unwrap();
         put(&mut s, "a", Class::Telemetry, 10);
         put(&mut s, "b", Class::Bulk, 30);
-        let a = s
-            .take(Lane::Backlog, &Class::ALL, handed_off())
-            .unwrap()
-            .unwrap();
-        let b = s
-            .take(Lane::Backlog, &Class::ALL, handed_off())
-            .unwrap()
-            .unwrap();
+        let a = take_backlog(&mut s).unwrap();
+        let b = take_backlog(&mut s).unwrap();
         let done = [(a, 111, 7), (b, 222, 8)].map(|(item, at_ns, day)| Acked { item, at_ns, day });
         s.acked_all(&done, "lte").unwrap();
         assert_eq!((s.spent("lte", 7), s.spent("lte", 8)), (10, 30));
@@ -985,15 +972,9 @@ mod tests {
         put(&mut s, "here", Class::Telemetry, 10);
         // What a full disk leaves when the drop's record fails.
         std::fs::remove_file(dir.path().join("segments/telemetry/gone")).unwrap();
-        let it = s
-            .take(Lane::Backlog, &Class::ALL, handed_off())
-            .unwrap()
-            .unwrap();
+        let it = take_backlog(&mut s).unwrap();
         assert_eq!(it.name, "here");
-        assert!(s
-            .take(Lane::Backlog, &Class::ALL, handed_off())
-            .unwrap()
-            .is_none());
+        assert!(take_backlog(&mut s).is_none());
         assert_eq!(s.status().unwrap()[1].dropped, 1);
     }
 
@@ -1014,10 +995,7 @@ mod tests {
         // before; on a full disk, SQLITE_FULL). The file must not stay in
         // segments/, where the next start would adopt it while the caller
         // queues the same data again.
-        let it = s
-            .take(Lane::Backlog, &Class::ALL, handed_off())
-            .unwrap()
-            .unwrap();
+        let it = take_backlog(&mut s).unwrap();
         s.acked(&it, "wifi", 0).unwrap();
         let e = s.add(&tmp, "a", Class::Telemetry, 5).unwrap_err();
         assert!(e.message.starts_with("spool catalog:"), "{}", e.message);
