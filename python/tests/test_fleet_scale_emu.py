@@ -56,3 +56,13 @@ def test_eight_agents_behind_two_cells_lose_nothing_and_stay_fresh(tmp_path, emu
     scale.print_table(doc)
     out = capsys.readouterr().out
     assert "car-7" in out and "0 samples or log files lost or duplicated" in out
+
+
+def test_the_trace_floor_is_the_wait_for_the_next_uplink_opportunity(tmp_path):
+    up = tmp_path / "t.up"
+    up.write_text("100\n400\n1000\n")  # 0.1, 0.4 and 1.0 s, which is the repeat's 0
+    spec = f"cell0:up={up},down={up},offset=1s,delay=20ms"
+    # From 1.0 s into the trace (the offset) in 100 ms steps: 1.0 and
+    # 1.1 are opportunities, then 1.4 is the next.
+    waits = scale_links.uplink_waits(spec, 0, 0.5, step_ms=100)
+    assert waits == [0.0, 0.0, 0.2, 0.1, 0.0]

@@ -22,6 +22,12 @@ either lane) delivered before W (at D; it entered the cell's queue at E):
   cell   = D - E   queueing in the cell, sending and the 20 ms one way;
   server = W - D   from arrival to the segment file written.
 
+It also gives each cell's floor: over the same part of the run, the wait
+from an instant to the next delivery opportunity of the cell's uplink trace
+(from its offset; the emulator's clock starts a moment before the
+vehicles', so the alignment is approximate). No sample reaches the store
+sooner than that after its segment is cut, whatever the transport does.
+
 Usage: python -m convoy_lab.fleet.scale_links OUT [--json]
 """
 
@@ -88,6 +94,24 @@ def deliveries(path: Path) -> tuple[list[tuple[int, int, int]], dict]:
                 counts["drop_" + row["reason"]] += 1
                 enq.pop(pid, None)
     return out, dict(counts)
+
+
+def uplink_waits(spec: str, start_s: float, end_s: float, step_ms: int = 10) -> list[float]:
+    """Seconds from each `step_ms` instant of [start_s, end_s) to the next
+    delivery opportunity of the link `spec`'s uplink trace (Mahimahi: one
+    line per opportunity, in ms; the trace repeats)."""
+    fields = dict(f.split("=", 1) for f in spec.split(":", 1)[1].split(","))
+    stamps = [int(x) for x in Path(fields["up"]).read_text().split()]
+    period = stamps[-1]  # the last opportunity is the next round's first instant
+    marks = sorted({x % period for x in stamps})
+    offset_ms = int(float(fields.get("offset", "0s").rstrip("s")) * 1000)
+    waits = []
+    for t in range(int(start_s * 1000), int(end_s * 1000), step_ms):
+        at = (t + offset_ms) % period
+        i = bisect.bisect_left(marks, at)
+        nxt = marks[i] if i < len(marks) else period + marks[0]
+        waits.append((nxt - at) / 1000)
+    return waits
 
 
 def analyse(out: Path) -> dict:
@@ -166,6 +190,9 @@ def analyse(out: Path) -> dict:
         idx = [j for j, t in enumerate(p["total"]) if t >= cut] if p["total"] else []
         return {k: sum(xs[j] for j in idx) / len(idx) if idx else None for k, xs in p.items()}
 
+    run = doc["total"]
+    window = (run["warmup_s"], run["seconds"] - TAIL_S)
+    floors = [uplink_waits(spec, *window) for spec in doc["links"]]
     rows = []
     for c in range(cells):
         counts = per_cell.get(c, {})
@@ -173,8 +200,11 @@ def analyse(out: Path) -> dict:
                      "offered": counts.get("enq", 0), "dropped": counts.get("drop_queue_full", 0),
                      "queue_live_s": summary(queue[c]["live"]), "queue_bulk_s": summary(queue[c]["bulk"]),
                      **{k: summary(xs) for k, xs in parts[c].items()},
-                     "slowest_5pct_mean_s": slowest(parts[c])})
-    return {"cells": rows, "samples_unmatched": unmatched, "queue": doc["total"].get("queue")}
+                     "slowest_5pct_mean_s": slowest(parts[c]),
+                     "trace_wait_s": summary(floors[c])})
+    every = [w for f in floors for w in f]
+    return {"cells": rows, "samples_unmatched": unmatched, "queue": doc["total"].get("queue"),
+            "trace_wait_s": summary(every)}
 
 
 def fmt(s: dict) -> str:
@@ -204,6 +234,10 @@ def main(argv: list[str]) -> int:
         m = r["slowest_5pct_mean_s"]
         if m["total"] is not None:
             print(f"{r['link']:<6} {m['agent']:.2f} + {m['cell']:.2f} + {m['server']:.2f} = {m['total']:.2f}")
+    print("the floor: wait from an instant to the cell's next uplink opportunity in its trace, p50 / p99 s")
+    for r in doc["cells"]:
+        print(f"{r['link']:<6} {fmt(r['trace_wait_s'])}")
+    print(f"{'all':<6} {fmt(doc['trace_wait_s'])}")
     return 0
 
 
