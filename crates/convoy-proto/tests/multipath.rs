@@ -76,8 +76,12 @@ fn two_paths_carry_the_sum_of_their_capacities() {
 fn the_fast_tier_of_the_grid_holds_every_bound() {
     // The windows that broke a bound before (24: the interface-down
     // failover; 36 and 40: a repair-filled gap, a demoted Wi-Fi's
-    // return), two seeds, the links' own rates.
-    let points = multipath_grid::grid(&[24, 36, 40], &[1, 2], &[1.0]);
+    // return), two seeds, the links' own rates; and the two starts where
+    // a backup taking over from the handshake's path was slowest, at a
+    // quarter and four times the rates.
+    let mut points = multipath_grid::grid(&[24, 36, 40], &[1, 2], &[1.0]);
+    points.extend(multipath_grid::grid(&[64], &[5], &[0.25]));
+    points.extend(multipath_grid::grid(&[32], &[9], &[4.0]));
     let failures = multipath_grid::run_and_report(&points);
     assert!(failures.is_empty(), "{failures:#?}");
 }

@@ -126,6 +126,12 @@ pub trait RateController: Send {
     /// one to leave, not one to keep sending on blind.
     fn set_only_path(&mut self, _only: bool) {}
 
+    /// The path takes over from paths that died, and CapProbe measured
+    /// its capacity while it stood by: a controller that has measured no
+    /// rate of its own yet may start from it rather than from its first
+    /// flight.
+    fn on_takeover(&mut self, _now: Duration, _capacity_bytes_per_sec: u64) {}
+
     /// The probe timeout fired: nothing was acknowledged for a PTO, and
     /// what was in flight was declared lost (the link may be down, with
     /// those packets waiting in its queue).

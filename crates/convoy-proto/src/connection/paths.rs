@@ -209,6 +209,8 @@ pub(crate) struct Path {
     pub pair_received: Option<(u64, Duration)>,
     pub pair_reports: Vec<(u64, Duration, Duration)>,
     pub next_pair_at: Duration,
+    /// Pairs sent while standing by as a backup (grading.rs).
+    pub standby_pairs: u32,
     /// Graded bad: standing by until graded good again.
     pub demoted: bool,
     /// When it last turned suspect (grading.rs counts them).
@@ -313,6 +315,7 @@ impl Path {
             pair_received: None,
             pair_reports: Vec::new(),
             next_pair_at: Duration::ZERO,
+            standby_pairs: 0,
             demoted: false,
             recent_suspicions: Vec::new(),
             probation: false,
@@ -516,6 +519,7 @@ impl Connection {
         p.reprobe_at = (!p.os_down).then_some(now + REPROBE);
         self.feedback_due = true;
         self.set_state(now, i, PathState::Abandoned);
+        self.on_backups_take_over(now);
     }
 
     /// Starts validating a path again (it came back, or is re-probed): a
@@ -922,7 +926,18 @@ impl Connection {
                 let pto = self.path_pto(i);
                 if now >= oldest + pto {
                     let suspect = self.may_suspect(i, now);
-                    let lone = self.paths.len() == 1;
+                    // Lone: no other path left that is not abandoned. A
+                    // backup that took over from a dead path is as alone
+                    // as a connection's only path; counted as one of two,
+                    // its first flight, queued behind the burst a takeover
+                    // sends, was declared lost at its first timeout and
+                    // every acknowledgment after came late, so its
+                    // controller never learnt the link.
+                    let lone = self
+                        .paths
+                        .iter()
+                        .enumerate()
+                        .all(|(j, p)| j == i || p.state == PathState::Abandoned);
                     // A standby path's pings say nothing about what it can
                     // carry: its controller keeps its start-up state for
                     // the moment it takes over.

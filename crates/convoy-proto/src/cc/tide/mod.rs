@@ -561,14 +561,19 @@ impl RateController for Tide {
         }
         let acked: u64 = e.acked.iter().map(|p| u64::from(p.bytes)).sum();
         self.est.on_acked(acked);
-        if self.est.rate_short.is_none() && self.phase == Phase::Track && self.only_path {
+        if self.est.rate_short.is_none()
+            && self.capacity.is_none()
+            && self.phase == Phase::Track
+            && self.only_path
+        {
             // Start-up, before the receive rate has `rate_window` of
             // arrivals to measure: each acknowledged byte lets two more
             // out (slow start), paced at twice the window per round trip.
             // Without it the first 32 packets were all that left for the
             // first two round trips. Not on a path beside others: there a
             // path that carries little but probes would grow its window on
-            // them for as long as it had no rate.
+            // them for as long as it had no rate. Nor on one that took
+            // over at CapProbe's capacity (`on_takeover`).
             self.cwnd += acked;
             self.ramped += acked;
             let ramp = 2.0 * self.cwnd as f64 / self.base_rtt().as_secs_f64();
@@ -634,6 +639,24 @@ impl RateController for Tide {
             self.pacing_rate = self.pacing_rate.min(first as u64).max(self.cfg.mss);
         }
         self.only_path = only;
+    }
+
+    fn on_takeover(&mut self, _now: Duration, capacity: u64) {
+        if self.est.rate_short.is_some() {
+            return;
+        }
+        // Never measured: start at the capacity CapProbe saw, with the
+        // window its rate-delay product and the target need. From the
+        // first flight (32 packets over the assumed 100 ms, 7.5 Mbit/s)
+        // a 40 Mbit/s LTE backup took two round trips to carry what the
+        // dead Wi-Fi had in flight; a 2.5 Mbit/s one had 300 ms of it
+        // queued at once with a first flight of 64.
+        self.capacity = Some(capacity);
+        self.pacing_rate = capacity.max(self.cfg.mss);
+        let rtt = self.base_rtt() + self.cfg.target_delay;
+        self.cwnd = ((WINDOW_HEADROOM_BESIDE * capacity as f64 * rtt.as_secs_f64()) as u64)
+            .max(4 * self.cfg.mss);
+        self.ramped = 0;
     }
 
     fn on_probe_timeout(&mut self, now: Duration) {
