@@ -83,10 +83,11 @@ impl Connection {
         if self.paths.iter().any(|p| p.state == PathState::Active) {
             return;
         }
-        for p in &mut self.paths {
-            if p.state != PathState::Standby || !p.backup || p.demoted {
+        for i in 0..self.paths.len() {
+            if !self.measured_standby(i) {
                 continue;
             }
+            let p = &mut self.paths[i];
             if let Some(bps) = p.grader.as_ref().and_then(|g| g.capacity_bps()) {
                 p.cc.on_takeover(now, bps / 8);
             }
