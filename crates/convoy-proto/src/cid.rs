@@ -4,14 +4,21 @@
 //! comes from (a handover, a NAT rebinding).
 //!
 //! The layout is the plaintext algorithm of the QUIC-LB draft
-//! (draft-ietf-quic-load-balancers), on our 8-byte ids:
+//! (draft-ietf-quic-load-balancers), on our 8-byte ids of which a short
+//! header carries the first 6:
 //!
 //! ```text
 //! byte 0      : config rotation (top 3 bits) | 5 random bits
 //! bytes 1..3  : server id (u16, big-endian)    <- the load balancer routes on this
 //! byte 3      : worker: the index of the SO_REUSEPORT socket (core) within the server
-//! bytes 4..8  : random nonce
+//! bytes 4..6  : random nonce
+//! bytes 6..8  : zero (not sent in short headers)
 //! ```
+//!
+//! That leaves 21 random bits per server worker: two million ids, drawn
+//! until one is not in use (the endpoint checks), where a worker holds
+//! tens of thousands of connections. An id is no secret: every packet is
+//! authenticated by its AEAD, so a guessed id gets a packet nowhere.
 //!
 //! Config rotation 0b111 marks an id that carries no routing information
 //! (QUIC-LB's "unroutable"): a client's own ids and its first Initial's
@@ -19,7 +26,7 @@
 //! program (convoy-net's `steer` module) read only bytes 1..=3, so the
 //! worker byte of a random id spreads new handshakes over the workers.
 
-use crate::wire::{ConnectionId, CID_LEN};
+use crate::wire::{ConnectionId, CID_LEN, SHORT_CID_LEN};
 
 /// The rotation value of ids that carry no server id.
 pub const UNROUTABLE: u8 = 0b111;
@@ -41,22 +48,22 @@ pub struct Routing {
 }
 
 impl Routing {
-    /// Builds an id from 5 random bytes (`random[0]`'s top bits are
+    /// Builds an id from 3 random bytes (`random[0]`'s top bits are
     /// replaced by the rotation).
-    pub fn mint(&self, random: [u8; 5]) -> ConnectionId {
+    pub fn mint(&self, random: [u8; 3]) -> ConnectionId {
         let mut id = [0u8; CID_LEN];
         id[0] = (self.rotation.min(6) << 5) | (random[0] & 0x1f);
         id[SERVER_ID_OFFSET..SERVER_ID_OFFSET + 2].copy_from_slice(&self.server_id.to_be_bytes());
         id[WORKER_OFFSET] = self.worker;
-        id[4..].copy_from_slice(&random[1..]);
+        id[WORKER_OFFSET + 1..SHORT_CID_LEN].copy_from_slice(&random[1..]);
         ConnectionId(id)
     }
 
-    /// A client's id: random, marked unroutable.
-    pub fn unroutable(random: [u8; CID_LEN]) -> ConnectionId {
-        let mut id = random;
-        id[0] = (UNROUTABLE << 5) | (id[0] & 0x1f);
-        ConnectionId(id)
+    /// A client's id: random, marked unroutable (45 random bits).
+    pub fn unroutable(random: [u8; SHORT_CID_LEN]) -> ConnectionId {
+        let mut id = ConnectionId::from_short(random);
+        id.0[0] = (UNROUTABLE << 5) | (id.0[0] & 0x1f);
+        id
     }
 }
 
@@ -83,11 +90,13 @@ mod tests {
             server_id: 0xbeef,
             worker: 3,
         };
-        let id = r.mint([0xff, 1, 2, 3, 4]);
-        assert_eq!(id.0, [0x5f, 0xbe, 0xef, 3, 1, 2, 3, 4]);
+        let id = r.mint([0xff, 1, 2]);
+        assert_eq!(id.0, [0x5f, 0xbe, 0xef, 3, 1, 2, 0, 0]);
         assert_eq!(server_id(&id), Some(0xbeef));
         assert_eq!(worker(&id), 3);
-        let c = Routing::unroutable([0; 8]);
+        assert!(id.fits_short_header());
+        let c = Routing::unroutable([0xff; 6]);
         assert_eq!(server_id(&c), None);
+        assert!(c.fits_short_header());
     }
 }

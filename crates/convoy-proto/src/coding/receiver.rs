@@ -69,8 +69,13 @@ pub struct CodedReceiver {
     /// symbols are refused, as beyond the window, until older blocks
     /// decode.
     max_decoder_bytes: usize,
-    /// Bytes the held decoders allocated (K × symbol size each).
+    /// Bytes the held decoders allocated (K × symbol size each), and the
+    /// sources held in `pending`.
     decoder_bytes: usize,
+    /// Source symbols of blocks whose K has not arrived yet (a source
+    /// frame leaves K to the block's first source and its repairs): they
+    /// join the block's decoder once one of those arrives.
+    pending: BTreeMap<u32, BTreeMap<u32, Vec<u8>>>,
 }
 
 /// What a receiver takes of the blocks its peer chooses.
@@ -105,6 +110,7 @@ impl CodedReceiver {
             max_symbol_size: u16::MAX,
             max_decoder_bytes: usize::MAX,
             decoder_bytes: 0,
+            pending: BTreeMap::new(),
         }
     }
 
@@ -126,13 +132,11 @@ impl CodedReceiver {
     /// the oldest block we still hold, so memory stays bounded even while
     /// decodes wait.
     pub fn max_blocks(&self) -> u64 {
-        let oldest = self
-            .blocks
-            .keys()
-            .next()
+        let oldest = [self.blocks.keys().next(), self.pending.keys().next()]
+            .into_iter()
+            .flatten()
             .copied()
-            .unwrap_or(self.done_below)
-            .min(self.done_below);
+            .fold(self.done_below, u32::min);
         u64::from(oldest) + u64::from(self.window)
     }
 
@@ -159,35 +163,21 @@ impl CodedReceiver {
         if symbol_size > self.max_symbol_size {
             return Received::Refused;
         }
-        let block = match self.blocks.entry(s.block_id) {
-            std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
-            std::collections::btree_map::Entry::Vacant(e) => {
-                let Ok(info) = BlockInfo::new(self.code, s.block_id, s.block_len, symbol_size)
-                else {
-                    return Received::Refused;
-                };
-                if info.source_symbols() > self.max_block_symbols {
-                    return Received::Refused;
-                }
-                let cost = decoder_cost(&info);
-                if self.decoder_bytes.saturating_add(cost) > self.max_decoder_bytes {
-                    return Received::Refused;
-                }
-                let Ok(decoder) = new_decoder(info) else {
-                    return Received::Refused;
-                };
-                self.decoder_bytes += cost;
-                e.insert(RxBlock {
-                    k: info.source_symbols(),
-                    decoder,
-                    decodable: false,
-                    next_source: 0,
-                    early: BTreeMap::new(),
-                })
+        if !self.blocks.contains_key(&s.block_id) {
+            let Some(block_len) = s.block_len else {
+                return self.hold_pending(s, symbol_size);
+            };
+            if let Err(refused) = self.start_block(s.block_id, block_len, symbol_size) {
+                return refused;
             }
-        };
+        }
+        let block = self.blocks.get_mut(&s.block_id).expect("started above");
         let info = block.decoder.info();
-        if info.data_len != s.block_len || usize::from(info.symbol_size) != s.payload.len() {
+        if s.block_len.is_some_and(|len| len != info.data_len)
+            || usize::from(info.symbol_size) != s.payload.len()
+            || (s.block_len.is_none() && s.esi >= block.k)
+        {
+            // A frame without K is a source's: an id past K is garbage.
             return Received::Refused;
         }
         let pushed = match s.prefix {
@@ -196,8 +186,8 @@ impl CodedReceiver {
                 .push_prefix(s.block_id, s.esi, covered, s.payload),
             None => block.decoder.push(s.block_id, s.esi, s.payload),
         };
-        match pushed {
-            Err(_) => Received::Refused,
+        let outcome = match pushed {
+            Err(_) => return Received::Refused,
             Ok(Pushed::Redundant) => Received::Redundant,
             Ok(Pushed::Useful) => {
                 if s.esi == block.next_source {
@@ -211,16 +201,85 @@ impl CodedReceiver {
                     // `take_early` reads them there.)
                     block.early.insert(s.esi, s.payload.to_vec());
                 }
-                if block.decoder.useful_symbols() as u32 >= block.k && block.decoder.is_decodable()
-                {
-                    block.decodable = true;
-                    self.mark_done(s.block_id);
-                    Received::Completed
-                } else {
-                    Received::Useful
-                }
+                Received::Useful
+            }
+        };
+        // The sources held for K may have completed the block before this
+        // symbol did.
+        if block.decoder.useful_symbols() as u32 >= block.k && block.decoder.is_decodable() {
+            block.decodable = true;
+            self.mark_done(s.block_id);
+            return Received::Completed;
+        }
+        outcome
+    }
+
+    /// Starts block `id` once its K is known, and gives its decoder the
+    /// sources held for it. They are not read in order here: `take_early`
+    /// hands them out (a source the reader already took is skipped there).
+    fn start_block(&mut self, id: u32, block_len: u32, symbol_size: u16) -> Result<(), Received> {
+        let info =
+            BlockInfo::new(self.code, id, block_len, symbol_size).map_err(|_| Received::Refused)?;
+        if info.source_symbols() > self.max_block_symbols {
+            return Err(Received::Refused);
+        }
+        let held = self.pending.remove(&id).unwrap_or_default();
+        let held_bytes: usize = held.values().map(Vec::len).sum();
+        self.decoder_bytes -= held_bytes;
+        let cost = decoder_cost(&info);
+        let decoder = (self.decoder_bytes.saturating_add(cost) <= self.max_decoder_bytes)
+            .then(|| new_decoder(info).ok())
+            .flatten();
+        let Some(mut decoder) = decoder else {
+            self.pending.insert(id, held);
+            self.decoder_bytes += held_bytes;
+            return Err(Received::Refused);
+        };
+        self.decoder_bytes += cost;
+        let k = info.source_symbols();
+        let mut early = BTreeMap::new();
+        for (esi, payload) in held {
+            if esi >= k || payload.len() != usize::from(symbol_size) {
+                continue;
+            }
+            let useful = matches!(decoder.push(id, esi, &payload), Ok(Pushed::Useful));
+            if useful && self.code != CodeKind::Rlnc {
+                early.insert(esi, payload);
             }
         }
+        self.blocks.insert(
+            id,
+            RxBlock {
+                k,
+                decoder,
+                decodable: false,
+                next_source: 0,
+                early,
+            },
+        );
+        Ok(())
+    }
+
+    /// Holds a source symbol of a block whose K has not arrived, within
+    /// the same bounds as a decoder: at most `max_block_symbols` sources a
+    /// block, their bytes counted against `max_decoder_bytes`.
+    fn hold_pending(&mut self, s: &Symbol<'_>, symbol_size: u16) -> Received {
+        let size = usize::from(symbol_size);
+        let budget_left = self.decoder_bytes.saturating_add(size) <= self.max_decoder_bytes;
+        let held = self.pending.entry(s.block_id).or_default();
+        if held.contains_key(&s.esi) {
+            return Received::Redundant;
+        }
+        let same_size = held.values().next().is_none_or(|p| p.len() == size);
+        if !budget_left || !same_size || held.len() as u64 >= u64::from(self.max_block_symbols) {
+            if held.is_empty() {
+                self.pending.remove(&s.block_id);
+            }
+            return Received::Refused;
+        }
+        held.insert(s.esi, s.payload.to_vec());
+        self.decoder_bytes += size;
+        Received::Useful
     }
 
     fn mark_done(&mut self, id: u32) {
@@ -247,6 +306,11 @@ impl CodedReceiver {
                     done: false,
                 }
             })
+            .chain(self.pending.iter().map(|(&id, held)| BlockProgress {
+                block_id: id,
+                useful: held.len() as u32,
+                done: false,
+            }))
             .chain(self.done_above.iter().map(|&id| BlockProgress {
                 block_id: id,
                 useful: 0,
@@ -321,11 +385,17 @@ impl CodedReceiver {
                 .sum::<usize>()
     }
 
-    /// Bytes held in undecoded blocks (approximate: symbols × size).
+    /// Bytes held in undecoded blocks (approximate: symbols × size), and
+    /// sources held for their block's K.
     pub fn buffered_bytes(&self) -> usize {
         self.blocks
             .values()
             .map(|b| b.decoder.useful_symbols() * usize::from(b.decoder.info().symbol_size))
+            .chain(
+                self.pending
+                    .values()
+                    .flat_map(|held| held.values().map(Vec::len)),
+            )
             .sum()
     }
 }
@@ -358,7 +428,7 @@ mod tests {
                     let s = Symbol {
                         block_id: 0,
                         esi,
-                        block_len: 250,
+                        block_len: Some(250),
                         prefix: None,
                         payload: &payload,
                     };
@@ -384,6 +454,105 @@ mod tests {
         }
     }
 
+    /// Block 0 of 250 bytes in 50-byte symbols (K = 5), coded by `code`.
+    fn five_sources(code: CodeKind) -> (Vec<u8>, impl Fn(u32) -> Vec<u8>) {
+        let data: Vec<u8> = (0..250u32).map(|i| (i * 3 + 1) as u8).collect();
+        let enc = new_encoder(code, 0, &data, 50).unwrap();
+        let symbol = move |esi: u32| {
+            let mut out = vec![0u8; 50];
+            enc.write_symbol(esi, &mut out).unwrap();
+            out
+        };
+        (data, symbol)
+    }
+
+    fn without_k(esi: u32, payload: &[u8]) -> Symbol<'_> {
+        Symbol {
+            block_id: 0,
+            esi,
+            block_len: None,
+            prefix: None,
+            payload,
+        }
+    }
+
+    #[test]
+    fn sources_without_k_are_held_until_a_repair_names_it() {
+        for code in [CodeKind::Rlnc, CodeKind::RaptorQ] {
+            let (data, symbol) = five_sources(code);
+            let mut rx = CodedReceiver::new(code, 4);
+            // Source 0, the one that names K, is lost.
+            for esi in 1..5 {
+                let payload = symbol(esi);
+                assert!(!rx.is_next_source(&without_k(esi, &payload)));
+                assert_eq!(rx.on_symbol(&without_k(esi, &payload)), Received::Useful);
+            }
+            let again = symbol(2);
+            assert_eq!(rx.on_symbol(&without_k(2, &again)), Received::Redundant);
+            assert_eq!(rx.take_early(0), None, "no block without its K");
+            assert_eq!(
+                rx.status().1,
+                [BlockProgress {
+                    block_id: 0,
+                    useful: 4,
+                    done: false
+                }],
+                "held sources count as progress, so the sender sends one repair, not five"
+            );
+            assert_eq!(rx.allocated_bytes(), 4 * 50);
+            let repair = symbol(5);
+            let s = Symbol {
+                block_len: Some(250),
+                ..without_k(5, &repair)
+            };
+            assert_eq!(rx.on_symbol(&s), Received::Completed, "{code:?}");
+            assert_eq!(rx.decode_next(false).unwrap().unwrap(), (0, data.clone()));
+            assert_eq!(rx.allocated_bytes(), 0, "{code:?}");
+        }
+    }
+
+    #[test]
+    fn a_first_source_arriving_late_releases_those_held_behind_it() {
+        for code in [CodeKind::Rlnc, CodeKind::RaptorQ] {
+            let (_, symbol) = five_sources(code);
+            let mut rx = CodedReceiver::new(code, 4);
+            for esi in [2u32, 1, 3] {
+                rx.on_symbol(&without_k(esi, &symbol(esi)));
+            }
+            let first = symbol(0);
+            let s = Symbol {
+                block_len: Some(250),
+                ..without_k(0, &first)
+            };
+            assert!(rx.is_next_source(&s));
+            assert_eq!(rx.on_symbol(&s), Received::Useful);
+            let released: Vec<u32> = std::iter::from_fn(|| rx.take_early(0))
+                .map(|(esi, payload)| {
+                    assert_eq!(payload, symbol(esi));
+                    esi
+                })
+                .collect();
+            assert_eq!(released, [1, 2, 3], "{code:?}");
+        }
+    }
+
+    #[test]
+    fn a_source_without_k_past_its_block_is_refused() {
+        let (_, symbol) = five_sources(CodeKind::Rlnc);
+        let mut rx = CodedReceiver::new(CodeKind::Rlnc, 4);
+        // Held before K is known, dropped once it is.
+        rx.on_symbol(&without_k(9, &symbol(1)));
+        let first = symbol(0);
+        let s = Symbol {
+            block_len: Some(250),
+            ..without_k(0, &first)
+        };
+        assert_eq!(rx.on_symbol(&s), Received::Useful);
+        assert_eq!(rx.status().1[0].useful, 1);
+        // Once K is known, refused at once.
+        assert_eq!(rx.on_symbol(&without_k(7, &symbol(2))), Received::Refused);
+    }
+
     #[test]
     fn a_prefix_repair_releases_the_gap_and_the_sources_behind_it_before_the_block_decodes() {
         let data: Vec<u8> = (0..250u32).map(|i| (i * 7) as u8).collect();
@@ -396,7 +565,7 @@ mod tests {
             let s = Symbol {
                 block_id: 0,
                 esi,
-                block_len: 250,
+                block_len: Some(250),
                 prefix: None,
                 payload: &out,
             };
@@ -407,7 +576,7 @@ mod tests {
         let s = Symbol {
             block_id: 0,
             esi: 5,
-            block_len: 250,
+            block_len: Some(250),
             prefix: Some(4),
             payload: &out,
         };
@@ -443,7 +612,7 @@ mod tests {
                     let s = Symbol {
                         block_id: id,
                         esi,
-                        block_len: 250,
+                        block_len: Some(250),
                         prefix: None,
                         payload: &out,
                     };
@@ -470,7 +639,7 @@ mod tests {
         let s = Symbol {
             block_id: 4,
             esi: 0,
-            block_len: 10,
+            block_len: Some(10),
             prefix: None,
             payload: &[0; 10],
         };
@@ -478,7 +647,7 @@ mod tests {
         let s = Symbol {
             block_id: 0,
             esi: 0,
-            block_len: 100,
+            block_len: Some(100),
             prefix: None,
             payload: &[0; 10],
         };
@@ -486,7 +655,7 @@ mod tests {
         let s = Symbol {
             block_id: 0,
             esi: 1,
-            block_len: 90,
+            block_len: Some(90),
             prefix: None,
             payload: &[0; 10],
         };
@@ -526,7 +695,7 @@ mod hostile_tests {
             let s = Symbol {
                 block_id,
                 esi: 0,
-                block_len: 56_403 * 1400,
+                block_len: Some(56_403 * 1400),
                 prefix: None,
                 payload: &payload,
             };
@@ -542,12 +711,52 @@ mod hostile_tests {
         let s = Symbol {
             block_id: 0,
             esi: 0,
-            block_len: 255 * 60_000,
+            block_len: Some(255 * 60_000),
             prefix: None,
             payload: &payload,
         };
         assert_eq!(rx.on_symbol(&s), Received::Refused);
         assert_eq!(rx.allocated_bytes(), 0);
+    }
+
+    #[test]
+    fn sources_held_for_their_k_stop_at_the_decoders_budget() {
+        let mut rx = limited(CodeKind::RaptorQ);
+        let payload = [0u8; 1400];
+        let mut taken = 0usize;
+        // Never naming K: a peer that would have the receiver hold
+        // symbols for ever, across every block of the window.
+        for block_id in 0..32 {
+            for esi in 1..200 {
+                let s = Symbol {
+                    block_id,
+                    esi,
+                    block_len: None,
+                    prefix: None,
+                    payload: &payload,
+                };
+                if rx.on_symbol(&s) == Received::Useful {
+                    taken += 1;
+                }
+            }
+        }
+        assert_eq!(taken, (4 << 20) / 1400);
+        assert!(rx.allocated_bytes() <= 4 << 20);
+        // Past the block size it takes, even within budget.
+        let mut rx = limited(CodeKind::Rlnc);
+        let held = (1..=300)
+            .filter(|&esi| {
+                let s = Symbol {
+                    block_id: 0,
+                    esi,
+                    block_len: None,
+                    prefix: None,
+                    payload: &payload[..10],
+                };
+                rx.on_symbol(&s) == Received::Useful
+            })
+            .count();
+        assert_eq!(held, 256);
     }
 
     #[test]
@@ -560,7 +769,7 @@ mod hostile_tests {
             let s = Symbol {
                 block_id,
                 esi: 1,
-                block_len: full,
+                block_len: Some(full),
                 prefix: None,
                 payload: &payload,
             };

@@ -401,11 +401,11 @@ impl Connection {
                         // it arrives).
                         let reader = e.readers.entry(s.block_id).or_default();
                         if in_order {
-                            read_source(reader, &s, s.esi, s.payload, &mut self.streams)?;
+                            read_source(reader, s.esi, s.payload, &mut self.streams)?;
                         }
                         while let Some((esi, payload)) = e.rx.take_early(s.block_id) {
                             let reader = e.readers.entry(s.block_id).or_default();
-                            read_source(reader, &s, esi, &payload, &mut self.streams)?;
+                            read_source(reader, esi, &payload, &mut self.streams)?;
                         }
                     }
                     if received == Received::Completed {
@@ -467,20 +467,19 @@ impl Connection {
     }
 }
 
-/// Hands source symbol `esi` of `s`'s block to the block's reader if it is
+/// Hands source symbol `esi` of a block to the block's reader if it is
 /// where the reader stands.
 fn read_source(
     reader: &mut super::block_reader::BlockReader,
-    s: &crate::wire::Symbol<'_>,
     esi: u32,
     payload: &[u8],
     streams: &mut crate::stream::Streams,
 ) -> Result<(), String> {
-    let size = payload.len();
-    let start = esi as usize * size;
-    let end = (start + size).min(s.block_len as usize);
-    if reader.position() == start && start < end {
-        reader.feed(&payload[..end - start], streams)?;
+    // A block is whole symbols (its last source padded), so a source
+    // symbol is its `size` bytes at `esi × size`.
+    let start = esi as usize * payload.len();
+    if reader.position() == start {
+        reader.feed(payload, streams)?;
     }
     Ok(())
 }

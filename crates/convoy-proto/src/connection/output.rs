@@ -10,7 +10,7 @@ use crate::cc::train::TrainReport;
 use crate::recovery::SentPacket;
 use crate::wire::cursor::Writer;
 use crate::wire::frame::{
-    symbol_header_len, write_ack, write_block_status, write_frame, write_symbol_header,
+    names_k, symbol_header_len, write_ack, write_block_status, write_frame, write_symbol_header,
     MAX_ACK_RANGES,
 };
 use crate::wire::packet::{packet_number_len, write_handshake, write_initial, write_short_header};
@@ -314,6 +314,9 @@ impl Connection {
             return None;
         }
         let symbol_size = usize::from(self.one_rtt.as_ref()?.tx.config().symbol_size);
+        // The block's K travels on its first source and its repairs only.
+        let block_len =
+            names_k(next.esi, next.block_len, symbol_size, next.prefix).then_some(next.block_len);
         let train = self.paths[path_idx].cc.train_tag();
         // Feedback rides along when it fits; otherwise it goes first, alone.
         let mut feedback = Vec::new();
@@ -332,7 +335,7 @@ impl Connection {
                     + symbol_header_len(
                         next.block_id,
                         next.esi,
-                        next.block_len,
+                        block_len,
                         next.prefix,
                         symbol_size,
                     )
@@ -366,7 +369,7 @@ impl Connection {
                     w,
                     next.block_id,
                     next.esi,
-                    next.block_len,
+                    block_len,
                     next.prefix,
                     symbol_size,
                 )

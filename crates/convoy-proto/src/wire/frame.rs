@@ -39,6 +39,13 @@ pub const PAIR_PROBE: u8 = 0x14;
 pub const PAIR_REPORT: u8 = 0x15;
 pub const MAX_STREAMS: u8 = 0x16;
 pub const PREFIX_SYMBOL: u8 = 0x17;
+/// A source symbol that does not name its block's K: block id, esi.
+pub const SOURCE: u8 = 0x18;
+/// 0x40..=0x7f: a source symbol numbered 0..=63 in the type's low six
+/// bits, not naming K: block id only. At 20 Mbit/s a 25 ms block has
+/// about 44 sources, so nearly every data packet takes this form.
+pub const SHORT_SOURCE: u8 = 0x40;
+const SHORT_SOURCE_ESI: u8 = 0x3f;
 pub const STREAM: u8 = 0x10;
 pub const RESET_STREAM: u8 = 0x11;
 
@@ -156,7 +163,10 @@ pub struct Symbol<'a> {
     /// source symbols K, and the block is K × the symbol's length (a
     /// sender pads its last source symbol with zeros, which a block's
     /// reader takes as PADDING). A writer rounds up to whole symbols.
-    pub block_len: u32,
+    /// `None`: a source symbol (SOURCE, SHORT_SOURCE) that leaves K to
+    /// its block's first source and its repairs, which always name it
+    /// ([`names_k`]); its receiver holds it until one of them arrives.
+    pub block_len: Option<u32>,
     /// `Some(n)`: a repair over source symbols `0..n` only (a
     /// PREFIX_SYMBOL frame, sent only to a peer that offered to take
     /// them); `None`: a source symbol or a repair over the whole block.
@@ -323,8 +333,27 @@ fn parse_frame<'a>(r: &mut Reader<'a>) -> Result<Frame<'a>, WireError> {
             Frame::Symbol(Symbol {
                 block_id,
                 esi,
-                block_len,
+                block_len: Some(block_len),
                 prefix,
+                payload,
+            })
+        }
+        SOURCE | SHORT_SOURCE..=0x7f => {
+            let block_id = r.varint_u32()?;
+            let esi = if kind == SOURCE {
+                r.varint_u32()?
+            } else {
+                u32::from(kind & SHORT_SOURCE_ESI)
+            };
+            let payload = r.bytes(r.remaining())?;
+            if payload.is_empty() {
+                return Err(WireError::Invalid("empty symbol or block"));
+            }
+            Frame::Symbol(Symbol {
+                block_id,
+                esi,
+                block_len: None,
+                prefix: None,
                 payload,
             })
         }
@@ -479,32 +508,63 @@ pub fn source_symbols(block_len: u32, symbol_len: usize) -> u32 {
     block_len.div_ceil(u32::try_from(symbol_len.max(1)).unwrap_or(u32::MAX))
 }
 
+/// Whether a symbol's frame names its block's K (SYMBOL, PREFIX_SYMBOL)
+/// or leaves it out (SOURCE, SHORT_SOURCE). A block's first source and
+/// every repair name it: a receiver that lost the first source cannot
+/// read past it before a repair fills the gap, and that repair names K,
+/// so leaving K out of the other sources delays nothing.
+pub fn names_k(esi: u32, block_len: u32, symbol_len: usize, prefix: Option<u32>) -> bool {
+    esi == 0 || prefix.is_some() || esi >= source_symbols(block_len, symbol_len)
+}
+
 /// Bytes [`write_symbol_header`] takes, so a sender can size the payload.
 pub fn symbol_header_len(
     block_id: u32,
     esi: u32,
-    block_len: u32,
+    block_len: Option<u32>,
     prefix: Option<u32>,
     payload_len: usize,
 ) -> usize {
     use super::cursor::varint_len;
+    let Some(block_len) = block_len else {
+        let esi_len = if esi <= u32::from(SHORT_SOURCE_ESI) {
+            0
+        } else {
+            varint_len(esi.into())
+        };
+        return 1 + varint_len(block_id.into()) + esi_len;
+    };
     1 + varint_len(block_id.into())
         + varint_len(esi.into())
         + varint_len(source_symbols(block_len, payload_len).into())
         + prefix.map_or(0, |n| varint_len(n.into()))
 }
 
-/// Writes a SYMBOL frame's header; the caller then writes exactly
+/// Writes a symbol frame's header; the caller then writes exactly
 /// `payload_len` bytes of symbol, and nothing after it: the symbol's
-/// length is what is left of the packet.
+/// length is what is left of the packet. `block_len: None` writes a
+/// source symbol without K (SHORT_SOURCE for ids below 64, else SOURCE);
+/// senders choose with [`names_k`].
 pub fn write_symbol_header(
     w: &mut Writer<'_>,
     block_id: u32,
     esi: u32,
-    block_len: u32,
+    block_len: Option<u32>,
     prefix: Option<u32>,
     payload_len: usize,
 ) -> Result<(), WireError> {
+    let Some(block_len) = block_len else {
+        if prefix.is_some() {
+            return Err(WireError::Invalid("a prefix repair names its block's K"));
+        }
+        if esi <= u32::from(SHORT_SOURCE_ESI) {
+            w.u8(SHORT_SOURCE | esi as u8)?;
+            return w.varint(block_id.into());
+        }
+        w.u8(SOURCE)?;
+        w.varint(block_id.into())?;
+        return w.varint(esi.into());
+    };
     w.u8(if prefix.is_some() {
         PREFIX_SYMBOL
     } else {

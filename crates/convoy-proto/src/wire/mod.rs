@@ -8,7 +8,8 @@ pub mod packet;
 
 pub use frame::{Ack, BlockProgress, BlockStatus, Frame, Frames, Symbol, TrainTag};
 pub use packet::{
-    ConnectionId, Packet, Protected, CID_LEN, MIN_INITIAL_SIZE, SHORT_HEADER_LEN, TAG_LEN, VERSION,
+    ConnectionId, Packet, Protected, CID_LEN, MIN_INITIAL_SIZE, SHORT_CID_LEN, SHORT_HEADER_LEN,
+    TAG_LEN, VERSION,
 };
 
 /// Why bytes could not be parsed or written.

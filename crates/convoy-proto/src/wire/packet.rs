@@ -8,8 +8,10 @@
 //!     Handshake : noise (varint len + bytes)
 //!   Version (type 0xc0, version 0): the versions the sender speaks, u32 each
 //! short header (after the handshake)
-//!   type u8 = 0b01KPPPLL | dcid [8] | packet number (LL + 1 low bytes) | AEAD(frames) | tag [16]
+//!   type u8 = 0b01KPPPLL | dcid [6] | packet number (LL + 1 low bytes) | AEAD(frames) | tag [16]
 //!     K key phase, PPP path id (0..=7), LL packet number length − 1
+//!     dcid: the first 6 bytes of the 8-byte id; ids are minted with
+//!     their last 2 bytes zero, so the 6 name them whole
 //! ```
 //!
 //! docs/PROTOCOL.md is the reference; the tests below pin the layouts.
@@ -17,19 +19,24 @@
 use super::cursor::{Reader, Writer};
 use super::WireError;
 
-/// Protocol version carried by every long header ("CNY" 2). Version 1
+/// Protocol version carried by every long header ("CNY" 3). Version 1
 /// had a 14-byte short header (path id and a 4-byte packet number in
 /// bytes of their own) and SYMBOL frames that carried their length and
-/// the block's length in bytes.
-pub const VERSION: u32 = 0x434e_5902;
-/// Bytes of a connection id.
+/// the block's length in bytes; version 2 an 8-byte dcid in the short
+/// header and the block's K in every SYMBOL frame.
+pub const VERSION: u32 = 0x434e_5903;
+/// Bytes of a connection id in a long header.
 pub const CID_LEN: usize = 8;
+/// Bytes of the connection id a short header carries: the id's first
+/// bytes. Every id an endpoint mints ends in `CID_LEN - SHORT_CID_LEN`
+/// zero bytes ([`ConnectionId::from_short`]), so these name it whole.
+pub const SHORT_CID_LEN: usize = 6;
 /// Client Initial datagrams are padded to this size so that the server's
 /// 3× anti-amplification budget always covers its handshake reply.
 pub const MIN_INITIAL_SIZE: usize = 1200;
 /// The most bytes a short header takes (type, dcid, a 4-byte packet
-/// number); it is 10 to 13 bytes long.
-pub const SHORT_HEADER_LEN: usize = 1 + CID_LEN + 4;
+/// number); it is 8 to 11 bytes long.
+pub const SHORT_HEADER_LEN: usize = 1 + SHORT_CID_LEN + 4;
 /// Bytes of the AEAD tag after the frames.
 pub const TAG_LEN: usize = 16;
 /// Paths a short header can name (its 3-bit path id field).
@@ -55,6 +62,21 @@ const MAX_LISTED_VERSIONS: usize = 16;
 /// connection whatever address they come from (migration, NAT rebinding).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ConnectionId(pub [u8; CID_LEN]);
+
+impl ConnectionId {
+    /// The id whose first bytes a short header carried (the rest zero).
+    pub fn from_short(short: [u8; SHORT_CID_LEN]) -> Self {
+        let mut id = [0u8; CID_LEN];
+        id[..SHORT_CID_LEN].copy_from_slice(&short);
+        ConnectionId(id)
+    }
+
+    /// Whether a short header can name this id: its bytes past
+    /// [`SHORT_CID_LEN`] are zero.
+    pub fn fits_short_header(&self) -> bool {
+        self.0[SHORT_CID_LEN..].iter().all(|&b| b == 0)
+    }
+}
 
 /// A parsed datagram. Borrowed fields point into the datagram.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -129,7 +151,7 @@ pub fn parse(datagram: &[u8]) -> Result<Packet<'_>, WireError> {
     let mut r = Reader::new(datagram);
     let kind = r.u8()?;
     if kind & FORM_MASK == SHORT_FORM {
-        let dcid = ConnectionId(r.array()?);
+        let dcid = ConnectionId::from_short(r.array()?);
         let pn_len = (kind & PN_LEN_MASK) + 1;
         let mut packet_number = 0u32;
         for b in r.bytes(usize::from(pn_len))? {
@@ -335,12 +357,17 @@ pub fn write_short_header(
     if !(1..=4).contains(&pn_len) {
         return Err(WireError::Invalid("packet number length"));
     }
+    if !dcid.fits_short_header() {
+        return Err(WireError::Invalid(
+            "connection id longer than a short header's",
+        ));
+    }
     let start = w.len();
     w.u8(SHORT_FORM
         | if key_phase { KEY_PHASE } else { 0 }
         | path_id << PATH_SHIFT
         | (pn_len - 1))?;
-    w.bytes(&dcid.0)?;
+    w.bytes(&dcid.0[..SHORT_CID_LEN])?;
     let bytes = packet_number.to_be_bytes();
     w.bytes(&bytes[8 - usize::from(pn_len)..])?;
     Ok(w.len() - start)

@@ -168,7 +168,7 @@ fn one_symbol_block(block_id: u32, content: &[u8], out: &mut Vec<u8>) {
         &Frame::Symbol(Symbol {
             block_id,
             esi: 0,
-            block_len: content.len() as u32,
+            block_len: Some(content.len() as u32),
             prefix: None,
             payload: content,
         }),
@@ -293,7 +293,7 @@ pub(super) fn attack_run(
                     blocks_sent[i] = true;
                     for b in 0..32u32 {
                         frames.clear();
-                        write_symbol(&mut frames, b, 56_403 * 1400, &zeros);
+                        write_symbol(&mut frames, b, 1, Some(56_403 * 1400), &zeros);
                         let f = frames.clone();
                         a.inject(h, &f);
                     }
@@ -350,6 +350,14 @@ pub(super) fn attack_run(
                     next_offset[i] += 1;
                     one_symbol_block(next_block[i], &content, &mut frames);
                 }
+                // Sources that never name their block's K (a SOURCE frame
+                // leaves it to the block's first source and its repairs,
+                // which never come), 200 to a block, block after block:
+                // the receiver would hold them for ever.
+                "held" => {
+                    let n = next_block[i];
+                    write_symbol(&mut frames, n / 200, n % 200 + 1, None, &zeros);
+                }
                 _ => unreachable!("attacks are checked"),
             }
             next_block[i] += 1;
@@ -372,7 +380,13 @@ pub(super) fn attack_run(
     Ok(past)
 }
 
-fn write_symbol(out: &mut Vec<u8>, block_id: u32, block_len: u32, payload: &[u8]) {
+fn write_symbol(
+    out: &mut Vec<u8>,
+    block_id: u32,
+    esi: u32,
+    block_len: Option<u32>,
+    payload: &[u8],
+) {
     let mut buf = vec![0u8; payload.len() + 32];
     let mut w = Writer::new(&mut buf);
     write_frame(
@@ -381,7 +395,7 @@ fn write_symbol(out: &mut Vec<u8>, block_id: u32, block_len: u32, payload: &[u8]
             block_id,
             // Not the block's first source, so it is not read in order as
             // frames: only the decoder takes it.
-            esi: 1,
+            esi,
             block_len,
             prefix: None,
             payload,

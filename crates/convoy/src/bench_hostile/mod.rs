@@ -36,7 +36,7 @@ use attack::attack_run;
 use crate::bench_server::{proc_cpu_seconds, proc_status_kib, RssSampler};
 
 /// Every attack, in the order they run.
-pub const ATTACKS: &[&str] = &["blocks", "preauth", "streams", "pieces", "reset"];
+pub const ATTACKS: &[&str] = &["blocks", "preauth", "streams", "pieces", "reset", "held"];
 
 #[derive(clap::Args, Debug)]
 pub struct HostileArgs {
@@ -62,7 +62,7 @@ pub struct HostileArgs {
     #[arg(long)]
     pub rounds: Option<usize>,
     /// Only these attacks, comma-separated: blocks, preauth, streams,
-    /// pieces, reset.
+    /// pieces, reset, held.
     #[arg(long, value_delimiter = ',')]
     pub only: Vec<String>,
     /// The convoy binary that serves (this one by default): an older build

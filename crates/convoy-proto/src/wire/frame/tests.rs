@@ -185,7 +185,7 @@ fn garbage_and_truncated_prefix_symbols_are_refused() {
     };
     assert_eq!(
         (s.esi, s.block_len, s.prefix, s.payload),
-        (5, 10, Some(3), &[0xaa, 0xbb][..])
+        (5, Some(10), Some(3), &[0xaa, 0xbb][..])
     );
     // Cut inside the header (or before the symbol's first byte); a cut
     // inside the symbol is a shorter symbol, which the AEAD rules out.
@@ -233,7 +233,7 @@ fn a_symbol_is_the_last_frame_and_runs_to_the_end() {
     let symbol = Symbol {
         block_id: 1,
         esi: 70_000,
-        block_len: 9000,
+        block_len: Some(9000),
         prefix: None,
         payload: b"abc",
     };
@@ -250,10 +250,57 @@ fn a_symbol_is_the_last_frame_and_runs_to_the_end() {
     // 1 type + 1 block id + 4 symbol id + 2 K (3000): no length fields.
     assert_eq!(bytes.len(), 1 + 2 + 8 + 3);
     assert_eq!(
-        symbol_header_len(1, 70_000, 9000, None, 3),
+        symbol_header_len(1, 70_000, Some(9000), None, 3),
         8,
         "what a sender sizes its payload with"
     );
+}
+
+#[test]
+fn sources_without_k_carry_small_ids_in_their_type_byte() {
+    let payload = [0xaa, 0xbb, 0xcc];
+    let bytes = encode(|w| write_symbol_header(w, 160, 44, None, None, 3).unwrap());
+    assert_eq!(
+        bytes,
+        [SHORT_SOURCE | 44, 0x40, 160],
+        "type + id 44, block id"
+    );
+    assert_eq!(symbol_header_len(160, 44, None, None, 3), 3);
+    let bytes = encode(|w| write_symbol_header(w, 7, 64, None, None, 3).unwrap());
+    assert_eq!(bytes, [SOURCE, 7, 0x40, 64], "an id past 63 travels apart");
+    let mut frame = bytes.clone();
+    frame.extend_from_slice(&payload);
+    let Frame::Symbol(s) = Frames::new(&frame).next().unwrap().unwrap() else {
+        panic!()
+    };
+    assert_eq!(
+        (s.block_id, s.esi, s.block_len, s.prefix, s.payload),
+        (7, 64, None, None, &payload[..])
+    );
+    for bad in [
+        &[SHORT_SOURCE | 3, 0][..],
+        &[SOURCE, 0, 5],
+        &[SOURCE, 0],
+        &[0x7f],
+    ] {
+        assert!(Frames::new(bad).next().unwrap().is_err(), "{bad:?}");
+    }
+    let mut buf = [0u8; 16];
+    assert!(
+        write_symbol_header(&mut Writer::new(&mut buf), 0, 9, None, Some(3), 3).is_err(),
+        "a prefix repair always names K"
+    );
+}
+
+/// Which symbols name K: the first source, and every repair.
+#[test]
+fn only_a_blocks_first_source_and_its_repairs_name_k() {
+    // K = 4 symbols of 100 bytes.
+    assert!(names_k(0, 400, 100, None));
+    assert!(!names_k(1, 400, 100, None));
+    assert!(!names_k(3, 400, 100, None));
+    assert!(names_k(4, 400, 100, None), "a repair");
+    assert!(names_k(5, 400, 100, Some(2)), "a repair over a prefix");
 }
 
 mod props {
@@ -269,10 +316,12 @@ mod props {
             prefix in proptest::option::of(1u32..(1 << 14)),
             payload in proptest::collection::vec(any::<u8>(), 1..1500),
             before_ping: bool,
+            without_k: bool,
         ) {
             let prefix = prefix.filter(|&n| n < k);
             let esi = if prefix.is_some() { esi.max(k) } else { esi };
-            let block_len = k * payload.len() as u32;
+            // A source without K (SOURCE, SHORT_SOURCE): never a prefix.
+            let block_len = (!without_k || prefix.is_some()).then(|| k * payload.len() as u32);
             let s = Symbol { block_id, esi, block_len, prefix, payload: &payload };
             let bytes = encode(|w| {
                 if before_ping {
@@ -292,7 +341,11 @@ mod props {
             esi: u32,
             k in 1u32..(1 << 14),
         ) {
-            let bytes = encode(|w| write_symbol_header(w, block_id, esi, k, None, 1).unwrap());
+            let bytes = encode(|w| write_symbol_header(w, block_id, esi, Some(k), None, 1).unwrap());
+            for cut in 1..=bytes.len() {
+                prop_assert!(Frames::new(&bytes[..cut]).next().unwrap().is_err());
+            }
+            let bytes = encode(|w| write_symbol_header(w, block_id, esi, None, None, 1).unwrap());
             for cut in 1..=bytes.len() {
                 prop_assert!(Frames::new(&bytes[..cut]).next().unwrap().is_err());
             }

@@ -1,15 +1,15 @@
 use super::*;
 use proptest::prelude::*;
 
-const A: ConnectionId = ConnectionId([1; 8]);
-const B: ConnectionId = ConnectionId([2; 8]);
+const A: ConnectionId = ConnectionId([1, 1, 1, 1, 1, 1, 0, 0]);
+const B: ConnectionId = ConnectionId([2, 2, 2, 2, 2, 2, 0, 0]);
 
 #[test]
 fn initial_is_padded_and_round_trips() {
     let mut buf = [0xffu8; 1500];
     let n = write_initial(&mut buf, A, B, b"tok", b"noise").unwrap();
     assert_eq!(n, MIN_INITIAL_SIZE);
-    assert_eq!(&buf[..5], &[0xc1, 0x43, 0x4e, 0x59, 0x02]);
+    assert_eq!(&buf[..5], &[0xc1, 0x43, 0x4e, 0x59, 0x03]);
     let p = parse(&buf[..n]).unwrap();
     assert_eq!(
         p,
@@ -31,14 +31,15 @@ fn short_header_layout() {
     let mut buf = [0u8; 64];
     let mut w = Writer::new(&mut buf);
     let len = write_short_header(&mut w, A, 3, 0x0102_0304_0506_0708, 2, true).unwrap();
-    assert_eq!(len, 11, "type, 8-byte dcid, 2 bytes of packet number");
+    assert_eq!(len, 9, "type, 6 bytes of dcid, 2 bytes of packet number");
     w.bytes(&[0xaa; TAG_LEN]).unwrap();
     let n = w.len();
     assert_eq!(
         buf[0], 0b0110_1101,
         "short form, key phase, path 3, 2-byte pn"
     );
-    assert_eq!(&buf[9..11], &[7, 8], "low 16 bits on the wire");
+    assert_eq!(&buf[1..7], &A.0[..6], "the id's first 6 bytes");
+    assert_eq!(&buf[7..9], &[7, 8], "low 16 bits on the wire");
     let Packet::Protected(p) = parse(&buf[..n]).unwrap() else {
         panic!("not protected")
     };
@@ -46,7 +47,7 @@ fn short_header_layout() {
         (p.dcid, p.path_id, p.packet_number, p.pn_len, p.key_phase),
         (A, 3, 0x0708, 2, true)
     );
-    assert_eq!(p.header, &buf[..11]);
+    assert_eq!(p.header, &buf[..9]);
     assert_eq!(p.sealed.len(), TAG_LEN);
 }
 
@@ -57,6 +58,12 @@ fn short_header_refuses_what_it_cannot_carry() {
     assert!(write_short_header(&mut w, A, 8, 1, 1, false).is_err());
     assert!(write_short_header(&mut w, A, 0, 1, 0, false).is_err());
     assert!(write_short_header(&mut w, A, 0, 1, 5, false).is_err());
+    let long = ConnectionId([1, 2, 3, 4, 5, 6, 7, 0]);
+    assert!(
+        write_short_header(&mut w, long, 0, 1, 2, false).is_err(),
+        "an id a short header cannot name whole"
+    );
+    assert_eq!(w.len(), 0, "nothing written");
 }
 
 #[test]
@@ -98,7 +105,7 @@ fn wrong_version_and_type_are_errors() {
     buf[4] ^= 3;
     assert!(matches!(
         parse(&buf[..n]),
-        Err(WireError::UnsupportedVersion(0x434e_5901))
+        Err(WireError::UnsupportedVersion(0x434e_5900))
     ));
     assert_eq!(parse(&[0x07]), Err(WireError::UnknownPacketType(7)));
     assert_eq!(parse(&[]), Err(WireError::Truncated));
@@ -147,7 +154,7 @@ fn a_foreign_long_header_is_answered_with_the_versions_we_speak() {
 proptest! {
     #[test]
     fn short_headers_round_trip(
-        dcid: [u8; 8],
+        dcid: [u8; SHORT_CID_LEN],
         path in 0u8..8,
         pn in 0u64..(1 << 62),
         acked_back in 0u64..(1 << 30),
@@ -158,14 +165,15 @@ proptest! {
         let pn_len = packet_number_len(pn, largest_acked);
         let mut buf = vec![0u8; SHORT_HEADER_LEN + body.len()];
         let mut w = Writer::new(&mut buf);
-        let hl = write_short_header(&mut w, ConnectionId(dcid), path, pn, pn_len, phase).unwrap();
+        let dcid = ConnectionId::from_short(dcid);
+        let hl = write_short_header(&mut w, dcid, path, pn, pn_len, phase).unwrap();
         w.bytes(&body).unwrap();
         let n = w.len();
-        prop_assert_eq!(hl, 1 + CID_LEN + usize::from(pn_len));
+        prop_assert_eq!(hl, 1 + SHORT_CID_LEN + usize::from(pn_len));
         let Ok(Packet::Protected(p)) = parse(&buf[..n]) else {
             return Err(TestCaseError::fail("not protected"));
         };
-        prop_assert_eq!(p.dcid, ConnectionId(dcid));
+        prop_assert_eq!(p.dcid, dcid);
         prop_assert_eq!((p.path_id, p.key_phase, p.pn_len), (path, phase, pn_len));
         prop_assert_eq!(p.header.len(), hl);
         prop_assert_eq!(p.sealed, &body[..]);
@@ -177,10 +185,11 @@ proptest! {
     }
 
     #[test]
-    fn truncated_short_headers_are_errors(dcid: [u8; 8], pn: u64, pn_len in 1u8..=4, cut in 0usize..29) {
+    fn truncated_short_headers_are_errors(dcid: [u8; SHORT_CID_LEN], pn: u64, pn_len in 1u8..=4, cut in 0usize..27) {
         let mut buf = [0u8; 64];
         let mut w = Writer::new(&mut buf);
-        let hl = write_short_header(&mut w, ConnectionId(dcid), 0, pn, pn_len, false).unwrap();
+        let dcid = ConnectionId::from_short(dcid);
+        let hl = write_short_header(&mut w, dcid, 0, pn, pn_len, false).unwrap();
         let n = hl + TAG_LEN;
         prop_assume!(cut < n);
         prop_assert!(parse(&buf[..cut]).is_err());
