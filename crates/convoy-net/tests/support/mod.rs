@@ -115,7 +115,12 @@ impl Drop for ServerThread {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
         if let Some(t) = self.thread.take() {
-            t.join().unwrap().unwrap();
+            let result = t.join();
+            // A second panic while a failing test unwinds would abort,
+            // and skip the other guards' clean-up (a namespace's).
+            if !std::thread::panicking() {
+                result.unwrap().unwrap();
+            }
         }
     }
 }
