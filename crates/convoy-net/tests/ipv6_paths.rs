@@ -157,13 +157,7 @@ fn upload_over(
     for p in &up.paths {
         eprintln!(
             "path {} {:?} {:?} -> {}: {} sent, {} received, {}",
-            p.id,
-            p.interface,
-            p.local,
-            p.remote,
-            p.bytes_sent,
-            p.bytes_received,
-            p.state
+            p.id, p.interface, p.local, p.remote, p.bytes_sent, p.bytes_received, p.state
         );
     }
     for e in &up.events {
