@@ -50,11 +50,12 @@ pub struct ClientOptions {
     /// has AES instructions, by default).
     pub aead: AeadChoice,
     /// `None`: one socket, routed by the kernel (the default). `Some`:
-    /// one path per chosen local IPv4 address, following the host's
-    /// interfaces through netlink ([`crate::multipath`]); an empty
-    /// selection means every interface that reaches the server, and falls
-    /// back to one socket when there is no choice to make (a server on
-    /// this host, an IPv6 server, no netlink).
+    /// one path per chosen local address of the server's family (IPv4 or
+    /// IPv6), following the host's interfaces through netlink
+    /// ([`crate::multipath`]); an empty selection means every interface
+    /// that reaches the server, and falls back to one socket when there
+    /// is no choice to make (a server on this host, no interface with an
+    /// address of the server's family, no netlink).
     pub paths: Option<Selection>,
     /// With one socket (`paths` `None`): the local address it is bound
     /// to, as a device with its own address in a shared network (a cell's

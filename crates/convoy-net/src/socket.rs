@@ -143,7 +143,7 @@ impl NetSocket {
     /// source address alone decides (source routing, as `convoy emu` and
     /// most multi-homed hosts set up).
     pub fn bind_path(
-        local: std::net::Ipv4Addr,
+        local: std::net::IpAddr,
         device: Option<&str>,
         server: Option<SocketAddr>,
     ) -> io::Result<NetSocket> {

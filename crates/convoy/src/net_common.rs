@@ -133,9 +133,11 @@ impl TransferOpts {
 /// Which interfaces a client sends over (send, get and perf).
 #[derive(Args, Clone, Debug, Default)]
 pub struct PathOpts {
-    /// Send over this interface or local IPv4 address; repeat it for
-    /// several. Without --path the client uses every interface that is up
-    /// and reaches the server through itself, and keeps following them:
+    /// Send over this interface or local IP address (of the server's
+    /// family, IPv4 or IPv6); repeat it for several. Without --path the
+    /// client uses every interface that is up and reaches the server
+    /// through itself (for IPv6, one address per interface), and keeps
+    /// following them:
     /// an interface that appears is used within a round trip, one that
     /// goes down is dropped at once. Example, Wi-Fi in use and LTE on
     /// standby: `convoy perf 203.0.113.7 --server-key K --time 10 --path

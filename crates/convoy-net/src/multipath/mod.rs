@@ -1,5 +1,8 @@
-//! The client's path manager: one path per usable local IPv4 address,
-//! kept in step with the host's interfaces through netlink.
+//! The client's path manager: one path per usable local address of the
+//! server's family (IPv4 or IPv6; one per interface for IPv6, see
+//! [`crate::netlink::interfaces`]), kept in step with the host's
+//! interfaces through netlink. Families are not mixed: an interface with
+//! only IPv4 addresses has no path to an IPv6 server.
 //!
 //! At connect it reads the interfaces and picks path 0's address (the
 //! one the kernel's route to the server uses, among those chosen). Once
@@ -17,7 +20,7 @@ pub mod report;
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
-use std::net::{Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, SocketAddr};
 use std::os::fd::RawFd;
 use std::rc::Rc;
 use std::time::Duration;
@@ -46,7 +49,7 @@ struct Path {
 
 pub struct Multipath {
     server: SocketAddr,
-    server_ip: Ipv4Addr,
+    server_ip: IpAddr,
     selection: Selection,
     ifs: Interfaces,
     events: RouteSocket,
@@ -71,7 +74,7 @@ pub type PathNames = Rc<RefCell<BTreeMap<u8, String>>>;
 
 /// Whether the kernel's route from `l` to `server` leaves by `l`'s own
 /// interface (so a socket bound to `l` really uses that interface).
-fn reaches(requests: &mut RouteSocket, server: Ipv4Addr, l: &Local) -> bool {
+fn reaches(requests: &mut RouteSocket, server: IpAddr, l: &Local) -> bool {
     matches!(requests.route_to(server, Some(l.addr)), Ok((Some(oif), _)) if oif == l.index)
 }
 
@@ -81,25 +84,21 @@ impl Multipath {
     /// Errors name an unknown `--path`/`--backup`, or say that no chosen
     /// interface is up and reaches the server.
     pub fn start(server: SocketAddr, selection: Selection) -> Result<(Multipath, Local), NetError> {
-        let SocketAddr::V4(v4) = server else {
-            return Err(NetError::Config(
-                "several paths need an IPv4 server address".into(),
-            ));
-        };
+        let server_ip = server.ip();
         let netlink = |e: std::io::Error| NetError::Config(format!("netlink: {e}"));
         // Subscribe before reading the state, so no change falls between.
-        let events = RouteSocket::listen().map_err(netlink)?;
+        let events = RouteSocket::listen(server_ip).map_err(netlink)?;
         let mut requests = RouteSocket::requests().map_err(netlink)?;
         let mut ifs = Interfaces::default();
-        for m in requests.dump().map_err(netlink)? {
+        for m in requests.dump(server_ip).map_err(netlink)? {
             ifs.apply(&m);
         }
         if let Some(c) = selection.unknown(&ifs) {
+            let family = if server_ip.is_ipv6() { "IPv6" } else { "IPv4" };
             return Err(NetError::Config(format!(
-                "no interface or local IPv4 address {c} on this host"
+                "no interface or local {family} address {c} on this host (the server is {family})"
             )));
         }
-        let server_ip = *v4.ip();
         let wanted = selection.wanted(&ifs, |l| reaches(&mut requests, server_ip, l));
         // Path 0: the address of the kernel's own route to the server if
         // it is chosen and not a backup, else the first chosen non-backup.
@@ -218,7 +217,7 @@ impl Multipath {
                 Err(_) => {
                     // ENOBUFS: the kernel dropped events (a burst of
                     // changes); read the whole state again.
-                    if let Ok(all) = self.requests.dump() {
+                    if let Ok(all) = self.requests.dump(self.server_ip) {
                         self.ifs = Interfaces::default();
                         for m in &all {
                             self.ifs.apply(m);

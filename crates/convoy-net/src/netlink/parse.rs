@@ -1,5 +1,5 @@
-//! Reading NETLINK_ROUTE messages: links, IPv4 addresses and route
-//! answers, decoded by netlink-packet-route and reduced to what path
+//! Reading NETLINK_ROUTE messages: links, IPv4 and IPv6 addresses and
+//! route answers, decoded by netlink-packet-route and reduced to what path
 //! management needs. Pure functions over bytes, tested with truncated and
 //! random input.
 //!
@@ -11,13 +11,13 @@
 //! parse (what came before it is kept); one too short for its fixed header
 //! is skipped.
 
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::IpAddr;
 
 use netlink_packet_core::{
     DecodeError, Emitable, ErrorBuffer, NetlinkBuffer, NlaBuffer, NlasIterator, Parseable,
     ParseableParametrized, NLMSG_ALIGNTO, NLMSG_DONE, NLMSG_ERROR,
 };
-use netlink_packet_route::address::{AddressAttribute, AddressHeader};
+use netlink_packet_route::address::{AddressAttribute, AddressFlags, AddressHeader};
 use netlink_packet_route::link::{LinkAttribute, LinkHeader};
 use netlink_packet_route::route::{RouteAddress, RouteAttribute, RouteHeader, RouteLwEnCapType};
 use netlink_packet_route::AddressFamily;
@@ -33,22 +33,28 @@ pub enum Message {
     },
     /// RTM_DELLINK: the interface is gone.
     LinkGone { index: u32 },
-    /// RTM_NEWADDR for IPv4.
-    Addr { index: u32, addr: Ipv4Addr },
-    /// RTM_DELADDR for IPv4.
-    AddrGone { index: u32, addr: Ipv4Addr },
+    /// RTM_NEWADDR: an address that can be bound. `deprecated`: an IPv6
+    /// address past its preferred lifetime (still usable, chosen last).
+    Addr {
+        index: u32,
+        addr: IpAddr,
+        deprecated: bool,
+    },
+    /// RTM_DELADDR, or RTM_NEWADDR for an IPv6 address that cannot be
+    /// bound: still in duplicate address detection, or found a duplicate.
+    AddrGone { index: u32, addr: IpAddr },
     /// RTM_NEWROUTE (an answer to RTM_GETROUTE, or a route added) or
     /// RTM_DELROUTE: the interface the route leaves by, and its source
     /// address.
     Route {
         oif: Option<u32>,
-        prefsrc: Option<Ipv4Addr>,
+        prefsrc: Option<IpAddr>,
     },
     /// The end of a dump.
     Done,
     /// NLMSG_ERROR: 0 is an acknowledgment, otherwise a negative errno.
     Error { code: i32 },
-    /// Anything else (IPv6 addresses, types we did not ask for).
+    /// Anything else (other families, types we did not ask for).
     Other,
 }
 
@@ -86,33 +92,49 @@ fn link(gone: bool, body: &[u8]) -> Option<Message> {
 
 fn addr(gone: bool, body: &[u8]) -> Option<Message> {
     let header = AddressHeader::parse(body).ok()?;
-    if header.family != AddressFamily::Inet {
-        return Some(Message::Other);
-    }
+    let v6 = match header.family {
+        AddressFamily::Inet => false,
+        AddressFamily::Inet6 => true,
+        _ => return Some(Message::Other),
+    };
     let index = header.index;
     // IFA_LOCAL is this host's address; IFA_ADDRESS is the peer's on a
-    // point-to-point link, and the same as IFA_LOCAL otherwise.
+    // point-to-point link, and the same as IFA_LOCAL otherwise (IPv6
+    // sends IFA_ADDRESS alone). IFA_FLAGS, when there, holds all the
+    // flags; the header's byte only the low eight.
     let (mut local, mut address) = (None, None);
+    let mut flags = AddressFlags::from_bits_retain(u32::from(header.flags.bits()));
     for a in attributes(&body[header.buffer_len()..], |nla| {
         AddressAttribute::parse(nla)
     }) {
         match a {
-            AddressAttribute::Local(IpAddr::V4(a)) => local = Some(a),
-            AddressAttribute::Address(IpAddr::V4(a)) => address = Some(a),
+            AddressAttribute::Local(a) if a.is_ipv6() == v6 => local = Some(a),
+            AddressAttribute::Address(a) if a.is_ipv6() == v6 => address = Some(a),
+            AddressAttribute::Flags(f) => flags = f,
             _ => {}
         }
     }
     let addr = local.or(address)?;
-    Some(if gone {
+    // A tentative address cannot be bound until DAD is done (the kernel
+    // then sends it again without the flag); a duplicate never can.
+    let unbindable = flags.intersects(AddressFlags::Tentative | AddressFlags::Dadfailed);
+    Some(if gone || unbindable {
         Message::AddrGone { index, addr }
     } else {
-        Message::Addr { index, addr }
+        Message::Addr {
+            index,
+            addr,
+            deprecated: flags.contains(AddressFlags::Deprecated),
+        }
     })
 }
 
 fn route(body: &[u8]) -> Option<Message> {
     let header = RouteHeader::parse(body).ok()?;
-    if header.address_family != AddressFamily::Inet {
+    if !matches!(
+        header.address_family,
+        AddressFamily::Inet | AddressFamily::Inet6
+    ) {
         return Some(Message::Other);
     }
     let param = (header.address_family, header.kind, RouteLwEnCapType::None);
@@ -122,7 +144,8 @@ fn route(body: &[u8]) -> Option<Message> {
     }) {
         match a {
             RouteAttribute::Oif(i) => oif = Some(i),
-            RouteAttribute::PrefSource(RouteAddress::Inet(a)) => prefsrc = Some(a),
+            RouteAttribute::PrefSource(RouteAddress::Inet(a)) => prefsrc = Some(a.into()),
+            RouteAttribute::PrefSource(RouteAddress::Inet6(a)) => prefsrc = Some(a.into()),
             _ => {}
         }
     }
@@ -170,7 +193,7 @@ pub(crate) mod build {
     use super::*;
     use crate::netlink::request::encode;
     use netlink_packet_core::{DoneMessage, ErrorMessage, NetlinkPayload};
-    use netlink_packet_route::address::AddressMessage;
+    use netlink_packet_route::address::{AddressHeaderFlags, AddressMessage};
     use netlink_packet_route::link::{LinkFlags, LinkMessage};
     use netlink_packet_route::route::{RouteMessage, RouteType};
     use netlink_packet_route::RouteNetlinkMessage;
@@ -201,18 +224,26 @@ pub(crate) mod build {
     }
 
     pub fn addr(gone: bool, index: u32, a: IpAddr) -> Vec<u8> {
+        addr_flags(gone, index, a, AddressFlags::Permanent)
+    }
+
+    /// An address with IFA_FLAGS `flags` (and their low byte in the header).
+    pub fn addr_flags(gone: bool, index: u32, a: IpAddr, flags: AddressFlags) -> Vec<u8> {
         let mut m = AddressMessage::default();
         m.header.family = match a {
             IpAddr::V4(_) => AddressFamily::Inet,
             IpAddr::V6(_) => AddressFamily::Inet6,
         };
-        m.header.prefix_len = 24;
+        m.header.prefix_len = if a.is_ipv6() { 64 } else { 24 };
         m.header.index = index;
-        m.attributes = vec![
-            AddressAttribute::Address(a),
-            AddressAttribute::Local(a),
-            AddressAttribute::Label("eth0".into()),
-        ];
+        m.header.flags = AddressHeaderFlags::from_bits_retain(flags.bits() as u8);
+        m.attributes = vec![AddressAttribute::Address(a)];
+        // The kernel sends IFA_LOCAL and a label for IPv4 only.
+        if a.is_ipv4() {
+            m.attributes.push(AddressAttribute::Local(a));
+            m.attributes.push(AddressAttribute::Label("eth0".into()));
+        }
+        m.attributes.push(AddressAttribute::Flags(flags));
         kernel(
             0,
             if gone {
@@ -223,15 +254,18 @@ pub(crate) mod build {
         )
     }
 
-    pub fn route(seq: u32, oif: u32, src: Ipv4Addr) -> Vec<u8> {
+    pub fn route(seq: u32, oif: u32, src: IpAddr) -> Vec<u8> {
         let mut m = RouteMessage::default();
-        m.header.address_family = AddressFamily::Inet;
-        m.header.destination_prefix_length = 32;
+        m.header.address_family = match src {
+            IpAddr::V4(_) => AddressFamily::Inet,
+            IpAddr::V6(_) => AddressFamily::Inet6,
+        };
+        m.header.destination_prefix_length = if src.is_ipv6() { 128 } else { 32 };
         m.header.table = RouteHeader::RT_TABLE_MAIN;
         m.header.kind = RouteType::Unicast;
         m.attributes = vec![
             RouteAttribute::Oif(oif),
-            RouteAttribute::PrefSource(RouteAddress::Inet(src)),
+            RouteAttribute::PrefSource(src.into()),
         ];
         kernel(seq, RouteNetlinkMessage::NewRoute(m))
     }
@@ -249,14 +283,15 @@ pub(crate) mod build {
 
 #[cfg(test)]
 mod tests {
-    use super::build::{addr, done, error, kernel, link, link_message, route};
-    use super::{parse, LinkAttribute, Message};
+    use super::build::{addr, addr_flags, done, error, kernel, link, link_message, route};
+    use super::{parse, AddressFlags, LinkAttribute, Message};
     use netlink_packet_core::{DefaultNla, NetlinkMessage};
     use netlink_packet_route::RouteNetlinkMessage;
     use proptest::prelude::*;
-    use std::net::{IpAddr, Ipv4Addr};
+    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
     const A: Ipv4Addr = Ipv4Addr::new(10, 7, 1, 1);
+    const B: Ipv6Addr = Ipv6Addr::new(0xfd00, 0x77, 0, 0, 0, 0, 0, 0x11);
 
     #[test]
     fn reads_links_addresses_routes_and_the_end_of_a_dump() {
@@ -264,7 +299,7 @@ mod tests {
         buf.extend(addr(false, 3, A.into()));
         buf.extend(addr(true, 3, A.into()));
         buf.extend(link(true, 3, 0, "wifi"));
-        buf.extend(route(9, 3, A));
+        buf.extend(route(9, 3, A.into()));
         buf.extend(error(9, -101));
         buf.extend(error(10, 0));
         buf.extend(done());
@@ -277,25 +312,70 @@ mod tests {
                     name: Some("wifi".into()),
                     flags: 0x1043
                 },
-                Message::Addr { index: 3, addr: A },
-                Message::AddrGone { index: 3, addr: A },
+                Message::Addr {
+                    index: 3,
+                    addr: A.into(),
+                    deprecated: false
+                },
+                Message::AddrGone {
+                    index: 3,
+                    addr: A.into()
+                },
                 Message::LinkGone { index: 3 },
                 Message::Route {
                     oif: Some(3),
-                    prefsrc: Some(A)
+                    prefsrc: Some(A.into())
                 },
                 Message::Error { code: -101 },
                 Message::Error { code: 0 },
                 Message::Done,
             ]
         );
-        assert_eq!(parse(&route(9, 3, A))[0].0, 9);
+        assert_eq!(parse(&route(9, 3, A.into()))[0].0, 9);
     }
 
     #[test]
-    fn ipv6_addresses_are_other() {
-        let a = IpAddr::V6(std::net::Ipv6Addr::new(0xfe80, 0, 0, 0, 0, 0, 0, 1));
-        assert_eq!(parse(&addr(false, 2, a)), vec![(0, Message::Other)]);
+    fn ipv6_addresses_count_once_bindable_and_routes_name_their_source() {
+        let b = IpAddr::V6(B);
+        let got = |flags| parse(&addr_flags(false, 2, b, flags));
+        let gone = vec![(0, Message::AddrGone { index: 2, addr: b })];
+        // In duplicate address detection, or a duplicate: not bindable.
+        assert_eq!(got(AddressFlags::Tentative), gone);
+        assert_eq!(got(AddressFlags::Dadfailed | AddressFlags::Tentative), gone);
+        assert_eq!(
+            got(AddressFlags::Permanent),
+            vec![(
+                0,
+                Message::Addr {
+                    index: 2,
+                    addr: b,
+                    deprecated: false
+                }
+            )]
+        );
+        // Flags above the header's byte come in IFA_FLAGS alone.
+        assert_eq!(
+            got(AddressFlags::Deprecated | AddressFlags::Managetempaddr),
+            vec![(
+                0,
+                Message::Addr {
+                    index: 2,
+                    addr: b,
+                    deprecated: true
+                }
+            )]
+        );
+        assert_eq!(parse(&addr(true, 2, b)), gone);
+        assert_eq!(
+            parse(&route(4, 2, b)),
+            vec![(
+                4,
+                Message::Route {
+                    oif: Some(2),
+                    prefsrc: Some(b)
+                }
+            )]
+        );
     }
 
     #[test]
@@ -380,7 +460,7 @@ mod tests {
         ) {
             let mut buf = link(false, 3, 0x1043, "wifi");
             buf.extend(addr(false, 3, A.into()));
-            buf.extend(route(1, 3, A));
+            buf.extend(route(1, 3, A.into()));
             for (at, v) in flip {
                 if let Some(b) = buf.get_mut(at) {
                     *b = v;

@@ -1,8 +1,8 @@
-//! The requests the path manager sends: dumps of the links and IPv4
-//! addresses, and a route look-up (`ip route get`). Encoded by
+//! The requests the path manager sends: dumps of the links and of one
+//! family's addresses, and a route look-up (`ip route get`). Encoded by
 //! netlink-packet-route; pure, so the bytes are checked without a kernel.
 
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 
 use netlink_packet_core::{
     NetlinkHeader, NetlinkMessage, NetlinkPayload, NLM_F_DUMP, NLM_F_REQUEST,
@@ -45,25 +45,34 @@ pub fn dump_links(seq: u32) -> Vec<u8> {
     )
 }
 
-/// RTM_GETADDR, dump, IPv4 only.
-pub fn dump_ipv4_addresses(seq: u32) -> Vec<u8> {
+/// The netlink family of `a`, and its length in bits.
+fn family(a: IpAddr) -> (AddressFamily, u8) {
+    match a {
+        IpAddr::V4(_) => (AddressFamily::Inet, 32),
+        IpAddr::V6(_) => (AddressFamily::Inet6, 128),
+    }
+}
+
+/// RTM_GETADDR, dump, the addresses of `like`'s family only.
+pub fn dump_addresses(seq: u32, like: IpAddr) -> Vec<u8> {
     let mut m = AddressMessage::default();
-    m.header.family = AddressFamily::Inet;
+    m.header.family = family(like).0;
     request(NLM_F_DUMP, seq, RouteNetlinkMessage::GetAddress(m))
 }
 
 /// RTM_GETROUTE for the host route to `dst`, from `src` when given (as
-/// `ip route get DST from SRC`).
-pub fn route_to(seq: u32, dst: Ipv4Addr, src: Option<Ipv4Addr>) -> Vec<u8> {
+/// `ip route get DST from SRC`); `src` is of `dst`'s family.
+pub fn route_to(seq: u32, dst: IpAddr, src: Option<IpAddr>) -> Vec<u8> {
     let mut m = RouteMessage::default();
-    m.header.address_family = AddressFamily::Inet;
-    m.header.destination_prefix_length = 32;
+    let (f, bits) = family(dst);
+    m.header.address_family = f;
+    m.header.destination_prefix_length = bits;
     m.attributes
-        .push(RouteAttribute::Destination(RouteAddress::Inet(dst)));
+        .push(RouteAttribute::Destination(RouteAddress::from(dst)));
     if let Some(s) = src {
-        m.header.source_prefix_length = 32;
+        m.header.source_prefix_length = bits;
         m.attributes
-            .push(RouteAttribute::Source(RouteAddress::Inet(s)));
+            .push(RouteAttribute::Source(RouteAddress::from(s)));
     }
     request(0, seq, RouteNetlinkMessage::GetRoute(m))
 }
@@ -83,26 +92,31 @@ mod tests {
     }
 
     #[test]
-    fn dumps_ask_for_every_link_and_the_ipv4_addresses() {
+    fn dumps_ask_for_every_link_and_one_familys_addresses() {
         let (h, m) = decode(&dump_links(7));
         assert_eq!(
             (h.message_type, h.flags, h.sequence_number),
             (libc::RTM_GETLINK, NLM_F_REQUEST | NLM_F_DUMP, 7)
         );
         assert!(matches!(m, RouteNetlinkMessage::GetLink(_)));
-        let (h, m) = decode(&dump_ipv4_addresses(8));
-        assert_eq!(h.message_type, libc::RTM_GETADDR);
-        assert_eq!(h.flags, NLM_F_REQUEST | NLM_F_DUMP);
-        let RouteNetlinkMessage::GetAddress(a) = m else {
-            panic!("{m:?}")
-        };
-        assert_eq!(a.header.family, AddressFamily::Inet);
+        for (like, f) in [
+            ("10.7.0.2", AddressFamily::Inet),
+            ("fd00:77::2", AddressFamily::Inet6),
+        ] {
+            let (h, m) = decode(&dump_addresses(8, like.parse().unwrap()));
+            assert_eq!(h.message_type, libc::RTM_GETADDR);
+            assert_eq!(h.flags, NLM_F_REQUEST | NLM_F_DUMP);
+            let RouteNetlinkMessage::GetAddress(a) = m else {
+                panic!("{m:?}")
+            };
+            assert_eq!(a.header.family, f);
+        }
     }
 
     #[test]
     fn a_route_look_up_names_the_destination_and_the_source_if_any() {
-        let dst = Ipv4Addr::new(10, 7, 0, 2);
-        let src = Ipv4Addr::new(10, 7, 1, 1);
+        let dst: IpAddr = "10.7.0.2".parse().unwrap();
+        let src: IpAddr = "10.7.1.1".parse().unwrap();
         let (h, m) = decode(&route_to(9, dst, Some(src)));
         // Not a dump: the kernel answers with the one route it would use.
         assert_eq!(
@@ -123,8 +137,30 @@ mod tests {
         assert_eq!(
             r.attributes,
             vec![
-                RouteAttribute::Destination(RouteAddress::Inet(dst)),
-                RouteAttribute::Source(RouteAddress::Inet(src)),
+                RouteAttribute::Destination(dst.into()),
+                RouteAttribute::Source(src.into()),
+            ]
+        );
+        // IPv6: the family and 128-bit prefixes.
+        let (dst, src): (IpAddr, IpAddr) =
+            ("fd00:77::2".parse().unwrap(), "fd00:78::1".parse().unwrap());
+        let (_, m) = decode(&route_to(11, dst, Some(src)));
+        let RouteNetlinkMessage::GetRoute(r) = m else {
+            panic!("{m:?}")
+        };
+        assert_eq!(r.header.address_family, AddressFamily::Inet6);
+        assert_eq!(
+            (
+                r.header.destination_prefix_length,
+                r.header.source_prefix_length
+            ),
+            (128, 128)
+        );
+        assert_eq!(
+            r.attributes,
+            vec![
+                RouteAttribute::Destination(dst.into()),
+                RouteAttribute::Source(src.into()),
             ]
         );
         let (_, m) = decode(&route_to(10, dst, None));

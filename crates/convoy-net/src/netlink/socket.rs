@@ -1,11 +1,11 @@
-//! NETLINK_ROUTE sockets (netlink-sys): one that listens for link and
-//! IPv4 address changes (its descriptor sits in the driver's ppoll set),
+//! NETLINK_ROUTE sockets (netlink-sys): one that listens for link
+//! changes and one family's address and route changes (its descriptor sits in the driver's ppoll set),
 //! and blocking requests for the current state (dumps) and for route
 //! look-ups. The messages are built in [`super::request`] and read in
 //! [`super::parse`]; this is only the sending, receiving and waiting.
 
 use std::io;
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 use std::os::fd::{AsRawFd, RawFd};
 use std::time::Duration;
 
@@ -14,7 +14,15 @@ use netlink_sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr};
 use super::parse::{parse, Message};
 use super::request;
 
-const GROUPS: u32 = (libc::RTMGRP_LINK | libc::RTMGRP_IPV4_IFADDR | libc::RTMGRP_IPV4_ROUTE) as u32;
+/// The multicast groups for links and `like`'s family's addresses and
+/// routes.
+fn groups(like: IpAddr) -> u32 {
+    let family = match like {
+        IpAddr::V4(_) => libc::RTMGRP_IPV4_IFADDR | libc::RTMGRP_IPV4_ROUTE,
+        IpAddr::V6(_) => libc::RTMGRP_IPV6_IFADDR | libc::RTMGRP_IPV6_ROUTE,
+    };
+    (libc::RTMGRP_LINK | family) as u32
+}
 /// A request's answer must come within this (the kernel answers at once;
 /// this only bounds a bug).
 const ANSWER_WAIT: Duration = Duration::from_millis(500);
@@ -40,12 +48,13 @@ impl RouteSocket {
         })
     }
 
-    /// Subscribed to link, IPv4 address and IPv4 route changes;
-    /// non-blocking. Routes too, because an interface's address often
-    /// comes before the route that makes the server reachable through it
-    /// (DHCP), and the route is what makes it usable.
-    pub fn listen() -> io::Result<RouteSocket> {
-        let s = RouteSocket::open(GROUPS)?;
+    /// Subscribed to link changes and to address and route changes of
+    /// `like`'s family (the server's); non-blocking. Routes too, because
+    /// an interface's address often comes before the route that makes
+    /// the server reachable through it (DHCP, a router advertisement),
+    /// and the route is what makes it usable.
+    pub fn listen(like: IpAddr) -> io::Result<RouteSocket> {
+        let s = RouteSocket::open(groups(like))?;
         s.socket.set_non_blocking(true)?;
         Ok(s)
     }
@@ -117,23 +126,25 @@ impl RouteSocket {
         }
     }
 
-    /// Every interface and every IPv4 address, as Link and Addr messages.
-    pub fn dump(&mut self) -> io::Result<Vec<Message>> {
+    /// Every interface and every address of `like`'s family, as Link and
+    /// Addr (or AddrGone, for an IPv6 address not yet bindable) messages.
+    pub fn dump(&mut self, like: IpAddr) -> io::Result<Vec<Message>> {
         let seq = self.send(request::dump_links)?;
         let mut all = self.answers(seq, true)?;
-        let seq = self.send(request::dump_ipv4_addresses)?;
+        let seq = self.send(|seq| request::dump_addresses(seq, like))?;
         all.extend(self.answers(seq, true)?);
         Ok(all)
     }
 
     /// The kernel's route to `dst`, from `src` when given (as `ip route
     /// get DST from SRC`): the interface index it leaves by and the source
-    /// address it would use. An error means no route.
+    /// address it would use. An error means no route. `src` is of `dst`'s
+    /// family.
     pub fn route_to(
         &mut self,
-        dst: Ipv4Addr,
-        src: Option<Ipv4Addr>,
-    ) -> io::Result<(Option<u32>, Option<Ipv4Addr>)> {
+        dst: IpAddr,
+        src: Option<IpAddr>,
+    ) -> io::Result<(Option<u32>, Option<IpAddr>)> {
         let seq = self.send(|seq| request::route_to(seq, dst, src))?;
         for m in self.answers(seq, false)? {
             if let Message::Route { oif, prefsrc } = m {
@@ -151,30 +162,39 @@ impl RouteSocket {
 mod tests {
     use super::*;
     use crate::netlink::Interfaces;
+    use std::net::{Ipv4Addr, Ipv6Addr};
 
     /// The real kernel: the dump has the loopback interface and its
-    /// address, and the route to 127.0.0.1 leaves by it.
+    /// address, and the route to it leaves by it; for IPv6 too where the
+    /// host has ::1.
     #[test]
     fn dump_and_route_on_this_host() {
         let mut r = RouteSocket::requests().unwrap();
-        let mut ifs = Interfaces::default();
-        for m in r.dump().unwrap() {
-            ifs.apply(&m);
+        let v4 = IpAddr::V4(Ipv4Addr::LOCALHOST);
+        let v6 = IpAddr::V6(Ipv6Addr::LOCALHOST);
+        for like in [v4, v6] {
+            let mut ifs = Interfaces::default();
+            for m in r.dump(like).unwrap() {
+                ifs.apply(&m);
+            }
+            let Some(lo) = ifs.locals().into_iter().find(|l| l.addr == like) else {
+                // IPv6 can be off (a container, ipv6.disable=1).
+                assert!(like.is_ipv6(), "127.0.0.1 on an interface that is up");
+                continue;
+            };
+            assert!(lo.loopback);
+            // Only the family asked for.
+            assert!(ifs
+                .locals()
+                .iter()
+                .all(|l| l.addr.is_ipv6() == like.is_ipv6()));
+            let (oif, _) = r.route_to(like, None).unwrap();
+            assert_eq!(oif, Some(lo.index));
+            let (oif, _) = r.route_to(like, Some(like)).unwrap();
+            assert_eq!(oif, Some(lo.index));
         }
-        let lo = ifs
-            .locals()
-            .into_iter()
-            .find(|l| l.addr == Ipv4Addr::LOCALHOST)
-            .expect("127.0.0.1 on an interface that is up");
-        assert!(lo.loopback);
-        let (oif, _) = r.route_to(Ipv4Addr::LOCALHOST, None).unwrap();
-        assert_eq!(oif, Some(lo.index));
-        let (oif, _) = r
-            .route_to(Ipv4Addr::LOCALHOST, Some(Ipv4Addr::LOCALHOST))
-            .unwrap();
-        assert_eq!(oif, Some(lo.index));
         // A listening socket has nothing to say until something changes.
-        let mut l = RouteSocket::listen().unwrap();
+        let mut l = RouteSocket::listen(v4).unwrap();
         assert!(l.read().unwrap().is_none());
     }
 }

@@ -1,9 +1,15 @@
 //! Helpers for the in-process library tests: temporary directories that
 //! are removed even when a test fails, test files, a server on a thread of
-//! its own, and a UDP relay that goes silent after a byte budget (to stop
-//! an upload midway, however fast the machine is).
+//! its own (in a network namespace if asked), and a UDP relay that goes
+//! silent after a byte budget (to stop an upload midway, however fast the
+//! machine is).
 
 #![allow(dead_code)]
+
+/// Network namespaces deleted on drop: the `convoy` command's tests' own
+/// helper, shared rather than copied.
+#[path = "../../../convoy/tests/net_support/netns.rs"]
+pub mod netns;
 
 use std::net::{SocketAddr, UdpSocket};
 use std::path::{Path, PathBuf};
@@ -51,10 +57,32 @@ pub struct ServerThread {
     thread: Option<JoinHandle<Result<(), NetError>>>,
 }
 
+/// Moves the calling thread (only: a network namespace is per thread)
+/// into the namespace named `ns` (`ip netns`'s); the sockets it opens from
+/// then on are in it, and so are the threads it starts.
+pub fn enter(ns: &str) {
+    let path = format!("/run/netns/{ns}");
+    let f = std::fs::File::open(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    // SAFETY: plain syscall on a descriptor we hold open.
+    let r = unsafe { libc::setns(std::os::fd::AsRawFd::as_raw_fd(&f), libc::CLONE_NEWNET) };
+    assert_eq!(r, 0, "setns {path}: {}", std::io::Error::last_os_error());
+}
+
 impl ServerThread {
     /// A server storing into `store`, with a fresh key and whatever
     /// `configure` sets on its options.
     pub fn start(store: &Path, configure: impl FnOnce(&mut ServerOptions)) -> ServerThread {
+        ServerThread::start_in(None, store, configure)
+    }
+
+    /// [`ServerThread::start`] in network namespace `ns` (its thread
+    /// enters it before binding).
+    pub fn start_in(
+        ns: Option<&netns::Netns>,
+        store: &Path,
+        configure: impl FnOnce(&mut ServerOptions),
+    ) -> ServerThread {
+        let ns_name = ns.map(|n| n.name.clone());
         let keypair = Keypair::generate();
         let key = keypair.public;
         let mut opts = ServerOptions::new("127.0.0.1:0".parse().unwrap(), keypair);
@@ -65,6 +93,9 @@ impl ServerThread {
         // The server is not Send (its event callback need not be), so it
         // is bound on the thread that runs it.
         let thread = std::thread::spawn(move || {
+            if let Some(name) = ns_name {
+                enter(&name);
+            }
             let mut server = Server::bind(opts)?;
             tx.send((server.local_addr().unwrap(), server.stop_flag()))
                 .unwrap();
@@ -84,7 +115,12 @@ impl Drop for ServerThread {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
         if let Some(t) = self.thread.take() {
-            t.join().unwrap().unwrap();
+            let result = t.join();
+            // A second panic while a failing test unwinds would abort,
+            // and skip the other guards' clean-up (a namespace's).
+            if !std::thread::panicking() {
+                result.unwrap().unwrap();
+            }
         }
     }
 }
