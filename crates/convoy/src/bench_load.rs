@@ -7,7 +7,7 @@ use anyhow::{bail, Result};
 use clap::Args;
 use convoy_net::loadgen::{self, LoadOptions};
 
-use crate::bench_server::{load_avg, RssSampler, SpawnedServer};
+use crate::bench_server::{load_avg, proc_status_kib, RssSampler, SpawnedServer};
 use crate::net_common::{parse_size, TransferOpts};
 
 #[derive(Args)]
@@ -219,10 +219,19 @@ fn process_cpu(pid: u32) -> f64 {
     (ticks(14) + ticks(15)) / hz.max(1.0)
 }
 
+/// Issue 35's memory target: a server holds 10,000 mostly idle vehicles
+/// in at most 1 GB.
+const IDLE_TARGET_CONNECTIONS: f64 = 10_000.0;
+const IDLE_TARGET_KIB: f64 = 1024.0 * 1024.0;
+
 /// Every connection up, then idle: the CPU both sides spend on them,
-/// measured over the idle window after the handshakes.
+/// measured over the idle window after the handshakes, and the server's
+/// resident memory at the window's end (all of them held) and at its peak.
 fn idle_run(args: &LoadArgs, opts: &LoadOptions, server: SpawnedServer, idle: f64) -> Result<()> {
     let pid = server.pid();
+    // What the server holds before any connection: the part of its memory
+    // that does not grow with the fleet.
+    let base_kib = proc_status_kib(pid, "VmRSS").unwrap_or(0);
     let me = std::process::id();
     let settle = opts.ramp + Duration::from_secs(3);
     let window = Duration::from_secs_f64(idle) - Duration::from_secs(4);
@@ -231,17 +240,24 @@ fn idle_run(args: &LoadArgs, opts: &LoadOptions, server: SpawnedServer, idle: f6
         let (s0, c0) = (process_cpu(pid), process_cpu(me));
         std::thread::sleep(window);
         let (s1, c1) = (process_cpu(pid), process_cpu(me));
-        (s1 - s0, c1 - c0)
+        let rss_kib = proc_status_kib(pid, "VmRSS").unwrap_or(0);
+        (s1 - s0, c1 - c0, rss_kib)
     });
     let report = loadgen::run(opts);
-    let (server_cpu, client_cpu) = measure.join().unwrap_or((f64::NAN, f64::NAN));
+    let (server_cpu, client_cpu, rss_kib) = measure.join().unwrap_or((f64::NAN, f64::NAN, 0));
     let load = load_avg();
     let outcome = server.stop()?;
     let report = report?;
     let secs = window.as_secs_f64();
     let n = opts.connections as f64;
     let per_conn = |cpu: f64| cpu / secs / n * 100.0;
-    let target = per_conn(server_cpu).max(per_conn(client_cpu)) <= 0.1;
+    let cpu_met = per_conn(server_cpu).max(per_conn(client_cpu)) <= 0.1;
+    // Each connection's share of what the server grew by, and the server
+    // that share makes at the target's 10,000 connections.
+    let kib_per_conn = outcome.peak_rss_kib.saturating_sub(base_kib) as f64 / n;
+    let at_target_kib = base_kib as f64 + kib_per_conn * IDLE_TARGET_CONNECTIONS;
+    let memory_met = outcome.peak_rss_kib > 0 && at_target_kib <= IDLE_TARGET_KIB;
+    let target = cpu_met && memory_met;
     if args.json {
         println!(
             "{}",
@@ -250,6 +266,11 @@ fn idle_run(args: &LoadArgs, opts: &LoadOptions, server: SpawnedServer, idle: f6
                 "server_cpu_s": server_cpu, "client_cpu_s": client_cpu,
                 "server_core_percent_per_connection": per_conn(server_cpu),
                 "client_core_percent_per_connection": per_conn(client_cpu),
+                "server_base_rss_kib": base_kib,
+                "server_rss_kib": rss_kib, "server_peak_rss_kib": outcome.peak_rss_kib,
+                "server_kib_per_connection": kib_per_conn,
+                "server_kib_at_10000_connections": at_target_kib,
+                "cpu_target_met": cpu_met, "memory_target_met": memory_met,
                 "server": outcome.summary, "load_average": load, "target_met": target,
             })
         );
@@ -266,10 +287,22 @@ fn idle_run(args: &LoadArgs, opts: &LoadOptions, server: SpawnedServer, idle: f6
             "  clients (this process): {client_cpu:.3} s CPU = {:.4} % of a core per connection",
             per_conn(client_cpu)
         );
-        println!("target (load average {load})");
+        println!(
+            "  server memory: {:.1} MB before, {:.1} MB with every connection up, peak {:.1} MB: {kib_per_conn:.1} KiB per connection, {:.0} MB at 10,000",
+            base_kib as f64 / 1024.0,
+            rss_kib as f64 / 1024.0,
+            outcome.peak_rss_kib as f64 / 1024.0,
+            at_target_kib / 1024.0
+        );
+        let mark = |met: bool| if met { "met   " } else { "MISSED" };
+        println!("targets (load average {load})");
         println!(
             "  {} an idle connection <= 0.1 % of a core per side",
-            if target { "met   " } else { "MISSED" }
+            mark(cpu_met)
+        );
+        println!(
+            "  {} the server holds 10,000 idle connections in <= 1 GB",
+            mark(memory_met)
         );
     }
     if report.established != opts.connections {

@@ -1,5 +1,6 @@
 //! Small versions of the fleet benchmarks (seconds each): `convoy bench
-//! load` with 100 connections on a 2-worker server, and `convoy bench
+//! load` with 100 connections on a 2-worker server and with 200 idle ones,
+//! and `convoy bench
 //! flood` (root only: raw sockets). The full runs and their figures are in
 //! docs/NET.md.
 
@@ -62,6 +63,34 @@ fn a_hundred_connections_on_two_workers_deliver_everything() {
             < 50,
         "{v:#}"
     );
+}
+
+/// Idle connections held open: each side's CPU and the server's memory
+/// (the full run, 10,000 connections, is in docs/NET.md).
+#[test]
+fn idle_connections_cost_the_server_little_memory_and_cpu() {
+    let out = convoy()
+        .args([
+            "bench",
+            "load",
+            "--connections",
+            "200",
+            "--idle",
+            "10",
+            "--ramp",
+            "1",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    let v = json(&out);
+    assert!(out.status.success(), "{v:#}");
+    assert_eq!(v["established"], 200, "{v:#}");
+    let base = v["server_base_rss_kib"].as_u64().unwrap();
+    let rss = v["server_rss_kib"].as_u64().unwrap();
+    let peak = v["server_peak_rss_kib"].as_u64().unwrap();
+    assert!(base > 0 && rss > base && peak >= rss, "{v:#}");
+    assert_eq!(v["memory_target_met"], true, "{v:#}");
 }
 
 fn is_root() -> bool {
