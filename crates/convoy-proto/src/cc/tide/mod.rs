@@ -120,6 +120,14 @@ const WINDOW_HEADROOM_BESIDE: f64 = 1.5;
 const COAST_TIME: Duration = Duration::from_secs(1);
 /// ...paced at this share of that rate.
 const COAST_GAIN: f64 = 0.75;
+/// The longest packet time the windows scale with: the time between two
+/// packets paced at the floor of one packet a second. The windows are
+/// measured with the rate they are sized by; sized from a reading far
+/// below what is sent, they outgrew the log and no reading came again (a
+/// start-up burst read 52 B/s off a link in a deep fade, windows of
+/// 113 s followed, and the sender stayed at one packet a second for a
+/// minute on a 320 kbit/s link).
+const MAX_PACKET_TIME: Duration = Duration::from_secs(1);
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct TideConfig {
@@ -358,7 +366,7 @@ impl Tide {
         if rate == 0 {
             return Duration::ZERO;
         }
-        Duration::from_secs_f64(self.cfg.mss as f64 / rate as f64)
+        Duration::from_secs_f64(self.cfg.mss as f64 / rate as f64).min(MAX_PACKET_TIME)
     }
 
     /// The windows the receive rate is measured over: the configured

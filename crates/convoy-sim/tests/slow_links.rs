@@ -1,0 +1,57 @@
+//! Links far below a megabit: Tide's windows scale with the packet time,
+//! and a reading far below what the link carries must not size them past
+//! what the arrival log can ever hold.
+
+mod support;
+
+use std::time::Duration;
+
+use convoy_link::{Dur, MahimahiTrace};
+use convoy_proto::{Config, Keypair, Mode};
+use convoy_sim::{run, TransferSpec};
+
+/// The Verizon drive trace scaled to 5 % of its rate (0.32 Mbit/s up over
+/// this minute), from 70 s in: the uplink starts in a deep fade, one
+/// opportunity a second.
+fn verizon_at_5_percent() -> Option<(MahimahiTrace, MahimahiTrace)> {
+    let (up, down) = support::shared_drive("Verizon-LTE-short")?;
+    let at = |t: MahimahiTrace| {
+        t.scaled(0.05)
+            .expect("a scaled trace")
+            .starting_at(Dur::from_millis(70_000))
+    };
+    Some((at(up), at(down)))
+}
+
+/// A start-up burst into the fade read 52 B/s; the windows sized by it
+/// (4 packets' time: 113 s) were longer than the arrival log, so no
+/// reading came again, and the sender stayed at its floor of a packet a
+/// second for the whole minute (0.056 of the capacity: the cellular
+/// grid's worst point at x0.05).
+#[test]
+fn a_start_in_a_deep_fade_does_not_pin_the_sender_to_its_floor() {
+    let Some((up, down)) = verizon_at_5_percent() else {
+        return;
+    };
+    let mut c = Config::for_mode(Keypair::generate(), Mode::Tide);
+    let mut s = Config::for_mode(Keypair::generate(), Mode::Tide);
+    c.seed = Some(1);
+    s.seed = Some(2);
+    let mut spec = TransferSpec::new(
+        support::cellular_link(&up),
+        support::cellular_link(&down),
+        c,
+        s,
+    );
+    spec.upload = u64::MAX;
+    spec.duration = Some(Duration::from_secs(60));
+    let r = run(spec).expect("simulation runs");
+    let share = r.upload.goodput_bps / r.upload.capacity_bps;
+    eprintln!(
+        "goodput {:.0} kbit/s of {:.0}: {share:.3}; p95 queueing {:?}",
+        r.upload.goodput_bps / 1e3,
+        r.upload.capacity_bps / 1e3,
+        r.upload.queue_delay_p95
+    );
+    assert!(share > 0.7, "{share:.3} of the capacity");
+}
