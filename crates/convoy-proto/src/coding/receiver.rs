@@ -782,3 +782,6 @@ mod hostile_tests {
         assert!(rx.allocated_bytes() <= 4 << 20);
     }
 }
+
+#[cfg(test)]
+mod props;
