@@ -115,54 +115,38 @@ mod tests {
 
     #[test]
     fn a_route_look_up_names_the_destination_and_the_source_if_any() {
-        let dst: IpAddr = "10.7.0.2".parse().unwrap();
-        let src: IpAddr = "10.7.1.1".parse().unwrap();
-        let (h, m) = decode(&route_to(9, dst, Some(src)));
-        // Not a dump: the kernel answers with the one route it would use.
-        assert_eq!(
-            (h.message_type, h.flags),
-            (libc::RTM_GETROUTE, NLM_F_REQUEST)
-        );
-        let RouteNetlinkMessage::GetRoute(r) = m else {
-            panic!("{m:?}")
-        };
-        assert_eq!(r.header.address_family, AddressFamily::Inet);
-        assert_eq!(
-            (
-                r.header.destination_prefix_length,
-                r.header.source_prefix_length
-            ),
-            (32, 32)
-        );
-        assert_eq!(
-            r.attributes,
-            vec![
-                RouteAttribute::Destination(dst.into()),
-                RouteAttribute::Source(src.into()),
-            ]
-        );
-        // IPv6: the family and 128-bit prefixes.
-        let (dst, src): (IpAddr, IpAddr) =
-            ("fd00:77::2".parse().unwrap(), "fd00:78::1".parse().unwrap());
-        let (_, m) = decode(&route_to(11, dst, Some(src)));
-        let RouteNetlinkMessage::GetRoute(r) = m else {
-            panic!("{m:?}")
-        };
-        assert_eq!(r.header.address_family, AddressFamily::Inet6);
-        assert_eq!(
-            (
-                r.header.destination_prefix_length,
-                r.header.source_prefix_length
-            ),
-            (128, 128)
-        );
-        assert_eq!(
-            r.attributes,
-            vec![
-                RouteAttribute::Destination(dst.into()),
-                RouteAttribute::Source(src.into()),
-            ]
-        );
+        // IPv4, then IPv6: the family and the full-length prefixes.
+        for (dst, src, family, bits) in [
+            ("10.7.0.2", "10.7.1.1", AddressFamily::Inet, 32),
+            ("fd00:77::2", "fd00:78::1", AddressFamily::Inet6, 128),
+        ] {
+            let (dst, src): (IpAddr, IpAddr) = (dst.parse().unwrap(), src.parse().unwrap());
+            let (h, m) = decode(&route_to(9, dst, Some(src)));
+            // Not a dump: the kernel answers with the one route it would use.
+            assert_eq!(
+                (h.message_type, h.flags),
+                (libc::RTM_GETROUTE, NLM_F_REQUEST)
+            );
+            let RouteNetlinkMessage::GetRoute(r) = m else {
+                panic!("{m:?}")
+            };
+            assert_eq!(r.header.address_family, family);
+            assert_eq!(
+                (
+                    r.header.destination_prefix_length,
+                    r.header.source_prefix_length
+                ),
+                (bits, bits)
+            );
+            assert_eq!(
+                r.attributes,
+                vec![
+                    RouteAttribute::Destination(dst.into()),
+                    RouteAttribute::Source(src.into()),
+                ]
+            );
+        }
+        let dst: IpAddr = "fd00:77::2".parse().unwrap();
         let (_, m) = decode(&route_to(10, dst, None));
         let RouteNetlinkMessage::GetRoute(r) = m else {
             panic!("{m:?}")
