@@ -405,36 +405,49 @@ impl Spool {
     /// Drops the waiting segment the overflow rule gives up first for a
     /// newcomer of `class`: lowest priority first, oldest first; never an
     /// event, never a class above `class`, never what is being sent right
-    /// now. `None` if none may go, or if the drop could not be recorded.
+    /// now. `None` if none may go, or if no drop could be recorded.
     fn drop_oldest(&mut self, class: Class) -> Option<(String, Class, u64)> {
-        let (id, name, c, b): (i64, String, i64, i64) = self
-            .db
-            .query_row(
-                "SELECT id, name, class, bytes FROM items
-                 WHERE state = 'queued' AND class > 0 AND class >= ?1 AND prio IS NULL
-                 ORDER BY class DESC, id ASC LIMIT 1",
-                [class as i64],
-                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
-            )
-            .optional()
-            .ok()
-            .flatten()?;
-        let c = Class::from_index(c);
+        let victims: Vec<(i64, String, i64, i64)> = {
+            let mut q = self
+                .db
+                .prepare(
+                    "SELECT id, name, class, bytes FROM items
+                     WHERE state = 'queued' AND class > 0 AND class >= ?1 AND prio IS NULL
+                     ORDER BY class DESC, id ASC LIMIT 64",
+                )
+                .ok()?;
+            let rows = q
+                .query_map([class as i64], |r| {
+                    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+                })
+                .ok()?;
+            rows.collect::<rusqlite::Result<_>>().ok()?
+        };
         // The file first: on a full disk, recording the drop may need the
-        // room its deletion frees. If the record fails all the same, give
-        // up (picking the same victim again would loop for ever while
-        // holding the spool's lock); `take` marks a row whose file is gone
-        // as dropped when the catalog can be written again.
-        let _ = std::fs::remove_file(self.final_path(c, &name));
+        // room its deletion frees. If the record fails all the same, the
+        // next victim's file goes too, until one record is written: a
+        // deletion that freed too little (a writer took the room back)
+        // must not leave the catalog full for ever, retrying the same
+        // victim whose file is already gone. `take` marks a row whose file
+        // is gone as dropped when the catalog can be written again.
         let now = convoy_telemetry::now_ns();
-        self.write(|db| {
-            db.execute(
-                "UPDATE items SET state = 'dropped', done_ns = ?2 WHERE id = ?1",
-                params![id, now],
-            )
-        })
-        .ok()?;
-        Some((name, c, b as u64))
+        for (id, name, c, b) in victims {
+            let c = Class::from_index(c);
+            let _ = std::fs::remove_file(self.final_path(c, &name));
+            let recorded = self.write(|db| {
+                db.execute(
+                    "UPDATE items SET state = 'dropped', done_ns = ?2 WHERE id = ?1",
+                    params![id, now],
+                )
+            });
+            match recorded {
+                Ok(_) => return Some((name, c, b as u64)),
+                // Only a full disk is helped by deleting more.
+                Err(e) if is_full_db(&e) => continue,
+                Err(_) => return None,
+            }
+        }
+        None
     }
 
     fn count_refused(&mut self, class: Class) {
@@ -616,13 +629,23 @@ impl Spool {
             if !path.exists() {
                 // Its drop was not recorded (a full disk): record it now
                 // rather than retry, for ever, an upload that cannot be.
-                self.write(|db| {
+                let recorded = self.write(|db| {
                     db.execute(
                         "UPDATE items SET state = 'dropped', done_ns = ?2,
                          last_error = 'segment file missing' WHERE id = ?1",
                         params![id, now_ns],
                     )
-                })?;
+                });
+                match recorded {
+                    // Still no room to record it: the overflow rule makes
+                    // some, as below, or this row is picked for ever.
+                    Err(e) if is_full_db(&e) => {
+                        self.shed_one(Class::Telemetry).ok_or(e)?;
+                    }
+                    r => {
+                        r?;
+                    }
+                }
                 continue;
             }
             // The mark keeps the other lane from taking this segment too;
