@@ -79,6 +79,10 @@ pub enum Lane {
     Backlog,
 }
 
+/// The most segments one drop on a full disk deletes while the catalog
+/// still cannot record any of them.
+const MAX_UNRECORDED_DROPS: i64 = 64;
+
 /// Whether an error means the disk (or the user's quota on it) is full.
 pub fn is_full_io(e: &std::io::Error) -> bool {
     matches!(
@@ -407,31 +411,29 @@ impl Spool {
     /// event, never a class above `class`, never what is being sent right
     /// now. `None` if none may go, or if no drop could be recorded.
     fn drop_oldest(&mut self, class: Class) -> Option<(String, Class, u64)> {
-        let victims: Vec<(i64, String, i64, i64)> = {
-            let mut q = self
-                .db
-                .prepare(
-                    "SELECT id, name, class, bytes FROM items
-                     WHERE state = 'queued' AND class > 0 AND class >= ?1 AND prio IS NULL
-                     ORDER BY class DESC, id ASC LIMIT 64",
-                )
-                .ok()?;
-            let rows = q
-                .query_map([class as i64], |r| {
-                    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
-                })
-                .ok()?;
-            rows.collect::<rusqlite::Result<_>>().ok()?
-        };
         // The file first: on a full disk, recording the drop may need the
         // room its deletion frees. If the record fails all the same, the
         // next victim's file goes too, until one record is written: a
         // deletion that freed too little (a writer took the room back)
         // must not leave the catalog full for ever, retrying the same
-        // victim whose file is already gone. `take` marks a row whose file
-        // is gone as dropped when the catalog can be written again.
+        // victim whose file is already gone. Victims not recorded stay
+        // queued, so the n-th pick skips the n before it; `take` marks a
+        // row whose file is gone as dropped when the catalog can be
+        // written again.
         let now = convoy_telemetry::now_ns();
-        for (id, name, c, b) in victims {
+        for skip in 0..MAX_UNRECORDED_DROPS {
+            let (id, name, c, b): (i64, String, i64, i64) = self
+                .db
+                .query_row(
+                    "SELECT id, name, class, bytes FROM items
+                     WHERE state = 'queued' AND class > 0 AND class >= ?1 AND prio IS NULL
+                     ORDER BY class DESC, id ASC LIMIT 1 OFFSET ?2",
+                    params![class as i64, skip],
+                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+                )
+                .optional()
+                .ok()
+                .flatten()?;
             let c = Class::from_index(c);
             let _ = std::fs::remove_file(self.final_path(c, &name));
             let recorded = self.write(|db| {
@@ -448,6 +450,21 @@ impl Spool {
             }
         }
         None
+    }
+
+    /// A catalog write that found the disk full makes room by the overflow
+    /// rule, and the caller picks again (`Ok(None)`); `Err` if nothing may
+    /// go. Otherwise a disk left full once the writers stopped would keep
+    /// every lane from sending, and so from ever freeing room by
+    /// acknowledgements.
+    fn shed_if_full<T>(&mut self, written: rusqlite::Result<T>) -> rusqlite::Result<Option<T>> {
+        match written {
+            Err(e) if is_full_db(&e) => {
+                self.shed_one(Class::Telemetry).ok_or(e)?;
+                Ok(None)
+            }
+            r => r.map(Some),
+        }
     }
 
     fn count_refused(&mut self, class: Class) {
@@ -636,16 +653,9 @@ impl Spool {
                         params![id, now_ns],
                     )
                 });
-                match recorded {
-                    // Still no room to record it: the overflow rule makes
-                    // some, as below, or this row is picked for ever.
-                    Err(e) if is_full_db(&e) => {
-                        self.shed_one(Class::Telemetry).ok_or(e)?;
-                    }
-                    r => {
-                        r?;
-                    }
-                }
+                // Still no room to record it: shed, or this row is picked
+                // for ever.
+                self.shed_if_full(recorded)?;
                 continue;
             }
             // The mark keeps the other lane from taking this segment too;
@@ -658,18 +668,11 @@ impl Spool {
                     [id],
                 )
             });
-            match marked {
-                // Still no room for the catalog: the overflow rule makes
-                // some (it may drop this very segment, so pick again).
-                // Otherwise a disk left full once the writers stopped
-                // would keep every lane from sending, and so from ever
-                // freeing room by acknowledgements.
-                Err(e) if is_full_db(&e) => {
-                    self.shed_one(Class::Telemetry).ok_or(e)?;
-                    continue;
-                }
-                r => r?,
-            };
+            // Still no room for the catalog: the overflow rule makes some
+            // (it may drop this very segment, so pick again).
+            if self.shed_if_full(marked)?.is_none() {
+                continue;
+            }
             return Ok(Some(Item {
                 path,
                 id,
