@@ -46,6 +46,7 @@ pub const SOURCE: u8 = 0x18;
 /// about 44 sources, so nearly every data packet takes this form.
 pub const SHORT_SOURCE: u8 = 0x40;
 const SHORT_SOURCE_ESI: u8 = 0x3f;
+const SHORT_SOURCE_LAST: u8 = SHORT_SOURCE | SHORT_SOURCE_ESI;
 pub const STREAM: u8 = 0x10;
 pub const RESET_STREAM: u8 = 0x11;
 
@@ -338,7 +339,7 @@ fn parse_frame<'a>(r: &mut Reader<'a>) -> Result<Frame<'a>, WireError> {
                 payload,
             })
         }
-        SOURCE | SHORT_SOURCE..=0x7f => {
+        SOURCE | SHORT_SOURCE..=SHORT_SOURCE_LAST => {
             let block_id = r.varint_u32()?;
             let esi = if kind == SOURCE {
                 r.varint_u32()?
@@ -517,6 +518,14 @@ pub fn names_k(esi: u32, block_len: u32, symbol_len: usize, prefix: Option<u32>)
     esi == 0 || prefix.is_some() || esi >= source_symbols(block_len, symbol_len)
 }
 
+/// The SHORT_SOURCE type byte that carries source `esi`, if its id fits.
+fn short_source_type(esi: u32) -> Option<u8> {
+    u8::try_from(esi)
+        .ok()
+        .filter(|&e| e <= SHORT_SOURCE_ESI)
+        .map(|e| SHORT_SOURCE | e)
+}
+
 /// Bytes [`write_symbol_header`] takes, so a sender can size the payload.
 pub fn symbol_header_len(
     block_id: u32,
@@ -527,11 +536,7 @@ pub fn symbol_header_len(
 ) -> usize {
     use super::cursor::varint_len;
     let Some(block_len) = block_len else {
-        let esi_len = if esi <= u32::from(SHORT_SOURCE_ESI) {
-            0
-        } else {
-            varint_len(esi.into())
-        };
+        let esi_len = short_source_type(esi).map_or(varint_len(esi.into()), |_| 0);
         return 1 + varint_len(block_id.into()) + esi_len;
     };
     1 + varint_len(block_id.into())
@@ -557,8 +562,8 @@ pub fn write_symbol_header(
         if prefix.is_some() {
             return Err(WireError::Invalid("a prefix repair names its block's K"));
         }
-        if esi <= u32::from(SHORT_SOURCE_ESI) {
-            w.u8(SHORT_SOURCE | esi as u8)?;
+        if let Some(kind) = short_source_type(esi) {
+            w.u8(kind)?;
             return w.varint(block_id.into());
         }
         w.u8(SOURCE)?;
