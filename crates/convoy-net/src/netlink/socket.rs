@@ -1,7 +1,7 @@
 //! NETLINK_ROUTE sockets (netlink-sys): one that listens for link
-//! changes and one family's address and route changes (its descriptor sits in the driver's ppoll set),
-//! and blocking requests for the current state (dumps) and for route
-//! look-ups. The messages are built in [`super::request`] and read in
+//! changes and one family's address and route changes (its descriptor
+//! sits in the driver's ppoll set), and blocking requests for the
+//! current state (dumps) and for route look-ups. The messages are built in [`super::request`] and read in
 //! [`super::parse`]; this is only the sending, receiving and waiting.
 
 use std::io;
@@ -23,6 +23,7 @@ fn groups(like: IpAddr) -> u32 {
     };
     (libc::RTMGRP_LINK | family) as u32
 }
+
 /// A request's answer must come within this (the kernel answers at once;
 /// this only bounds a bug).
 const ANSWER_WAIT: Duration = Duration::from_millis(500);
