@@ -69,6 +69,11 @@ pub struct TransportParams {
     /// peer sends them only when this is set, so an older peer, which
     /// would refuse the frame type, never sees one.
     pub prefix_repairs: bool,
+    /// The sender of these parameters, a server, measures the client's
+    /// start pair and reports it (bit 3 of the flags;
+    /// connection/start_pair.rs). A client waits for that report only
+    /// when this is set, so an older server costs it no wait.
+    pub start_pairs: bool,
     /// Streams the sender lets its peer open at once (a varint after the
     /// flags; `None` from older peers, which neither limit streams nor
     /// read MAX_STREAMS frames).
@@ -78,6 +83,7 @@ pub struct TransportParams {
 const FLAG_RECEIVE_TIMES: u64 = 1;
 const FLAG_AES_GCM: u64 = 2;
 const FLAG_PREFIX_REPAIRS: u64 = 4;
+const FLAG_START_PAIRS: u64 = 8;
 
 impl TransportParams {
     pub fn encode(&self) -> Vec<u8> {
@@ -95,7 +101,8 @@ impl TransportParams {
             self.idle_timeout_ms,
             flag(self.receive_times, FLAG_RECEIVE_TIMES)
                 | flag(self.aes_gcm, FLAG_AES_GCM)
-                | flag(self.prefix_repairs, FLAG_PREFIX_REPAIRS),
+                | flag(self.prefix_repairs, FLAG_PREFIX_REPAIRS)
+                | flag(self.start_pairs, FLAG_START_PAIRS),
         ] {
             w.varint(v).expect("64 bytes hold six varints");
         }
@@ -132,6 +139,7 @@ impl TransportParams {
             receive_times: flags & FLAG_RECEIVE_TIMES != 0,
             aes_gcm: flags & FLAG_AES_GCM != 0,
             prefix_repairs: flags & FLAG_PREFIX_REPAIRS != 0,
+            start_pairs: flags & FLAG_START_PAIRS != 0,
             max_streams,
         })
     }
@@ -352,6 +360,7 @@ mod tests {
             receive_times: code == CodeKind::Rlnc,
             aes_gcm: code == CodeKind::Rlnc,
             prefix_repairs: code == CodeKind::Rlnc,
+            start_pairs: code == CodeKind::Rlnc,
             max_streams: (code == CodeKind::Rlnc).then_some(100),
         }
     }
@@ -371,12 +380,12 @@ mod tests {
         .encode();
         old.pop();
         let p = TransportParams::decode(&old).unwrap();
-        assert!(!p.receive_times && !p.aes_gcm && !p.prefix_repairs);
+        assert!(!p.receive_times && !p.aes_gcm && !p.prefix_repairs && !p.start_pairs);
         // Flag bits we do not know yet are ignored.
         let mut newer = old.clone();
-        newer.extend_from_slice(&[0x40, 0x0a]);
+        newer.extend_from_slice(&[0x40, 0x12]);
         let p = TransportParams::decode(&newer).unwrap();
-        assert!(!p.receive_times && p.aes_gcm && !p.prefix_repairs);
+        assert!(!p.receive_times && p.aes_gcm && !p.prefix_repairs && !p.start_pairs);
         assert_eq!(p.max_streams, None, "no stream limit from an older peer");
     }
 

@@ -55,3 +55,43 @@ fn a_start_in_a_deep_fade_does_not_pin_the_sender_to_its_floor() {
     );
     assert!(share > 0.7, "{share:.3} of the capacity");
 }
+
+/// The first flight sized by the start pair (connection/start_pair.rs):
+/// at 100 kbit/s a fixed 32-packet flight is 3.6 s of queue before any
+/// acknowledgment can say so; the pair of Initials measures the link
+/// first. At 20 Mbit/s the pair reads the link fast and changes nothing.
+#[test]
+fn the_start_pair_keeps_a_slow_links_first_flight_out_of_the_queue() {
+    for (rate, upload, bound) in [
+        (100_000, 200_000, Duration::from_millis(600)),
+        (1_000_000, 200_000, Duration::from_millis(150)),
+        (20_000_000, 2_000_000, Duration::from_millis(60)),
+    ] {
+        let link = || {
+            convoy_link::LinkConfig::constant(rate)
+                .with_delay(Dur::from_millis(20))
+                .with_queue(convoy_link::QueueLimit::Packets(200))
+        };
+        let mut c = Config::for_mode(Keypair::generate(), Mode::Tide);
+        let mut s = Config::for_mode(Keypair::generate(), Mode::Tide);
+        c.seed = Some(1);
+        s.seed = Some(2);
+        let mut spec = TransferSpec::new(link(), link(), c, s);
+        spec.upload = upload;
+        let r = run(spec).expect("simulation runs");
+        assert_eq!(r.upload.delivered, upload);
+        eprintln!(
+            "{} kbit/s: p95 queueing {:?}, goodput {:.0} kbit/s",
+            rate / 1000,
+            r.upload.queue_delay_p95,
+            r.upload.goodput_bps / 1e3
+        );
+        assert!(
+            r.upload.queue_delay_p95 < bound,
+            "{} kbit/s: p95 queueing {:?}",
+            rate / 1000,
+            r.upload.queue_delay_p95
+        );
+        assert!(r.upload.goodput_bps > 0.85 * rate as f64);
+    }
+}

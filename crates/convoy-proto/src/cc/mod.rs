@@ -132,6 +132,18 @@ pub trait RateController: Send {
     /// flight.
     fn on_takeover(&mut self, _now: Duration, _capacity_bytes_per_sec: u64) {}
 
+    /// The start pair (connection/start_pair.rs) measured the path's
+    /// capacity before any data was sent, from one pair of 1,200-byte
+    /// datagrams: a noisy reading, which a controller may use to keep its
+    /// first flight from overfilling a slow link.
+    fn on_start_capacity(&mut self, _now: Duration, _capacity_bytes_per_sec: u64) {}
+
+    /// Whether this controller uses that reading: only then does the
+    /// client send the pair and hold its first data for the report.
+    fn wants_start_capacity(&self) -> bool {
+        false
+    }
+
     /// The probe timeout fired: nothing was acknowledged for a PTO, and
     /// what was in flight was declared lost (the link may be down, with
     /// those packets waiting in its queue).

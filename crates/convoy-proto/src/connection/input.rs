@@ -28,11 +28,13 @@ impl Connection {
         }
         match packet {
             Packet::Initial { .. } => {
-                // A repeated Initial: our reply was lost; send it again.
+                // The start pair's copy is measured; a repeated Initial
+                // says our reply was lost: it goes again.
                 if matches!(
                     self.handshake,
                     Handshake::ServerWait { .. } | Handshake::ServerDone { .. }
-                ) {
+                ) && !self.on_initial_again(now)
+                {
                     self.handshake_out = true;
                 }
             }
@@ -275,6 +277,13 @@ impl Connection {
                 Frame::PairProbe { pair, second } => {
                     eliciting = true;
                     self.on_pair_probe(now, path_idx, pair, second);
+                }
+                Frame::PairReport {
+                    pair,
+                    dispersion_us,
+                    ..
+                } if pair == super::start_pair::START_PAIR_ID => {
+                    self.on_start_pair_report(now, dispersion_us)
                 }
                 Frame::PairReport {
                     pair,

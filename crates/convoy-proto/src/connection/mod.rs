@@ -12,6 +12,7 @@ mod output;
 mod paths;
 mod schedule;
 mod stall;
+mod start_pair;
 
 pub(crate) use paths::Path;
 pub use paths::{PathError, PathEvent, PathInfo, PathState, MAX_PATHS};
@@ -266,6 +267,8 @@ pub struct Connection {
     pub(crate) handshake_first_sent: Option<Duration>,
     pub(crate) handshake_sends: u32,
     pub(crate) handshake_rtt_taken: bool,
+    /// The Initial sent twice to size the first flight (start_pair.rs).
+    pub(crate) start_pair: start_pair::StartPair,
     pub(crate) one_rtt: Option<Established1Rtt>,
     pub(crate) peer_static: Option<[u8; 32]>,
     pub(crate) next_pn: u64,
@@ -341,6 +344,7 @@ impl Connection {
             handshake_first_sent: None,
             handshake_sends: 0,
             handshake_rtt_taken: false,
+            start_pair: start_pair::StartPair::Off,
             one_rtt: None,
             peer_static: None,
             next_pn: 0,
@@ -390,6 +394,8 @@ impl Connection {
             // Our receiver takes prefix repairs (of RLNC blocks; a sender
             // never codes RaptorQ blocks that way).
             prefix_repairs: true,
+            // A server measures start pairs (start_pair.rs).
+            start_pairs: true,
             max_streams: Some(cfg.streams.max_streams),
         }
     }
@@ -420,6 +426,9 @@ impl Connection {
             handshake,
         );
         c.handshake_out = true;
+        if server_key.is_some() && c.paths[0].cc.wants_start_capacity() {
+            c.start_pair = start_pair::StartPair::Ready;
+        }
         Ok(c)
     }
 
@@ -435,6 +444,7 @@ impl Connection {
             a.handshake,
         );
         c.validated = a.validated;
+        c.start_pair = start_pair::StartPair::Measuring { first: now };
         c.paths[0].local = a.local;
         c.unvalidated_received = a.initial_len as u64;
         c.handshake_out = true;
@@ -473,6 +483,9 @@ impl Connection {
         let peer_idle = Duration::from_millis(est.peer_params.idle_timeout_ms.max(1));
         self.idle_timeout = self.cfg.idle_timeout.min(peer_idle);
         self.peer_static = Some(est.peer_static);
+        if !est.peer_params.start_pairs {
+            self.start_pair_unmeasured();
+        }
         self.send_receive_times = est.peer_params.receive_times;
         self.one_rtt = Some(Established1Rtt {
             send: est.send,
@@ -830,6 +843,7 @@ impl Connection {
             consider(Some(self.handshake_deadline));
         }
         consider(self.handshake_timer);
+        consider(self.start_pair_deadline());
         consider(self.ack_deadline.filter(|_| self.ack_pending > 0));
         consider(self.stall_reports.deadline());
         if self.one_rtt.is_some() {
@@ -940,6 +954,7 @@ impl Connection {
             self.handshake_out = true;
             self.handshake_timer = None;
         }
+        self.start_pair_timeout(now);
         if self.one_rtt.is_none() {
             return;
         }
@@ -1008,16 +1023,15 @@ impl Connection {
             return;
         }
         self.handshake_rtt_taken = true;
-        let Some(sent) = self
+        let rtt = self
             .handshake_first_sent
             .filter(|_| self.handshake_sends == 1)
-        else {
+            .map(|sent| now.saturating_sub(sent))
+            .filter(|rtt| !rtt.is_zero());
+        self.start_pair_established(now, rtt);
+        let Some(rtt) = rtt else {
             return;
         };
-        let rtt = now.saturating_sub(sent);
-        if rtt.is_zero() {
-            return;
-        }
         let path = &mut self.paths[0];
         path.rtt.update(rtt, Duration::ZERO);
         path.cc.on_handshake_rtt(now, rtt);

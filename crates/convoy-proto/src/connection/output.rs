@@ -42,6 +42,9 @@ impl Connection {
             self.closed.get_or_insert(CloseReason::Local { code });
             return t;
         }
+        if let Some(t) = self.start_pair_second(now, buf) {
+            return Some(t);
+        }
         if self.handshake_out {
             if let Some(t) = self.handshake_packet(now, buf) {
                 return Some(t);
@@ -109,11 +112,14 @@ impl Connection {
         self.handshake_sends += 1;
         if self.role == Role::Client {
             self.handshake_retransmit_after(now);
+            if matches!(self.handshake, Handshake::ClientWait { .. }) {
+                self.on_initial_sent(len);
+            }
         }
         Some(self.sent(now, len, 0))
     }
 
-    fn sent(&mut self, now: Duration, len: usize, path_idx: usize) -> Transmit {
+    pub(super) fn sent(&mut self, now: Duration, len: usize, path_idx: usize) -> Transmit {
         if !self.validated {
             self.unvalidated_sent += len as u64;
         }
@@ -301,6 +307,9 @@ impl Connection {
         buf: &mut [u8],
         feedback_due: bool,
     ) -> Option<Transmit> {
+        if self.start_pair_holds(now) {
+            return None;
+        }
         let path_idx = self.data_path(now)?;
         let Some(next) = self.next_symbol() else {
             for i in self.data_paths().collect::<Vec<_>>() {

@@ -656,4 +656,6 @@ impl Endpoint {
 }
 
 #[cfg(test)]
+mod start_pair_tests;
+#[cfg(test)]
 mod tests;

@@ -11,9 +11,9 @@ use crate::crypto::Keypair;
 use crate::StreamId;
 use convoy_codec::CodeKind;
 
-const MS: Duration = Duration::from_millis(1);
+pub(super) const MS: Duration = Duration::from_millis(1);
 
-fn server(retry_threshold: usize, retry_rate: u32) -> (Endpoint, Keypair) {
+pub(super) fn server(retry_threshold: usize, retry_rate: u32) -> (Endpoint, Keypair) {
     let kp = Keypair::generate();
     let mut cfg = Config::new(kp.clone());
     cfg.seed = Some(1);
@@ -22,13 +22,13 @@ fn server(retry_threshold: usize, retry_rate: u32) -> (Endpoint, Keypair) {
     (Endpoint::new(cfg, true).unwrap(), kp)
 }
 
-fn client() -> Endpoint {
+pub(super) fn client() -> Endpoint {
     let mut cfg = Config::new(Keypair::generate());
     cfg.seed = Some(2);
     Endpoint::new(cfg, false).unwrap()
 }
 
-fn addr(i: u32) -> SocketAddr {
+pub(super) fn addr(i: u32) -> SocketAddr {
     SocketAddr::from((
         [127, 1, (i >> 8) as u8, i as u8],
         1000 + (i % 50_000) as u16,
@@ -36,7 +36,7 @@ fn addr(i: u32) -> SocketAddr {
 }
 
 /// Everything `ep` sends at `now`, as (to, bytes).
-fn drain(ep: &mut Endpoint, now: Duration) -> Vec<(SocketAddr, Vec<u8>)> {
+pub(super) fn drain(ep: &mut Endpoint, now: Duration) -> Vec<(SocketAddr, Vec<u8>)> {
     let mut out = Vec::new();
     let mut buf = vec![0u8; 2048];
     while let Some(t) = ep.poll_transmit(now, &mut buf) {

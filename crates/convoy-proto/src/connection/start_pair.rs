@@ -1,0 +1,173 @@
+//! The start pair: the first flight sized from the link, not from a
+//! constant.
+//!
+//! A client that knows the server's key (IK), and whose rate controller
+//! uses the reading (Tide), sends its padded Initial twice, back to back. The server notes when the first arrived and, when
+//! the copy follows, reports the gap in a PAIR_REPORT with the reserved id
+//! [`START_PAIR_ID`]. The bottleneck spaced the two copies by its time to
+//! serialize one: 1,200 bytes take 0.5 ms at 20 Mbit/s and 126 ms at
+//! 76 kbit/s. The client holds its first data until that report comes (at
+//! most one handshake round trip after the reply) and tells the rate
+//! controller the capacity it implies, which may shrink the first flight
+//! (`RateController::on_start_capacity`). On a slow link the 32-packet
+//! first flight was seconds of queue before any acknowledgment could say
+//! so (docs/PROTOCOL.md, "The start pair").
+//!
+//! Why the Initial itself: it is already 1,200 bytes and already goes
+//! first, so the pair costs one datagram and no wait on a fast link; a
+//! pair of data packets would be measured only a round trip after the
+//! first flight it is meant to size. The server tells a pair's copy from a
+//! retransmission by time: a copy arriving later than half the client's
+//! first retransmission timeout is taken as a repeat, answered with the
+//! reply again as before, and not measured.
+
+use std::time::Duration;
+
+use super::{Connection, Handshake, Role, Transmit, HANDSHAKE_RETRANSMIT};
+use crate::wire::packet::write_initial;
+
+/// The pair id of the start pair's report: the largest varint, never
+/// reached by CapProbe's pair counter. A peer that does not know it finds
+/// no pair of that id and ignores the report.
+pub(crate) const START_PAIR_ID: u64 = (1 << 62) - 1;
+
+/// Where a connection stands with its start pair.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) enum StartPair {
+    /// No pair: an XX client (its first flight waits on no report: the
+    /// server has no keys to send one with until the client's final
+    /// message), a retransmitted handshake, or the pair is over.
+    #[default]
+    Off,
+    /// Client: the Initial's first send will be a pair.
+    Ready,
+    /// Client: the Initial left; its copy (`bytes` long) goes next.
+    SecondDue { bytes: u32 },
+    /// Client: both left; data waits for the report until `until` (set
+    /// when the handshake completes, one handshake round trip later).
+    Awaiting {
+        bytes: u32,
+        rtt: Option<Duration>,
+        until: Option<Duration>,
+    },
+    /// Server: the client's first Initial arrived at `first`.
+    Measuring { first: Duration },
+}
+
+impl Connection {
+    /// Client: the Initial's copy, right behind the Initial.
+    pub(super) fn start_pair_second(&mut self, now: Duration, buf: &mut [u8]) -> Option<Transmit> {
+        let StartPair::SecondDue { bytes } = self.start_pair else {
+            return None;
+        };
+        let Handshake::ClientWait {
+            initial,
+            token,
+            initial_dcid,
+            ..
+        } = &self.handshake
+        else {
+            self.start_pair = StartPair::Off;
+            return None;
+        };
+        let len = write_initial(buf, *initial_dcid, self.local_cid, token, initial).ok()?;
+        self.start_pair = StartPair::Awaiting {
+            bytes,
+            rtt: None,
+            until: None,
+        };
+        Some(self.sent(now, len, 0))
+    }
+
+    /// Client: an Initial of `len` bytes left; the first send starts a
+    /// pair, a retransmission ends it (its answer times nothing).
+    pub(super) fn on_initial_sent(&mut self, len: usize) {
+        self.start_pair = match self.start_pair {
+            StartPair::Ready => StartPair::SecondDue { bytes: len as u32 },
+            _ => StartPair::Off,
+        };
+    }
+
+    /// Client: the handshake completed at `now` after `rtt` (`None` when
+    /// it took repeats): the report is awaited for one more round trip.
+    pub(super) fn start_pair_established(&mut self, now: Duration, rtt: Option<Duration>) {
+        if let StartPair::Awaiting { bytes, .. } = self.start_pair {
+            self.start_pair = match rtt {
+                Some(rtt) => StartPair::Awaiting {
+                    bytes,
+                    rtt: Some(rtt),
+                    until: Some(now + rtt),
+                },
+                None => StartPair::Off,
+            };
+        }
+    }
+
+    /// Client: the server does not measure start pairs (an older one):
+    /// no report will come, so nothing waits for one.
+    pub(super) fn start_pair_unmeasured(&mut self) {
+        if matches!(self.start_pair, StartPair::Awaiting { .. }) {
+            self.start_pair = StartPair::Off;
+        }
+    }
+
+    /// Client: whether data must still wait for the start pair's report.
+    pub(crate) fn start_pair_holds(&self, now: Duration) -> bool {
+        matches!(self.start_pair, StartPair::Awaiting { until: Some(u), .. } if now < u)
+    }
+
+    /// Client: no report within a round trip (it or the copy was lost,
+    /// or the server does not measure pairs): the first flight goes as
+    /// configured.
+    pub(super) fn start_pair_timeout(&mut self, now: Duration) {
+        if matches!(self.start_pair, StartPair::Awaiting { until: Some(u), .. } if now >= u) {
+            self.start_pair = StartPair::Off;
+        }
+    }
+
+    /// When the wait for the report ends (a timer for the driver).
+    pub(crate) fn start_pair_deadline(&self) -> Option<Duration> {
+        match self.start_pair {
+            StartPair::Awaiting { until, .. } => until,
+            _ => None,
+        }
+    }
+
+    /// Client: the server's report. A gap longer than the handshake's
+    /// round trip cannot be the pair's (its copy was lost and a repeat was
+    /// measured): ignored, as is a gap of zero (no spacing seen).
+    pub(super) fn on_start_pair_report(&mut self, now: Duration, dispersion_us: u64) {
+        let StartPair::Awaiting {
+            bytes,
+            rtt: Some(rtt),
+            ..
+        } = self.start_pair
+        else {
+            return;
+        };
+        self.start_pair = StartPair::Off;
+        let dispersion = Duration::from_micros(dispersion_us);
+        if dispersion.is_zero() || dispersion > rtt {
+            return;
+        }
+        let capacity = u64::from(bytes) * 1_000_000 / dispersion_us;
+        self.paths[0].cc.on_start_capacity(now, capacity);
+    }
+
+    /// Server: an Initial came again. Returns whether it was the pair's
+    /// copy (measured and reported); otherwise it is a repeat, and the
+    /// reply goes again.
+    pub(super) fn on_initial_again(&mut self, now: Duration) -> bool {
+        let StartPair::Measuring { first } = self.start_pair else {
+            return false;
+        };
+        self.start_pair = StartPair::Off;
+        let gap = now.saturating_sub(first);
+        if self.role != Role::Server || gap >= HANDSHAKE_RETRANSMIT / 2 {
+            return false;
+        }
+        self.paths[0].pair_reports.push((START_PAIR_ID, first, gap));
+        self.feedback_due = true;
+        true
+    }
+}
