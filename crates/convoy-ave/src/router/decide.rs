@@ -30,13 +30,24 @@ impl Router {
     }
 
     /// An RSU in reach: directly, or (unless the bundle was itself sent
-    /// for local delivery, or has hopped too often) through a neighbour
-    /// other than the one it came from.
-    pub(super) fn local(&self, x: &Held) -> Option<NodeId> {
+    /// for local delivery, has hopped too often, or is carried and has not
+    /// progressed `d_th` since it was last taken into carry mode) through a
+    /// neighbour other than the one it came from.
+    ///
+    /// The carry condition breaks a loop the other rules let through: a
+    /// neighbour that listed an RSU it could no longer reach took a bundle
+    /// for local delivery, fell back to carrying it, handed it to the next
+    /// vehicle, which sent it to local delivery again at once. Bundles
+    /// went L, C, L, C... to the 32-hop guard (`convoy sim fleet
+    /// scenarios/ci-100.toml --seed 2`: 33 hops).
+    pub(super) fn local(&self, x: &Held, progressed: bool) -> Option<NodeId> {
         if let Some(r) = self.neighbors.rsu() {
             return Some(r);
         }
         if x.h.strategy == Strategy::Local as u8 || x.h.hops >= MAX_HOPS {
+            return None;
+        }
+        if x.h.strategy == Strategy::Carry as u8 && !progressed {
             return None;
         }
         self.neighbors
@@ -77,7 +88,7 @@ impl Router {
         // fails (a neighbour no longer where its beacon said) goes back
         // through the decision without that neighbour.
         if allowed(1) {
-            if let Some(to) = self.local(&x) {
+            if let Some(to) = self.local(&x, progressed) {
                 x.pending = Some(self.send_data(&x.h, to, Strategy::Local, true, 0));
                 return Some(x);
             }

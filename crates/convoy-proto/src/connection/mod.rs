@@ -851,8 +851,10 @@ impl Connection {
             consider(self.recovery.loss_time(&|id| loss_delay_of(paths, id)));
             consider(self.path_timeout());
             // A full window waits for acknowledgments or loss timers, not
-            // for the pacer; so does a client address not yet validated.
-            if self.has_data() {
+            // for the pacer; so does a client address not yet validated,
+            // and data held for the start pair's report (its deadline is
+            // the timer).
+            if self.has_data() && self.start_pair_deadline().is_none() {
                 for i in self.data_paths() {
                     if !self.path_amplification_limited(i, self.cfg.max_datagram)
                         && !self.window_full(i)

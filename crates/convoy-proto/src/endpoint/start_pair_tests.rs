@@ -79,6 +79,12 @@ fn start(link: Uplink, copy: bool, report: bool) -> Start {
             .iter()
             .filter(|(_, d)| is_data(d))
             .count();
+        // Held data is no reason to wake: a driver asked to wake at once
+        // with nothing to send spins until the report comes.
+        assert!(
+            c.poll_timeout().is_none_or(|t| t > now),
+            "woken at once while waiting for the report"
+        );
         now += MS;
     }
     if report {
