@@ -36,6 +36,13 @@ pub struct Config {
     /// Transport mode: tide (the default, as for `convoy send`), rcdp or rlnc-bbr.
     #[serde(default = "default_mode")]
     pub mode: String,
+    /// The backlog lane's priority: `normal` (the mode's controller) or
+    /// `background` (the scavenger controller, `--priority background`),
+    /// which keeps the queue it shares with the live lane within a few
+    /// milliseconds and drains the backlog more slowly. The live lane is
+    /// always `normal`.
+    #[serde(default = "default_backlog_priority")]
+    pub backlog_priority: String,
     /// Seconds without hearing from the server before reconnecting.
     #[serde(default = "default_idle")]
     pub idle_timeout: f64,
@@ -58,6 +65,10 @@ pub struct Config {
 fn default_quota() -> String {
     "1GB".into()
 }
+fn default_backlog_priority() -> String {
+    "normal".into()
+}
+
 fn default_mode() -> String {
     "tide".into()
 }

@@ -403,7 +403,7 @@ def figures(root: Path, names: list[str], cells: int, log_bytes: int, load: list
 def run(out: Path, vehicles: int, cells: int, seconds: float, hz: float = 1.0, log_every: float = 10.0,
         log_bytes: int = 64 * 1024, drain_max: float = 60.0, warmup: float = WARMUP_S,
         segment_s: float = 1.0, queue: str = QUEUE, agent_nice: int = 0, records: bool = False,
-        idle_timeout: float = 15.0) -> dict:
+        idle_timeout: float = 15.0, backlog_priority: str = "normal") -> dict:
     root = out.resolve() / "fleet"
     if out.exists():
         subprocess.run(["rm", "-rf", str(out.resolve())], check=True)
@@ -424,7 +424,8 @@ def run(out: Path, vehicles: int, cells: int, seconds: float, hz: float = 1.0, l
         svc.agent_config(n, f'[[source]]\nkind = "socket"\npath = "{root / (n + ".sock")}"\n'
                             f'[[source]]\nkind = "directory"\npath = "{root / (n + ".inbox")}"\n'
                             f'class = "bulk"\nsettle_seconds = 0.2\n',
-                         (f'local_address = "{own}"\n' if own else "") + f"[segments]\nmax_seconds = {segment_s}\n",
+                         (f'local_address = "{own}"\n' if own else "")
+                         + f'backlog_priority = "{backlog_priority}"\n[segments]\nmax_seconds = {segment_s}\n',
                          server=f"10.7.{c}.2:{PORT}", idle_timeout=idle_timeout)
     (root / "addresses.ip").write_text("".join(a + "\n" for a in addresses))
     specs = link_specs(cells, shared_traces_dir(), prefix="cell", queue=queue)
@@ -477,6 +478,7 @@ def run(out: Path, vehicles: int, cells: int, seconds: float, hz: float = 1.0, l
     doc["links"] = specs
     doc["total"]["segment_seconds"] = segment_s
     doc["total"]["idle_timeout_s"] = idle_timeout
+    doc["total"]["backlog_priority"] = backlog_priority
     doc["total"]["hz"] = hz
     doc["total"]["queue"] = queue
     doc["total"]["agent_nice"] = agent_nice
@@ -564,6 +566,9 @@ def add_parser(sub) -> None:
     p.add_argument("--drain-max", type=float, default=60.0, help="wait at most this long for the spools to empty")
     p.add_argument("--idle-timeout", type=float, default=15.0,
                    help="the agents' idle_timeout, s: silence before a lane reconnects (default 15, the agent's own)")
+    p.add_argument("--backlog-priority", choices=["normal", "background"], default="normal",
+                   help="the agents' backlog_priority: background runs their backlog lane under the scavenger "
+                        "controller, which leaves the shared queue to the live lane (default normal)")
     p.add_argument("--out", type=Path, default=Path("results/fleet-scale"))
     p.add_argument("--json", action="store_true")
 
@@ -583,7 +588,7 @@ def from_args(a) -> int:
     # emulator is told to stop and takes both namespaces down.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     doc = run(a.out, a.vehicles, a.cells, a.seconds, a.hz, a.log_every, a.log_kb * 1024, a.drain_max, a.warmup,
-              a.segment_seconds, a.queue, a.agent_nice, a.records, a.idle_timeout)
+              a.segment_seconds, a.queue, a.agent_nice, a.records, a.idle_timeout, a.backlog_priority)
     if a.json:
         print(json.dumps(doc))
     else:
