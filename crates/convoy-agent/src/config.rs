@@ -247,6 +247,13 @@ pub struct LinkConfig {
 }
 
 impl Config {
+    /// The backlog lane's priority (`backlog_priority`), parsed.
+    pub fn backlog_priority(&self) -> Result<convoy_net::Priority, String> {
+        self.backlog_priority
+            .parse()
+            .map_err(|e: String| format!("backlog_priority: {e}"))
+    }
+
     pub fn load(path: &Path) -> Result<Config, String> {
         let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
         let mut c: Config =
@@ -258,6 +265,8 @@ impl Config {
                 *p = base.join(&*p);
             }
         };
+        c.backlog_priority()
+            .map_err(|e| format!("{}: {e}", path.display()))?;
         fix(&mut c.key);
         fix(&mut c.spool);
         if let Some(p) = c.link_file.as_mut() {
@@ -448,7 +457,18 @@ name = "wifi"
         std::fs::write(&p, format!("{base}local_address='10.7.2'\n")).unwrap();
         assert!(Config::load(&p).is_err(), "not an address");
         std::fs::write(&p, base).unwrap();
-        assert_eq!(Config::load(&p).unwrap().local_address, None);
+        let c = Config::load(&p).unwrap();
+        assert_eq!(c.local_address, None);
+        assert_eq!(c.backlog_priority(), Ok(convoy_net::Priority::Normal));
+        std::fs::write(&p, format!("{base}backlog_priority='background'\n")).unwrap();
+        let c = Config::load(&p).unwrap();
+        assert_eq!(c.backlog_priority(), Ok(convoy_net::Priority::Background));
+        std::fs::write(&p, format!("{base}backlog_priority='urgent'\n")).unwrap();
+        let e = Config::load(&p).unwrap_err();
+        assert!(
+            e.contains("backlog_priority") && e.contains("background"),
+            "{e}"
+        );
         std::fs::write(
             &p,
             format!("{base}[[source]]\nkind='can'\ndbc='v.dbc'\nlog='d.log'\nunmapped='private'\n[source.signals]\nVehicleSpeed='Vehicle.Speed'\n[[source]]\nkind='mqtt'\nbroker='127.0.0.1:1883'\nmapping='m.toml'\n"),

@@ -63,10 +63,7 @@ pub fn run(cfg: Config, stop: Arc<AtomicBool>, until_idle: bool) -> Result<(), S
         .next()
         .ok_or_else(|| format!("server {:?} has no address", cfg.server))?;
     let mode = cfg.mode.parse().map_err(|e: String| e)?;
-    let backlog_priority: convoy_net::Priority = cfg
-        .backlog_priority
-        .parse()
-        .map_err(|e: String| format!("backlog_priority: {e}"))?;
+    let backlog_priority = cfg.backlog_priority()?;
     let rules = Arc::new(std::sync::RwLock::new(cfg.link_rules()?));
     let spool = Arc::new(Mutex::new(Spool::open(&cfg.spool, cfg.quota_bytes())?));
     let status = Arc::new(Shared::default());

@@ -218,7 +218,8 @@ def figures(root: Path, trace: Path | None, rate_mbit: float, before: float, out
 
 
 def run(out: Path, trace: Path | None, rate: str, delay_ms: float, queue: int, before: float,
-        outage: float, settle: float, after_max: float, bulk_bytes: int, records: bool = False) -> dict:
+        outage: float, settle: float, after_max: float, bulk_bytes: int, records: bool = False,
+        backlog_priority: str = "normal") -> dict:
     root = out.resolve()
     if root.exists():
         subprocess.run(["rm", "-rf", str(root)], check=True)
@@ -228,6 +229,7 @@ def run(out: Path, trace: Path | None, rate: str, delay_ms: float, queue: int, b
     (root / "agent.toml").write_text(
         f'key = "{svc.key_of(VEHICLE)}"\nserver = "{SERVER_IP}:{PORT}"\n'
         f'server_key = "{svc.key}.pub"\nspool = "{root / "spool"}"\nidle_timeout = 5\n'
+        f'backlog_priority = "{backlog_priority}"\n'
         f'[segments]\nmax_seconds = 1.0\n'
         f'[[source]]\nkind = "socket"\npath = "{root / "agent.sock"}"\n'
         f'[[source]]\nkind = "directory"\npath = "{root / "inbox"}"\nclass = "bulk"\nsettle_seconds = 0.2\n')
@@ -247,6 +249,7 @@ def run(out: Path, trace: Path | None, rate: str, delay_ms: float, queue: int, b
         raise RuntimeError(f"convoy emu exited with {p.returncode}; see {root}")
     rate_mbit = float(rate.removesuffix("mbit")) if not trace else float("nan")
     doc = figures(root, trace, rate_mbit, before, outage)
+    doc["backlog_priority"] = backlog_priority
     (root / "lte.json").write_text(json.dumps(doc, indent=2))
     return doc
 
@@ -308,6 +311,8 @@ def add_parser(sub) -> None:
     p.add_argument("--settle", type=float, default=20, help="seconds after the drain (default 20)")
     p.add_argument("--after-max", type=float, default=1800, help="give up on the drain after this long")
     p.add_argument("--bulk-rate", type=float, default=100, help="bulk data made while driving, kB/s (default 100)")
+    p.add_argument("--backlog-priority", choices=["normal", "background"], default="normal",
+                   help="the agent's backlog_priority (default normal)")
     p.add_argument("--out", type=Path, default=Path("results/fleet-lte"))
     p.add_argument("--records", action="store_true",
                    help="keep the link's per-packet records in OUT/records (convoy emu --records)")
@@ -329,7 +334,7 @@ def from_args(a) -> int:
         print("fleet lte: --rate takes Mbit/s, like 10mbit", file=sys.stderr)
         return 2
     doc = run(a.out, a.trace.resolve() if a.trace else None, a.rate, a.delay, a.queue, a.before, a.outage,
-              a.settle, a.after_max, int(a.bulk_rate * 1000 * BULK_EVERY_S), a.records)
+              a.settle, a.after_max, int(a.bulk_rate * 1000 * BULK_EVERY_S), a.records, a.backlog_priority)
     if a.json:
         print(json.dumps(doc))
     else:
