@@ -229,8 +229,8 @@ def run(out: Path, trace: Path | None, rate: str, delay_ms: float, queue: int, b
     (root / "agent.toml").write_text(
         f'key = "{svc.key_of(VEHICLE)}"\nserver = "{SERVER_IP}:{PORT}"\n'
         f'server_key = "{svc.key}.pub"\nspool = "{root / "spool"}"\nidle_timeout = 5\n'
-        f'backlog_priority = "{backlog_priority}"\n'
-        f'[segments]\nmax_seconds = 1.0\n'
+        + (f'backlog_priority = "{backlog_priority}"\n' if backlog_priority != "normal" else "")
+        + f'[segments]\nmax_seconds = 1.0\n'
         f'[[source]]\nkind = "socket"\npath = "{root / "agent.sock"}"\n'
         f'[[source]]\nkind = "directory"\npath = "{root / "inbox"}"\nclass = "bulk"\nsettle_seconds = 0.2\n')
     me = [sys.executable, "-m", "convoy_lab.fleet.lte"]

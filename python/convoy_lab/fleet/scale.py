@@ -425,7 +425,8 @@ def run(out: Path, vehicles: int, cells: int, seconds: float, hz: float = 1.0, l
                             f'[[source]]\nkind = "directory"\npath = "{root / (n + ".inbox")}"\n'
                             f'class = "bulk"\nsettle_seconds = 0.2\n',
                          (f'local_address = "{own}"\n' if own else "")
-                         + f'backlog_priority = "{backlog_priority}"\n[segments]\nmax_seconds = {segment_s}\n',
+                         + (f'backlog_priority = "{backlog_priority}"\n' if backlog_priority != "normal" else "")
+                         + f"[segments]\nmax_seconds = {segment_s}\n",
                          server=f"10.7.{c}.2:{PORT}", idle_timeout=idle_timeout)
     (root / "addresses.ip").write_text("".join(a + "\n" for a in addresses))
     specs = link_specs(cells, shared_traces_dir(), prefix="cell", queue=queue)
