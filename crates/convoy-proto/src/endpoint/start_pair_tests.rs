@@ -72,42 +72,37 @@ fn start(link: Uplink, copy: bool, report: bool) -> Start {
     conn.write(id, &[7u8; 200_000]).unwrap();
     let report_at = copy_at + ONE_WAY;
     let mut now = reply_at;
-    let mut data_before_report = 0;
-    while now < report_at {
-        c.handle_timeout(now);
-        data_before_report += drain(&mut c, now)
-            .iter()
-            .filter(|(_, d)| is_data(d))
-            .count();
-        // Held data is no reason to wake: a driver asked to wake at once
-        // with nothing to send spins until the report comes.
-        assert!(
-            c.poll_timeout().is_none_or(|t| t > now),
-            "woken at once while waiting for the report"
-        );
-        now += MS;
-    }
+    let data_before_report = step(&mut c, &mut now, report_at);
     if report {
         for d in &after_copy {
             c.handle(report_at, addr(0), d);
         }
     }
-    let mut first_flight = 0;
-    let end = now + 300 * MS;
-    while now < end {
-        c.handle_timeout(now);
-        first_flight += drain(&mut c, now)
-            .iter()
-            .filter(|(_, d)| is_data(d))
-            .count();
-        now += MS;
-    }
+    let first_flight = step(&mut c, &mut now, report_at + 300 * MS);
     Start {
         initials,
         after_copy,
         data_before_report,
         first_flight,
     }
+}
+
+/// Runs the client 1 ms at a time until `until`, nothing coming back:
+/// the full-size datagrams it sent.
+fn step(c: &mut Endpoint, now: &mut Duration, until: Duration) -> usize {
+    let mut sent = 0;
+    while *now < until {
+        c.handle_timeout(*now);
+        sent += drain(c, *now).iter().filter(|(_, d)| is_data(d)).count();
+        // Nothing due is no reason to wake: a driver asked to wake at once
+        // with nothing to send (data held for the report) spins.
+        assert!(
+            c.poll_timeout().is_none_or(|t| t > *now),
+            "woken at once with nothing to send"
+        );
+        *now += MS;
+    }
+    sent
 }
 
 const SLOW: Duration = Duration::from_millis(126);
