@@ -1,8 +1,9 @@
 //! NETLINK_ROUTE sockets (netlink-sys): one that listens for link
 //! changes and one family's address and route changes (its descriptor
 //! sits in the driver's ppoll set), and blocking requests for the
-//! current state (dumps) and for route look-ups. The messages are built in [`super::request`] and read in
-//! [`super::parse`]; this is only the sending, receiving and waiting.
+//! current state (dumps) and for route look-ups. The messages are built
+//! in [`super::request`] and read in [`super::parse`]; this is only the
+//! sending, receiving and waiting.
 
 use std::io;
 use std::net::IpAddr;

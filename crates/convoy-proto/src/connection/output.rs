@@ -86,12 +86,7 @@ impl Connection {
 
     fn handshake_packet(&mut self, now: Duration, buf: &mut [u8]) -> Option<Transmit> {
         let len = match &self.handshake {
-            Handshake::ClientWait {
-                initial,
-                token,
-                initial_dcid,
-                ..
-            } => write_initial(buf, *initial_dcid, self.local_cid, token, initial).ok()?,
+            Handshake::ClientWait { .. } => self.write_client_initial(buf)?,
             Handshake::ClientFinal { message } => {
                 write_handshake(buf, self.remote_cid, self.local_cid, message).ok()?
             }
@@ -117,6 +112,21 @@ impl Connection {
             }
         }
         Some(self.sent(now, len, 0))
+    }
+
+    /// The client's Initial (with its Retry token, if it got one) into
+    /// `buf`: its length, or `None` past the Initial or if it does not fit.
+    pub(super) fn write_client_initial(&self, buf: &mut [u8]) -> Option<usize> {
+        let Handshake::ClientWait {
+            initial,
+            token,
+            initial_dcid,
+            ..
+        } = &self.handshake
+        else {
+            return None;
+        };
+        write_initial(buf, *initial_dcid, self.local_cid, token, initial).ok()
     }
 
     pub(super) fn sent(&mut self, now: Duration, len: usize, path_idx: usize) -> Transmit {

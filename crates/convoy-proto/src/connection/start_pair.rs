@@ -2,8 +2,9 @@
 //! constant.
 //!
 //! A client that knows the server's key (IK), and whose rate controller
-//! uses the reading (Tide), sends its padded Initial twice, back to back. The server notes when the first arrived and, when
-//! the copy follows, reports the gap in a PAIR_REPORT with the reserved id
+//! uses the reading (Tide), sends its padded Initial twice, back to back.
+//! The server notes when the first arrived and, when the copy follows,
+//! reports the gap in a PAIR_REPORT with the reserved id
 //! [`START_PAIR_ID`]. The bottleneck spaced the two copies by its time to
 //! serialize one: 1,200 bytes take 0.5 ms at 20 Mbit/s and 126 ms at
 //! 76 kbit/s. The client holds its first data until that report comes (at
@@ -23,8 +24,7 @@
 
 use std::time::Duration;
 
-use super::{Connection, Handshake, Role, Transmit, HANDSHAKE_RETRANSMIT};
-use crate::wire::packet::write_initial;
+use super::{Connection, Transmit, HANDSHAKE_RETRANSMIT};
 
 /// The pair id of the start pair's report: the largest varint, never
 /// reached by CapProbe's pair counter. A peer that does not know it finds
@@ -43,12 +43,14 @@ pub(crate) enum StartPair {
     Ready,
     /// Client: the Initial left; its copy (`bytes` long) goes next.
     SecondDue { bytes: u32 },
-    /// Client: both left; data waits for the report until `until` (set
-    /// when the handshake completes, one handshake round trip later).
+    /// Client: both left; the handshake has not completed.
+    Sent { bytes: u32 },
+    /// Client: the handshake completed after `rtt`; data waits for the
+    /// report until `until`, one more such round trip.
     Awaiting {
         bytes: u32,
-        rtt: Option<Duration>,
-        until: Option<Duration>,
+        rtt: Duration,
+        until: Duration,
     },
     /// Server: the client's first Initial arrived at `first`.
     Measuring { first: Duration },
@@ -60,22 +62,11 @@ impl Connection {
         let StartPair::SecondDue { bytes } = self.start_pair else {
             return None;
         };
-        let Handshake::ClientWait {
-            initial,
-            token,
-            initial_dcid,
-            ..
-        } = &self.handshake
-        else {
+        let Some(len) = self.write_client_initial(buf) else {
             self.start_pair = StartPair::Off;
             return None;
         };
-        let len = write_initial(buf, *initial_dcid, self.local_cid, token, initial).ok()?;
-        self.start_pair = StartPair::Awaiting {
-            bytes,
-            rtt: None,
-            until: None,
-        };
+        self.start_pair = StartPair::Sent { bytes };
         Some(self.sent(now, len, 0))
     }
 
@@ -91,12 +82,12 @@ impl Connection {
     /// Client: the handshake completed at `now` after `rtt` (`None` when
     /// it took repeats): the report is awaited for one more round trip.
     pub(super) fn start_pair_established(&mut self, now: Duration, rtt: Option<Duration>) {
-        if let StartPair::Awaiting { bytes, .. } = self.start_pair {
+        if let StartPair::Sent { bytes } = self.start_pair {
             self.start_pair = match rtt {
                 Some(rtt) => StartPair::Awaiting {
                     bytes,
-                    rtt: Some(rtt),
-                    until: Some(now + rtt),
+                    rtt,
+                    until: now + rtt,
                 },
                 None => StartPair::Off,
             };
@@ -106,21 +97,24 @@ impl Connection {
     /// Client: the server does not measure start pairs (an older one):
     /// no report will come, so nothing waits for one.
     pub(super) fn start_pair_unmeasured(&mut self) {
-        if matches!(self.start_pair, StartPair::Awaiting { .. }) {
+        if matches!(
+            self.start_pair,
+            StartPair::Sent { .. } | StartPair::Awaiting { .. }
+        ) {
             self.start_pair = StartPair::Off;
         }
     }
 
     /// Client: whether data must still wait for the start pair's report.
     pub(crate) fn start_pair_holds(&self, now: Duration) -> bool {
-        matches!(self.start_pair, StartPair::Awaiting { until: Some(u), .. } if now < u)
+        matches!(self.start_pair, StartPair::Awaiting { until, .. } if now < until)
     }
 
     /// Client: no report within a round trip (it or the copy was lost,
     /// or the server does not measure pairs): the first flight goes as
     /// configured.
     pub(super) fn start_pair_timeout(&mut self, now: Duration) {
-        if matches!(self.start_pair, StartPair::Awaiting { until: Some(u), .. } if now >= u) {
+        if matches!(self.start_pair, StartPair::Awaiting { until, .. } if now >= until) {
             self.start_pair = StartPair::Off;
         }
     }
@@ -128,7 +122,7 @@ impl Connection {
     /// When the wait for the report ends (a timer for the driver).
     pub(crate) fn start_pair_deadline(&self) -> Option<Duration> {
         match self.start_pair {
-            StartPair::Awaiting { until, .. } => until,
+            StartPair::Awaiting { until, .. } => Some(until),
             _ => None,
         }
     }
@@ -137,12 +131,7 @@ impl Connection {
     /// round trip cannot be the pair's (its copy was lost and a repeat was
     /// measured): ignored, as is a gap of zero (no spacing seen).
     pub(super) fn on_start_pair_report(&mut self, now: Duration, dispersion_us: u64) {
-        let StartPair::Awaiting {
-            bytes,
-            rtt: Some(rtt),
-            ..
-        } = self.start_pair
-        else {
+        let StartPair::Awaiting { bytes, rtt, .. } = self.start_pair else {
             return;
         };
         self.start_pair = StartPair::Off;
@@ -163,7 +152,7 @@ impl Connection {
         };
         self.start_pair = StartPair::Off;
         let gap = now.saturating_sub(first);
-        if self.role != Role::Server || gap >= HANDSHAKE_RETRANSMIT / 2 {
+        if gap >= HANDSHAKE_RETRANSMIT / 2 {
             return false;
         }
         self.paths[0].pair_reports.push((START_PAIR_ID, first, gap));
