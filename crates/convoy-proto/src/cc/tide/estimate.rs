@@ -116,6 +116,9 @@ pub(super) struct PathEstimate {
     /// busy time (peer clock).
     newest_at: Duration,
     busy_at: Duration,
+    /// Arrivals of packets sent before this time are not logged
+    /// (`restart_arrivals`).
+    counted_from: Duration,
 }
 
 impl PathEstimate {
@@ -128,6 +131,18 @@ impl PathEstimate {
         self.delivered += bytes;
     }
 
+    /// When the newest packet still in the log was sent.
+    pub fn last_send(&self) -> Option<Duration> {
+        self.sends.back().map(|&(t, _)| t)
+    }
+
+    /// Arrivals so far, and those of packets sent before `now`, count in
+    /// no rate: the next packet sent starts the log.
+    pub fn restart_arrivals(&mut self, now: Duration) {
+        self.arrivals.clear();
+        self.counted_from = now;
+    }
+
     /// Bytes sent by time `t` (of packets still in the log).
     fn sent_by(&self, t: Duration) -> Option<u64> {
         let i = self.sends.partition_point(|&(s, _)| s <= t);
@@ -136,6 +151,33 @@ impl PathEstimate {
 
     /// One arrival time from the peer.
     pub fn on_peer_receive(
+        &mut self,
+        now: Duration,
+        r: PeerReceive,
+        short: Duration,
+        avg: Duration,
+        outage_gap: Duration,
+    ) {
+        if r.sent >= self.counted_from {
+            self.log_arrival(now, r, short, avg, outage_gap);
+        }
+        let owd = r.received.as_nanos() as i64 - r.sent.as_nanos() as i64;
+        self.base_owd.update(now, owd, BASE_WINDOW);
+        let base = self.base_owd.get().unwrap_or(owd);
+        self.queue_delay = Duration::from_nanos((owd - base).max(0) as u64);
+        // The packet waited `queue_delay` beyond the base: what we sent in
+        // that time had reached the bottleneck and stood behind it when it
+        // left. Sends before it are of no more use.
+        let at = self.sent_by(r.sent).unwrap_or(self.sent_bytes);
+        let behind = self.sent_by(r.sent + self.queue_delay).unwrap_or(at);
+        self.queue_bytes = behind.saturating_sub(at);
+        let first = self.sends.partition_point(|&(s, _)| s < r.sent);
+        self.sends.drain(..first.saturating_sub(1));
+        self.recent_queue.push_back((now, self.queue_bytes));
+    }
+
+    /// One arrival in the log the rates are read from.
+    fn log_arrival(
         &mut self,
         now: Duration,
         r: PeerReceive,
@@ -187,20 +229,6 @@ impl PathEstimate {
         if let (Some(r), true) = (self.rate_short_busy, self.busy_at == r.received) {
             self.recent_short_busy.push_back((now, r));
         }
-
-        let owd = r.received.as_nanos() as i64 - r.sent.as_nanos() as i64;
-        self.base_owd.update(now, owd, BASE_WINDOW);
-        let base = self.base_owd.get().unwrap_or(owd);
-        self.queue_delay = Duration::from_nanos((owd - base).max(0) as u64);
-        // The packet waited `queue_delay` beyond the base: what we sent in
-        // that time had reached the bottleneck and stood behind it when it
-        // left. Sends before it are of no more use.
-        let at = self.sent_by(r.sent).unwrap_or(self.sent_bytes);
-        let behind = self.sent_by(r.sent + self.queue_delay).unwrap_or(at);
-        self.queue_bytes = behind.saturating_sub(at);
-        let first = self.sends.partition_point(|&(s, _)| s < r.sent);
-        self.sends.drain(..first.saturating_sub(1));
-        self.recent_queue.push_back((now, self.queue_bytes));
     }
 
     /// How long data has been arriving with no busy interval measured (a
