@@ -294,6 +294,7 @@ impl Connection {
         self.ack_pending = 0;
         self.ack_deadline = None;
         self.feedback_due = false;
+        self.start_pair_reported();
     }
 
     fn feedback_packet(&mut self, now: Duration, buf: &mut [u8]) -> Transmit {

@@ -42,8 +42,9 @@ fn is_data(d: &[u8]) -> bool {
     d.len() >= 1000
 }
 
-/// Runs the handshake by hand. `copy` and `report`: whether each arrives.
-fn start(link: Uplink, copy: bool, report: bool) -> Start {
+/// Runs the handshake by hand. `copy`: whether it arrives; `reports`:
+/// which of the server's datagrams answering it arrive.
+fn start(link: Uplink, copy: bool, reports: [bool; 2]) -> Start {
     let (mut s, kp) = server(64, 100);
     let mut c = tide_client();
     let h = c
@@ -73,10 +74,12 @@ fn start(link: Uplink, copy: bool, report: bool) -> Start {
     let report_at = copy_at + ONE_WAY;
     let mut now = reply_at;
     let data_before_report = step(&mut c, &mut now, report_at);
-    if report {
-        for d in &after_copy {
-            c.handle(report_at, addr(0), d);
-        }
+    for (d, _) in after_copy
+        .iter()
+        .zip(reports)
+        .filter(|(_, arrives)| *arrives)
+    {
+        c.handle(report_at, addr(0), d);
     }
     let first_flight = step(&mut c, &mut now, report_at + 300 * MS);
     Start {
@@ -105,36 +108,42 @@ fn step(c: &mut Endpoint, now: &mut Duration, until: Duration) -> usize {
     sent
 }
 
+const BOTH: [bool; 2] = [true, true];
+const NONE: [bool; 2] = [false, false];
+
 const SLOW: Duration = Duration::from_millis(126);
 const FAST: Duration = Duration::from_micros(500);
 
 #[test]
 fn the_initial_goes_twice_and_the_copy_is_measured_not_answered() {
-    let r = start(Uplink { serialize: SLOW }, true, true);
+    let r = start(Uplink { serialize: SLOW }, true, BOTH);
     assert_eq!(r.initials.len(), 2, "the Initial and its copy");
     assert_eq!(r.initials[0], r.initials[1]);
     assert!(r.initials[0].len() >= crate::wire::MIN_INITIAL_SIZE);
-    // One protected packet with the report, not the handshake reply again.
-    assert_eq!(r.after_copy.len(), 1);
-    assert!(
-        matches!(
-            crate::wire::packet::parse(&r.after_copy[0]),
-            Ok(crate::wire::Packet::Protected(_))
-        ),
-        "the report, in a protected packet"
-    );
+    // Two protected packets with the report, not the handshake reply
+    // again.
+    assert_eq!(r.after_copy.len(), 2);
+    for d in &r.after_copy {
+        assert!(
+            matches!(
+                crate::wire::packet::parse(d),
+                Ok(crate::wire::Packet::Protected(_))
+            ),
+            "the report, in a protected packet"
+        );
+    }
 }
 
 #[test]
 fn a_slow_link_gets_a_small_first_flight_and_a_fast_one_the_full_window() {
-    let slow = start(Uplink { serialize: SLOW }, true, true);
+    let slow = start(Uplink { serialize: SLOW }, true, BOTH);
     assert_eq!(slow.data_before_report, 0, "data waits for the report");
     assert!(
         (1..=3).contains(&slow.first_flight),
         "at 76 kbit/s: {} packets",
         slow.first_flight
     );
-    let fast = start(Uplink { serialize: FAST }, true, true);
+    let fast = start(Uplink { serialize: FAST }, true, BOTH);
     assert!(
         fast.first_flight >= 30,
         "at 20 Mbit/s: {}",
@@ -143,12 +152,25 @@ fn a_slow_link_gets_a_small_first_flight_and_a_fast_one_the_full_window() {
 }
 
 #[test]
+fn either_report_alone_sizes_the_first_flight() {
+    for reports in [[false, true], [true, false]] {
+        let r = start(Uplink { serialize: SLOW }, true, reports);
+        assert!(
+            r.data_before_report == 0 && (1..=3).contains(&r.first_flight),
+            "reports {reports:?}: {} before, {} after",
+            r.data_before_report,
+            r.first_flight
+        );
+    }
+}
+
+#[test]
 fn without_a_report_the_first_flight_goes_as_configured_a_round_trip_late() {
-    for (copy, report) in [(false, false), (true, false)] {
+    for (copy, report) in [(false, NONE), (true, NONE)] {
         let r = start(Uplink { serialize: SLOW }, copy, report);
         assert!(
             r.first_flight + r.data_before_report >= 30,
-            "copy {copy}, report {report}: {} + {}",
+            "copy {copy}, reports {report:?}: {} + {}",
             r.data_before_report,
             r.first_flight
         );
