@@ -739,6 +739,20 @@ mod tests {
         Duration::from_millis(v)
     }
 
+    /// A packet sent on the only path, acknowledged by the peer.
+    fn packet(pn: u64, time: Duration, bytes: u32) -> SentPacket {
+        SentPacket {
+            pn,
+            time,
+            bytes,
+            path: 0,
+            seq: pn,
+            block: None,
+            esi: 0,
+            ack_eliciting: true,
+        }
+    }
+
     #[test]
     fn fills_the_link_with_a_queue_near_the_target() {
         let mut tide = Tide::new(TideConfig::default());
@@ -797,19 +811,9 @@ mod tests {
                 for k in 0..2 {
                     tide.on_sent(t + ms(100 * k), pn + k, 1472, 2944);
                 }
-                let p = SentPacket {
-                    pn,
-                    time: t,
-                    bytes: 1472,
-                    path: 0,
-                    seq: pn,
-                    block: None,
-                    esi: 0,
-                    ack_eliciting: true,
-                };
                 tide.on_ack(&AckEvent {
                     now: t + ms(260),
-                    acked: &[p],
+                    acked: &[packet(pn, t, 1472)],
                     rtt: &rtt,
                     bytes_in_flight: 1472,
                     peer_receive: Some(PeerReceive {
@@ -836,16 +840,6 @@ mod tests {
         let mut tide = Tide::new(TideConfig::default());
         tide.on_handshake_rtt(Duration::ZERO, ms(50));
         let rtt = crate::rtt::RttEstimator::default();
-        let packet = |pn: u64, time: Duration, bytes: u32| SentPacket {
-            pn,
-            time,
-            bytes,
-            path: 0,
-            seq: pn,
-            block: None,
-            esi: 0,
-            ack_eliciting: true,
-        };
         // The handshake's last packet: no data, acknowledged with its
         // arrival time.
         tide.on_ack(&AckEvent {
