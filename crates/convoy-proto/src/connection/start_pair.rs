@@ -6,13 +6,13 @@
 //! The server notes when the first arrived and, when the copy follows,
 //! reports the gap in a PAIR_REPORT with the reserved id
 //! [`START_PAIR_ID`], twice, in two packets. The bottleneck spaced the two
-//! copies by its time to serialize one: 1,200 bytes take 0.5 ms at 20 Mbit/s and 126 ms at
-//! 76 kbit/s. The client holds its first data until that report comes (at
-//! most one handshake round trip after the reply) and tells the rate
-//! controller the capacity it implies, which may shrink the first flight
-//! (`RateController::on_start_capacity`). On a slow link the 32-packet
-//! first flight was seconds of queue before any acknowledgment could say
-//! so (docs/PROTOCOL.md, "The start pair").
+//! copies by its time to serialize one: 1,200 bytes take 0.5 ms at 20
+//! Mbit/s and 126 ms at 76 kbit/s. The client holds its first data until
+//! that report comes (at most one handshake round trip after the reply)
+//! and tells the rate controller the capacity it implies, which may shrink
+//! the first flight (`RateController::on_start_capacity`). On a slow link
+//! the 32-packet first flight was seconds of queue before any
+//! acknowledgment could say so (docs/PROTOCOL.md, "The start pair").
 //!
 //! Why the Initial itself: it is already 1,200 bytes and already goes
 //! first, so the pair costs one datagram and no wait on a fast link; a

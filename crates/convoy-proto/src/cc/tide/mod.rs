@@ -533,17 +533,6 @@ impl RateController for Tide {
     }
 
     fn on_sent(&mut self, now: Duration, _pn: u64, bytes: usize, _bytes_in_flight: u64) {
-        // The rates are read from our data's arrivals only. Arrivals of
-        // the handshake's last packets, acknowledged too, came before a
-        // pause (the start pair's wait for its report, an application
-        // that writes a while after connecting), and the first reading
-        // spanned it: 10 kB over 56 ms, 1.5 Mbit/s on a 20 Mbit/s link,
-        // which start-up took rounds to grow out of (at 10 % loss, where
-        // the report was lost one time in four, 0.3 % of the 10 MB
-        // transfer's goodput on average).
-        if self.est.last_send().is_none() {
-            self.est.restart_arrivals(now);
-        }
         self.est.on_sent(now, bytes);
         self.blind_sent += bytes as u64;
         let mut rate = self.pacing_rate;
@@ -620,8 +609,12 @@ impl RateController for Tide {
             }
         }
         if let Some(r) = e.peer_receive {
-            let (short, avg, gap) = (self.rate_window(), self.average_window(), self.outage_gap());
-            self.est.on_peer_receive(now, r, short, avg, gap);
+            let w = estimate::Windows {
+                short: self.rate_window(),
+                avg: self.average_window(),
+                outage_gap: self.outage_gap(),
+            };
+            self.est.on_peer_receive(now, r, w);
         }
         self.update_rate(now);
         self.app_limited = false;
