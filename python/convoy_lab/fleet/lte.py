@@ -37,7 +37,7 @@ from pathlib import Path
 from ..runner import convoy_binary
 from ..traces import twin, window_capacity_mbit
 from .bench import fix, freshness_in, pct, stored_times
-from .service import Service, http_json
+from .service import Service, backlog_priority_key, http_json
 
 SERVER_IP = "10.7.0.2"
 PORT = 4433
@@ -229,7 +229,7 @@ def run(out: Path, trace: Path | None, rate: str, delay_ms: float, queue: int, b
     (root / "agent.toml").write_text(
         f'key = "{svc.key_of(VEHICLE)}"\nserver = "{SERVER_IP}:{PORT}"\n'
         f'server_key = "{svc.key}.pub"\nspool = "{root / "spool"}"\nidle_timeout = 5\n'
-        + (f'backlog_priority = "{backlog_priority}"\n' if backlog_priority != "normal" else "")
+        + backlog_priority_key(backlog_priority)
         + f'[segments]\nmax_seconds = 1.0\n'
         f'[[source]]\nkind = "socket"\npath = "{root / "agent.sock"}"\n'
         f'[[source]]\nkind = "directory"\npath = "{root / "inbox"}"\nclass = "bulk"\nsettle_seconds = 0.2\n')

@@ -38,7 +38,7 @@ from ..experiments.catalog import shared_traces_dir
 from ..runner import convoy_binary
 from .bench import fix, freshness_in, pct
 from .demo_lte import link_specs
-from .service import Service, http_json
+from .service import Service, backlog_priority_key, http_json
 
 PORT = 4433
 HTTP = 8080
@@ -425,7 +425,7 @@ def run(out: Path, vehicles: int, cells: int, seconds: float, hz: float = 1.0, l
                             f'[[source]]\nkind = "directory"\npath = "{root / (n + ".inbox")}"\n'
                             f'class = "bulk"\nsettle_seconds = 0.2\n',
                          (f'local_address = "{own}"\n' if own else "")
-                         + (f'backlog_priority = "{backlog_priority}"\n' if backlog_priority != "normal" else "")
+                         + backlog_priority_key(backlog_priority)
                          + f"[segments]\nmax_seconds = {segment_s}\n",
                          server=f"10.7.{c}.2:{PORT}", idle_timeout=idle_timeout)
     (root / "addresses.ip").write_text("".join(a + "\n" for a in addresses))

@@ -39,6 +39,13 @@ def http_json(port: int, path: str, token: str, cafile: Path | None = None) -> d
         return json.loads(r.read())
 
 
+def backlog_priority_key(priority: str) -> str:
+    """The agent configuration's `backlog_priority` line, or nothing for
+    the agent's default ("normal"), so a run at the default writes the
+    configuration users write."""
+    return f'backlog_priority = "{priority}"\n' if priority != "normal" else ""
+
+
 def make_certificate(directory: Path) -> tuple[Path, Path]:
     """A self-signed certificate for 127.0.0.1 and its key, made by the
     openssl command: (cert, key)."""
