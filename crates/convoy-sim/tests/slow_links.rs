@@ -95,3 +95,50 @@ fn the_start_pair_keeps_a_slow_links_first_flight_out_of_the_queue() {
         assert!(r.upload.goodput_bps > 0.85 * rate as f64);
     }
 }
+
+/// A link at 1 Mbit/s for 10 s that fades to one packet every 500 ms for
+/// 10 s, then comes back. Each arrival in the fade ends a gap longer than
+/// the outage gap, so the fade read as a string of outages, and the rate
+/// from before it stood: the sender went on at half of it into a link
+/// carrying a fortieth, seconds of queue a second. Two such gaps in a row
+/// with a delivery between them are a trickle, whose rate is what
+/// trickles through (`PathEstimate::fall_to_trickle`); and once the link
+/// is back, its rate is read over a few packets, not over the windows the
+/// trickle sized.
+#[test]
+fn a_link_fallen_to_a_trickle_is_not_fed_at_its_rate_from_before() {
+    let mut up = Vec::new();
+    let mut t = 0.0f64;
+    while t < 40_000.0 {
+        up.push(t as u64);
+        let fade = (10_000.0..20_000.0).contains(&t);
+        t += if fade { 500.0 } else { 12.0 };
+    }
+    let up = MahimahiTrace::from_millis(&up, "fade").expect("a trace");
+    let every_ms: Vec<u64> = (0..1000).collect();
+    let down = MahimahiTrace::from_millis(&every_ms, "fast").expect("a trace");
+    let mut c = Config::for_mode(Keypair::generate(), Mode::Tide);
+    let mut s = Config::for_mode(Keypair::generate(), Mode::Tide);
+    c.seed = Some(1);
+    s.seed = Some(2);
+    let mut spec = TransferSpec::new(
+        support::cellular_link(&up),
+        support::cellular_link(&down),
+        c,
+        s,
+    );
+    spec.upload = u64::MAX;
+    spec.duration = Some(Duration::from_secs(40));
+    spec.timeline_bin = Duration::from_secs(1);
+    let r = run(spec).expect("simulation runs");
+    let kb = |v: &[u64], from: usize, to: usize| v[from..to].iter().sum::<u64>() / 1000;
+    // From two seconds into the fade to its end the link carries 2
+    // packets a second, 3 kB; before, the sender offered 60 kB a second.
+    let offered = kb(&r.uplink_sent, 12, 20);
+    // Back at 1 Mbit/s (125 kB a second), the link is full again within
+    // a second.
+    let carried = kb(&r.uplink_delivered, 20, 26);
+    eprintln!("offered in the fade {offered} kB; carried in the 6 s after it {carried} kB");
+    assert!(offered < 60, "{offered} kB offered into a fade carrying 24");
+    assert!(carried > 600, "{carried} kB carried of 750 after the fade");
+}

@@ -82,6 +82,18 @@ fn arrival_rate(log: &VecDeque<Arrival>, window: Duration) -> Option<u64> {
         .then(|| ((new.delivered - old.delivered) as f64 / span.as_secs_f64()) as u64)
 }
 
+/// Delivery rate over the newest `bytes` of arrivals, spanning at least
+/// `min_span`: the short window sized by what the link carries now, not by
+/// the estimate of it (`Windows::short_bytes`).
+fn rate_over_bytes(log: &VecDeque<Arrival>, bytes: u64, min_span: Duration) -> Option<u64> {
+    let new = log.back()?;
+    let by_bytes = log.partition_point(|a| new.delivered - a.delivered >= bytes);
+    let by_span = log.partition_point(|a| a.at + min_span <= new.at);
+    let old = log.get(by_bytes.min(by_span).checked_sub(1)?)?;
+    let span = new.at.saturating_sub(old.at);
+    (!span.is_zero()).then(|| ((new.delivered - old.delivered) as f64 / span.as_secs_f64()) as u64)
+}
+
 #[derive(Clone, Debug, Default)]
 pub(super) struct PathEstimate {
     /// Bytes acknowledged so far.
@@ -112,6 +124,8 @@ pub(super) struct PathEstimate {
     /// What arrived over the averaging window, busy or not: the link
     /// carries at least this.
     pub rate_arrived: Option<u64>,
+    /// What arrived over the newest `Windows::short_bytes`.
+    pub rate_recent: Option<u64>,
     /// Arrival time of the newest report, and of the newest one that added
     /// busy time (peer clock).
     newest_at: Duration,
@@ -119,6 +133,9 @@ pub(super) struct PathEstimate {
     /// When our first data packet left: arrivals of packets sent before
     /// it are not logged.
     counted_from: Duration,
+    /// Outage gaps in a row, each ended by an arrival (reset by a gap that
+    /// measured busy time).
+    silences: u32,
 }
 
 /// The spans the rates are read over, which the controller scales with
@@ -131,6 +148,16 @@ pub(super) struct Windows {
     pub avg: Duration,
     /// An arrival gap longer than this, with our data queued, is an outage.
     pub outage_gap: Duration,
+    /// Two outage gaps in a row, with a delivery between them, mean the
+    /// link fell to a trickle: its rate is what trickles through.
+    pub trickle: bool,
+    /// What arrives now is also read over this many bytes (and at least
+    /// `short_floor`), if that reads faster: `short` is sized from the
+    /// estimate, and after a slow spell it spans seconds, so a link back
+    /// at its rate was read as slow until those seconds had passed.
+    /// Zero: not read.
+    pub short_bytes: u64,
+    pub short_floor: Duration,
 }
 
 impl PathEstimate {
@@ -187,6 +214,9 @@ impl PathEstimate {
             short,
             avg,
             outage_gap,
+            trickle,
+            short_bytes,
+            short_floor,
         } = w;
         // Busy since the last report if a queue stood behind the packet of
         // that report (the queue had not run dry when it left).
@@ -201,6 +231,11 @@ impl PathEstimate {
                 busy_time += gap;
                 busy_bytes += self.delivered - prev.delivered;
                 self.busy_at = r.received;
+                self.silences = 0;
+            } else if busy {
+                self.silences += 1;
+            } else {
+                self.silences = 0;
             }
         }
         self.newest_at = r.received;
@@ -219,6 +254,10 @@ impl PathEstimate {
         {
             self.arrivals.pop_front();
         }
+        let recent = (short_bytes > 0)
+            .then(|| rate_over_bytes(&self.arrivals, short_bytes, short_floor))
+            .flatten();
+        self.rate_recent = recent;
         self.rate_short = arrival_rate(&self.arrivals, short).or(self.rate_short);
         self.rate_busy = busy_rate(&self.arrivals, avg).or(self.rate_busy);
         self.rate_arrived = arrival_rate(&self.arrivals, avg).or(self.rate_arrived);
@@ -232,6 +271,40 @@ impl PathEstimate {
         if let (Some(r), true) = (self.rate_short_busy, self.busy_at == r.received) {
             self.recent_short_busy.push_back((now, r));
         }
+        if trickle && self.silences >= 2 {
+            self.fall_to_trickle();
+        }
+    }
+
+    /// The link delivered a packet between two outage gaps, and nothing
+    /// busy since: it has not paused, it carries a packet now and then (a
+    /// deep fade). Every such gap reads as an outage, so the busy rate
+    /// from before the fall would stand, and the sender went on at half of
+    /// it into a link carrying a twentieth: seconds of queue (a drive
+    /// scaled to 0.2 Mbit/s fell to a packet or two a second for ten
+    /// seconds, and its p95 queueing reached 6 s). Its rate is what
+    /// arrived over the two gaps, and the log starts again from here, so
+    /// that no window reaches back into the fast spell.
+    fn fall_to_trickle(&mut self) {
+        let n = self.arrivals.len();
+        let (Some(old), Some(&new)) = (n.checked_sub(3).map(|i| self.arrivals[i]), self.arrivals.back())
+        else {
+            return;
+        };
+        let span = new.at.saturating_sub(old.at);
+        if span.is_zero() {
+            return;
+        }
+        let rate = ((new.delivered - old.delivered) as f64 / span.as_secs_f64()) as u64;
+        self.arrivals.clear();
+        self.arrivals.push_back(new);
+        self.rate_short = Some(rate);
+        self.rate_busy = Some(rate);
+        self.rate_arrived = Some(rate);
+        self.rate_short_busy = None;
+        self.recent_short_busy.clear();
+        self.busy_at = new.at;
+        self.silences = 0;
     }
 
     /// How long data has been arriving with no busy interval measured (a
@@ -327,6 +400,9 @@ mod tests {
         short: Duration::from_millis(40),
         avg: Duration::from_millis(200),
         outage_gap: MIN_OUTAGE_GAP,
+        trickle: true,
+        short_bytes: 0,
+        short_floor: Duration::from_millis(40),
     };
 
     #[test]
@@ -386,6 +462,77 @@ mod tests {
             "the busy window from before stays in the log"
         );
         assert_eq!(e.rate_sustained(ms(699), ms(50)), None);
+    }
+
+    /// Reports of 1000 bytes each, our data queued behind every one.
+    fn queued_report(e: &mut PathEstimate, pn: u64, at: Duration, w: Windows) {
+        e.queue_bytes = 10_000;
+        e.on_acked(1000);
+        let r = PeerReceive {
+            pn,
+            sent: Duration::ZERO,
+            received: at,
+        };
+        e.on_peer_receive(at, r, w);
+    }
+
+    #[test]
+    fn two_outage_gaps_in_a_row_are_a_trickle_read_at_its_own_rate() {
+        for trickle in [true, false] {
+            let w = Windows { trickle, ..W };
+            let mut e = PathEstimate::default();
+            for _ in 0..400 {
+                e.on_sent(Duration::ZERO, 1000);
+            }
+            // A second at 1000 bytes a millisecond...
+            for pn in 0..1000 {
+                queued_report(&mut e, pn, ms(100 + pn), w);
+            }
+            assert_eq!(e.rate_busy, Some(1_000_000));
+            // ...then a packet every 500 ms: each gap an outage.
+            for k in 1..=3 {
+                queued_report(&mut e, 999 + k, ms(1099 + 500 * k), w);
+            }
+            if trickle {
+                // 2000 bytes over the two gaps, from the second on.
+                assert_eq!(e.rate_busy, Some(2_000));
+                assert_eq!(e.rate_short, Some(2_000));
+                assert_eq!(e.rate_sustained(ms(2599), ms(1000)), None);
+            } else {
+                // Beside other paths the busy rate stays (the controller
+                // reads the trickle from its age instead).
+                assert_eq!(e.rate_busy, Some(1_000_000));
+            }
+        }
+    }
+
+    #[test]
+    fn a_link_back_from_a_trickle_is_read_over_a_few_packets() {
+        // The windows a trickle of a packet every 500 ms sizes: 2 s short.
+        let slow = Windows {
+            short: ms(2000),
+            avg: ms(8000),
+            outage_gap: ms(2000),
+            trickle: true,
+            short_bytes: 4000,
+            short_floor: ms(40),
+        };
+        let mut e = PathEstimate::default();
+        for _ in 0..400 {
+            e.on_sent(Duration::ZERO, 1000);
+        }
+        for pn in 0..8 {
+            queued_report(&mut e, pn, ms(500 * pn), slow);
+        }
+        assert_eq!(e.rate_short, Some(2_000));
+        // The link is back at 1000 bytes a millisecond: 50 ms of it.
+        for k in 1..=50 {
+            queued_report(&mut e, 7 + k, ms(3500 + k), slow);
+        }
+        // Over the 2 s window, what arrives still reads slow; over the
+        // newest 4 packets (and 40 ms), it reads the link.
+        assert!(e.rate_short.unwrap() < 100_000, "{:?}", e.rate_short);
+        assert_eq!(e.rate_recent, Some(1_000_000));
     }
 
     #[test]

@@ -365,7 +365,8 @@ impl Tide {
         let rate = self
             .capacity
             .unwrap_or(0)
-            .max(self.est.rate_short.unwrap_or(0));
+            .max(self.est.rate_short.unwrap_or(0))
+            .max(self.est.rate_recent.unwrap_or(0));
         if rate == 0 {
             return Duration::ZERO;
         }
@@ -613,6 +614,15 @@ impl RateController for Tide {
                 short: self.rate_window(),
                 avg: self.average_window(),
                 outage_gap: self.outage_gap(),
+                // Beside other paths a trickle is read from the busy
+                // rate's age instead (`update_rate`).
+                trickle: self.only_path,
+                short_bytes: if self.only_path {
+                    (RATE_WINDOW_PACKETS * self.cfg.mss as f64) as u64
+                } else {
+                    0
+                },
+                short_floor: self.cfg.rate_window,
             };
             self.est.on_peer_receive(now, r, w);
         }
@@ -787,18 +797,18 @@ mod tests {
     }
 
     #[test]
-    fn beside_other_paths_a_stale_busy_rate_gives_way_to_what_arrives() {
+    fn a_stale_busy_rate_gives_way_to_a_trickle_but_not_to_one_outage() {
         // 30 Mbit/s, then a trickle whose packets arrive 300 ms apart:
         // every interval looks like an outage, so no busy rate is
         // measured after the fall.
-        let run = |only_path: bool| {
+        let run = |only_path: bool, reports: u64| {
             let mut tide = Tide::new(TideConfig::default());
             tide.set_only_path(only_path);
             drive(&mut tide, &Bottleneck::new(3_750_000, ms(40)), ms(2000));
             let before = tide.capacity().unwrap();
             let rtt = crate::rtt::RttEstimator::default();
             let mut pn = 1_000_000;
-            for i in 0..8u64 {
+            for i in 0..reports {
                 let t = ms(2000 + 300 * i);
                 // Two packets per report, one of them lost: a queue stands.
                 for k in 0..2 {
@@ -819,13 +829,16 @@ mod tests {
             }
             (before, tide.capacity().unwrap())
         };
-        let (before, beside) = run(false);
+        let (before, beside) = run(false, 8);
         assert!(before > 3_000_000, "measured {before} B/s");
         assert!(beside < 20_000, "still {beside} B/s beside other paths");
-        // Alone, the same silence of the link's reports is an outage (the
-        // link carries what it did before once it is back).
-        let (_, alone) = run(true);
-        assert!(alone > 3_000_000, "alone: {alone} B/s");
+        // Alone, from the second gap in a row (`PathEstimate::fall_to_trickle`).
+        let (_, alone) = run(true, 8);
+        assert!(alone < 20_000, "still {alone} B/s alone");
+        // One silence ended by the link coming back is an outage: after
+        // it the link carries what it did before.
+        let (_, outage) = run(true, 1);
+        assert!(outage > 3_000_000, "one outage: {outage} B/s");
     }
 
     #[test]
