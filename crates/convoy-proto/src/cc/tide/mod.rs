@@ -349,6 +349,32 @@ impl Tide {
         self.bursts.push_back((now, excess));
     }
 
+    /// Start-up, before the receive rate has `rate_window` of arrivals to
+    /// measure: each byte that left the bottleneck lets two more out (slow
+    /// start), paced at twice the window per round trip. Without it the
+    /// first 32 packets were all that left for the first two round trips.
+    /// Bytes lost on the air count as well as bytes acknowledged: counted
+    /// by acknowledgments alone, at 30 % loss the window grew at 0.7 of
+    /// the pace, the sender stalled on it, and a lost acknowledgment of a
+    /// flight's tail left nothing in flight to bring another until the
+    /// probe timeout. Not on a path beside others: there a path that
+    /// carries little but probes would grow its window on them for as long
+    /// as it had no rate. Nor on one that took over at CapProbe's capacity
+    /// (`on_takeover`).
+    fn ramp_up(&mut self, bytes: u64) {
+        if self.est.rate_short.is_some()
+            || self.capacity.is_some()
+            || self.phase != Phase::Track
+            || !self.only_path
+        {
+            return;
+        }
+        self.cwnd += bytes;
+        self.ramped += bytes;
+        let ramp = 2.0 * self.cwnd as f64 / self.base_rtt().as_secs_f64();
+        self.pacing_rate = self.pacing_rate.max(ramp as u64);
+    }
+
     /// One packet's time at the link's rate (zero before it is measured),
     /// or at what arrives now if faster: a link back from a slow spell
     /// (a Wi-Fi that was at 0.1 Mbit/s, a 3G cell handed over to LTE) must
@@ -573,24 +599,7 @@ impl RateController for Tide {
         }
         let acked: u64 = e.acked.iter().map(|p| u64::from(p.bytes)).sum();
         self.est.on_acked(acked);
-        if self.est.rate_short.is_none()
-            && self.capacity.is_none()
-            && self.phase == Phase::Track
-            && self.only_path
-        {
-            // Start-up, before the receive rate has `rate_window` of
-            // arrivals to measure: each acknowledged byte lets two more
-            // out (slow start), paced at twice the window per round trip.
-            // Without it the first 32 packets were all that left for the
-            // first two round trips. Not on a path beside others: there a
-            // path that carries little but probes would grow its window on
-            // them for as long as it had no rate. Nor on one that took
-            // over at CapProbe's capacity (`on_takeover`).
-            self.cwnd += acked;
-            self.ramped += acked;
-            let ramp = 2.0 * self.cwnd as f64 / self.base_rtt().as_secs_f64();
-            self.pacing_rate = self.pacing_rate.max(ramp as u64);
-        }
+        self.ramp_up(acked);
         if e.rtt.has_samples() {
             let rtt = e.rtt.latest();
             self.latest_rtt = rtt;
@@ -631,6 +640,11 @@ impl RateController for Tide {
     }
 
     fn on_loss(&mut self, _now: Duration, lost: &[SentPacket]) {
+        // In start-up a packet lost is one the link carried and the air
+        // dropped: it grows the window as an acknowledged one does.
+        if self.phase != Phase::Silent {
+            self.ramp_up(lost.iter().map(|p| u64::from(p.bytes)).sum());
+        }
         // Losses with a long queue may be drops at a full queue, and
         // packets sent before a probe timeout may have been waiting out
         // an outage (they are declared lost when the link is heard again):
@@ -839,6 +853,20 @@ mod tests {
         // it the link carries what it did before.
         let (_, outage) = run(true, 1);
         assert!(outage > 3_000_000, "one outage: {outage} B/s");
+    }
+
+    #[test]
+    fn in_start_up_a_packet_lost_on_the_air_grows_the_window_as_an_acknowledged_one() {
+        let mut tide = Tide::new(TideConfig::default());
+        tide.on_handshake_rtt(Duration::ZERO, ms(50));
+        let first = tide.cwnd;
+        tide.on_loss(ms(60), &[packet(1, ms(1), 1472), packet(2, ms(2), 1472)]);
+        assert_eq!(tide.cwnd, first + 2 * 1472);
+        // Once a rate is measured the window follows it, not the losses.
+        drive(&mut tide, &Bottleneck::new(1_000_000, ms(50)), ms(500));
+        let measured = tide.cwnd;
+        tide.on_loss(ms(600), &[packet(3, ms(550), 1472)]);
+        assert_eq!(tide.cwnd, measured);
     }
 
     #[test]
