@@ -23,6 +23,29 @@ fn verizon_at_5_percent() -> Option<(MahimahiTrace, MahimahiTrace)> {
     Some((at(up), at(down)))
 }
 
+/// Tide uploading without end over the cellular experiment's link on
+/// `up` and `down` for `time`, its timelines in 1 s bins.
+fn timed_upload(
+    up: &MahimahiTrace,
+    down: &MahimahiTrace,
+    time: Duration,
+) -> convoy_sim::TransferReport {
+    let mut c = Config::for_mode(Keypair::generate(), Mode::Tide);
+    let mut s = Config::for_mode(Keypair::generate(), Mode::Tide);
+    c.seed = Some(1);
+    s.seed = Some(2);
+    let mut spec = TransferSpec::new(
+        support::cellular_link(up),
+        support::cellular_link(down),
+        c,
+        s,
+    );
+    spec.upload = u64::MAX;
+    spec.duration = Some(time);
+    spec.timeline_bin = Duration::from_secs(1);
+    run(spec).expect("simulation runs")
+}
+
 /// A start-up burst into the fade read 52 B/s; the windows sized by it
 /// (4 packets' time: 113 s) were longer than the arrival log, so no
 /// reading came again, and the sender stayed at its floor of a packet a
@@ -33,19 +56,7 @@ fn a_start_in_a_deep_fade_does_not_pin_the_sender_to_its_floor() {
     let Some((up, down)) = verizon_at_5_percent() else {
         return;
     };
-    let mut c = Config::for_mode(Keypair::generate(), Mode::Tide);
-    let mut s = Config::for_mode(Keypair::generate(), Mode::Tide);
-    c.seed = Some(1);
-    s.seed = Some(2);
-    let mut spec = TransferSpec::new(
-        support::cellular_link(&up),
-        support::cellular_link(&down),
-        c,
-        s,
-    );
-    spec.upload = u64::MAX;
-    spec.duration = Some(Duration::from_secs(60));
-    let r = run(spec).expect("simulation runs");
+    let r = timed_upload(&up, &down, Duration::from_secs(60));
     let share = r.upload.goodput_bps / r.upload.capacity_bps;
     eprintln!(
         "goodput {:.0} kbit/s of {:.0}: {share:.3}; p95 queueing {:?}",
@@ -117,20 +128,7 @@ fn a_link_fallen_to_a_trickle_is_not_fed_at_its_rate_from_before() {
     let up = MahimahiTrace::from_millis(&up, "fade").expect("a trace");
     let every_ms: Vec<u64> = (0..1000).collect();
     let down = MahimahiTrace::from_millis(&every_ms, "fast").expect("a trace");
-    let mut c = Config::for_mode(Keypair::generate(), Mode::Tide);
-    let mut s = Config::for_mode(Keypair::generate(), Mode::Tide);
-    c.seed = Some(1);
-    s.seed = Some(2);
-    let mut spec = TransferSpec::new(
-        support::cellular_link(&up),
-        support::cellular_link(&down),
-        c,
-        s,
-    );
-    spec.upload = u64::MAX;
-    spec.duration = Some(Duration::from_secs(40));
-    spec.timeline_bin = Duration::from_secs(1);
-    let r = run(spec).expect("simulation runs");
+    let r = timed_upload(&up, &down, Duration::from_secs(40));
     let kb = |v: &[u64], from: usize, to: usize| v[from..to].iter().sum::<u64>() / 1000;
     // From two seconds into the fade to its end the link carries 2
     // packets a second, 3 kB; before, the sender offered 60 kB a second.

@@ -287,8 +287,10 @@ impl PathEstimate {
     /// that no window reaches back into the fast spell.
     fn fall_to_trickle(&mut self) {
         let n = self.arrivals.len();
-        let (Some(old), Some(&new)) = (n.checked_sub(3).map(|i| self.arrivals[i]), self.arrivals.back())
-        else {
+        let (Some(old), Some(&new)) = (
+            n.checked_sub(3).map(|i| self.arrivals[i]),
+            self.arrivals.back(),
+        ) else {
             return;
         };
         let span = new.at.saturating_sub(old.at);
