@@ -491,21 +491,49 @@ mod tests {
                 queued_report(&mut e, pn, ms(100 + pn), w);
             }
             assert_eq!(e.rate_busy, Some(1_000_000));
-            // ...then a packet every 500 ms: each gap an outage.
-            for k in 1..=3 {
-                queued_report(&mut e, 999 + k, ms(1099 + 500 * k), w);
+            // ...then a packet every 250 ms: each gap an outage.
+            for k in 1..=2 {
+                queued_report(&mut e, 999 + k, ms(1099 + 250 * k), w);
             }
             if trickle {
-                // 2000 bytes over the two gaps, from the second on.
-                assert_eq!(e.rate_busy, Some(2_000));
-                assert_eq!(e.rate_short, Some(2_000));
-                assert_eq!(e.rate_sustained(ms(2599), ms(1000)), None);
+                // 2000 bytes over the two gaps, and nothing from the fast
+                // spell sustains.
+                assert_eq!(e.rate_busy, Some(4_000));
+                assert_eq!(e.rate_short, Some(4_000));
+                assert_eq!(e.rate_sustained(ms(1599), ms(2000)), None);
+            }
+            // A packet 100 ms later, our data still queued: busy time, whose
+            // window reaches back into the fast spell unless the log started
+            // again at the fall.
+            queued_report(&mut e, 1002, ms(1699), w);
+            let busy = e.rate_busy.unwrap();
+            if trickle {
+                assert_eq!(busy, 10_000);
             } else {
-                // Beside other paths the busy rate stays (the controller
-                // reads the trickle from its age instead).
-                assert_eq!(e.rate_busy, Some(1_000_000));
+                // Beside other paths the fast spell stays in the busy rate
+                // (the controller reads the trickle from its age instead).
+                assert!(busy > 100_000, "{busy}");
             }
         }
+    }
+
+    #[test]
+    fn the_rate_over_a_few_packets_spans_the_bytes_and_the_floor() {
+        let mut e = PathEstimate::default();
+        for _ in 0..400 {
+            e.on_sent(Duration::ZERO, 1000);
+        }
+        let w = Windows {
+            short_bytes: 4000,
+            ..W
+        };
+        // Arrivals 30 ms apart, then two 5 ms apart: the newest 40 ms hold
+        // three packets, the newest 4000 bytes span 70 ms, and the rate is
+        // read over the longer of the two.
+        for (pn, at) in [0, 30, 60, 90, 120, 125, 130].into_iter().enumerate() {
+            queued_report(&mut e, pn as u64, ms(at), w);
+        }
+        assert_eq!(e.rate_recent, Some(4000 * 1000 / 70));
     }
 
     #[test]

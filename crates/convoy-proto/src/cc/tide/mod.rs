@@ -640,26 +640,26 @@ impl RateController for Tide {
     }
 
     fn on_loss(&mut self, _now: Duration, lost: &[SentPacket]) {
-        // In start-up a packet lost is one the link carried and the air
-        // dropped: it grows the window as an acknowledged one does.
-        if self.phase != Phase::Silent {
-            self.ramp_up(lost.iter().map(|p| u64::from(p.bytes)).sum());
-        }
         // Losses with a long queue may be drops at a full queue, and
         // packets sent before a probe timeout may have been waiting out
-        // an outage (they are declared lost when the link is heard again):
-        // neither is loss on the air.
+        // an outage (they are declared lost when the link is heard again,
+        // after the acknowledgment that ended the silence): neither is
+        // loss on the air.
         let (queue, _) = self.est.queue_mean_max();
         let short_queue = queue <= 2 * self.target_queue(self.capacity.unwrap_or(0));
-        if self.phase != Phase::Silent && short_queue {
-            let on_air = lost
-                .iter()
-                .filter(|p| self.silenced_at.is_none_or(|t| p.time > t))
-                .count();
-            for _ in 0..on_air {
-                self.loss = self.loss * (1.0 - LOSS_EWMA) + LOSS_EWMA;
-            }
+        if self.phase == Phase::Silent || !short_queue {
+            return;
         }
+        let (on_air, bytes) = lost
+            .iter()
+            .filter(|p| self.silenced_at.is_none_or(|t| p.time > t))
+            .fold((0, 0), |(n, b), p| (n + 1, b + u64::from(p.bytes)));
+        for _ in 0..on_air {
+            self.loss = self.loss * (1.0 - LOSS_EWMA) + LOSS_EWMA;
+        }
+        // In start-up a packet lost on the air is one the link carried:
+        // it grows the window as an acknowledged one does.
+        self.ramp_up(bytes);
     }
 
     fn on_forward_stall(&mut self, _now: Duration) {
@@ -862,6 +862,22 @@ mod tests {
         let first = tide.cwnd;
         tide.on_loss(ms(60), &[packet(1, ms(1), 1472), packet(2, ms(2), 1472)]);
         assert_eq!(tide.cwnd, first + 2 * 1472);
+        // Packets that waited out a probe timeout are declared lost once
+        // the link is heard again (after the acknowledgment that ended the
+        // silence): a link that just delivered nothing earns no window.
+        tide.on_probe_timeout(ms(300));
+        let rtt = crate::rtt::RttEstimator::default();
+        tide.on_ack(&AckEvent {
+            now: ms(400),
+            acked: &[packet(5, ms(300), 40)],
+            rtt: &rtt,
+            bytes_in_flight: 1472,
+            peer_receive: None,
+        });
+        assert_eq!(tide.phase, Phase::Track);
+        let heard = tide.cwnd;
+        tide.on_loss(ms(400), &[packet(4, ms(250), 1472)]);
+        assert_eq!(tide.cwnd, heard);
         // Once a rate is measured the window follows it, not the losses.
         drive(&mut tide, &Bottleneck::new(1_000_000, ms(50)), ms(500));
         let measured = tide.cwnd;
