@@ -71,15 +71,21 @@ fn busy_rate(log: &VecDeque<Arrival>, window: Duration) -> Option<u64> {
     (time >= window / 2 && !time.is_zero()).then(|| (bytes as f64 / time.as_secs_f64()) as u64)
 }
 
+/// Bytes delivered from report `old` to report `new` over the time
+/// between their arrivals; `None` if they arrived at once.
+fn delivered_rate(old: &Arrival, new: &Arrival) -> Option<u64> {
+    let span = new.at.saturating_sub(old.at);
+    (!span.is_zero()).then(|| ((new.delivered - old.delivered) as f64 / span.as_secs_f64()) as u64)
+}
+
 /// Delivery rate over the newest `window` of arrival time, busy or not:
 /// what arrives now, whoever limits it.
 fn arrival_rate(log: &VecDeque<Arrival>, window: Duration) -> Option<u64> {
     let new = log.back()?;
     let i = log.partition_point(|a| a.at + window < new.at);
     let old = log.get(i.saturating_sub(1))?;
-    let span = new.at.saturating_sub(old.at);
-    (span >= window / 2 && !span.is_zero())
-        .then(|| ((new.delivered - old.delivered) as f64 / span.as_secs_f64()) as u64)
+    let rate = delivered_rate(old, new)?;
+    (new.at.saturating_sub(old.at) >= window / 2).then_some(rate)
 }
 
 /// Delivery rate over the newest `bytes` of arrivals, spanning at least
@@ -90,8 +96,7 @@ fn rate_over_bytes(log: &VecDeque<Arrival>, bytes: u64, min_span: Duration) -> O
     let by_bytes = log.partition_point(|a| new.delivered - a.delivered >= bytes);
     let by_span = log.partition_point(|a| a.at + min_span <= new.at);
     let old = log.get(by_bytes.min(by_span).checked_sub(1)?)?;
-    let span = new.at.saturating_sub(old.at);
-    (!span.is_zero()).then(|| ((new.delivered - old.delivered) as f64 / span.as_secs_f64()) as u64)
+    delivered_rate(old, new)
 }
 
 #[derive(Clone, Debug, Default)]
@@ -151,11 +156,11 @@ pub(super) struct Windows {
     /// Two outage gaps in a row, with a delivery between them, mean the
     /// link fell to a trickle: its rate is what trickles through.
     pub trickle: bool,
-    /// What arrives now is also read over this many bytes (and at least
-    /// `short_floor`), if that reads faster: `short` is sized from the
-    /// estimate, and after a slow spell it spans seconds, so a link back
-    /// at its rate was read as slow until those seconds had passed.
-    /// Zero: not read.
+    /// What arrives is also read over this many bytes (and at least
+    /// `short_floor`), `PathEstimate::rate_recent`, which only sizes the
+    /// windows: `short` is sized from the estimate, and after a slow spell
+    /// it spans seconds, so a link back at its rate was read as slow until
+    /// those seconds had passed. Zero: not read.
     pub short_bytes: u64,
     pub short_floor: Duration,
 }
@@ -254,10 +259,9 @@ impl PathEstimate {
         {
             self.arrivals.pop_front();
         }
-        let recent = (short_bytes > 0)
+        self.rate_recent = (short_bytes > 0)
             .then(|| rate_over_bytes(&self.arrivals, short_bytes, short_floor))
             .flatten();
-        self.rate_recent = recent;
         self.rate_short = arrival_rate(&self.arrivals, short).or(self.rate_short);
         self.rate_busy = busy_rate(&self.arrivals, avg).or(self.rate_busy);
         self.rate_arrived = arrival_rate(&self.arrivals, avg).or(self.rate_arrived);
@@ -293,11 +297,9 @@ impl PathEstimate {
         ) else {
             return;
         };
-        let span = new.at.saturating_sub(old.at);
-        if span.is_zero() {
+        let Some(rate) = delivered_rate(&old, &new) else {
             return;
-        }
-        let rate = ((new.delivered - old.delivered) as f64 / span.as_secs_f64()) as u64;
+        };
         self.arrivals.clear();
         self.arrivals.push_back(new);
         self.rate_short = Some(rate);
