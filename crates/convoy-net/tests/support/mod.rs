@@ -160,6 +160,27 @@ pub fn partial_size(store: &Path) -> u64 {
         .unwrap_or(0)
 }
 
+/// How much of the upload named `name` the server at `store` holds: its
+/// size once stored, else its partial file's length (partial files carry
+/// a tag of the name, see `Store::partial_path`), else 0.
+pub fn held_of(store: &Path, name: &str, size: u64) -> u64 {
+    if store.join(name).exists() {
+        return size;
+    }
+    let tag = blake3::hash(name.as_bytes()).to_hex();
+    let tag = format!(".{}.", &tag.as_str()[..24]);
+    std::fs::read_dir(store.join(".convoy-partial"))
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .filter(|e| e.file_name().to_string_lossy().contains(&tag))
+                .filter_map(|e| e.metadata().ok())
+                .map(|m| m.len())
+                .max()
+                .unwrap_or(0)
+        })
+        .unwrap_or(0)
+}
+
 /// A UDP relay between one client and a server that forwards the
 /// client's first `budget` bytes, then drops everything both ways until
 /// [`Relay::restore`].
