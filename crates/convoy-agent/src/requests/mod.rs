@@ -99,17 +99,28 @@ impl Requests {
     /// Opens the control stream on a new connection of the live lane.
     /// Returns the driver's waker (ring it to end a wait on the client).
     pub fn attach(&self, client: &mut Client) -> Result<Arc<Waker>, NetError> {
+        // The outlet stays locked until the new stream is in it. The
+        // server sends its queued requests as soon as it sees the stream,
+        // and the pass that opens it may already read them: their
+        // acknowledgments, made on the requests thread meanwhile, wait
+        // here instead of finding no stream and being dropped (the server
+        // sends a request again only when the vehicle reconnects, so a
+        // dropped acknowledgment left it queued for the whole
+        // connection).
+        let mut out = self.out.lock().unwrap_or_else(|e| e.into_inner());
+        *out = None;
         let (tx, rx) = mpsc::channel();
         let waker = client.open_control(self.inbound.clone(), rx)?;
-        if let Ok(mut out) = self.out.lock() {
-            *out = Some((tx, waker.clone()));
-        }
         // First on every stream: the server checks campaigns against the
         // signals this vehicle declares (a reconfigured agent says so on
         // its next connection).
-        self.send(&FromVehicle::Hello {
+        let hello = FromVehicle::Hello {
             extra_signals: self.extra_signals.clone(),
-        });
+        };
+        if tx.send(hello.to_frame()).is_ok() {
+            waker.wake();
+        }
+        *out = Some((tx, waker.clone()));
         Ok(waker)
     }
 
