@@ -234,8 +234,19 @@ pub fn serve(port: u16, dir: &Path, key: &Path, extra: &[&str]) -> Proc {
     .stdin(Stdio::null())
     .stdout(Stdio::null())
     .stderr(log);
-    let p = Proc(Some(die_with_test(&mut cmd).spawn().unwrap()));
-    wait_port_bound(port);
+    let mut p = Proc(Some(die_with_test(&mut cmd).spawn().unwrap()));
+    let start = Instant::now();
+    while UdpSocket::bind(("127.0.0.1", port)).is_ok() {
+        // A server that exited, or never bound, says why in its log.
+        let exited = p.0.as_mut().and_then(|c| c.try_wait().unwrap());
+        assert!(
+            exited.is_none() && start.elapsed() < Duration::from_secs(60),
+            "server never bound {port} ({}): {}",
+            exited.map_or("still running".to_owned(), |s| s.to_string()),
+            server_log(dir)
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
     p
 }
 
