@@ -32,7 +32,7 @@ pub const CLAIM_TIMEOUT_NS: i64 = 60_000_000_000;
 pub enum CatalogError {
     #[error("catalog database: {0}")]
     Sqlite(#[from] rusqlite::Error),
-    #[error("catalog database: {0}")]
+    #[error("catalog database: {}", postgres_reason(.0))]
     Postgres(#[from] ::postgres::Error),
     #[error("{0}")]
     Conflict(String),
@@ -43,6 +43,25 @@ pub enum CatalogError {
 }
 
 pub type Result<T> = std::result::Result<T, CatalogError>;
+
+/// What PostgreSQL said: the client library's own text for an error the
+/// server reported is only "db error", its reason is in the source.
+fn postgres_reason(e: &::postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => {
+            let mut s = format!("{} ({})", db.message(), db.code().code());
+            if let Some(detail) = db.detail() {
+                s.push_str(": ");
+                s.push_str(detail);
+            }
+            s
+        }
+        None => match std::error::Error::source(e) {
+            Some(src) => format!("{e}: {src}"),
+            None => e.to_string(),
+        },
+    }
+}
 
 /// A registered vehicle or operator.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
