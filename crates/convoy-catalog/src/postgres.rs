@@ -96,6 +96,71 @@ CREATE TABLE IF NOT EXISTS catalog_version (
 INSERT INTO catalog_version (id, v) VALUES (1, 0) ON CONFLICT DO NOTHING;
 ";
 
+/// The tables and indexes `SCHEMA` creates, by name.
+fn schema_objects() -> impl Iterator<Item = &'static str> {
+    SCHEMA.lines().filter_map(|l| {
+        let rest = l
+            .strip_prefix("CREATE TABLE IF NOT EXISTS ")
+            .or_else(|| l.strip_prefix("CREATE INDEX IF NOT EXISTS "))?;
+        rest.split_whitespace().next()
+    })
+}
+
+/// Whether every table, index and column the schema makes is there, read
+/// without taking a lock. The schema's statements lock the tables they
+/// name even when there is nothing to create (an index's table in share
+/// mode, an altered table exclusively), and inside one transaction a
+/// server starting beside busy ones deadlocked: it held `segments` while
+/// waiting for the version row a writer had raised, and the writer waited
+/// for `segments` (PostgreSQL aborted one, and `convoy fleet add` or the
+/// server failed).
+fn schema_current(db: &mut Client) -> Result<bool> {
+    for name in schema_objects() {
+        let found: bool = db
+            .query_one("SELECT to_regclass($1) IS NOT NULL", &[&name])?
+            .get(0);
+        if !found {
+            return Ok(false);
+        }
+    }
+    let column = db.query_opt(
+        "SELECT 1 FROM information_schema.columns \
+         WHERE table_name = 'campaigns' AND column_name = 'withdrawn'",
+        &[],
+    )?;
+    let version = db.query_opt("SELECT 1 FROM catalog_version WHERE id = 1", &[])?;
+    Ok(column.is_some() && version.is_some())
+}
+
+/// Creates what is missing. Several servers may start at once: one
+/// creates the schema, the others wait for it (and, should a writer
+/// already be at work, PostgreSQL may still pick this transaction to
+/// abort as a deadlock: it is tried again).
+fn create_schema(db: &mut Client) -> Result<()> {
+    let mut attempt = 0;
+    loop {
+        let result = (|| {
+            let mut tx = db.transaction()?;
+            tx.execute("SELECT pg_advisory_xact_lock(7315)", &[])?;
+            tx.batch_execute(SCHEMA)?;
+            // Catalogs made before withdrawals existed lack the column.
+            tx.batch_execute(
+                "ALTER TABLE campaigns ADD COLUMN IF NOT EXISTS withdrawn BOOLEAN NOT NULL DEFAULT FALSE",
+            )?;
+            tx.commit()
+        })();
+        match result {
+            Err(e)
+                if attempt < 3
+                    && e.code() == Some(&::postgres::error::SqlState::T_R_DEADLOCK_DETECTED) =>
+            {
+                attempt += 1;
+            }
+            other => return Ok(other?),
+        }
+    }
+}
+
 pub struct PgCatalog {
     db: Client,
 }
@@ -152,15 +217,9 @@ impl PgCatalog {
     /// and creates the tables if they are missing.
     pub fn connect(url: &str) -> Result<PgCatalog> {
         let mut db = Client::connect(url, NoTls)?;
-        // Several servers may start at once: one creates the schema.
-        let mut tx = db.transaction()?;
-        tx.execute("SELECT pg_advisory_xact_lock(7315)", &[])?;
-        tx.batch_execute(SCHEMA)?;
-        // Catalogs made before withdrawals existed lack the column.
-        tx.batch_execute(
-            "ALTER TABLE campaigns ADD COLUMN IF NOT EXISTS withdrawn BOOLEAN NOT NULL DEFAULT FALSE",
-        )?;
-        tx.commit()?;
+        if !schema_current(&mut db)? {
+            create_schema(&mut db)?;
+        }
         Ok(PgCatalog { db })
     }
 
@@ -683,5 +742,26 @@ impl Catalog for PgCatalog {
             &[&after, &(limit as i64)],
         )?;
         Ok(rows.iter().map(request_row).collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_schema_check_names_every_table_and_index_the_schema_creates() {
+        let names: Vec<&str> = schema_objects().collect();
+        let creates =
+            SCHEMA.matches("CREATE TABLE").count() + SCHEMA.matches("CREATE INDEX").count();
+        assert_eq!(names.len(), creates, "{names:?}");
+        for n in [
+            "vehicles",
+            "segments_state",
+            "requests_open",
+            "catalog_version",
+        ] {
+            assert!(names.contains(&n), "{n} in {names:?}");
+        }
     }
 }
