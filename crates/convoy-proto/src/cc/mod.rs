@@ -138,6 +138,19 @@ pub trait RateController: Send {
     /// first flight from overfilling a slow link.
     fn on_start_capacity(&mut self, _now: Duration, _capacity_bytes_per_sec: u64) {}
 
+    /// No report a round trip after the handshake: if the copy is still
+    /// on its way, the path carries less than `capacity_bound`; if a
+    /// datagram was lost, nothing is known. A controller may hold its
+    /// first flight to what the bound allows until the report or
+    /// [`RateController::on_start_unknown`] comes, but not slow its pace
+    /// for it (packets paced to a guess would be read as the link).
+    fn on_start_pending(&mut self, _now: Duration, _capacity_bound: u64) {}
+
+    /// After [`RateController::on_start_pending`], no reading after all
+    /// (a datagram was lost, or the report saw no spacing): the first
+    /// flight as configured.
+    fn on_start_unknown(&mut self, _now: Duration) {}
+
     /// Whether this controller uses that reading: only then does the
     /// client send the pair and hold its first data for the report.
     fn wants_start_capacity(&self) -> bool {

@@ -853,8 +853,8 @@ impl Connection {
             // A full window waits for acknowledgments or loss timers, not
             // for the pacer; so does a client address not yet validated,
             // and data held for the start pair's report (its deadline is
-            // the timer).
-            if self.has_data() && self.start_pair_deadline().is_none() {
+            // the timer; while only the flight is small, the pacer runs).
+            if self.has_data() && !self.start_pair_holds_data() {
                 for i in self.data_paths() {
                     if !self.path_amplification_limited(i, self.cfg.max_datagram)
                         && !self.window_full(i)

@@ -318,6 +318,9 @@ impl Connection {
         buf: &mut [u8],
         feedback_due: bool,
     ) -> Option<Transmit> {
+        // The wait's end is acted on here too: a send due before the
+        // timer's turn must not leave under the window from before it.
+        self.start_pair_timeout(now);
         if self.start_pair_holds(now) {
             return None;
         }

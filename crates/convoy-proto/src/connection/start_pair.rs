@@ -12,7 +12,10 @@
 //! and tells the rate controller the capacity it implies, which may shrink
 //! the first flight (`RateController::on_start_capacity`). On a slow link
 //! the 32-packet first flight was seconds of queue before any
-//! acknowledgment could say so (docs/PROTOCOL.md, "The start pair").
+//! acknowledgment could say so (docs/PROTOCOL.md, "The start pair"). A
+//! report not there by then may be one still coming, on a link slower
+//! than the handshake showed: for a round trip more only a couple of
+//! packets go (`RateController::on_start_pending`).
 //!
 //! Why the Initial itself: it is already 1,200 bytes and already goes
 //! first, so the pair costs one datagram and no wait on a fast link; a
@@ -52,6 +55,12 @@ pub(crate) enum StartPair {
         rtt: Duration,
         until: Duration,
     },
+    /// Client: no report after that round trip. Either the copy is still
+    /// on its way (the link takes longer than the handshake's round trip
+    /// to carry one datagram) or a datagram was lost: a first flight of a
+    /// couple of packets goes, as if the gap were a round trip, and the
+    /// report is awaited until `until`, a round trip more.
+    Provisional { bytes: u32, until: Duration },
     /// Server: the client's first Initial arrived at `first`.
     Measuring { first: Duration },
     /// Server: the copy followed `gap` after; its report is due, and once
@@ -113,33 +122,63 @@ impl Connection {
         matches!(self.start_pair, StartPair::Awaiting { until, .. } if now < until)
     }
 
-    /// Client: no report within a round trip (it or the copy was lost,
-    /// or the server does not measure pairs): the first flight goes as
+    /// Client: whether data waits for the report (until its deadline,
+    /// which is then the driver's timer rather than the pacer).
+    pub(crate) fn start_pair_holds_data(&self) -> bool {
+        matches!(self.start_pair, StartPair::Awaiting { .. })
+    }
+
+    /// Client: no report within a round trip: a small first flight goes
+    /// while the report may still come (a link slower than the handshake
+    /// showed: the ATT drive at a twentieth of its rate took 70–290 ms to
+    /// serialize the copy, and the configured 32 packets were seconds of
+    /// queue). None a round trip later either (it or the copy was lost,
+    /// or the server does not measure pairs): the first flight as
     /// configured.
     pub(super) fn start_pair_timeout(&mut self, now: Duration) {
-        if matches!(self.start_pair, StartPair::Awaiting { until, .. } if now >= until) {
-            self.start_pair = StartPair::Off;
+        match self.start_pair {
+            StartPair::Awaiting { bytes, rtt, until } if now >= until => {
+                self.start_pair = StartPair::Provisional {
+                    bytes,
+                    until: now + rtt,
+                };
+                let bound = u64::from(bytes) * 1_000_000 / (rtt.as_micros() as u64).max(1);
+                self.paths[0].cc.on_start_pending(now, bound);
+            }
+            StartPair::Provisional { until, .. } if now >= until => {
+                self.start_pair = StartPair::Off;
+                self.paths[0].cc.on_start_unknown(now);
+            }
+            _ => {}
         }
     }
 
     /// When the wait for the report ends (a timer for the driver).
     pub(crate) fn start_pair_deadline(&self) -> Option<Duration> {
         match self.start_pair {
-            StartPair::Awaiting { until, .. } => Some(until),
+            StartPair::Awaiting { until, .. } | StartPair::Provisional { until, .. } => Some(until),
             _ => None,
         }
     }
 
-    /// Client: the server's report. A gap longer than the handshake's
-    /// round trip cannot be the pair's (its copy was lost and a repeat was
-    /// measured): ignored, as is a gap of zero (no spacing seen).
+    /// Client: the server's report. Any gap it gives within the server's
+    /// own limit (half a retransmission timeout) is the pair's: a client
+    /// that sent its Initial again is no longer awaiting one. A gap of
+    /// zero (no spacing seen: a link faster than the clock) sizes
+    /// nothing; after the provisional flight it releases the configured
+    /// one. A longer gap is no report a server sends: ignored.
     pub(super) fn on_start_pair_report(&mut self, now: Duration, dispersion_us: u64) {
-        let StartPair::Awaiting { bytes, rtt, .. } = self.start_pair else {
+        let (StartPair::Awaiting { bytes, .. } | StartPair::Provisional { bytes, .. }) =
+            self.start_pair
+        else {
             return;
         };
+        let provisional = matches!(self.start_pair, StartPair::Provisional { .. });
         self.start_pair = StartPair::Off;
-        let dispersion = Duration::from_micros(dispersion_us);
-        if dispersion.is_zero() || dispersion > rtt {
+        if dispersion_us == 0 || dispersion_us >= (HANDSHAKE_RETRANSMIT / 2).as_micros() as u64 {
+            if provisional {
+                self.paths[0].cc.on_start_unknown(now);
+            }
             return;
         }
         let capacity = u64::from(bytes) * 1_000_000 / dispersion_us;

@@ -18,9 +18,18 @@ fn tide_client() -> Endpoint {
 }
 
 /// The uplink: 10 ms one way, and `serialize` per 1,200-byte datagram
-/// (126 ms is 76 kbit/s, 0.5 ms is 20 Mbit/s).
+/// (126 ms is 76 kbit/s, 0.5 ms is 20 Mbit/s), and `grant_gap` more before
+/// the copy (a cellular scheduler's pause between two grants).
 struct Uplink {
     serialize: Duration,
+    grant_gap: Duration,
+}
+
+fn smooth(serialize: Duration) -> Uplink {
+    Uplink {
+        serialize,
+        grant_gap: Duration::ZERO,
+    }
 }
 
 /// What happened around one start.
@@ -31,6 +40,10 @@ struct Start {
     after_copy: Vec<Vec<u8>>,
     /// Full-size datagrams the client sent before the report came.
     data_before_report: usize,
+    /// The handshake's round trip as the client saw it.
+    rtt: Duration,
+    /// When each full-size datagram left, from the reply's arrival.
+    data_at: Vec<Duration>,
     /// Full-size datagrams the client sent in the 300 ms after it, no
     /// acknowledgment coming back: its first flight.
     first_flight: usize,
@@ -58,7 +71,7 @@ fn start(link: Uplink, copy: bool, reports: [bool; 2]) -> Start {
     let first_at = ONE_WAY + link.serialize;
     s.handle(first_at, addr(1), &initials[0]);
     let replies = drain(&mut s, first_at);
-    let copy_at = first_at + link.serialize;
+    let copy_at = first_at + link.serialize + link.grant_gap;
     let mut after_copy = Vec::new();
     if copy && initials.len() > 1 {
         s.handle(copy_at, addr(1), &initials[1]);
@@ -73,7 +86,8 @@ fn start(link: Uplink, copy: bool, reports: [bool; 2]) -> Start {
     conn.write(id, &[7u8; 200_000]).unwrap();
     let report_at = copy_at + ONE_WAY;
     let mut now = reply_at;
-    let data_before_report = step(&mut c, &mut now, report_at);
+    let mut data_at = Vec::new();
+    let data_before_report = step(&mut c, &mut now, report_at, &mut data_at);
     for (d, _) in after_copy
         .iter()
         .zip(reports)
@@ -81,29 +95,35 @@ fn start(link: Uplink, copy: bool, reports: [bool; 2]) -> Start {
     {
         c.handle(report_at, addr(0), d);
     }
-    let first_flight = step(&mut c, &mut now, report_at + 300 * MS);
+    let first_flight = step(&mut c, &mut now, report_at + 300 * MS, &mut data_at);
     Start {
         initials,
         after_copy,
         data_before_report,
         first_flight,
+        rtt: reply_at,
+        data_at: data_at.iter().map(|t| *t - reply_at).collect(),
     }
 }
 
-/// Runs the client 1 ms at a time until `until`, nothing coming back:
-/// the full-size datagrams it sent.
-fn step(c: &mut Endpoint, now: &mut Duration, until: Duration) -> usize {
+/// Runs the client as a driver does, waking at its `poll_timeout`, until
+/// `until`, nothing coming back: the full-size datagrams it sent (their
+/// times go to `at`).
+fn step(c: &mut Endpoint, now: &mut Duration, until: Duration, at: &mut Vec<Duration>) -> usize {
     let mut sent = 0;
     while *now < until {
         c.handle_timeout(*now);
-        sent += drain(c, *now).iter().filter(|(_, d)| is_data(d)).count();
+        let n = drain(c, *now).iter().filter(|(_, d)| is_data(d)).count();
+        at.extend(std::iter::repeat_n(*now, n));
+        sent += n;
         // Nothing due is no reason to wake: a driver asked to wake at once
         // with nothing to send (data held for the report) spins.
+        let next = c.poll_timeout();
         assert!(
-            c.poll_timeout().is_none_or(|t| t > *now),
+            next.is_none_or(|t| t > *now),
             "woken at once with nothing to send"
         );
-        *now += MS;
+        *now = next.map_or(until, |t| t.min(until));
     }
     sent
 }
@@ -116,7 +136,7 @@ const FAST: Duration = Duration::from_micros(500);
 
 #[test]
 fn the_initial_goes_twice_and_the_copy_is_measured_not_answered() {
-    let r = start(Uplink { serialize: SLOW }, true, BOTH);
+    let r = start(smooth(SLOW), true, BOTH);
     assert_eq!(r.initials.len(), 2, "the Initial and its copy");
     assert_eq!(r.initials[0], r.initials[1]);
     assert!(r.initials[0].len() >= crate::wire::MIN_INITIAL_SIZE);
@@ -136,14 +156,14 @@ fn the_initial_goes_twice_and_the_copy_is_measured_not_answered() {
 
 #[test]
 fn a_slow_link_gets_a_small_first_flight_and_a_fast_one_the_full_window() {
-    let slow = start(Uplink { serialize: SLOW }, true, BOTH);
+    let slow = start(smooth(SLOW), true, BOTH);
     assert_eq!(slow.data_before_report, 0, "data waits for the report");
     assert!(
         (1..=3).contains(&slow.first_flight),
         "at 76 kbit/s: {} packets",
         slow.first_flight
     );
-    let fast = start(Uplink { serialize: FAST }, true, BOTH);
+    let fast = start(smooth(FAST), true, BOTH);
     assert!(
         fast.first_flight >= 30,
         "at 20 Mbit/s: {}",
@@ -154,7 +174,7 @@ fn a_slow_link_gets_a_small_first_flight_and_a_fast_one_the_full_window() {
 #[test]
 fn either_report_alone_sizes_the_first_flight() {
     for reports in [[false, true], [true, false]] {
-        let r = start(Uplink { serialize: SLOW }, true, reports);
+        let r = start(smooth(SLOW), true, reports);
         assert!(
             r.data_before_report == 0 && (1..=3).contains(&r.first_flight),
             "reports {reports:?}: {} before, {} after",
@@ -165,9 +185,17 @@ fn either_report_alone_sizes_the_first_flight() {
 }
 
 #[test]
-fn without_a_report_the_first_flight_goes_as_configured_a_round_trip_late() {
+fn without_a_report_a_couple_of_packets_go_after_a_round_trip_and_the_configured_flight_after_two()
+{
     for (copy, report) in [(false, NONE), (true, NONE)] {
-        let r = start(Uplink { serialize: SLOW }, copy, report);
+        let r = start(smooth(SLOW), copy, report);
+        let by = |t: Duration| r.data_at.iter().filter(|&&s| s < t).count();
+        assert_eq!(by(r.rtt), 0, "copy {copy}: data waits a round trip");
+        assert!(
+            (1..=2).contains(&by(2 * r.rtt)),
+            "copy {copy}: the second round trip: {:?}",
+            r.data_at
+        );
         assert!(
             r.first_flight + r.data_before_report >= 30,
             "copy {copy}, reports {report:?}: {} + {}",
@@ -175,6 +203,30 @@ fn without_a_report_the_first_flight_goes_as_configured_a_round_trip_late() {
             r.first_flight
         );
     }
+}
+
+#[test]
+fn a_report_later_than_the_handshake_round_trip_still_sizes_the_first_flight() {
+    // The copy waits 100 ms for the scheduler's next grant: its report
+    // comes 226 ms after the reply, the handshake took 146.
+    let r = start(
+        Uplink {
+            serialize: SLOW,
+            grant_gap: 100 * MS,
+        },
+        true,
+        BOTH,
+    );
+    assert!(
+        (1..=2).contains(&r.data_before_report),
+        "a couple of packets while the report is awaited: {}",
+        r.data_before_report
+    );
+    assert!(
+        r.first_flight <= 2,
+        "the report keeps the flight small: {} more",
+        r.first_flight
+    );
 }
 
 #[test]

@@ -138,6 +138,8 @@ pub(super) struct PathEstimate {
     /// When our first data packet left: arrivals of packets sent before
     /// it are not logged.
     counted_from: Duration,
+    /// The next send restarts the log as the first one does.
+    recount: bool,
     /// Outage gaps in a row, each ended by an arrival (reset by a gap that
     /// measured busy time).
     silences: u32,
@@ -167,7 +169,8 @@ pub(super) struct Windows {
 
 impl PathEstimate {
     pub fn on_sent(&mut self, now: Duration, bytes: usize) {
-        if self.sent_bytes == 0 {
+        let recount = std::mem::take(&mut self.recount);
+        if self.sent_bytes == 0 || recount {
             // The rates are read from our data's arrivals only. The
             // handshake's last packets are acknowledged too, and came
             // before a pause (the start pair's wait for its report, an
@@ -181,6 +184,14 @@ impl PathEstimate {
         }
         self.sent_bytes += bytes as u64;
         self.sends.push_back((now, self.sent_bytes));
+    }
+
+    /// Reads the rates from the next send's arrivals on, as from the
+    /// first: what was sent before came ahead of a pause the sender chose
+    /// (a provisional first flight, then the wait for the start pair's
+    /// report), which is not the link's.
+    pub fn count_from_next_send(&mut self) {
+        self.recount = true;
     }
 
     pub fn on_acked(&mut self, bytes: u64) {

@@ -244,6 +244,10 @@ pub struct Tide {
     /// grant pattern needs queued (`PathEstimate::service_excess`).
     bursts: std::collections::VecDeque<(Duration, u64)>,
     burst_read_at: Option<Duration>,
+    /// The window before the start pair's pending bound capped it: a
+    /// report that then comes sizes the flight from this, not from the
+    /// cap.
+    before_pending: Option<u64>,
 }
 
 impl Tide {
@@ -271,6 +275,7 @@ impl Tide {
             ramped: 0,
             bursts: std::collections::VecDeque::new(),
             burst_read_at: None,
+            before_pending: None,
         }
     }
 
@@ -347,6 +352,13 @@ impl Tide {
             self.bursts.pop_back();
         }
         self.bursts.push_back((now, excess));
+    }
+
+    /// The first flight a start pair's `capacity` allows: what it fills in
+    /// a round trip and the queue target, at least `START_MIN_PACKETS`.
+    fn start_window(&self, capacity: u64) -> u64 {
+        let rtt = self.base_rtt() + self.cfg.target_delay;
+        ((capacity as f64 * rtt.as_secs_f64()) as u64).max(START_MIN_PACKETS * self.cfg.mss)
     }
 
     /// Start-up, before the receive rate has `rate_window` of arrivals to
@@ -710,11 +722,41 @@ impl RateController for Tide {
         // slow reading costs only start-up's round trips, which the
         // acknowledgments then double. Not taken as the capacity: it is
         // one reading. At 76 kbit/s the 32-packet flight was 5 s of queue.
-        let rtt = self.base_rtt() + self.cfg.target_delay;
-        let window =
-            ((capacity as f64 * rtt.as_secs_f64()) as u64).max(START_MIN_PACKETS * self.cfg.mss);
-        self.cwnd = self.cwnd.min(window);
+        let ceiling = self
+            .before_pending
+            .take()
+            .map_or(self.cwnd, |w| w.max(self.cwnd));
+        self.cwnd = ceiling.min(self.start_window(capacity));
         self.pacing_rate = self.pacing_rate.min(2 * capacity).max(self.cfg.mss);
+    }
+
+    fn on_start_pending(&mut self, _now: Duration, capacity_bound: u64) {
+        if self.est.rate_short.is_some() || self.capacity.is_some() {
+            return;
+        }
+        self.before_pending = Some(self.cwnd);
+        self.cwnd = self.cwnd.min(self.start_window(capacity_bound));
+    }
+
+    fn on_start_unknown(&mut self, _now: Duration) {
+        if self.est.rate_short.is_some() || self.capacity.is_some() {
+            return;
+        }
+        // The pending bound held the first flight to a couple of packets;
+        // with no report at all, nothing says the link is slow: the
+        // configured flight at its pace (`on_handshake_rtt`), read from
+        // its own arrivals. With the couple's in the log, sent a round
+        // trip before, the first reading spanned the pause and start-up
+        // began below the link (40 seeds of the 10 MB transfer at 20
+        // Mbit/s, goodput 0.9334 against 0.9346 at 10 % loss, 0.9178
+        // against 0.9220 at 30 %).
+        self.est.count_from_next_send();
+        self.before_pending = None;
+        self.cwnd = self
+            .cwnd
+            .max(self.cfg.mss * self.cfg.initial_window_packets);
+        let first_flight = 2.0 * self.cwnd as f64 / self.base_rtt().as_secs_f64();
+        self.pacing_rate = self.pacing_rate.max(first_flight as u64);
     }
 
     fn wants_start_capacity(&self) -> bool {
