@@ -354,6 +354,17 @@ impl Tide {
         self.bursts.push_back((now, excess));
     }
 
+    /// Whether the link's rate is measured (or was handed over): the start
+    /// pair's readings and start-up's growth then no longer apply.
+    fn rate_known(&self) -> bool {
+        self.est.rate_short.is_some() || self.capacity.is_some()
+    }
+
+    /// Start-up's pace: twice the window per round trip.
+    fn start_pace(&self) -> u64 {
+        (2.0 * self.cwnd as f64 / self.base_rtt().as_secs_f64()) as u64
+    }
+
     /// The first flight a start pair's `capacity` allows: what it fills in
     /// a round trip and the queue target, at least `START_MIN_PACKETS`.
     fn start_window(&self, capacity: u64) -> u64 {
@@ -374,17 +385,12 @@ impl Tide {
     /// as it had no rate. Nor on one that took over at CapProbe's capacity
     /// (`on_takeover`).
     fn ramp_up(&mut self, bytes: u64) {
-        if self.est.rate_short.is_some()
-            || self.capacity.is_some()
-            || self.phase != Phase::Track
-            || !self.only_path
-        {
+        if self.rate_known() || self.phase != Phase::Track || !self.only_path {
             return;
         }
         self.cwnd += bytes;
         self.ramped += bytes;
-        let ramp = 2.0 * self.cwnd as f64 / self.base_rtt().as_secs_f64();
-        self.pacing_rate = self.pacing_rate.max(ramp as u64);
+        self.pacing_rate = self.pacing_rate.max(self.start_pace());
     }
 
     /// One packet's time at the link's rate (zero before it is measured),
@@ -592,8 +598,7 @@ impl RateController for Tide {
         }
         self.min_rtt = Some(rtt);
         self.latest_rtt = rtt;
-        let first_flight = 2.0 * self.cwnd as f64 / rtt.as_secs_f64();
-        self.pacing_rate = self.pacing_rate.max(first_flight as u64);
+        self.pacing_rate = self.pacing_rate.max(self.start_pace());
     }
 
     fn on_app_limited(&mut self, _now: Duration) {
@@ -711,7 +716,7 @@ impl RateController for Tide {
     }
 
     fn on_start_capacity(&mut self, _now: Duration, capacity: u64) {
-        if self.est.rate_short.is_some() || self.capacity.is_some() {
+        if self.rate_known() {
             return;
         }
         // The first flight no larger than the start pair's capacity fills
@@ -731,7 +736,7 @@ impl RateController for Tide {
     }
 
     fn on_start_pending(&mut self, _now: Duration, capacity_bound: u64) {
-        if self.est.rate_short.is_some() || self.capacity.is_some() {
+        if self.rate_known() {
             return;
         }
         self.before_pending = Some(self.cwnd);
@@ -739,7 +744,7 @@ impl RateController for Tide {
     }
 
     fn on_start_unknown(&mut self, _now: Duration) {
-        if self.est.rate_short.is_some() || self.capacity.is_some() {
+        if self.rate_known() {
             return;
         }
         // The pending bound held the first flight to a couple of packets;
@@ -755,8 +760,7 @@ impl RateController for Tide {
         self.cwnd = self
             .cwnd
             .max(self.cfg.mss * self.cfg.initial_window_packets);
-        let first_flight = 2.0 * self.cwnd as f64 / self.base_rtt().as_secs_f64();
-        self.pacing_rate = self.pacing_rate.max(first_flight as u64);
+        self.pacing_rate = self.pacing_rate.max(self.start_pace());
     }
 
     fn wants_start_capacity(&self) -> bool {
