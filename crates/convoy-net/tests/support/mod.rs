@@ -149,15 +149,7 @@ pub fn assert_identical(a: &Path, b: &Path) {
 
 /// The size of the largest partial upload under DIR/.convoy-partial.
 pub fn partial_size(store: &Path) -> u64 {
-    std::fs::read_dir(store.join(".convoy-partial"))
-        .map(|d| {
-            d.filter_map(|e| e.ok())
-                .filter_map(|e| e.metadata().ok())
-                .map(|m| m.len())
-                .max()
-                .unwrap_or(0)
-        })
-        .unwrap_or(0)
+    largest_partial(store, "")
 }
 
 /// How much of the upload named `name` the server at `store` holds: its
@@ -168,11 +160,16 @@ pub fn held_of(store: &Path, name: &str, size: u64) -> u64 {
         return size;
     }
     let tag = blake3::hash(name.as_bytes()).to_hex();
-    let tag = format!(".{}.", &tag.as_str()[..24]);
+    largest_partial(store, &format!(".{}.", &tag.as_str()[..24]))
+}
+
+/// The largest partial file under DIR/.convoy-partial whose name holds
+/// `part` (0 if none).
+fn largest_partial(store: &Path, part: &str) -> u64 {
     std::fs::read_dir(store.join(".convoy-partial"))
         .map(|d| {
             d.filter_map(|e| e.ok())
-                .filter(|e| e.file_name().to_string_lossy().contains(&tag))
+                .filter(|e| e.file_name().to_string_lossy().contains(part))
                 .filter_map(|e| e.metadata().ok())
                 .map(|m| m.len())
                 .max()

@@ -235,18 +235,11 @@ pub fn serve(port: u16, dir: &Path, key: &Path, extra: &[&str]) -> Proc {
     .stdout(Stdio::null())
     .stderr(log);
     let mut p = Proc(Some(die_with_test(&mut cmd).spawn().unwrap()));
-    let start = Instant::now();
-    while UdpSocket::bind(("127.0.0.1", port)).is_ok() {
-        // A server that exited, or never bound, says why in its log.
+    // A server that exited, or never bound, says why in its log.
+    wait_port_bound_or(port, || {
         let exited = p.0.as_mut().and_then(|c| c.try_wait().unwrap());
-        assert!(
-            exited.is_none() && start.elapsed() < Duration::from_secs(60),
-            "server never bound {port} ({}): {}",
-            exited.map_or("still running".to_owned(), |s| s.to_string()),
-            server_log(dir)
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+        exited.map(|s| format!("{s}: {}", server_log(dir)))
+    });
     p
 }
 
@@ -278,8 +271,17 @@ pub fn server_log_with(dir: &Path, needle: &str, limit: Duration) -> String {
 
 /// Polls until something holds UDP `port` on loopback.
 pub fn wait_port_bound(port: u16) {
+    wait_port_bound_or(port, || None);
+}
+
+/// [`wait_port_bound`], failing at once when `gone()` says why the
+/// server will never bind.
+fn wait_port_bound_or(port: u16, mut gone: impl FnMut() -> Option<String>) {
     let start = Instant::now();
     while UdpSocket::bind(("127.0.0.1", port)).is_ok() {
+        if let Some(why) = gone() {
+            panic!("server never bound {port}: {why}");
+        }
         assert!(
             // Generous: a loaded 2-core machine starts servers slowly.
             start.elapsed() < Duration::from_secs(60),
