@@ -252,10 +252,20 @@ pub(crate) fn figures(c: &Connection, names: &PathNames, sending: bool) -> Vec<P
 /// Where [`Client::upload_queue`] takes its files and reports them stored.
 pub trait UploadQueue {
     /// The next file to upload and its name; `None` ends the queue once
-    /// what is in flight is confirmed. Asked whenever there is room in the
+    /// what is in flight is confirmed (unless [`UploadQueue::refilled`]
+    /// says to ask again meanwhile). Asked whenever there is room in the
     /// window, so a queue fed from elsewhere (a spool) keeps the
     /// connection busy without a gap between batches.
     fn next(&mut self) -> Option<(std::path::PathBuf, String)>;
+    /// Asked on each turn while uploads are still in flight after `next`
+    /// said `None`: `true` if `next` may have a file again (a queue fed
+    /// from elsewhere, such as a spool a segmenter adds to), so that file
+    /// goes out beside those in flight instead of waiting for the last of
+    /// them to be confirmed. By default `false`: `None` ends the queue.
+    /// Keep it cheap (a counter compared); `next` is the expensive ask.
+    fn refilled(&mut self) -> bool {
+        false
+    }
     /// The `index`-th file (counting from 0 in the order `next` gave them)
     /// is durable at the server. Called in that order.
     fn stored(&mut self, index: usize, report: UploadReport);
@@ -286,6 +296,16 @@ impl Application for QueueApp<'_> {
         // Until a turn confirms nothing: a confirmation makes room for the
         // next file, whose request should not wait for a network event.
         loop {
+            // A queue that ran dry while uploads are in flight is asked
+            // again once it says it was refilled: otherwise a file made
+            // just after the queue ran dry waited for every upload in
+            // flight to be confirmed (two round trips through a queue the
+            // other lane's bulk data fills), and then for its own. That
+            // made an agent's live telemetry reach the server in batches,
+            // one batch's round trips apart.
+            if self.ended && !self.active.is_empty() && self.queue.refilled() {
+                self.ended = false;
+            }
             while !self.ended && self.active.len() < self.window {
                 let Some((path, name)) = self.queue.next() else {
                     self.ended = true;

@@ -175,3 +175,75 @@ fn a_small_file_taken_after_a_large_one_is_not_held_behind_it() {
     assert_identical(&log, &store.join("log"));
     assert_identical(&camera, &store.join("camera"));
 }
+
+/// A queue that runs dry after its first file and is refilled while that
+/// file is in flight (as a spool is when a segment closes), recording
+/// what the upload queue asked and was told.
+struct Refilled {
+    first: Option<(std::path::PathBuf, String)>,
+    later: Option<(std::path::PathBuf, String)>,
+    dry: bool,
+    events: Vec<String>,
+}
+
+impl convoy_net::UploadQueue for Refilled {
+    fn next(&mut self) -> Option<(std::path::PathBuf, String)> {
+        let f = match self.first.take() {
+            Some(f) => Some(f),
+            // The second ask finds nothing; the file comes just after.
+            None if !self.dry => None,
+            None => self.later.take(),
+        };
+        self.events.push(format!(
+            "next {}",
+            f.as_ref().map_or("none", |f| f.1.as_str())
+        ));
+        if f.is_none() {
+            self.dry = true;
+        }
+        f
+    }
+    fn refilled(&mut self) -> bool {
+        self.dry && self.later.is_some()
+    }
+    fn stored(&mut self, _index: usize, report: convoy_net::UploadReport) {
+        self.events.push(format!("stored {}", report.name));
+    }
+}
+
+#[test]
+fn a_file_queued_while_the_window_is_in_flight_goes_beside_it() {
+    let dir = TempDir::new("blocking-refilled");
+    let store = dir.path().join("store");
+    std::fs::create_dir(&store).unwrap();
+    let server = ServerThread::start(&store, |_| {});
+    let (a, b) = (dir.path().join("seg-a"), dir.path().join("seg-b"));
+    make_file(&a, 300, 1);
+    make_file(&b, 300, 2);
+    let mut client = Client::connect(ClientOptions::new(server.addr, server.key)).unwrap();
+    let mut q = Refilled {
+        first: Some((a.clone(), "a".into())),
+        later: Some((b.clone(), "b".into())),
+        dry: false,
+        events: Vec::new(),
+    };
+    client.upload_queue(&mut q, 8).unwrap();
+    // The refilled queue was asked again before the first file was
+    // confirmed (a confirmation takes a round trip, the ask one turn),
+    // and the call sent both: before, "b" waited for a later call, after
+    // "a" was confirmed.
+    assert_eq!(
+        q.events,
+        [
+            "next a",
+            "next none",
+            "next b",
+            "next none",
+            "stored a",
+            "stored b"
+        ]
+    );
+    assert_identical(&a, &store.join("a"));
+    assert_identical(&b, &store.join("b"));
+    client.close();
+}
