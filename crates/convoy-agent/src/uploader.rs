@@ -153,6 +153,11 @@ struct LaneQueue<'u> {
     /// `next` said the queue ended, so no turn asks again: each
     /// confirmation is recorded as it comes.
     ended: bool,
+    /// The uploaders' wake count ([`Shared::generation`]) read before the
+    /// last ask that found nothing: once it moves (a segment closed, a
+    /// file taken from an inbox), the spool is asked again while the
+    /// window is still in flight.
+    dry_at: u64,
     /// Bytes confirmed, for a rate cap's pause.
     bytes: u64,
     started: Instant,
@@ -175,6 +180,7 @@ impl<'u> LaneQueue<'u> {
             given: 0,
             acks: Vec::new(),
             ended: false,
+            dry_at: 0,
             bytes: 0,
             started: Instant::now(),
         }
@@ -254,10 +260,24 @@ impl LaneQueue<'_> {
 impl UploadQueue for LaneQueue<'_> {
     fn next(&mut self) -> Option<(PathBuf, String)> {
         self.flush_acks();
+        // Read before the spool is asked, so a segment added meanwhile
+        // moves the count past it and is asked for again.
+        let generation = self.up.status.generation();
         let next = self.next_file();
         self.ended = next.is_none();
+        if self.ended {
+            self.dry_at = generation;
+        }
         self.sync_inflight(&self.inflight);
         next
+    }
+
+    /// A segment closed or a file was queued since the spool last had
+    /// nothing for this lane: the live lane sends a segment as it closes,
+    /// beside the ones still in flight, rather than after all of them
+    /// are confirmed.
+    fn refilled(&mut self) -> bool {
+        self.ended && self.up.status.generation() != self.dry_at
     }
 
     fn stored(&mut self, _index: usize, report: UploadReport) {
@@ -538,6 +558,51 @@ mod tests {
             only_links: only_links.map(String::from),
             unmetered,
         }
+    }
+
+    /// Queues a telemetry segment in the spool, as the segmenter does,
+    /// and wakes the uploaders.
+    fn close_segment(spool: &Mutex<Spool>, status: &Shared, name: &str) {
+        let mut sp = spool.lock().unwrap();
+        let tmp = sp.tmp_path("segment");
+        std::fs::write(&tmp, b"samples").unwrap();
+        sp.add(&tmp, name, Class::Telemetry, 7).unwrap();
+        drop(sp);
+        status.wake_uploaders();
+    }
+
+    #[test]
+    fn a_segment_closed_while_the_window_is_in_flight_is_taken_beside_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let spool = Arc::new(Mutex::new(Spool::open(dir.path(), 1 << 20).unwrap()));
+        let status = Arc::new(Shared::default());
+        let link = LinkRule::unmetered("default");
+        let up = Uploader {
+            lane: Lane::Live,
+            client: ClientOptions::new("127.0.0.1:9".parse().unwrap(), [0; 32]),
+            spool: spool.clone(),
+            status: status.clone(),
+            rules: Arc::new(RwLock::new(vec![link.clone()])),
+            requests: None,
+            link_file: None,
+            stop: Arc::default(),
+            interrupt: Arc::default(),
+        };
+        let mut queue = LaneQueue::new(&up, link);
+        close_segment(&spool, &status, "d/telemetry/1");
+        assert_eq!(queue.next().map(|f| f.1).as_deref(), Some("d/telemetry/1"));
+        // The spool ran dry with the first segment in flight: nothing to
+        // ask for until the next one closes.
+        assert!(queue.next().is_none());
+        assert!(!queue.refilled());
+        // It closes before the first is confirmed: the queue says so, and
+        // hands it over at once instead of after that confirmation.
+        close_segment(&spool, &status, "d/telemetry/2");
+        assert!(queue.refilled());
+        assert_eq!(queue.next().map(|f| f.1).as_deref(), Some("d/telemetry/2"));
+        assert!(queue.next().is_none());
+        assert!(!queue.refilled());
+        assert_eq!(queue.given, 2);
     }
 
     #[test]
