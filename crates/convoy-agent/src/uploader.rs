@@ -150,8 +150,9 @@ struct LaneQueue<'u> {
     /// next turn that asks for a segment (one fsync for a burst of
     /// confirmations, not one each on the protocol thread).
     acks: Vec<Acked>,
-    /// `next` said the queue ended, so no turn asks again: each
-    /// confirmation is recorded as it comes.
+    /// `next` found nothing, so no ask comes to flush the confirmations
+    /// (until [`UploadQueue::refilled`] has the queue asked again): each
+    /// is recorded as it comes.
     ended: bool,
     /// The uploaders' wake count ([`Shared::generation`]) read before the
     /// last ask that found nothing: once it moves (a segment closed, a
