@@ -27,7 +27,10 @@
 //! * **Loss is not a signal.** Random loss lowers R by the loss share; the
 //!   delay term makes up for it (the queue settles a little below D), and
 //!   coding repairs the loss itself. Drops at a full queue come with a long
-//!   queue, which the delay term already drains.
+//!   queue, which the delay term already drains, or, in a buffer smaller
+//!   than the target, at the top of a queue short of it: `ceiling` reads
+//!   that buffer's size from where the losses fall and holds the target
+//!   under it.
 //! * **A window as the backstop**: the path's rate-delay product at
 //!   the target, plus what the return path holds. It binds only when the
 //!   receiver says our data stopped arriving (a stall report,
@@ -53,6 +56,7 @@
 //!   which drains the queue and shows the base again (cheaper than BBR's
 //!   ProbeRTT: the rate halves, it does not fall to four packets).
 
+mod ceiling;
 mod estimate;
 
 use std::time::Duration;
@@ -248,6 +252,8 @@ pub struct Tide {
     /// report that then comes sizes the flight from this, not from the
     /// cap.
     before_pending: Option<u64>,
+    /// The buffer's size, where drops show one smaller than the target.
+    ceiling: ceiling::Ceiling,
 }
 
 impl Tide {
@@ -276,6 +282,7 @@ impl Tide {
             bursts: std::collections::VecDeque::new(),
             burst_read_at: None,
             before_pending: None,
+            ceiling: ceiling::Ceiling::default(),
         }
     }
 
@@ -315,12 +322,20 @@ impl Tide {
     /// drive traces it was about D, and at 0.9 Mbit/s it alone was 420 ms
     /// of queue. What a bursty link needs is what its grants run ahead of
     /// the mean, which the arrivals show; a slow link that serves packets
-    /// one at a time needs about one.
+    /// one at a time needs about one. Under a buffer's ceiling that drops
+    /// showed, at most half of it (`ceiling`).
     fn target_queue(&self, rate: u64) -> u64 {
+        self.ceiling
+            .cap(self.uncapped_target(rate))
+            .max(self.cfg.mss)
+    }
+
+    /// The target before a buffer's ceiling holds it down.
+    fn uncapped_target(&self, rate: u64) -> u64 {
         let by_time = (rate as f64 * self.cfg.target_delay.as_secs_f64()) as u64;
         let burst = (self.burst_floor() as f64 * BURST_SHARE)
             .min(rate as f64 * BURST_FLOOR_MAX.as_secs_f64()) as u64;
-        by_time.max(burst).max(self.cfg.mss)
+        by_time.max(burst)
     }
 
     /// The backlog the link's grant pattern has needed lately, bytes: the
@@ -475,6 +490,16 @@ impl Tide {
         self.est
             .trim_queue(now, (base_rtt / 2).max(Duration::from_millis(10)));
         let (queue, queue_top) = self.est.queue_mean_max();
+        // The bytes standing in the buffer now: the latest packet's wait at
+        // what the link delivers now (what we sent during that wait counts
+        // drops too, and overstates a full buffer).
+        let standing = self.est.queue_delay.as_secs_f64()
+            * self
+                .est
+                .rate_short_busy
+                .or(self.est.rate_short)
+                .unwrap_or(avg) as f64;
+        self.ceiling.on_queue(now, standing as u64);
         self.read_bursts(now, avg);
         let target = self.target_queue(avg);
         // Above the target the link is busy, and what it delivers now is
@@ -614,6 +639,7 @@ impl RateController for Tide {
         for _ in e.acked {
             self.loss *= 1.0 - LOSS_EWMA;
         }
+        self.ceiling.on_acked(e.acked.len());
         let acked: u64 = e.acked.iter().map(|p| u64::from(p.bytes)).sum();
         self.est.on_acked(acked);
         self.ramp_up(acked);
@@ -656,27 +682,38 @@ impl RateController for Tide {
         self.app_limited = false;
     }
 
-    fn on_loss(&mut self, _now: Duration, lost: &[SentPacket]) {
+    fn on_loss(&mut self, now: Duration, lost: &[SentPacket]) {
         // Losses with a long queue may be drops at a full queue, and
         // packets sent before a probe timeout may have been waiting out
         // an outage (they are declared lost when the link is heard again,
         // after the acknowledgment that ended the silence): neither is
-        // loss on the air.
-        let (queue, _) = self.est.queue_mean_max();
-        let short_queue = queue <= 2 * self.target_queue(self.capacity.unwrap_or(0));
-        if self.phase == Phase::Silent || !short_queue {
+        // loss on the air. Nor are losses that come only when the queue is
+        // at its peak: a buffer smaller than the target (`ceiling`).
+        if self.phase == Phase::Silent {
             return;
         }
-        let (on_air, bytes) = lost
+        let (queue, _) = self.est.queue_mean_max();
+        let short_queue = queue <= 2 * self.target_queue(self.capacity.unwrap_or(0));
+        let uncapped = self.uncapped_target(self.capacity.unwrap_or(0));
+        let (mut on_air, mut bytes) = (0, 0);
+        for p in lost
             .iter()
             .filter(|p| self.silenced_at.is_none_or(|t| p.time > t))
-            .fold((0, 0), |(n, b), p| (n + 1, b + u64::from(p.bytes)));
+        {
+            let dropped = self.ceiling.on_lost(now, uncapped);
+            if short_queue && !dropped {
+                on_air += 1;
+                bytes += u64::from(p.bytes);
+            }
+        }
         for _ in 0..on_air {
             self.loss = self.loss * (1.0 - LOSS_EWMA) + LOSS_EWMA;
         }
         // In start-up a packet lost on the air is one the link carried:
         // it grows the window as an acknowledged one does.
-        self.ramp_up(bytes);
+        if short_queue {
+            self.ramp_up(bytes);
+        }
     }
 
     fn on_forward_stall(&mut self, _now: Duration) {
