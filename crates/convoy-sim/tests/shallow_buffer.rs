@@ -3,6 +3,9 @@
 //! buffer's ceiling from where its losses came, Tide kept asking for more
 //! queue than the buffer held, took the drops for loss on the air, and
 //! raised its rate for them: 37-54 % of its packets died at the queue.
+//! Not yet: 3 % or more random loss on such a buffer hides it (the
+//! ceiling is read only where the queue loses little below its top), and
+//! the runaway is back (5 % loss at 100 Mbit/s behind 100 packets: 45 %).
 
 use std::time::Duration;
 

@@ -325,9 +325,13 @@ impl Tide {
     /// one at a time needs about one. Under a buffer's ceiling that drops
     /// showed, at most half of it (`ceiling`).
     fn target_queue(&self, rate: u64) -> u64 {
-        self.ceiling
-            .cap(self.uncapped_target(rate))
-            .max(self.cfg.mss)
+        let target = self.uncapped_target(rate);
+        let target = if self.only_path {
+            self.ceiling.cap(target)
+        } else {
+            target
+        };
+        target.max(self.cfg.mss)
     }
 
     /// The target before a buffer's ceiling holds it down.
@@ -700,7 +704,7 @@ impl RateController for Tide {
             .iter()
             .filter(|p| self.silenced_at.is_none_or(|t| p.time > t))
         {
-            let dropped = self.ceiling.on_lost(now, uncapped);
+            let dropped = self.only_path && self.ceiling.on_lost(now, uncapped);
             if short_queue && !dropped {
                 on_air += 1;
                 bytes += u64::from(p.bytes);
