@@ -27,8 +27,9 @@
 //! acknowledgments (a suspect path), and the multipath bounds were tuned
 //! without it.
 
-use std::collections::VecDeque;
 use std::time::Duration;
+
+use super::sliding_max::SlidingMax;
 
 /// The queue's peak is its largest reading over this long.
 const PEAK_WINDOW: Duration = Duration::from_secs(1);
@@ -58,11 +59,10 @@ const TARGET_SHARE: f64 = 0.5;
 /// A ceiling is kept this long after its last drop.
 const HOLD: Duration = Duration::from_secs(10);
 
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub(super) struct Ceiling {
-    /// (time, queue bytes), each larger than every later one: a sliding
-    /// maximum over `PEAK_WINDOW`.
-    peaks: VecDeque<(Duration, u64)>,
+    /// The queue's largest reading (bytes) over `PEAK_WINDOW`.
+    peaks: SlidingMax,
     /// Whether the latest queue reading was at the top.
     at_top: bool,
     loss_top: f64,
@@ -74,20 +74,23 @@ pub(super) struct Ceiling {
     known: Option<(u64, Duration)>,
 }
 
+impl Default for Ceiling {
+    fn default() -> Ceiling {
+        Ceiling {
+            peaks: SlidingMax::new(PEAK_WINDOW),
+            at_top: false,
+            loss_top: 0.0,
+            loss_low: 0.0,
+            low_share: 0.0,
+            known: None,
+        }
+    }
+}
+
 impl Ceiling {
     /// The queue's latest reading (bytes): the peak's window moves on.
     pub(super) fn on_queue(&mut self, now: Duration, queue: u64) {
-        while self
-            .peaks
-            .front()
-            .is_some_and(|&(t, _)| t + PEAK_WINDOW < now)
-        {
-            self.peaks.pop_front();
-        }
-        while self.peaks.back().is_some_and(|&(_, q)| q <= queue) {
-            self.peaks.pop_back();
-        }
-        self.peaks.push_back((now, queue));
+        self.peaks.push(now, queue);
         let peak = self.peak();
         self.at_top = queue >= MIN_TOP_BYTES && queue as f64 >= TOP_SHARE * peak as f64;
         if self.known.is_some_and(|(_, t)| t + HOLD < now) {
@@ -96,7 +99,7 @@ impl Ceiling {
     }
 
     fn peak(&self) -> u64 {
-        self.peaks.front().map_or(0, |&(_, q)| q)
+        self.peaks.max()
     }
 
     fn count(&mut self, n: usize) {

@@ -58,6 +58,7 @@
 
 mod ceiling;
 mod estimate;
+mod sliding_max;
 
 use std::time::Duration;
 
@@ -246,7 +247,7 @@ pub struct Tide {
     /// (time, bytes) of recent service-excess readings, each larger than
     /// every later one (a sliding-window maximum): the backlog the link's
     /// grant pattern needs queued (`PathEstimate::service_excess`).
-    bursts: std::collections::VecDeque<(Duration, u64)>,
+    bursts: sliding_max::SlidingMax,
     burst_read_at: Option<Duration>,
     /// The window before the start pair's pending bound capped it: a
     /// report that then comes sizes the flight from this, not from the
@@ -279,7 +280,7 @@ impl Tide {
             forward_stalled: false,
             only_path: true,
             ramped: 0,
-            bursts: std::collections::VecDeque::new(),
+            bursts: sliding_max::SlidingMax::new(BURST_MEMORY),
             burst_read_at: None,
             before_pending: None,
             ceiling: ceiling::Ceiling::default(),
@@ -345,7 +346,7 @@ impl Tide {
     /// The backlog the link's grant pattern has needed lately, bytes: the
     /// front of `bursts`, which `read_bursts` keeps in decreasing order.
     fn burst_floor(&self) -> u64 {
-        self.bursts.front().map_or(0, |&(_, b)| b)
+        self.bursts.max()
     }
 
     /// Reads the link's service excess at `rate` (at most once per rate
@@ -360,17 +361,7 @@ impl Tide {
         let horizon = (self.base_rtt() + self.cfg.target_delay)
             .max(self.packet_time().mul_f64(BURST_HORIZON_PACKETS));
         let excess = self.est.service_excess(rate, horizon);
-        while self
-            .bursts
-            .front()
-            .is_some_and(|&(t, _)| t + BURST_MEMORY < now)
-        {
-            self.bursts.pop_front();
-        }
-        while self.bursts.back().is_some_and(|&(_, b)| b <= excess) {
-            self.bursts.pop_back();
-        }
-        self.bursts.push_back((now, excess));
+        self.bursts.push(now, excess);
     }
 
     /// Whether the link's rate is measured (or was handed over): the start
