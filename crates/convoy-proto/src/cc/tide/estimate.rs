@@ -391,6 +391,15 @@ impl PathEstimate {
         }
     }
 
+    /// The bytes standing in the buffer now: the latest packet's wait at
+    /// what the link delivers now (`fallback` before a short rate is
+    /// measured). Not `queue_bytes`: what we sent during that wait counts
+    /// drops too, and overstates a full buffer.
+    pub fn standing_queue(&self, fallback: u64) -> u64 {
+        let rate = self.rate_short_busy.or(self.rate_short).unwrap_or(fallback);
+        (self.queue_delay.as_secs_f64() * rate as f64) as u64
+    }
+
     /// The mean and the largest queue over the recent samples, bytes.
     pub fn queue_mean_max(&self) -> (u64, u64) {
         let n = self.recent_queue.len() as u64;

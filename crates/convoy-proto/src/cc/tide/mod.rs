@@ -244,8 +244,7 @@ pub struct Tide {
     only_path: bool,
     /// Window added by start-up growth before a rate was measured.
     ramped: u64,
-    /// (time, bytes) of recent service-excess readings, each larger than
-    /// every later one (a sliding-window maximum): the backlog the link's
+    /// Service-excess readings over `BURST_MEMORY`: the backlog the link's
     /// grant pattern needs queued (`PathEstimate::service_excess`).
     bursts: sliding_max::SlidingMax,
     burst_read_at: Option<Duration>,
@@ -326,7 +325,12 @@ impl Tide {
     /// one at a time needs about one. Under a buffer's ceiling that drops
     /// showed, at most half of it (`ceiling`).
     fn target_queue(&self, rate: u64) -> u64 {
-        let target = self.uncapped_target(rate);
+        self.capped_target(self.uncapped_target(rate))
+    }
+
+    /// `target` under the buffer's ceiling (on a lone path), and never
+    /// less than a packet.
+    fn capped_target(&self, target: u64) -> u64 {
         let target = if self.only_path {
             self.ceiling.cap(target)
         } else {
@@ -344,7 +348,7 @@ impl Tide {
     }
 
     /// The backlog the link's grant pattern has needed lately, bytes: the
-    /// front of `bursts`, which `read_bursts` keeps in decreasing order.
+    /// largest of `bursts`.
     fn burst_floor(&self) -> u64 {
         self.bursts.max()
     }
@@ -485,16 +489,7 @@ impl Tide {
         self.est
             .trim_queue(now, (base_rtt / 2).max(Duration::from_millis(10)));
         let (queue, queue_top) = self.est.queue_mean_max();
-        // The bytes standing in the buffer now: the latest packet's wait at
-        // what the link delivers now (what we sent during that wait counts
-        // drops too, and overstates a full buffer).
-        let standing = self.est.queue_delay.as_secs_f64()
-            * self
-                .est
-                .rate_short_busy
-                .or(self.est.rate_short)
-                .unwrap_or(avg) as f64;
-        self.ceiling.on_queue(now, standing as u64);
+        self.ceiling.on_queue(now, self.est.standing_queue(avg));
         self.read_bursts(now, avg);
         let target = self.target_queue(avg);
         // Above the target the link is busy, and what it delivers now is
@@ -688,8 +683,8 @@ impl RateController for Tide {
             return;
         }
         let (queue, _) = self.est.queue_mean_max();
-        let short_queue = queue <= 2 * self.target_queue(self.capacity.unwrap_or(0));
         let uncapped = self.uncapped_target(self.capacity.unwrap_or(0));
+        let short_queue = queue <= 2 * self.capped_target(uncapped);
         let (mut on_air, mut bytes) = (0, 0);
         for p in lost
             .iter()
