@@ -115,6 +115,19 @@ impl FullDisk {
     }
 }
 
+/// A segment's upload name: the UTC date of its first sample, its class
+/// and its spool sequence number (`2026-11-30/telemetry/0000000042.jsonl.zst`).
+/// The server files it under the vehicle's name; the load generator
+/// (`convoy bench load --fleet`) names its segments with it too.
+pub fn segment_name(t0_ns: i64, class: Class, seq: i64) -> String {
+    format!(
+        "{}/{}/{:010}.jsonl.zst",
+        crate::utc_date(t0_ns),
+        class.as_str(),
+        seq
+    )
+}
+
 pub struct Segmenter {
     class: Class,
     spool: Arc<Mutex<Spool>>,
@@ -390,12 +403,7 @@ impl Segmenter {
             message: format!("spool catalog: {e}"),
         })?;
         let t0 = self.first_t.unwrap_or_else(convoy_telemetry::now_ns);
-        let name = format!(
-            "{}/{}/{:010}.jsonl.zst",
-            crate::utc_date(t0),
-            self.class.as_str(),
-            seq
-        );
+        let name = segment_name(t0, self.class, seq);
         let tmp = spool.tmp_path(&format!("seg-{seq}"));
         let write = || -> std::io::Result<u64> {
             let input = BufReader::new(File::open(&self.open_path)?);

@@ -109,7 +109,7 @@ const REFUSED_WAIT: Duration = Duration::from_secs(30);
 /// resume offset, data and confirmation): one at a time, an hour's
 /// telemetry would take minutes to send over LTE. 64 at once send ~400 a
 /// second at 80 ms round trips (16 measured ~100 a second).
-const WINDOW: usize = 64;
+pub const WINDOW: usize = 64;
 
 fn retry_wait(error: &convoy_net::NetError, backoff: Duration) -> Duration {
     // A refused key waits; a refused request (a full disk at the server)

@@ -31,6 +31,7 @@ pub mod control;
 pub mod download;
 pub mod driver;
 pub mod error;
+pub mod fleetload;
 mod interrupt;
 pub mod keys;
 pub mod loadgen;

@@ -34,10 +34,36 @@ pub struct UploadReport {
     pub blake3: String,
 }
 
+/// Where an upload's bytes come from: a file (the agent's spool, `convoy
+/// send`), or memory (the fleet load generator's segments, which it makes
+/// in memory so that ten thousand vehicles need no file each a second).
+enum Source {
+    File(File),
+    Bytes(std::io::Cursor<Vec<u8>>),
+}
+
+impl Read for Source {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        match self {
+            Source::File(f) => f.read(buf),
+            Source::Bytes(b) => b.read(buf),
+        }
+    }
+}
+
+impl Seek for Source {
+    fn seek(&mut self, pos: SeekFrom) -> std::io::Result<u64> {
+        match self {
+            Source::File(f) => f.seek(pos),
+            Source::Bytes(b) => b.seek(pos),
+        }
+    }
+}
+
 /// One upload's protocol: the request, the server's resume offset, the
 /// data from there, and the server's "stored" with the same BLAKE3.
-struct OneUpload {
-    file: File,
+pub(crate) struct OneUpload {
+    file: Source,
     path: std::path::PathBuf,
     name: String,
     request: Option<Request>,
@@ -49,7 +75,7 @@ struct OneUpload {
     resume_from: Option<u64>,
     pos: u64,
     finished: bool,
-    stored: bool,
+    pub(crate) stored: bool,
     started: Duration,
 }
 
@@ -67,7 +93,21 @@ impl OneUpload {
         validate_name(&name).map_err(NetError::Config)?;
         let (hash, size) = hash_file(path)?;
         let file = File::open(path).map_err(|e| NetError::file(path, e))?;
-        Ok(OneUpload {
+        Ok(OneUpload::new(Source::File(file), path, name, size, hash))
+    }
+
+    /// An upload of `data`, held in memory, as `name`.
+    pub(crate) fn from_bytes(name: String, data: Vec<u8>) -> Result<OneUpload, NetError> {
+        validate_name(&name).map_err(NetError::Config)?;
+        let hash = *blake3::hash(&data).as_bytes();
+        let size = data.len() as u64;
+        let path = Path::new(&name).to_owned();
+        let source = Source::Bytes(std::io::Cursor::new(data));
+        Ok(OneUpload::new(source, &path, name, size, hash))
+    }
+
+    fn new(file: Source, path: &Path, name: String, size: u64, hash: [u8; 32]) -> OneUpload {
+        OneUpload {
             file,
             path: path.to_owned(),
             request: Some(Request::Put {
@@ -86,13 +126,13 @@ impl OneUpload {
             finished: false,
             stored: false,
             started: Duration::ZERO,
-        })
+        }
     }
 
     /// Sends the request, reads replies, and writes file data while the
     /// connection has room (uploads in a batch share it in the order their
     /// steps come; their requests and confirmations overlap).
-    fn step(
+    pub(crate) fn step(
         &mut self,
         c: &mut Connection,
         now: Duration,
