@@ -40,6 +40,17 @@ pub struct LoadArgs {
     /// seconds, and print the CPU an idle connection costs each side.
     #[arg(long, value_name = "SECONDS")]
     pub idle: Option<f64>,
+    /// Registered vehicles speaking the agent's upload protocol to a
+    /// `convoy serve --fleet` (registry, indexer), a telemetry segment each
+    /// every --every seconds, instead of raw uploads: segments confirmed,
+    /// stored and indexed once, confirmation latency, the indexer's lag,
+    /// and the server's memory and CPU per vehicle.
+    #[arg(long)]
+    pub fleet: bool,
+    /// With --fleet: seconds between a vehicle's segments (each holds a
+    /// position fix per second).
+    #[arg(long, default_value_t = 1.0, requires = "fleet")]
+    pub every: f64,
     /// One JSON document on stdout.
     #[arg(long)]
     pub json: bool,
@@ -68,6 +79,9 @@ fn parse_rate(s: &str) -> Result<u64, String> {
 }
 
 pub fn run(args: LoadArgs) -> Result<()> {
+    if args.fleet {
+        return crate::bench_fleet_load::run(&args);
+    }
     if !(args.time > 0.0 && args.time <= 3600.0 && (0.0..=600.0).contains(&args.ramp)) {
         bail!("--time must be in (0, 3600] and --ramp in [0, 600] seconds");
     }

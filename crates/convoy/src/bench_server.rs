@@ -14,6 +14,20 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use convoy_proto::Keypair;
 
+/// Sees each line of the server's stdout; `true`: the line is its own.
+pub type LineTap = std::sync::Arc<dyn Fn(&str) -> bool + Send + Sync>;
+
+/// Removes a directory unless disarmed (a server that failed to start).
+struct RemoveOnDrop(Option<PathBuf>);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        if let Some(d) = self.0.take() {
+            let _ = std::fs::remove_dir_all(d);
+        }
+    }
+}
+
 pub struct SpawnedServer {
     child: Option<Child>,
     pub addr: SocketAddr,
@@ -35,41 +49,57 @@ pub struct ServerOutcome {
 impl SpawnedServer {
     /// Starts `convoy serve` on 127.0.0.1 with `extra` arguments.
     pub fn start(extra: &[String]) -> Result<SpawnedServer> {
+        SpawnedServer::start_with(extra, true, |_| Ok(()), None)
+    }
+
+    /// [`SpawnedServer::start`], open (`--open`) or not (a fleet server
+    /// whose registry `prepare` writes into its storage directory before
+    /// it starts), with `tap` shown each line of its stdout first: a line
+    /// it returns `true` for is its own (not kept for [`SpawnedServer::stop`]).
+    pub fn start_with(
+        extra: &[String],
+        open: bool,
+        prepare: impl FnOnce(&std::path::Path) -> Result<()>,
+        tap: Option<LineTap>,
+    ) -> Result<SpawnedServer> {
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos());
         let dir = std::env::temp_dir().join(format!("convoy-bench-{}-{nanos}", std::process::id()));
         std::fs::create_dir_all(dir.join("store")).context("temporary directory")?;
+        let mut guard = RemoveOnDrop(Some(dir.clone()));
+        prepare(&dir.join("store"))?;
         let kp = Keypair::generate();
         let key = dir.join("server.key");
         convoy_net::write_keypair(&key, &kp)?;
         let exe = std::env::current_exe().context("own executable")?;
         let mut cmd = Command::new(exe);
-        cmd.args([
-            "serve",
-            "--open",
-            "--listen",
-            "127.0.0.1:0",
-            "--json",
-            "--dir",
-        ])
-        .arg(dir.join("store"))
-        .arg("--key")
-        .arg(&key)
-        .args(extra)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit());
+        cmd.arg("serve");
+        if open {
+            cmd.arg("--open");
+        }
+        cmd.args(["--listen", "127.0.0.1:0", "--json", "--dir"])
+            .arg(dir.join("store"))
+            .arg("--key")
+            .arg(&key)
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
         let mut child = cmd.spawn().context("starting convoy serve")?;
         let stdout = child.stdout.take().expect("piped");
         let (tx, lines) = mpsc::channel();
         std::thread::spawn(move || {
             for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tap.as_ref().is_some_and(|t| t(&line)) {
+                    continue;
+                }
                 if tx.send(line).is_err() {
                     break;
                 }
             }
         });
+        guard.0 = None;
         let mut s = SpawnedServer {
             child: Some(child),
             addr: "127.0.0.1:0".parse().expect("valid"),
@@ -77,11 +107,17 @@ impl SpawnedServer {
             dir,
             lines,
         };
-        let first = s
-            .lines
-            .recv_timeout(Duration::from_secs(10))
-            .context("convoy serve did not start")?;
-        let v: serde_json::Value = serde_json::from_str(&first).context("serve's first line")?;
+        // A fleet server says what it holds first, then where it listens.
+        let v = loop {
+            let line = s
+                .lines
+                .recv_timeout(Duration::from_secs(10))
+                .context("convoy serve did not start")?;
+            let v: serde_json::Value = serde_json::from_str(&line).context("serve's first line")?;
+            if open || v["event"] == "listening" {
+                break v;
+            }
+        };
         s.addr = v["addr"]
             .as_str()
             .and_then(|a| a.parse().ok())

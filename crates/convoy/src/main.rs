@@ -5,6 +5,7 @@ mod agent_cmd;
 mod agent_metrics;
 mod bench_can;
 mod bench_codec;
+mod bench_fleet_load;
 mod bench_flood;
 mod bench_hostile;
 mod bench_link;

@@ -1,6 +1,7 @@
 //! Small versions of the fleet benchmarks (seconds each): `convoy bench
 //! load` with 100 connections on a 2-worker server and with 200 idle ones,
-//! and `convoy bench
+//! `convoy bench load --fleet` with 40 registered vehicles speaking the
+//! agent's upload protocol to a fleet server, and `convoy bench
 //! flood` (root only: raw sockets). The full runs and their figures are in
 //! docs/NET.md.
 
@@ -91,6 +92,55 @@ fn idle_connections_cost_the_server_little_memory_and_cpu() {
     let peak = v["server_peak_rss_kib"].as_u64().unwrap();
     assert!(base > 0 && rss > base && peak >= rss, "{v:#}");
     assert_eq!(v["memory_target_met"], true, "{v:#}");
+}
+
+/// Forty registered vehicles upload a telemetry segment a second each, with
+/// the agent's protocol, to a real `convoy serve --fleet`: every segment
+/// made is confirmed, stored once and indexed once (the server's own
+/// `stored` and `indexed` events), and the catalog keeps up.
+#[test]
+fn forty_vehicles_on_the_agents_protocol_lose_nothing_and_are_indexed_once() {
+    let out = convoy()
+        .args([
+            "bench",
+            "load",
+            "--fleet",
+            "--connections",
+            "40",
+            "--every",
+            "1",
+            "--time",
+            "3",
+            "--ramp",
+            "1",
+            "--client-threads",
+            "2",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    let v = json(&out);
+    assert!(out.status.success(), "{v:#}");
+    assert_eq!(v["client"]["connected"], 40, "{v:#}");
+    assert_eq!(v["client"]["failed"], 0, "{v:#}");
+    let s = &v["segments"];
+    let made = s["made"].as_u64().unwrap();
+    // Each vehicle sends for 2-3 s after the ramp.
+    assert!(made >= 40 * 2, "{v:#}");
+    assert_eq!(s["confirmed"], made, "{v:#}");
+    assert_eq!(s["stored_by_server"], made, "{v:#}");
+    assert_eq!(s["indexed"], made, "{v:#}");
+    for k in [
+        "lost",
+        "duplicated",
+        "not_indexed",
+        "not_stored",
+        "index_failed",
+    ] {
+        assert_eq!(s[k], 0, "{k}: {v:#}");
+    }
+    assert!(v["index"]["lag_p99_s"].as_f64().unwrap() < 5.0, "{v:#}");
+    assert!(v["server"]["peak_rss_kib"].as_u64().unwrap() > 0, "{v:#}");
 }
 
 fn is_root() -> bool {
