@@ -115,7 +115,7 @@ impl RateControl {
     /// RECEIVE_TIME frames (asked for in the transport parameters: others
     /// do without the bytes).
     pub fn wants_receive_times(&self) -> bool {
-        matches!(self, RateControl::Tide(_))
+        matches!(self, RateControl::Tide(_) | RateControl::Background(_))
     }
 
     pub fn build(&self) -> Box<dyn RateController> {

@@ -14,11 +14,23 @@
 //! * **Base RTT**: the minimum RTT sample over the last [`BASE_BUCKETS`]
 //!   buckets of [`BASE_BUCKET`] (LEDBAT's base history, shortened so a
 //!   route change is forgotten in minutes rather than never).
-//! * **Queueing delay** q, once per round trip: the smallest RTT sample of
-//!   the round minus the base. A sample is the time from sending to the
-//!   acknowledgment of the latest packet an ACK covers (the one the
-//!   receiver acknowledged without delay); the round's minimum filters out
-//!   ACK batching and host scheduling noise.
+//! * **Queueing delay** q, once per round trip: the smallest one-way delay
+//!   of the round (the peer's RECEIVE_TIME of its newest packet, less our
+//!   send time) minus the smallest over the base history. Without receive
+//!   times (an older peer), the smallest RTT sample of the round minus the
+//!   base RTT: a sample is the time from sending to the acknowledgment of
+//!   the latest packet an ACK covers (the one the receiver acknowledged
+//!   without delay). The round's minimum filters out ACK batching and host
+//!   scheduling noise; the one-way delay also leaves out the ACK's own
+//!   wait on the return path, which on a cellular downlink is tens of
+//!   milliseconds now and then.
+//! * **Early cut**: a one-way delay more than [`EARLY_CUT_QUEUE`] above
+//!   the base, at most once per base round trip, cuts the window at once
+//!   to what the peer received over the last two base round trips times
+//!   the base round trip plus the target, at most by half. A cellular
+//!   uplink halves its rate within a round trip; the round's minimum sees
+//!   that a round late and underrates it, and meanwhile a real-time flow
+//!   in the same queue waited behind a window sized for the faster link.
 //! * **Window**, once per round trip. While the bottleneck is busy, a
 //!   window w over a round trip base + q drains at r = w/(base + q), and
 //!   the queue holds q·r of it; the target holds target·r. So the window
@@ -48,7 +60,7 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use super::{pacing_base, transmit_time, AckEvent, RateController};
+use super::{pacing_base, transmit_time, AckEvent, PeerReceive, RateController};
 use crate::recovery::SentPacket;
 
 /// Queueing delay the controller aims at (see docs/PROTOCOL.md).
@@ -68,6 +80,8 @@ pub const PACING_GAIN: f64 = 1.25;
 /// Base RTT history: this many buckets of this length.
 pub const BASE_BUCKETS: usize = 4;
 pub const BASE_BUCKET: Duration = Duration::from_secs(30);
+/// A one-way delay this far above the base cuts the window at once.
+pub const EARLY_CUT_QUEUE: Duration = Duration::from_millis(20);
 
 /// Whether a transfer competes normally or yields to everything else.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -134,12 +148,22 @@ pub struct Background {
     cfg: BackgroundConfig,
     cwnd: u64,
     slow_start: bool,
-    /// (bucket start, minimum RTT in it), newest last.
-    base: VecDeque<(Duration, Duration)>,
+    /// The smallest RTT sample over the base history.
+    base: BucketMin<Duration>,
+    /// The smallest one-way delay over the same history: the peer's
+    /// receive time less our send time, in nanoseconds (the clocks' offset
+    /// cancels in the difference from it).
+    base_owd: BucketMin<i64>,
     /// The current round began at this time; it ends when a packet sent
     /// at or after it is acknowledged.
     round_start: Duration,
     round_min: Option<Duration>,
+    round_min_owd: Option<i64>,
+    /// (peer receive time, bytes acknowledged by then) over the last two
+    /// base round trips: the rate the peer receives at.
+    received: VecDeque<(Duration, u64)>,
+    acked_bytes: u64,
+    last_early_cut: Option<Duration>,
     /// Whether the window was full at some point this round.
     round_limited: bool,
     /// The last queueing delay measured (for reports).
@@ -156,9 +180,14 @@ impl Background {
             cwnd: INITIAL_WINDOW_PACKETS * cfg.mss,
             cfg,
             slow_start: true,
-            base: VecDeque::new(),
+            base: BucketMin::default(),
+            base_owd: BucketMin::default(),
             round_start: Duration::ZERO,
             round_min: None,
+            round_min_owd: None,
+            received: VecDeque::new(),
+            acked_bytes: 0,
+            last_early_cut: None,
             round_limited: false,
             qdelay: Duration::ZERO,
             above_target: false,
@@ -181,19 +210,54 @@ impl Background {
 
     /// The base RTT: the smallest sample in the history.
     pub fn base_rtt(&self) -> Option<Duration> {
-        self.base.iter().map(|&(_, m)| m).min()
+        self.base.min()
     }
 
-    fn note_base(&mut self, now: Duration, sample: Duration) {
-        match self.base.back_mut() {
-            Some((start, min)) if now < *start + BASE_BUCKET => *min = (*min).min(sample),
-            _ => {
-                self.base.push_back((now, sample));
-                while self.base.len() > BASE_BUCKETS {
-                    self.base.pop_front();
-                }
-            }
+    /// One receive time the peer reported. Returns whether it cut the
+    /// window early (and so began a new round).
+    fn on_receive_time(&mut self, now: Duration, r: PeerReceive, acked: u64) -> bool {
+        let owd = r.received.as_nanos() as i64 - r.sent.as_nanos() as i64;
+        self.base_owd.note(now, owd);
+        self.round_min_owd = Some(self.round_min_owd.map_or(owd, |m| m.min(owd)));
+        self.acked_bytes += acked;
+        self.received.push_back((r.received, self.acked_bytes));
+        let base = self.base_rtt().unwrap_or(self.srtt);
+        while self
+            .received
+            .front()
+            .is_some_and(|&(t, _)| t + 2 * base < r.received)
+        {
+            self.received.pop_front();
         }
+        let Some(least) = self.base_owd.min() else {
+            return false;
+        };
+        let queue = Duration::from_nanos((owd - least).max(0) as u64);
+        let due = self.last_early_cut.is_none_or(|t| now >= t + base);
+        if self.slow_start || queue <= EARLY_CUT_QUEUE || !due {
+            return false;
+        }
+        let (Some(&(t0, b0)), Some(&(t1, b1))) = (self.received.front(), self.received.back())
+        else {
+            return false;
+        };
+        let span = t1.saturating_sub(t0);
+        if span < base / 2 {
+            return false;
+        }
+        let rate = (b1 - b0) as f64 / span.as_secs_f64();
+        let fits = rate * (base + self.cfg.target).as_secs_f64();
+        self.cwnd = (fits as u64)
+            .max(self.cwnd / 2)
+            .min(self.cwnd)
+            .max(self.min_window());
+        self.last_early_cut = Some(now);
+        // The cut stands for this round's verdict: a new round begins.
+        self.round_start = now;
+        self.round_min = None;
+        self.round_min_owd = None;
+        self.above_target = false;
+        true
     }
 
     fn min_window(&self) -> u64 {
@@ -276,7 +340,7 @@ impl RateController for Background {
     }
 
     fn on_handshake_rtt(&mut self, now: Duration, rtt: Duration) {
-        self.note_base(now, rtt);
+        self.base.note(now, rtt);
         self.srtt = rtt;
     }
 
@@ -289,15 +353,25 @@ impl RateController for Background {
             return;
         };
         let sample = e.now.saturating_sub(latest);
-        self.note_base(e.now, sample);
+        self.base.note(e.now, sample);
         self.round_min = Some(self.round_min.map_or(sample, |m| m.min(sample)));
+        if let Some(r) = e.peer_receive {
+            let acked = e.acked.iter().map(|p| u64::from(p.bytes)).sum();
+            if self.on_receive_time(e.now, r, acked) {
+                return;
+            }
+        }
         if latest < self.round_start {
             return;
         }
         // A packet sent in this round came back: the round is over.
         let min = self.round_min.take().unwrap_or(sample);
         let base = self.base_rtt().unwrap_or(min);
-        self.end_round(min.saturating_sub(base), base);
+        let q = match (self.round_min_owd.take(), self.base_owd.min()) {
+            (Some(owd), Some(least)) => Duration::from_nanos((owd - least).max(0) as u64),
+            _ => min.saturating_sub(base),
+        };
+        self.end_round(q, base);
         self.round_start = e.now;
         self.round_limited = false;
     }
@@ -308,6 +382,40 @@ impl RateController for Background {
 
     fn rate(&self) -> u64 {
         (self.cwnd as f64 / self.srtt.as_secs_f64().max(1e-6)) as u64
+    }
+}
+
+/// The minimum of samples over the last [`BASE_BUCKETS`] buckets of
+/// [`BASE_BUCKET`] each (LEDBAT's base history).
+#[derive(Clone, Debug)]
+struct BucketMin<T> {
+    /// (bucket start, minimum in it), newest last.
+    buckets: VecDeque<(Duration, T)>,
+}
+
+impl<T> Default for BucketMin<T> {
+    fn default() -> Self {
+        BucketMin {
+            buckets: VecDeque::new(),
+        }
+    }
+}
+
+impl<T: Ord + Copy> BucketMin<T> {
+    fn note(&mut self, now: Duration, sample: T) {
+        match self.buckets.back_mut() {
+            Some((start, min)) if now < *start + BASE_BUCKET => *min = (*min).min(sample),
+            _ => {
+                self.buckets.push_back((now, sample));
+                while self.buckets.len() > BASE_BUCKETS {
+                    self.buckets.pop_front();
+                }
+            }
+        }
+    }
+
+    fn min(&self) -> Option<T> {
+        self.buckets.iter().map(|&(_, m)| m).min()
     }
 }
 
