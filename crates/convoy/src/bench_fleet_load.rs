@@ -274,6 +274,7 @@ pub fn run(args: &LoadArgs) -> Result<()> {
         idle_timeout: AGENT_IDLE_TIMEOUT,
         segment: Arc::new(move |v, seq, t| make_segment(v, seq, t, seconds_per_segment)),
         counters: counters.clone(),
+        nice: args.client_nice,
     };
     let started = Instant::now();
     let run = {
@@ -333,17 +334,24 @@ pub fn run(args: &LoadArgs) -> Result<()> {
         .join()
         .map_err(|_| anyhow::anyhow!("the load generator panicked"))??;
     let done_at = started.elapsed();
-    // The catalog catches up with the store.
+    // The catalog catches up: every confirmed segment indexed, and as
+    // many indexed as the server stored (an upload whose vehicle was gone
+    // before its reply is stored and indexed all the same).
     let index_wait = Instant::now();
+    let mut missing: Vec<String> = report
+        .confirmed_names
+        .iter()
+        .map(|(v, name)| format!("{}/{name}", vehicle_name(*v)))
+        .collect();
     loop {
-        let (stored, indexed) = saw
-            .lock()
-            .map(|s| (s.stored_total(), s.indexed_total() + s.index_failed))
-            .unwrap_or_default();
-        if indexed >= stored || index_wait.elapsed() >= INDEX_DRAIN {
+        let caught_up = saw.lock().is_ok_and(|s| {
+            missing.retain(|k| !s.indexed.contains_key(k));
+            missing.is_empty() && s.indexed.len() as u64 + s.index_failed >= s.stored.len() as u64
+        });
+        if caught_up || index_wait.elapsed() >= INDEX_DRAIN {
             break;
         }
-        std::thread::sleep(Duration::from_millis(50));
+        std::thread::sleep(Duration::from_millis(200));
     }
     let catch_up_s = index_wait.elapsed().as_secs_f64();
     let threads = cpu_by_thread(pid);
@@ -379,8 +387,11 @@ pub fn run(args: &LoadArgs) -> Result<()> {
         .values()
         .map(|&c| u64::from(c.saturating_sub(1)))
         .sum();
+    // Not confirmed when the run ended: still queued at the vehicle (an
+    // agent keeps them and sends them later), not lost; lost is what the
+    // server confirmed and does not have.
     let unconfirmed = report.segments_made - report.segments_confirmed;
-    let lost = unconfirmed + not_indexed;
+    let lost = not_stored + not_indexed;
     let duplicated = dup_stored.max(dup_indexed);
     let mut lags = saw.lags.clone();
     lags.sort_by(f64::total_cmp);
@@ -414,7 +425,7 @@ pub fn run(args: &LoadArgs) -> Result<()> {
     };
     let memory_met = peak_kib > 0 && at_10000_kib <= TARGET_KIB_AT_10000;
     let all_connected = report.connected == n && report.failed == 0;
-    let delivered = lost == 0 && duplicated == 0 && not_stored == 0;
+    let delivered = lost == 0 && duplicated == 0 && unconfirmed == 0;
     let keeps_up = lag_p99 <= TARGET_LAG_P99_S && saw.index_failed == 0 && not_indexed == 0;
     let targets = [
         (
@@ -501,9 +512,9 @@ pub fn run(args: &LoadArgs) -> Result<()> {
             report.connected, report.failed, report.handshake_p50_ms, report.handshake_p99_ms
         );
         println!(
-            "  segments: {} made, {} confirmed ({} B), {} stored by the server, {} indexed; lost {} (unconfirmed {}, confirmed but not indexed {}), duplicated {}",
+            "  segments: {} made, {} confirmed ({} B), {} stored by the server, {} indexed; {} unconfirmed when the run ended (still queued at the vehicle); lost {} (confirmed but not stored {}, not indexed {}), duplicated {}",
             report.segments_made, report.segments_confirmed, report.segment_bytes_confirmed,
-            saw.stored.len(), saw.indexed.len(), lost, unconfirmed, not_indexed, duplicated
+            saw.stored.len(), saw.indexed.len(), unconfirmed, lost, not_stored, not_indexed, duplicated
         );
         println!(
             "  confirmation (made to stored at the vehicle): p50 {:.0} ms, p99 {:.0} ms, max {:.0} ms",
@@ -534,6 +545,13 @@ pub fn run(args: &LoadArgs) -> Result<()> {
                 ),
                 None => String::new(),
             }
+        );
+        println!(
+            "  server receive-buffer drops {}, datagrams in {} / out {}; client send errors {}",
+            outcome.summary["driver"]["receive_drops"],
+            outcome.summary["driver"]["datagrams_received"],
+            outcome.summary["driver"]["datagrams_sent"],
+            report.send_errors
         );
         let by: Vec<String> = threads
             .iter()
@@ -567,7 +585,7 @@ pub fn run(args: &LoadArgs) -> Result<()> {
         );
     }
     if !delivered {
-        bail!("segments lost ({lost}) or duplicated ({duplicated})");
+        bail!("segments unconfirmed ({unconfirmed}), lost ({lost}) or duplicated ({duplicated})");
     }
     Ok(())
 }

@@ -51,6 +51,10 @@ pub struct LoadArgs {
     /// position fix per second).
     #[arg(long, default_value_t = 1.0, requires = "fleet")]
     pub every: f64,
+    /// With --fleet: niceness of the client threads (e.g. 10), so the
+    /// server under test gets the cores first on a small machine.
+    #[arg(long, default_value_t = 0, requires = "fleet", value_parser = clap::value_parser!(i32).range(0..=19))]
+    pub client_nice: i32,
     /// One JSON document on stdout.
     #[arg(long)]
     pub json: bool,
