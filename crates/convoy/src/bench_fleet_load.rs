@@ -440,8 +440,8 @@ pub fn run(args: &LoadArgs) -> Result<()> {
             "every segment confirmed, stored and indexed once",
             delivered,
             format!(
-                "{} made, {} lost, {} duplicated",
-                report.segments_made, lost, duplicated
+                "{} made, {} unconfirmed at the end, {} lost, {} duplicated",
+                report.segments_made, unconfirmed, lost, duplicated
             ),
         ),
         (
