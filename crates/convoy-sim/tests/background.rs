@@ -414,8 +414,8 @@ fn random_loss_does_not_slow_it_down() {
 /// 38's target) and adds at most 30 ms (the LTE target) to VoIP's p95
 /// queueing delay over the same drive with VoIP alone (the drive's own
 /// waits are most of that delay). On the T-Mobile drive (the `background`
-/// experiment's) and the Verizon one; not on the AT&T drive, where it gets
-/// 16 % (docs/PROTOCOL.md, "Background priority").
+/// experiment's) and the Verizon one; not on the AT&T drive (docs/PROTOCOL.md,
+/// "On an LTE drive").
 #[test]
 fn over_an_lte_drive_it_is_not_starved() {
     for name in ["TMobile-LTE-short", "Verizon-LTE-short"] {

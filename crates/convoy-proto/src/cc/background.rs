@@ -24,10 +24,12 @@
 //!   scheduling noise; the one-way delay also leaves out the ACK's own
 //!   wait on the return path, which on a cellular downlink is tens of
 //!   milliseconds now and then.
-//! * **Early cut**: a one-way delay more than [`EARLY_CUT_QUEUE`] above
-//!   the base, at most once per base round trip, cuts the window at once
-//!   to what the peer received over the last two base round trips times
-//!   the base round trip plus the target, at most by half. A cellular
+//! * **Early cut**: [`EARLY_CUT_SAMPLES`] one-way delays in a row more
+//!   than [`EARLY_CUT_QUEUE`] above the base (one alone is a grant gap of
+//!   the link, not a queue), at most once per base round trip, cut the
+//!   window at once to what the peer received over the last two base
+//!   round trips times the base round trip plus the target, at most by
+//!   half. A cellular
 //!   uplink halves its rate within a round trip; the round's minimum sees
 //!   that a round late and underrates it, and meanwhile a real-time flow
 //!   in the same queue waited behind a window sized for the faster link.
@@ -80,8 +82,10 @@ pub const PACING_GAIN: f64 = 1.25;
 /// Base RTT history: this many buckets of this length.
 pub const BASE_BUCKETS: usize = 4;
 pub const BASE_BUCKET: Duration = Duration::from_secs(30);
-/// A one-way delay this far above the base cuts the window at once.
-pub const EARLY_CUT_QUEUE: Duration = Duration::from_millis(20);
+/// This many one-way delay samples in a row this far above the base cut
+/// the window at once.
+pub const EARLY_CUT_QUEUE: Duration = Duration::from_millis(12);
+pub const EARLY_CUT_SAMPLES: u32 = 3;
 
 /// Whether a transfer competes normally or yields to everything else.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -164,6 +168,8 @@ pub struct Background {
     received: VecDeque<(Duration, u64)>,
     acked_bytes: u64,
     last_early_cut: Option<Duration>,
+    /// One-way delay samples in a row over `EARLY_CUT_QUEUE`.
+    high_in_row: u32,
     /// Whether the window was full at some point this round.
     round_limited: bool,
     /// The last queueing delay measured (for reports).
@@ -188,6 +194,7 @@ impl Background {
             received: VecDeque::new(),
             acked_bytes: 0,
             last_early_cut: None,
+            high_in_row: 0,
             round_limited: false,
             qdelay: Duration::ZERO,
             above_target: false,
@@ -233,8 +240,13 @@ impl Background {
             return false;
         };
         let queue = Duration::from_nanos((owd - least).max(0) as u64);
+        if queue > EARLY_CUT_QUEUE {
+            self.high_in_row += 1;
+        } else {
+            self.high_in_row = 0;
+        }
         let due = self.last_early_cut.is_none_or(|t| now >= t + base);
-        if self.slow_start || queue <= EARLY_CUT_QUEUE || !due {
+        if self.slow_start || self.high_in_row < EARLY_CUT_SAMPLES || !due {
             return false;
         }
         let (Some(&(t0, b0)), Some(&(t1, b1))) = (self.received.front(), self.received.back())
