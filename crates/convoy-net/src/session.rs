@@ -365,6 +365,12 @@ impl Session {
         }
     }
 
+    /// Its upload is being made durable: the committer's outcome is still
+    /// to come, whether or not the connection lives to take the reply.
+    pub fn is_committing(&self) -> bool {
+        matches!(self.phase, Phase::Committing { .. })
+    }
+
     pub fn is_done(&self) -> bool {
         matches!(self.phase, Phase::Done) && self.out.is_empty()
     }

@@ -156,3 +156,52 @@ fn serves_others_while_a_commit_hook_blocks(workers: usize) {
         .any(|n| n == "slow.bin"));
     assert_identical(&slow_src, &store.join("slow.bin"));
 }
+
+/// A client that goes away while its upload is being committed: the file
+/// is stored all the same, and the server still writes its `stored` event
+/// (which the fleet's tools count deliveries by) once the commit ends.
+#[test]
+fn an_upload_committed_after_its_client_left_is_still_announced() {
+    let dir = TempDir::new("orphan-commit");
+    let store = dir.path().join("store");
+    std::fs::create_dir(&store).unwrap();
+    let (hook, entered, release) = gate();
+    let (server, events) = ServerThread::with_events(&store, |opts| {
+        opts.commit_hook = Some(hook.clone());
+    });
+    let src = dir.path().join("slow.bin");
+    make_file(&src, 200_000, 3);
+    let (addr, key) = (server.addr, server.key);
+    let (flag_tx, flag_rx) = mpsc::channel();
+    let s = src.clone();
+    let client = std::thread::spawn(move || {
+        let mut c = Client::connect(ClientOptions::new(addr, key))?;
+        flag_tx.send(c.interrupt_flag()).unwrap();
+        c.upload(&s, None, None)
+    });
+    let flag = flag_rx.recv_timeout(Duration::from_secs(20)).unwrap();
+    assert_eq!(
+        entered.recv_timeout(Duration::from_secs(60)).unwrap(),
+        "slow.bin"
+    );
+    // The client gives up while the hook holds the commit: its connection
+    // closes before the outcome.
+    flag.store(true, std::sync::atomic::Ordering::Release);
+    let r = client.join().unwrap();
+    assert!(matches!(r, Err(NetError::Interrupted)), "{r:?}");
+    std::thread::sleep(Duration::from_millis(300));
+    release.send(()).unwrap();
+    let stored = within(Duration::from_secs(20), move || loop {
+        match events.recv() {
+            Ok(convoy_net::ServerEvent::Stored { name, .. }) if name == "slow.bin" => return true,
+            Ok(_) => continue,
+            Err(_) => return false,
+        }
+    });
+    assert_eq!(
+        stored,
+        Some(true),
+        "no stored event for the orphaned upload"
+    );
+    assert_identical(&src, &store.join("slow.bin"));
+}

@@ -132,6 +132,10 @@ pub struct ServerApp {
     pub committer: Committer,
     /// Outcomes back from the committer, for sessions stepped this turn.
     outcomes: HashMap<JobKey, Outcome>,
+    /// Sessions whose connection went away while their upload was being
+    /// committed, with who sent it: the file is stored all the same, and
+    /// its `stored` event is written when the outcome comes.
+    orphans: HashMap<JobKey, (Session, Option<Identity>)>,
     /// Remove partial files older than this (worker 0 only), every
     /// `PARTIAL_SWEEP_EVERY`.
     pub partial_max_age: Option<Duration>,
@@ -196,6 +200,7 @@ impl ServerApp {
             asked: HashMap::new(),
             answers: HashMap::new(),
             outcomes: HashMap::new(),
+            orphans: HashMap::new(),
             partial_max_age: None,
             next_sweep: PARTIAL_SWEEP_EVERY,
             draining: None,
@@ -326,6 +331,23 @@ impl ServerApp {
         }
     }
 
+    /// Drops a gone connection's sessions, releasing their claims; those
+    /// committing an upload wait in `orphans` for their outcome.
+    fn orphan_commits(&mut self, h: ConnectionHandle) {
+        let Some(list) = self.sessions.remove(&h) else {
+            return;
+        };
+        let who = self.who.get(&h).cloned().flatten();
+        for (id, r) in list {
+            if let Some((p, claim)) = r.claim {
+                self.claims.release(&p, claim);
+            }
+            if r.session.is_committing() {
+                self.orphans.insert((h, id), (r.session, who.clone()));
+            }
+        }
+    }
+
     /// Steps one connection: who it is, its events, new streams, its
     /// sessions; removes it once closed.
     fn step_connection(
@@ -336,7 +358,7 @@ impl ServerApp {
         reauth: bool,
     ) {
         let Some(c) = ep.connection(h) else {
-            self.sessions.remove(&h);
+            self.orphan_commits(h);
             self.who.remove(&h);
             self.unnamed_connected.remove(&h);
             return;
@@ -397,13 +419,7 @@ impl ServerApp {
         if c.is_closed() {
             // Sessions of a dead connection keep their partial files on
             // disk for the client's next run.
-            if let Some(list) = self.sessions.remove(&h) {
-                for (_, r) in list {
-                    if let Some((p, id)) = r.claim {
-                        self.claims.release(&p, id);
-                    }
-                }
-            }
+            self.orphan_commits(h);
             self.peers.remove(&h);
             self.who.remove(&h);
             self.unnamed_connected.remove(&h);
@@ -599,9 +615,18 @@ impl Application for ServerApp {
             self.step_connection(ep, h, now, reauth);
         }
         // Outcomes for sessions that are gone (closed or taken over): the
-        // file is stored all the same; a retry finds it. Answers for
-        // connections that are gone.
-        self.outcomes.clear();
+        // file is stored all the same; a retry finds it, and its `stored`
+        // event is written here. Answers for connections that are gone.
+        for (key, outcome) in self.outcomes.drain() {
+            if let Some((mut session, who)) = self.orphans.remove(&key) {
+                let ctx = SessionCtx {
+                    store: self.store.as_ref(),
+                    who: who.as_ref(),
+                    key: None,
+                };
+                session.job_done(outcome, &ctx, &mut self.events);
+            }
+        }
         self.answers.clear();
         self.touched = touched;
         self.emit();

@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use convoy_net::{NetError, Server, ServerOptions};
+use convoy_net::{NetError, Server, ServerEvent, ServerOptions};
 use convoy_proto::Keypair;
 
 /// A directory removed on drop.
@@ -75,12 +75,32 @@ impl ServerThread {
         ServerThread::start_in(None, store, configure)
     }
 
+    /// [`ServerThread::start`], with the server's events sent to the
+    /// returned receiver as they happen.
+    pub fn with_events(
+        store: &Path,
+        configure: impl FnOnce(&mut ServerOptions),
+    ) -> (ServerThread, std::sync::mpsc::Receiver<ServerEvent>) {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let server = ServerThread::spawn(None, store, configure, Some(tx));
+        (server, rx)
+    }
+
     /// [`ServerThread::start`] in network namespace `ns` (its thread
     /// enters it before binding).
     pub fn start_in(
         ns: Option<&netns::Netns>,
         store: &Path,
         configure: impl FnOnce(&mut ServerOptions),
+    ) -> ServerThread {
+        ServerThread::spawn(ns, store, configure, None)
+    }
+
+    fn spawn(
+        ns: Option<&netns::Netns>,
+        store: &Path,
+        configure: impl FnOnce(&mut ServerOptions),
+        events: Option<std::sync::mpsc::Sender<ServerEvent>>,
     ) -> ServerThread {
         let ns_name = ns.map(|n| n.name.clone());
         let keypair = Keypair::generate();
@@ -97,6 +117,11 @@ impl ServerThread {
                 enter(&name);
             }
             let mut server = Server::bind(opts)?;
+            if let Some(events) = events {
+                server.on_event(move |e| {
+                    let _ = events.send(e.clone());
+                });
+            }
             tx.send((server.local_addr().unwrap(), server.stop_flag()))
                 .unwrap();
             server.run()
