@@ -29,10 +29,10 @@
 //!   the link, not a queue), at most once per base round trip, cut the
 //!   window at once to what the peer received over the last two base
 //!   round trips times the base round trip plus the target, at most by
-//!   half. A cellular
-//!   uplink halves its rate within a round trip; the round's minimum sees
-//!   that a round late and underrates it, and meanwhile a real-time flow
-//!   in the same queue waited behind a window sized for the faster link.
+//!   half. A cellular uplink halves its rate within a round trip; the
+//!   round's minimum sees that a round late and underrates it, and
+//!   meanwhile a real-time flow in the same queue waited behind a window
+//!   sized for the faster link.
 //! * **Window**, once per round trip. While the bottleneck is busy, a
 //!   window w over a round trip base + q drains at r = w/(base + q), and
 //!   the queue holds q·r of it; the target holds target·r. So the window
