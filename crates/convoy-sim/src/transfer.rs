@@ -133,6 +133,9 @@ pub struct TransferReport {
     /// Bytes the client offered the uplink per timeline bin, headers
     /// included (what it sent, whether the queue took it or not).
     pub uplink_sent: Vec<u64>,
+    /// Bytes the server offered the downlink in all, headers included: with
+    /// `uplink_sent`, what a transfer puts on the air (its feedback too).
+    pub downlink_sent_bytes: u64,
     /// Bytes the uplink carried per timeline bin, by when they left the
     /// bottleneck (all datagrams, headers included): what the link
     /// carried, whatever was useful.
@@ -268,6 +271,7 @@ pub fn run(mut spec: TransferSpec) -> Result<TransferReport, SimError> {
     let mut uplink_delivered: Vec<u64> = Vec::new();
     let mut uplink_delays = Vec::new();
     let mut uplink_sent: Vec<u64> = Vec::new();
+    let mut downlink_sent_bytes = 0u64;
     let mut uplink_queue_max_ms: Vec<f64> = Vec::new();
     let mut client_limited_by: Vec<&'static str> = Vec::new();
     let bin = spec.timeline_bin.max(Duration::from_micros(100));
@@ -313,6 +317,8 @@ pub fn run(mut spec: TransferSpec) -> Result<TransferReport, SimError> {
                 let len = t.len as u32 + spec.header_overhead;
                 if dir == 0 {
                     add_to_bin(&mut uplink_sent, now, bin, len);
+                } else {
+                    downlink_sent_bytes += u64::from(len);
                 }
                 if link_dir.enqueue(to_time(now), len, id) == convoy_link::Enqueued::Accepted {
                     in_flight[dir].insert(id, buf[..t.len].to_vec());
@@ -493,6 +499,7 @@ pub fn run(mut spec: TransferSpec) -> Result<TransferReport, SimError> {
         client_rate,
         uplink_delays,
         uplink_sent,
+        downlink_sent_bytes,
         uplink_delivered,
         uplink_queue_max_ms,
         client_limited_by,

@@ -127,6 +127,9 @@ struct Summary {
     packets_lost: u64,
     repair_symbols: u64,
     redundant_received: u64,
+    /// Bytes both directions offered their links (IP and UDP headers,
+    /// feedback, repairs and drops included) per byte delivered upward.
+    air_per_payload: f64,
     blocks: u64,
     second_round_blocks: u64,
     handshake_ms: f64,
@@ -383,6 +386,9 @@ pub fn run_simulate(args: SimulateArgs) -> Result<()> {
         packets_lost: report.client.packets_lost,
         repair_symbols: report.client.repair_symbols,
         redundant_received: report.server.redundant_received,
+        air_per_payload: (report.uplink_sent.iter().sum::<u64>() + report.downlink_sent_bytes)
+            as f64
+            / up.delivered.max(1) as f64,
         blocks: report.client.blocks_done,
         second_round_blocks: report.client.second_round_blocks,
         handshake_ms: report.handshake.map_or(f64::NAN, |h| h.as_secs_f64() * 1e3),
@@ -451,6 +457,10 @@ fn print_summary(s: &Summary, args: &SimulateArgs) {
     println!(
         "  packets            {} sent, {} lost, {} repair symbols, {} redundant at the receiver",
         s.packets_sent, s.packets_lost, s.repair_symbols, s.redundant_received
+    );
+    println!(
+        "  on the air         {:.4} bytes per byte delivered (both ways: headers, feedback, repairs, drops)",
+        s.air_per_payload
     );
     println!(
         "  blocks             {} done, {} ({:.0} %) needed more than planned up front",

@@ -141,6 +141,10 @@ fn simulate_json_reports_goodput_against_the_ideal() {
     assert_eq!(r["ideal_bps"].as_f64().unwrap().round(), 18e6);
     let ratio = r["ratio"].as_f64().unwrap();
     assert!(ratio > 0.5 && ratio < 1.0, "ratio {ratio}");
+    // Every byte on the air, both ways, per byte delivered: at least what
+    // the loss took, and not far above it plus headers and feedback.
+    let air = r["air_per_payload"].as_f64().unwrap();
+    assert!(air > 1.0 / 0.9 && air < 1.35, "air per payload {air}");
     for key in [
         "delay_p50_ms",
         "delay_p95_ms",
