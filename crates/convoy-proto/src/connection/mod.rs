@@ -275,6 +275,9 @@ pub struct Connection {
     pub(crate) received: ReceivedPackets,
     pub(crate) recovery: Recovery,
     pub(crate) ack_pending: u32,
+    /// ACK frames written so far: every [`output::ACK_REFRESH_EVERY`]th
+    /// names every range it has room for.
+    pub(crate) acks_written: u64,
     pub(crate) ack_deadline: Option<Duration>,
     pub(crate) largest_received_at: Duration,
     /// When to tell the peer its data stopped arriving (stall.rs).
@@ -351,6 +354,7 @@ impl Connection {
             received: ReceivedPackets::default(),
             recovery: Recovery::default(),
             ack_pending: 0,
+            acks_written: 0,
             ack_deadline: None,
             largest_received_at: now,
             stall_reports: stall::StallReports::default(),

@@ -16,6 +16,11 @@ use crate::wire::frame::{
 use crate::wire::packet::{packet_number_len, write_handshake, write_initial, write_short_header};
 use crate::wire::{Frame, SHORT_HEADER_LEN, TAG_LEN};
 
+/// Every this many ACK frames, one names every range it has room for, not
+/// only the newest ones (`ReceivedPackets::ack_ranges`): a sender that lost
+/// the ACKs naming a range while it was new learns of it here.
+pub(crate) const ACK_REFRESH_EVERY: u64 = 8;
+
 impl Connection {
     /// Writes the next datagram into `buf` (at least `max_datagram` bytes),
     /// or returns `None` when nothing is due now.
@@ -216,7 +221,8 @@ impl Connection {
     /// Feedback frames: path status, receive times, ACK, block status, the
     /// latest rate report, credit.
     fn write_feedback(&mut self, now: Duration, w: &mut Writer<'_>) {
-        let ranges = self.received.ack_ranges(MAX_ACK_RANGES + 1);
+        let refresh = self.acks_written % ACK_REFRESH_EVERY == 0;
+        let ranges = self.received.ack_ranges(MAX_ACK_RANGES + 1, refresh);
         let client = self.role == Role::Client;
         for p in &mut self.paths {
             if client && p.status_repeats > 0 {
@@ -269,6 +275,7 @@ impl Connection {
             if write_ack(w, &ranges, delay).is_err() {
                 return;
             }
+            self.acks_written += 1;
         }
         if let Some(e) = &self.one_rtt {
             let (done_below, entries) = e.rx.status();
