@@ -265,3 +265,21 @@ def test_list_names_the_multipath_experiments(capsys):
     assert experiments.main(["list"]) == 0
     out = capsys.readouterr().out
     assert all(n in out for n in ("mp-aggregate", "mp-wifi-dies", "mp-drive", "mp-capprobe"))
+
+
+def test_wifi_dies_targets_judge_every_run_and_show_the_spread():
+    from convoy_lab.report.multipath import wifi_dies_targets
+
+    rows = [{"case": "backup-down", "scheme": "convoy-mp-backup", "status": "ok", "seed": seed,
+             "gap_at_outage_ms": gap, "lte90_s": lte90, "return_s": 0.9}
+            for seed, gap, lte90 in ((1, 40.0, 0.3), (2, 60.0, math.nan), (3, 120.0, 0.4))]
+    rows.append({"case": "backup-down", "scheme": "mptcp-backup", "status": "ok", "seed": 1,
+                 "gap_at_outage_ms": 850.0, "lte90_s": 1.2, "return_s": math.nan})
+    table = {(r[0], r[1]): r[3:] for r in wifi_dies_targets(pd.DataFrame(rows))}
+    gap = table[("backup-down", "failover to standby LTE: the gap (ms)")]
+    assert gap == ["60 (40–120, 3 runs)", "850", "missed (2 of 3 met)"]
+    lte90 = table[("backup-down", "goodput back at 90 % of LTE's capacity (s)")]
+    assert lte90 == ["0.40 (0.30–never, 3 runs)", "1.20", "missed (2 of 3 met)"]
+    back = table[("backup-down", "back on Wi-Fi after its return (s)")]
+    assert back == ["0.90 (0.90–0.90, 3 runs)", "never", "met in 3 of 3"]
+    assert table[("both-drop", "p99 application gap (ms)")] == ["–", "–", "n/a"]

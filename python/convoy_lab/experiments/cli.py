@@ -300,7 +300,8 @@ def main(argv: list[str] | None = None) -> int:
         if getattr(args, "remeasure", False):
             mp_done = {n: multipath_exp.remeasure(n, args.out) for n in multi}
         else:
-            mp_done = {n: multipath_exp.run(n, quick, args.out, schemes) for n in multi}
+            mp_done = {n: multipath_exp.run(n, quick, args.out, schemes, list(range(1, args.seeds + 1)))
+                       for n in multi}
         path = report.write_report(args.out)
     except (ExperimentError, SchemeError) as err:
         print(f"error: {err}", file=sys.stderr)

@@ -242,32 +242,40 @@ def measure(name: str, case: Case, scheme, work: Path) -> dict:
 # ---- the experiment ------------------------------------------------------------
 
 
-def run(name: str, quick: bool, out: Path, schemes: list[str] | None = None, seed: int = 1) -> pd.DataFrame:
-    """Every case × scheme, one at a time; rows to OUT/NAME/runs.csv (with
-    `schemes`, only theirs are replaced there)."""
+def run(name: str, quick: bool, out: Path, schemes: list[str] | None = None,
+        seeds: list[int] | None = None) -> pd.DataFrame:
+    """Every case × scheme × seed, one at a time; rows to OUT/NAME/runs.csv
+    (with `schemes`, only theirs are replaced there). Each seed is a run of
+    its own (the links' random draws, and the processes' timing): the
+    tables give the spread and each target is judged on every run."""
+    seeds = seeds or [1]
     for s in schemes or []:
         get(s)
     d = out / name
     d.mkdir(parents=True, exist_ok=True)
     started, taken = time.time(), stamp.stamp()
-    todo = [(c, s) for c in cases(name, quick, out) for s in c.schemes if not schemes or s in schemes]
+    todo = [(c, s, seed) for c in cases(name, quick, out) for s in c.schemes if not schemes or s in schemes
+            for seed in seeds]
     rows = []
-    for i, (case, sname) in enumerate(todo, 1):
+    for i, (case, sname, seed) in enumerate(todo, 1):
         scheme = get(sname)
-        label = f"[{i}/{len(todo)}] {name} {case.name} {sname}"
+        label = f"[{i}/{len(todo)}] {name} {case.name} {sname}" + (f" seed {seed}" if len(seeds) > 1 else "")
         why = scheme.unavailable() or (policy_down_unsupported() if case.policy == "down" else None)
         if why:
             print(f"{label}: not run: {why}", file=sys.stderr, flush=True)
             rows.append({"experiment": name, "case": case.name, "scheme": sname, "policy": case.policy,
-                         "status": "skipped", "error": why})
+                         "seed": seed, "status": "skipped", "error": why})
             continue
         print(f"{label} ({case.seconds:g} s, load {os.getloadavg()[0]:.1f})", file=sys.stderr, flush=True)
         work = d / "runs" / case.name / sname
+        if len(seeds) > 1:
+            work = work / f"seed-{seed}"
         try:
             status = emulate(case, scheme, work, seed)
             row = measure(name, case, scheme, work)
         except (RuntimeError, ValueError, OSError, KeyError) as err:
             status, row = "error", {"experiment": name, "case": case.name, "scheme": sname, "error": f"{type(err).__name__}: {err}"}
+        row["seed"] = seed
         row.setdefault("status", "ok" if status == "ok" else "error")
         if status != "ok":
             row["error"] = row.get("error") or status
@@ -283,7 +291,7 @@ def run(name: str, quick: bool, out: Path, schemes: list[str] | None = None, see
         keep = old[[(c, s) not in fresh for c, s in zip(old["case"], old["scheme"])]]
         df = pd.concat([keep, df], ignore_index=True)
     df.to_csv(d / "runs.csv", index=False)
-    meta = {"experiment": name, "quick": quick, "seed": seed, "schemes": schemes, "convoy": str(convoy_binary()),
+    meta = {"experiment": name, "quick": quick, "seeds": seeds, "schemes": schemes, "convoy": str(convoy_binary()),
             "cases": {c.name: {"wifi": c.wifi, "lte": c.lte, "seconds": c.seconds, "outage": c.outage,
                                "bad_at": c.bad_at} for c in cases(name, quick, out)},
             "started": datetime.fromtimestamp(started, timezone.utc).isoformat(timespec="seconds"),
@@ -306,7 +314,7 @@ def remeasure(name: str, out: Path) -> pd.DataFrame:
             rows.append(r)
             continue
         fresh = measure(name, case, get(r["scheme"]), work)
-        fresh.update(status="ok", work=str(work))
+        fresh.update(status="ok", work=str(work), seed=r.get("seed", 1))
         rows.append(fresh)
     df = pd.DataFrame(rows)
     df.to_csv(d / "runs.csv", index=False)

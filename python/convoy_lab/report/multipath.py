@@ -64,6 +64,50 @@ def _one(df: pd.DataFrame, case: str, scheme: str) -> dict:
     return m.iloc[0].to_dict() if len(m) else {}
 
 
+def _runs(df: pd.DataFrame, case: str, scheme: str) -> list[dict]:
+    """Every successful run (seed) of one case and scheme."""
+    m = _ok(df)
+    return m[(m["case"] == case) & (m["scheme"] == scheme)].to_dict("records")
+
+
+def _values(runs: list[dict], key: str, never: bool) -> list[float]:
+    """The figure of every run; a time that never came is infinite."""
+    out = []
+    for r in runs:
+        v = _get(r, key)
+        if isinstance(v, float) and math.isnan(v):
+            if never and key in r:
+                out.append(math.inf)
+            continue
+        out.append(float(v))
+    return out
+
+
+def _spread(runs: list[dict], key: str, digits: int = 1, never: bool = False) -> str:
+    """One run's figure, or the median (min–max) of several and how many."""
+    if len(runs) <= 1:
+        return (_never if never else lambda r, k, d: _f(_get(r, k), d))(runs[0] if runs else {}, key, digits)
+    v = sorted(_values(runs, key, never))
+    if not v:
+        return "–"
+    show = lambda x: "never" if math.isinf(x) else f"{x:.{digits}f}"  # noqa: E731
+    return f"{show(v[len(v) // 2] if len(v) % 2 else (v[len(v) // 2 - 1] + v[len(v) // 2]) / 2)} " \
+           f"({show(v[0])}–{show(v[-1])}, {len(v)} runs)"
+
+
+def _verdict_runs(runs: list[dict], key: str, limit: float, never: bool = False) -> str:
+    """Met only if every run met it (a time that never came misses)."""
+    if not runs:
+        return "n/a"
+    v = _values(runs, key, never)
+    if not v:
+        return "n/a"
+    met = sum(x <= limit for x in v)
+    if len(runs) == 1:
+        return "met" if met else "missed"
+    return f"met in {met} of {len(v)}" if met == len(v) else f"missed ({met} of {len(v)} met)"
+
+
 def tables(name: str, df: pd.DataFrame) -> list[tuple[str, list[str], list[list[str]]]]:
     """(title, headers, rows) of every table the experiment prints."""
     ok = _ok(df)
@@ -81,7 +125,7 @@ def tables(name: str, df: pd.DataFrame) -> list[tuple[str, list[str], list[list[
         out.append(("Targets for convoy-mp, per case (kernel MPTCP fullmesh beside it)",
                     ["case", "target", "limit", "convoy-mp", "mptcp-fullmesh", ""], aggregate_targets(df)))
     elif name == "mp-wifi-dies":
-        rows = [[r["case"], r["scheme"], _f(_get(r, "gap_at_outage_ms"), 0), _never(r, "lte90_s", 2),
+        rows = [[r["case"], r["scheme"], _f(_get(r, "seed"), 0), _f(_get(r, "gap_at_outage_ms"), 0), _never(r, "lte90_s", 2),
                  _f(_get(r, "stall_p99_ms"), 0),
                  _f(_get(r, "stall_max_ms"), 0), _f(_get(r, "resumed")), _never(r, "return_s", 2),
                  _f(_get(r, "wifi_mbit_s"), 2), _f(_get(r, "lte_mbit_s"), 2), _f(_get(r, "goodput_mbit_s"), 2)]
@@ -89,7 +133,7 @@ def tables(name: str, df: pd.DataFrame) -> list[tuple[str, list[str], list[list[
         out.append(("Wi-Fi outage mid-transfer: the application's delivery gap at the outage (ms), seconds until its "
                     "goodput (0.3 s) reached 90 % of LTE's capacity, all its stalls "
                     "(≥ 20 ms), whether delivery resumed, seconds until Wi-Fi carried traffic again after its return",
-                    ["case", "scheme", "gap at outage", "90 % of LTE s", "stall p99", "stall max", "resumed", "back on Wi-Fi s",
+                    ["case", "scheme", "seed", "gap at outage", "90 % of LTE s", "stall p99", "stall max", "resumed", "back on Wi-Fi s",
                      "wifi Mbit/s", "lte Mbit/s", "goodput"], rows))
         out.append(("Targets (MPTCP beside convoy)", ["case", "target", "limit", "convoy", "kernel MPTCP", ""],
                     wifi_dies_targets(df)))
@@ -146,31 +190,38 @@ def aggregate_targets(df: pd.DataFrame) -> list[list[str]]:
 LTE90_LIMIT_S = 2 * LTE_RTT_MS / 1000 + 0.3  # 2 RTT_LTE (T2), plus the 0.3 s the goodput is taken over
 
 
-def _lte90_row(case: str, ours: dict, mp: dict) -> list[str]:
+def _lte90_row(case: str, ours: list[dict], mp: list[dict]) -> list[str]:
     return [case, "goodput back at 90 % of LTE's capacity (s)", f"≤ {LTE90_LIMIT_S:.2f} (2 RTT_LTE + 0.3 s window)",
-            _never(ours, "lte90_s", 2), _never(mp, "lte90_s", 2), _verdict_time(ours, "lte90_s", LTE90_LIMIT_S)]
+            _spread(ours, "lte90_s", 2, never=True), _spread(mp, "lte90_s", 2, never=True),
+            _verdict_runs(ours, "lte90_s", LTE90_LIMIT_S, never=True)]
 
 
 def wifi_dies_targets(df: pd.DataFrame) -> list[list[str]]:
+    """Each target judged on every run (seed) of the case; the figures are
+    one run's, or the median (min–max) of several."""
     rows = []
     for case in ("both-drop", "both-down"):
-        ours, mp = _one(df, case, "convoy-mp"), _one(df, case, "mptcp-fullmesh")
-        rows.append([case, "p99 application gap (ms)", "≤ 150", _f(_get(ours, "stall_p99_ms"), 0),
-                     _f(_get(mp, "stall_p99_ms"), 0), _verdict(_get(ours, "stall_p99_ms"), 150)])
-        rows.append([case, "0 bytes lost (ran to the end, delivery resumed)", "yes", _f(_get(ours, "resumed")),
-                     _f(_get(mp, "resumed")), "n/a" if not ours else ("met" if ours.get("resumed") else "missed")])
+        ours, mp = _runs(df, case, "convoy-mp"), _runs(df, case, "mptcp-fullmesh")
+        rows.append([case, "p99 application gap (ms)", "≤ 150", _spread(ours, "stall_p99_ms", 0),
+                     _spread(mp, "stall_p99_ms", 0), _verdict_runs(ours, "stall_p99_ms", 150)])
+        resumed = [bool(r.get("resumed")) for r in ours]
+        rows.append([case, "0 bytes lost (ran to the end, delivery resumed)", "yes",
+                     f"{sum(resumed)} of {len(resumed)}" if len(resumed) > 1 else _f(_get(ours[0], "resumed")) if ours else "–",
+                     f"{sum(bool(r.get('resumed')) for r in mp)} of {len(mp)}" if len(mp) > 1
+                     else _f(_get(mp[0], "resumed")) if mp else "–",
+                     "n/a" if not ours else ("met" if all(resumed) else "missed")])
         rows.append(_lte90_row(case, ours, mp))
-        rows.append([case, "back on Wi-Fi after its return (s)", "≤ 2", _never(ours, "return_s", 2),
-                     _never(mp, "return_s", 2), _verdict_time(ours, "return_s", 2)])
+        rows.append([case, "back on Wi-Fi after its return (s)", "≤ 2", _spread(ours, "return_s", 2, never=True),
+                     _spread(mp, "return_s", 2, never=True), _verdict_runs(ours, "return_s", 2, never=True)])
     for case, slack in (("backup-drop", 200), ("backup-down", 20)):
-        ours, mp = _one(df, case, "convoy-mp-backup"), _one(df, case, "mptcp-backup")
+        ours, mp = _runs(df, case, "convoy-mp-backup"), _runs(df, case, "mptcp-backup")
         limit = LTE_RTT_MS + slack
         rows.append([case, "failover to standby LTE: the gap (ms)", f"≤ {limit:g} (LTE RTT + {slack})",
-                     _f(_get(ours, "gap_at_outage_ms"), 0), _f(_get(mp, "gap_at_outage_ms"), 0),
-                     _verdict(_get(ours, "gap_at_outage_ms"), limit)])
+                     _spread(ours, "gap_at_outage_ms", 0), _spread(mp, "gap_at_outage_ms", 0),
+                     _verdict_runs(ours, "gap_at_outage_ms", limit)])
         rows.append(_lte90_row(case, ours, mp))
-        rows.append([case, "back on Wi-Fi after its return (s)", "≤ 2", _never(ours, "return_s", 2),
-                     _never(mp, "return_s", 2), _verdict_time(ours, "return_s", 2)])
+        rows.append([case, "back on Wi-Fi after its return (s)", "≤ 2", _spread(ours, "return_s", 2, never=True),
+                     _spread(mp, "return_s", 2, never=True), _verdict_runs(ours, "return_s", 2, never=True)])
     return rows
 
 
@@ -196,8 +247,10 @@ def print_result(name: str, df: pd.DataFrame, stream=None) -> None:
 def plot_case(name: str, case: str, df: pd.DataFrame, meta: dict, path: Path) -> Path | None:
     """Per-path throughput over time for every scheme of one case (link
     records, 0.5 s means), the application's goodput over it, the outage
-    shaded."""
+    shaded. Of several seeds, the first run of each scheme."""
     runs = _ok(df)[_ok(df)["case"] == case]
+    if "seed" in runs:
+        runs = runs.sort_values("seed", kind="stable").drop_duplicates("scheme")
     if runs.empty:
         return None
     import matplotlib
@@ -260,7 +313,8 @@ def report_section(name: str, out: Path) -> str | None:
     meta = json.loads((d / "meta.json").read_text()) if (d / "meta.json").is_file() else {}
     parts = [f'<h2 id="{name}">{html.escape(TITLES[name])}</h2>']
     parts.append(f"<pre class='note'>{html.escape(multipath_exp.__doc__.strip())}</pre>")
-    cmd = f".venv/bin/python -m convoy_lab.experiments run {name}" + (" --quick" if meta.get("quick") else "")
+    cmd = f".venv/bin/python -m convoy_lab.experiments run {name}" + (" --quick" if meta.get("quick") else "") \
+        + (f" --seeds {len(meta['seeds'])}" if len(meta.get("seeds") or []) > 1 else "")
     parts.append(f"<p>Regenerate: <code>{html.escape(cmd)}</code></p>")
     for _, r in df[df["status"] != "ok"].iterrows():
         parts.append(f"<p class='note'>Not run / failed: {html.escape(str(r['case']))} {html.escape(str(r['scheme']))}: "
