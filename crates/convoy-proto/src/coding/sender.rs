@@ -26,6 +26,9 @@ use convoy_codec::{new_encoder_owned, BlockEncoder, CodeKind, CodecError};
 
 use crate::wire::BlockStatus;
 
+/// The shortest symbol: a block of less data is zero-padded to it.
+pub const MIN_SYMBOL_SIZE: u16 = 16;
+
 /// Coding parameters of one connection's sending side.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct CodingConfig {
@@ -78,9 +81,9 @@ impl CodingConfig {
     }
 
     pub fn validate(&self) -> Result<(), String> {
-        if self.symbol_size < 16 {
+        if self.symbol_size < MIN_SYMBOL_SIZE {
             return Err(format!(
-                "symbol size {} is below 16 bytes",
+                "symbol size {} is below {MIN_SYMBOL_SIZE} bytes",
                 self.symbol_size
             ));
         }
@@ -353,6 +356,9 @@ pub struct NextSymbol {
     pub block_id: u32,
     pub esi: u32,
     pub block_len: u32,
+    /// The block's symbol length: the configured one, or less for a block
+    /// shorter than a symbol (`start_block`).
+    pub symbol_len: u16,
     /// A top-up sent because the sender was otherwise idle, not because
     /// the block was short of its margin.
     pub top_up: bool,
@@ -459,11 +465,19 @@ impl CodedSender {
             .sum()
     }
 
-    /// Seals `data` (at most `block_bytes`) as the next block.
+    /// Seals `data` (at most `block_bytes`) as the next block. Data
+    /// shorter than a symbol is a block of one symbol that long: the
+    /// receiver takes a symbol's length from its packet and the block's
+    /// from K, so nothing on the wire changes, and a small message costs a
+    /// small packet (and its repairs as little).
     pub fn start_block(&mut self, data: Vec<u8>) -> Result<u32, CodecError> {
         let id = self.next_block_id;
         let len = data.len() as u32;
-        let encoder = new_encoder_owned(self.cfg.code, id, data, self.cfg.symbol_size)?;
+        let symbol_size = match u16::try_from(data.len()) {
+            Ok(short) if short < self.cfg.symbol_size => short.max(MIN_SYMBOL_SIZE),
+            _ => self.cfg.symbol_size,
+        };
+        let encoder = new_encoder_owned(self.cfg.code, id, data, symbol_size)?;
         let k = encoder.info().source_symbols();
         let first_round = symbols_for(k + self.cfg.overhead(), self.loss, self.cfg.margin_z);
         self.blocks.push_back(TxBlock {
@@ -535,6 +549,7 @@ impl CodedSender {
             block_id: b.id,
             esi,
             block_len: b.len,
+            symbol_len: b.encoder.info().symbol_size,
             top_up,
             prefix,
         };

@@ -343,7 +343,7 @@ impl Connection {
             // is measured over the fast way back; the symbol waits.
             return None;
         }
-        let symbol_size = usize::from(self.one_rtt.as_ref()?.tx.config().symbol_size);
+        let symbol_size = usize::from(next.symbol_len);
         // The block's K travels on its first source and its repairs only.
         let block_len =
             names_k(next.esi, next.block_len, symbol_size, next.prefix).then_some(next.block_len);
@@ -451,8 +451,13 @@ impl Connection {
             if !block.is_empty() {
                 // Whole symbols: SYMBOL frames carry the count of source
                 // symbols, not the byte length, so the receiver's block is
-                // this long; the zeros read as PADDING frames.
-                block.resize(block.len().next_multiple_of(symbol), 0);
+                // this long; the zeros read as PADDING frames. A block of
+                // less than a symbol is one symbol of its own length
+                // (`CodedSender::start_block`): a telemetry segment or a
+                // confirmation of 100 bytes went out padded to 1,432.
+                if block.len() > symbol {
+                    block.resize(block.len().next_multiple_of(symbol), 0);
+                }
                 let id = e.tx.start_block(block).ok()?;
                 e.block_contents.insert(id, packed);
                 return e.tx.next_symbol();
