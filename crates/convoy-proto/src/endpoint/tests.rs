@@ -668,12 +668,19 @@ fn replies_leave_from_the_dialled_address_and_ipv6_datagrams_fit_its_header() {
 /// lost (its repair is as short).
 #[test]
 fn a_small_message_travels_in_a_small_packet_and_its_repair_too() {
+    for code in [CodeKind::Rlnc, CodeKind::RaptorQ] {
+        small_message_over(code);
+    }
+}
+
+fn small_message_over(code: CodeKind) {
     let kp = Keypair::generate();
     let mut scfg = Config::for_mode(kp.clone(), crate::Mode::Tide);
     scfg.seed = Some(1);
     let mut s = Endpoint::new(scfg, true).unwrap();
     let mut ccfg = Config::for_mode(Keypair::generate(), crate::Mode::Tide);
     ccfg.seed = Some(2);
+    ccfg.coding.code = code;
     let symbol = usize::from(ccfg.coding.symbol_size);
     let mut c = Endpoint::new(ccfg, false).unwrap();
     let mut now = Duration::ZERO;
