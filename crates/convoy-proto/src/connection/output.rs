@@ -221,7 +221,7 @@ impl Connection {
     /// Feedback frames: path status, receive times, ACK, block status, the
     /// latest rate report, credit.
     fn write_feedback(&mut self, now: Duration, w: &mut Writer<'_>) {
-        let refresh = self.acks_written % ACK_REFRESH_EVERY == 0;
+        let refresh = self.acks_written.is_multiple_of(ACK_REFRESH_EVERY);
         let ranges = self.received.ack_ranges(MAX_ACK_RANGES + 1, refresh);
         let client = self.role == Role::Client;
         for p in &mut self.paths {

@@ -183,6 +183,23 @@ fn exchange(c: &mut Endpoint, s: &mut Endpoint, now: &mut Duration, rounds: u32)
     }
 }
 
+/// A default (Tide) server and a client of `code` (seeds 1 and 2),
+/// connected and `rounds` milliseconds into their exchange.
+fn tide_pair(code: CodeKind, rounds: u32) -> (Endpoint, Endpoint, ConnectionHandle, Duration) {
+    let kp = Keypair::generate();
+    let mut scfg = Config::for_mode(kp.clone(), crate::Mode::Tide);
+    scfg.seed = Some(1);
+    let mut s = Endpoint::new(scfg, true).unwrap();
+    let mut ccfg = Config::for_mode(Keypair::generate(), crate::Mode::Tide);
+    ccfg.seed = Some(2);
+    ccfg.coding.code = code;
+    let mut c = Endpoint::new(ccfg, false).unwrap();
+    let mut now = Duration::ZERO;
+    let ch = c.connect(now, addr(0), Some(&kp.public)).unwrap();
+    exchange(&mut c, &mut s, &mut now, rounds);
+    (c, s, ch, now)
+}
+
 #[test]
 fn nothing_but_the_handshake_is_read_before_the_application_authorizes() {
     let kp = Keypair::generate();
@@ -542,17 +559,12 @@ fn a_version_packet_listing_ours_or_arriving_late_is_ignored() {
 /// packet").
 #[test]
 fn bytes_per_full_packet() {
-    let kp = Keypair::generate();
-    let mut scfg = Config::for_mode(kp.clone(), crate::Mode::Tide);
-    scfg.seed = Some(1);
-    let mut s = Endpoint::new(scfg, true).unwrap();
-    let mut ccfg = Config::for_mode(Keypair::generate(), crate::Mode::Tide);
-    ccfg.seed = Some(2);
-    let symbol = usize::from(ccfg.coding.symbol_size);
-    let mut c = Endpoint::new(ccfg, false).unwrap();
-    let mut now = Duration::ZERO;
-    let ch = c.connect(now, addr(0), Some(&kp.public)).unwrap();
-    exchange(&mut c, &mut s, &mut now, 5);
+    let (mut c, mut s, ch, mut now) = tide_pair(CodeKind::Rlnc, 5);
+    let symbol = usize::from(
+        Config::for_mode(Keypair::generate(), crate::Mode::Tide)
+            .coding
+            .symbol_size,
+    );
     let cc = c.connection(ch).unwrap();
     let id = cc.open_stream().unwrap();
     let data = vec![7u8; 3_000_000];
@@ -674,18 +686,7 @@ fn a_small_message_travels_in_a_small_packet_and_its_repair_too() {
 }
 
 fn small_message_over(code: CodeKind) {
-    let kp = Keypair::generate();
-    let mut scfg = Config::for_mode(kp.clone(), crate::Mode::Tide);
-    scfg.seed = Some(1);
-    let mut s = Endpoint::new(scfg, true).unwrap();
-    let mut ccfg = Config::for_mode(Keypair::generate(), crate::Mode::Tide);
-    ccfg.seed = Some(2);
-    ccfg.coding.code = code;
-    let symbol = usize::from(ccfg.coding.symbol_size);
-    let mut c = Endpoint::new(ccfg, false).unwrap();
-    let mut now = Duration::ZERO;
-    let ch = c.connect(now, addr(0), Some(&kp.public)).unwrap();
-    exchange(&mut c, &mut s, &mut now, 20);
+    let (mut c, mut s, ch, mut now) = tide_pair(code, 20);
     let sh = s.accept().expect("handshake accepted");
     let cc = c.connection(ch).unwrap();
     let id = cc.open_stream().unwrap();
@@ -709,10 +710,7 @@ fn small_message_over(code: CodeKind) {
         s.handle_timeout(now);
     }
     assert!(dropped);
-    assert!(
-        largest < 200,
-        "a datagram of {largest} bytes for 100 (symbol {symbol})"
-    );
+    assert!(largest < 200, "a datagram of {largest} bytes for 100");
     let sc = s.connection(sh).unwrap();
     let id = sc.accept_stream().expect("the stream arrived");
     let mut buf = [0u8; 4096];
