@@ -47,9 +47,10 @@ from .scale import TAIL_S, cell_of, stored_segments
 
 CONNECTED = re.compile(r'connected vehicle="([^"]+)" peer=([0-9.]+):([0-9]+)')
 BULK_MIN_BYTES = 100_000  # a lane that carried this much is the bulk lane (logs are 64 KiB each)
-# Data packets: a telemetry segment leaves as a full packet (1489 bytes
-# here); acknowledgements and keepalives are under 100.
-DATA_MIN_BYTES = 1000
+# Data packets: a block shorter than a symbol travels unpadded, so a
+# telemetry segment of about 130 bytes (compressed) leaves in a packet of
+# 150-250 bytes; acknowledgements and keepalives are 80-150.
+DATA_MIN_BYTES = 150
 
 
 def pcap_packets(path: Path):
