@@ -126,13 +126,12 @@ impl ReceivedPackets {
             }
         }
         let mut next = 1;
-        while refresh && picked.len() < max.min(self.ranges.len()) {
+        while refresh && picked.len() < max {
             if !picked.contains(&next) {
                 picked.push(next);
             }
             next += 1;
         }
-        picked.truncate(max.max(1));
         picked.sort_unstable();
         picked.into_iter().map(|i| self.ranges[i].clone()).collect()
     }

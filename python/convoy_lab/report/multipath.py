@@ -6,6 +6,7 @@ from __future__ import annotations
 import html
 import json
 import math
+import statistics
 import sys
 from pathlib import Path
 
@@ -46,14 +47,6 @@ def _verdict(value, limit, le=True) -> str:
     return "met" if (value <= limit if le else value >= limit) else "missed"
 
 
-def _verdict_time(r: dict, key: str, limit: float) -> str:
-    """A time target: n/a without a run, missed if the time never came."""
-    if not r:
-        return "n/a"
-    v = _get(r, key)
-    return "missed" if isinstance(v, float) and math.isnan(v) else _verdict(v, limit)
-
-
 def _ok(df: pd.DataFrame) -> pd.DataFrame:
     return df[df["status"] == "ok"] if "status" in df else df
 
@@ -86,13 +79,23 @@ def _values(runs: list[dict], key: str, never: bool) -> list[float]:
 def _spread(runs: list[dict], key: str, digits: int = 1, never: bool = False) -> str:
     """One run's figure, or the median (min–max) of several and how many."""
     if len(runs) <= 1:
-        return (_never if never else lambda r, k, d: _f(_get(r, k), d))(runs[0] if runs else {}, key, digits)
+        r = runs[0] if runs else {}
+        return _never(r, key, digits) if never else _f(_get(r, key), digits)
     v = sorted(_values(runs, key, never))
     if not v:
         return "–"
-    show = lambda x: "never" if math.isinf(x) else f"{x:.{digits}f}"  # noqa: E731
-    return f"{show(v[len(v) // 2] if len(v) % 2 else (v[len(v) // 2 - 1] + v[len(v) // 2]) / 2)} " \
-           f"({show(v[0])}–{show(v[-1])}, {len(v)} runs)"
+
+    def show(x: float) -> str:
+        return "never" if math.isinf(x) else f"{x:.{digits}f}"
+
+    return f"{show(statistics.median(v))} ({show(v[0])}–{show(v[-1])}, {len(v)} runs)"
+
+
+def _count(runs: list[dict], key: str) -> str:
+    """A yes/no figure: one run's, or how many of several said yes."""
+    if len(runs) <= 1:
+        return _f(_get(runs[0], key)) if runs else "–"
+    return f"{sum(bool(r.get(key)) for r in runs)} of {len(runs)}"
 
 
 def _verdict_runs(runs: list[dict], key: str, limit: float, never: bool = False) -> str:
@@ -204,12 +207,9 @@ def wifi_dies_targets(df: pd.DataFrame) -> list[list[str]]:
         ours, mp = _runs(df, case, "convoy-mp"), _runs(df, case, "mptcp-fullmesh")
         rows.append([case, "p99 application gap (ms)", "≤ 150", _spread(ours, "stall_p99_ms", 0),
                      _spread(mp, "stall_p99_ms", 0), _verdict_runs(ours, "stall_p99_ms", 150)])
-        resumed = [bool(r.get("resumed")) for r in ours]
-        rows.append([case, "0 bytes lost (ran to the end, delivery resumed)", "yes",
-                     f"{sum(resumed)} of {len(resumed)}" if len(resumed) > 1 else _f(_get(ours[0], "resumed")) if ours else "–",
-                     f"{sum(bool(r.get('resumed')) for r in mp)} of {len(mp)}" if len(mp) > 1
-                     else _f(_get(mp[0], "resumed")) if mp else "–",
-                     "n/a" if not ours else ("met" if all(resumed) else "missed")])
+        rows.append([case, "0 bytes lost (ran to the end, delivery resumed)", "yes", _count(ours, "resumed"),
+                     _count(mp, "resumed"),
+                     "n/a" if not ours else ("met" if all(r.get("resumed") for r in ours) else "missed")])
         rows.append(_lte90_row(case, ours, mp))
         rows.append([case, "back on Wi-Fi after its return (s)", "≤ 2", _spread(ours, "return_s", 2, never=True),
                      _spread(mp, "return_s", 2, never=True), _verdict_runs(ours, "return_s", 2, never=True)])

@@ -174,13 +174,19 @@ fn exchange(c: &mut Endpoint, s: &mut Endpoint, now: &mut Duration, rounds: u32)
         for (_, d) in drain(c, *now) {
             s.handle(*now, addr(1), &d);
         }
-        for (_, d) in drain(s, *now) {
-            c.handle(*now, addr(0), &d);
-        }
-        *now += MS;
-        c.handle_timeout(*now);
-        s.handle_timeout(*now);
+        answer_and_tick(c, s, now);
     }
+}
+
+/// The second half of a round of [`exchange`]: the server's datagrams to
+/// the client, then a millisecond on both clocks.
+fn answer_and_tick(c: &mut Endpoint, s: &mut Endpoint, now: &mut Duration) {
+    for (_, d) in drain(s, *now) {
+        c.handle(*now, addr(0), &d);
+    }
+    *now += MS;
+    c.handle_timeout(*now);
+    s.handle_timeout(*now);
 }
 
 /// A default (Tide) server and a client of `code` (seeds 1 and 2),
@@ -586,12 +592,7 @@ fn bytes_per_full_packet() {
             }
             s.handle(now, addr(1), &d);
         }
-        for (_, d) in drain(&mut s, now) {
-            c.handle(now, addr(0), &d);
-        }
-        now += MS;
-        c.handle_timeout(now);
-        s.handle_timeout(now);
+        answer_and_tick(&mut c, &mut s, &mut now);
         if written == data.len() && c.connection(ch).unwrap().stats().sender.source_symbols > 2000 {
             break;
         }
@@ -702,12 +703,7 @@ fn small_message_over(code: CodeKind) {
             }
             s.handle(now, addr(1), &d);
         }
-        for (_, d) in drain(&mut s, now) {
-            c.handle(now, addr(0), &d);
-        }
-        now += MS;
-        c.handle_timeout(now);
-        s.handle_timeout(now);
+        answer_and_tick(&mut c, &mut s, &mut now);
     }
     assert!(dropped);
     assert!(largest < 200, "a datagram of {largest} bytes for 100");
