@@ -6,14 +6,16 @@ client sending).
     python -m convoy_lab.experiments run mp-aggregate|mp-wifi-dies|mp-drive|mp-capprobe [--quick] [--schemes A,B]
 
 * `mp-aggregate`: Wi-Fi 30 Mbit/s 5 ms one way + LTE 10 Mbit/s 30 ms; the
-  same with 1 % loss on each; LTE replaying a shared drive trace.
+  same with 1 % loss on each; LTE replaying a shared drive trace, and the
+  same trace at a quarter of its rate.
 * `mp-wifi-dies`: Wi-Fi goes away mid-transfer and comes back before the
   end; (a) both paths active, (b) Wi-Fi only with LTE standby; once as a
   silent blackhole (`outage-policy=drop`: the interface stays up), once
   with the interface going down (`outage-policy=down`, skipped with the
   emulator's own message where it lacks that policy).
-* `mp-drive`: five minutes of a SUMO drive past roadside units (802.11p
-  coverage from `convoy trace from-mobility`) beside an LTE drive trace.
+* `mp-drive`: five minutes of each of two SUMO drives past roadside units
+  (802.11p coverage from `convoy trace from-mobility`), each beside an LTE
+  drive trace of its own.
 * `mp-capprobe`: the Mena thesis's bad-Wi-Fi detection (SPEC S3): Wi-Fi
   stays up but turns bad, LTE is the backup; time from the degradation to
   the Wi-Fi path's demotion, beside the thesis's 4–19 s.
@@ -57,6 +59,7 @@ LTE_KEYS = "rate=10mbit,delay=30ms,queue=100"
 LTE_TRACE = "TMobile-LTE-short"
 SINGLE = ["tcp-bbr-wifi", "tcp-bbr-lte", "convoy-wifi", "convoy-lte"]
 LTE_RTT_MS = 60.0
+SLOW_LTE = 0.25  # mp-aggregate's slow LTE: the drive trace at a quarter of its rate
 
 
 @dataclass
@@ -82,24 +85,44 @@ class Case:
         return total
 
 
-def _lte_trace_keys() -> tuple[str, Path]:
+def _lte_trace_keys(name: str = LTE_TRACE) -> tuple[str, Path]:
     d = shared_traces_dir()
-    up, down = d / f"{LTE_TRACE}.up", d / f"{LTE_TRACE}.down"
+    up, down = d / f"{name}.up", d / f"{name}.down"
     for p in (up, down):
         if not p.is_file():
             raise ExperimentError(f"needs the shared trace {p}: set CONVOY_SHARED to the shared directory")
     return f"up={up},down={down},delay=30ms,queue=100", up
 
 
-def aggregate_cases(quick: bool) -> list[Case]:
+def _scaled_lte_trace_keys(out: Path, factor: float) -> tuple[str, Path]:
+    """The LTE drive trace at `factor` of its rate (`convoy trace scale`:
+    its bursts, gaps and outages where they were), cached in `out`."""
+    _, up = _lte_trace_keys()
+    paths = []
+    for src in (up, up.with_suffix(".down")):
+        dst = out / f"{src.stem}-x{factor:g}{src.suffix}"
+        if not dst.is_file():
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            proc = subprocess.run([str(convoy_binary()), "trace", "scale", "--factor", f"{factor:g}", str(src), str(dst)],
+                                  capture_output=True, text=True)
+            if proc.returncode != 0:
+                raise ExperimentError(f"convoy trace scale failed: {proc.stderr.strip()[-300:]}")
+        paths.append(dst)
+    return f"up={paths[0]},down={paths[1]},delay=30ms,queue=100", paths[0]
+
+
+def aggregate_cases(quick: bool, out: Path) -> list[Case]:
     t = 10.0 if quick else 30.0
     schemes = ["mptcp-fullmesh", *SINGLE, "convoy-mp"]
     lte_trace, up = _lte_trace_keys()
+    slow_trace, slow_up = _scaled_lte_trace_keys(out / "mp-aggregate" / "traces", SLOW_LTE)
     return [
         Case("clean", WIFI_KEYS, LTE_KEYS, t, schemes, capacity={WIFI: (None, 30.0), LTE: (None, 10.0)}),
         Case("loss-1pct", WIFI_KEYS + ",loss=1%", LTE_KEYS + ",loss=1%", t, schemes, loss_pct=1.0,
              capacity={WIFI: (None, 30.0), LTE: (None, 10.0)}),
         Case("lte-trace", WIFI_KEYS, lte_trace, t, schemes, capacity={WIFI: (None, 30.0), LTE: (up, None)}),
+        Case(f"lte-trace-x{SLOW_LTE:g}", WIFI_KEYS, slow_trace, t, schemes,
+             capacity={WIFI: (None, 30.0), LTE: (slow_up, None)}),
     ]
 
 
@@ -126,15 +149,19 @@ def wifi_dies_cases(quick: bool) -> list[Case]:
 
 
 def drive_cases(quick: bool, out: Path) -> list[Case]:
-    from .multipath_drive import drive_wifi_trace
+    """One case per SUMO drive (multipath_drive.DRIVES); quick: the ring only."""
+    from .multipath_drive import DRIVES, drive_wifi_trace
 
-    seconds = 90.0 if quick else 300.0  # quick: the first coverage gap starts near 60 s
-    wifi = drive_wifi_trace(out / "mp-drive" / "mobility", seconds)
+    seconds = 90.0 if quick else 300.0  # quick: the ring's first coverage gap starts near 60 s
     policy = "drop" if policy_down_unsupported() else "down"
-    lte_trace, up = _lte_trace_keys()
     schemes = ["mptcp-fullmesh", "mptcp-backup", "tcp-bbr-lte", "convoy-lte", "convoy-mp"]
-    return [Case("drive", f"rate={wifi},queue=100,outage-policy={policy}", lte_trace, seconds, schemes, policy=policy,
-                 capacity={WIFI: (wifi, None), LTE: (up, None)})]
+    out_cases = []
+    for drive in DRIVES[:1] if quick else DRIVES:
+        wifi = drive_wifi_trace(drive, out / "mp-drive" / "mobility" / drive.name, seconds)
+        lte_trace, up = _lte_trace_keys(drive.lte_trace)
+        out_cases.append(Case(f"drive-{drive.name}", f"rate={wifi},queue=100,outage-policy={policy}", lte_trace, seconds,
+                              schemes, policy=policy, capacity={WIFI: (wifi, None), LTE: (up, None)}))
+    return out_cases
 
 
 def capprobe_cases(quick: bool, out: Path) -> list[Case]:
@@ -148,7 +175,7 @@ def capprobe_cases(quick: bool, out: Path) -> list[Case]:
 
 def cases(name: str, quick: bool, out: Path) -> list[Case]:
     if name == "mp-aggregate":
-        return aggregate_cases(quick)
+        return aggregate_cases(quick, out)
     if name == "mp-wifi-dies":
         return wifi_dies_cases(quick)
     if name == "mp-drive":

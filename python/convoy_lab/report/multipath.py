@@ -51,12 +51,6 @@ def _ok(df: pd.DataFrame) -> pd.DataFrame:
     return df[df["status"] == "ok"] if "status" in df else df
 
 
-def _one(df: pd.DataFrame, case: str, scheme: str) -> dict:
-    m = _ok(df)
-    m = m[(m["case"] == case) & (m["scheme"] == scheme)]
-    return m.iloc[0].to_dict() if len(m) else {}
-
-
 def _runs(df: pd.DataFrame, case: str, scheme: str) -> list[dict]:
     """Every successful run (seed) of one case and scheme."""
     m = _ok(df)
@@ -98,14 +92,15 @@ def _count(runs: list[dict], key: str) -> str:
     return f"{sum(bool(r.get(key)) for r in runs)} of {len(runs)}"
 
 
-def _verdict_runs(runs: list[dict], key: str, limit: float, never: bool = False) -> str:
-    """Met only if every run met it (a time that never came misses)."""
+def _verdict_runs(runs: list[dict], key: str, limit: float, never: bool = False, at_least: bool = False) -> str:
+    """Met only if every run met it (a time that never came misses); the
+    limit is a ceiling, or with `at_least` a floor."""
     if not runs:
         return "n/a"
     v = _values(runs, key, never)
     if not v:
         return "n/a"
-    met = sum(x <= limit for x in v)
+    met = sum(x >= limit if at_least else x <= limit for x in v)
     if len(runs) == 1:
         return "met" if met else "missed"
     return f"met in {met} of {len(v)}" if met == len(v) else f"missed ({met} of {len(v)} met)"
@@ -141,21 +136,17 @@ def tables(name: str, df: pd.DataFrame) -> list[tuple[str, list[str], list[list[
         out.append(("Targets (MPTCP beside convoy)", ["case", "target", "limit", "convoy", "kernel MPTCP", ""],
                     wifi_dies_targets(df)))
     elif name == "mp-drive":
-        rows = [[r["scheme"], _f(_get(r, "goodput_mbit_s"), 2), _f(_get(r, "wifi_mbit_s"), 2), _f(_get(r, "lte_mbit_s"), 2),
+        rows = [[r["case"], r["scheme"], _f(_get(r, "seed"), 0), _f(_get(r, "goodput_mbit_s"), 2),
+                 _f(_get(r, "wifi_mbit_s"), 2), _f(_get(r, "lte_mbit_s"), 2),
                  _f(_get(r, "capacity_mbit_s"), 2), _f(_get(r, "stall_max_ms"), 0),
                  _f(_get(r, "stalls_over_1s_with_capacity"), 0), _f(_get(r, "longest_such_stall_s"), 1)]
                 for _, r in ok.iterrows()]
         out.append(("Drive: goodput, per-link IP rate, the links' capacity (Wi-Fi rate while up, not less its loss), "
                     "stalls over 1 s while some link had capacity",
-                    ["scheme", "goodput", "wifi", "lte", "capacity", "stall max ms", "stalls > 1 s", "longest s"], rows))
-        mp, ours = _one(df, "drive", "mptcp-fullmesh"), _one(df, "drive", "convoy-mp")
-        g_mp, g = _get(mp, "goodput_mbit_s"), _get(ours, "goodput_mbit_s")
-        out.append(("Targets", ["target", "limit", "convoy-mp", "kernel MPTCP fullmesh", ""], [
-            ["goodput / MPTCP fullmesh's", "≥ 1.5", _f(g / g_mp if g_mp else math.nan, 2), _f(g_mp, 2) + " Mbit/s",
-             _verdict(g / g_mp if g_mp else math.nan, 1.5, le=False)],
-            ["stalls > 1 s while a link has capacity", "0", _f(_get(ours, "stalls_over_1s_with_capacity"), 0),
-             _f(_get(mp, "stalls_over_1s_with_capacity"), 0), _verdict(_get(ours, "stalls_over_1s_with_capacity"), 0)],
-        ]))
+                    ["case", "scheme", "seed", "goodput", "wifi", "lte", "capacity", "stall max ms", "stalls > 1 s",
+                     "longest s"], rows))
+        out.append(("Targets, judged on every run (kernel MPTCP fullmesh beside convoy)",
+                    ["case", "target", "limit", "convoy-mp", "kernel MPTCP fullmesh", ""], drive_targets(df)))
     else:
         rows = [[r["scheme"], _never(r, "detection_s") if str(r["scheme"]).startswith("convoy") else "– (no path events)",
                  _never(r, "moved_s"),
@@ -171,21 +162,30 @@ def tables(name: str, df: pd.DataFrame) -> list[tuple[str, list[str], list[list[
     return out
 
 
+# Goodput over Σ capacity × (1 − loss): issue 37 asks 0.95 of clean paths,
+# 0.9 elsewhere (issue 16), the slow LTE trace included.
+AGGREGATE_FLOOR = {"clean": 0.95}
+
+
 def aggregate_targets(df: pd.DataFrame) -> list[list[str]]:
+    """Per case, judged on every run: goodput over the ideal, and over the
+    best single path's (the median of its runs)."""
     rows = []
     ok = _ok(df)
     for case in ok["case"].unique() if len(ok) else []:
-        ours, mp = _one(df, case, "convoy-mp"), _one(df, case, "mptcp-fullmesh")
-        ideal = _get(ours or mp, "ideal_mbit_s")
+        ours, mp = _runs(df, case, "convoy-mp"), _runs(df, case, "mptcp-fullmesh")
         singles = ok[(ok["case"] == case) & ok["scheme"].isin(["tcp-bbr-wifi", "tcp-bbr-lte", "convoy-wifi", "convoy-lte"])]
-        best = float(singles["goodput_mbit_s"].max()) if len(singles) else math.nan
-        ratio = lambda r: _get(r, "goodput_mbit_s") / ideal if ideal else math.nan  # noqa: E731
-        rows.append([case, "goodput / (Σ capacity × (1 − loss))", "≥ 0.90", _f(ratio(ours), 2), _f(ratio(mp), 2),
-                     _verdict(ratio(ours), 0.9, le=False)])
-        rows.append([case, "goodput / best single path", f"≥ 1 ({_f(best, 2)} Mbit/s)",
-                     _f(_get(ours, "goodput_mbit_s") / best if best else math.nan, 2),
-                     _f(_get(mp, "goodput_mbit_s") / best if best else math.nan, 2),
-                     _verdict(_get(ours, "goodput_mbit_s") / best if best else math.nan, 1.0, le=False)])
+        best = float(singles.groupby("scheme")["goodput_mbit_s"].median().max()) if len(singles) else math.nan
+
+        def ratios(runs: list[dict]) -> list[dict]:
+            return [{"of_ideal": _get(r, "goodput_mbit_s") / _get(r, "ideal_mbit_s") if _get(r, "ideal_mbit_s") else math.nan,
+                     "of_best": _get(r, "goodput_mbit_s") / best if best else math.nan} for r in runs]
+
+        floor = AGGREGATE_FLOOR.get(case, 0.90)
+        rows.append([case, "goodput / (Σ capacity × (1 − loss))", f"≥ {floor:.2f}", _spread(ratios(ours), "of_ideal", 2),
+                     _spread(ratios(mp), "of_ideal", 2), _verdict_runs(ratios(ours), "of_ideal", floor, at_least=True)])
+        rows.append([case, "goodput / best single path", f"≥ 1 ({_f(best, 2)} Mbit/s)", _spread(ratios(ours), "of_best", 2),
+                     _spread(ratios(mp), "of_best", 2), _verdict_runs(ratios(ours), "of_best", 1.0, at_least=True)])
     rows.append(["", "literature", MPTCP_LITERATURE, "", "", ""])
     return rows
 
@@ -222,6 +222,25 @@ def wifi_dies_targets(df: pd.DataFrame) -> list[list[str]]:
         rows.append(_lte90_row(case, ours, mp))
         rows.append([case, "back on Wi-Fi after its return (s)", "≤ 2", _spread(ours, "return_s", 2, never=True),
                      _spread(mp, "return_s", 2, never=True), _verdict_runs(ours, "return_s", 2, never=True)])
+    return rows
+
+
+def drive_targets(df: pd.DataFrame) -> list[list[str]]:
+    """Per drive: convoy's goodput over MPTCP fullmesh's in the run of the
+    same seed (the same links' draws), and stalls over 1 s while a link had
+    capacity; each judged on every run."""
+    rows = []
+    ok = _ok(df)
+    for case in ok["case"].unique() if len(ok) else []:
+        ours, mp = _runs(df, case, "convoy-mp"), _runs(df, case, "mptcp-fullmesh")
+        mp_by_seed = {r.get("seed", 1): _get(r, "goodput_mbit_s") for r in mp}
+        ratios = [{"ratio": _get(r, "goodput_mbit_s") / mp_by_seed[r.get("seed", 1)]}
+                  for r in ours if mp_by_seed.get(r.get("seed", 1))]
+        rows.append([case, "goodput / MPTCP fullmesh's (same seed)", "≥ 1.5", _spread(ratios, "ratio", 2),
+                     _spread(mp, "goodput_mbit_s", 2) + " Mbit/s", _verdict_runs(ratios, "ratio", 1.5, at_least=True)])
+        rows.append([case, "stalls > 1 s while a link has capacity", "0",
+                     _spread(ours, "stalls_over_1s_with_capacity", 0), _spread(mp, "stalls_over_1s_with_capacity", 0),
+                     _verdict_runs(ours, "stalls_over_1s_with_capacity", 0)])
     return rows
 
 
