@@ -179,17 +179,24 @@ def convoy_alone(a, factor: float = 1.0, tmp: Path | None = None) -> int:
     q = [d["queue_delay_p95_ms"] for d in ok]
     lost = sum(d["packets_lost"] for d in ok)
     redundant = sum(d["redundant_received"] for d in ok)
-    drops = [d["report"]["upload"]["datagrams_dropped"] / max(d["report"]["upload"]["datagrams_offered"], 1)
-             for d in ok]
+    drops = [dropped(d) for d in ok]
+    air = [d["air_per_payload"] for d in ok if d.get("air_per_payload")]
     who = a.controller or a.mode
     print(f"x{factor:g}: {len(ok)} points ({a.offsets} offsets per direction, {a.loss:g} % loss, {who}): "
           f"share of capacity mean {sum(shares) / len(shares):.4f}, worst {min(shares):.3f}; "
           f"p95 queueing mean {sum(q) / len(q):.0f} ms, worst {max(q):.0f} ms; dropped at the queue "
           f"mean {100 * sum(drops) / len(drops):.2f} %, worst {100 * max(drops):.2f} %; "
-          f"packets declared lost {lost}, redundant at the receiver {redundant}")
+          f"packets declared lost {lost}, redundant at the receiver {redundant}; bytes on the air per "
+          f"payload byte mean {sum(air) / max(len(air), 1):.4f}, worst {max(air, default=float('nan')):.4f}")
     if oracle:
         frontier_distance(a, factor, results, oracle)
     return 1 if errors else 0
+
+
+def dropped(d: dict) -> float:
+    """The share of the sender's datagrams the link's queue dropped."""
+    up = d["report"]["upload"]
+    return up["datagrams_dropped"] / max(up["datagrams_offered"], 1)
 
 
 def share_and_q95(d: dict) -> tuple:
@@ -207,7 +214,8 @@ def frontier_distance(a, factor: float, results: dict, oracle: dict) -> None:
         near_g, near_q, near = near_g + g_ok, near_q + q_ok, near + (g_ok and q_ok)
         if a.points:
             print(f"  {k[0]:28s} {k[1]:4d} s: share {s:.3f} (oracle {os_:.3f}{'' if g_ok else ', FAR'}), "
-                  f"p95 queueing {q:.0f} ms (oracle {oq:.0f}{'' if q_ok else ', FAR'})")
+                  f"p95 queueing {q:.0f} ms (oracle {oq:.0f}{'' if q_ok else ', FAR'}), "
+                  f"dropped at the queue {100 * dropped(results[k]):.1f} % (oracle {100 * dropped(oracle[k]):.1f} %)")
     shares = [share_and_q95(oracle[k])[0] for k in both]
     qs = [share_and_q95(oracle[k])[1] for k in both]
     n = max(len(both), 1)
