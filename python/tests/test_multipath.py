@@ -290,7 +290,7 @@ def test_drive_targets_pair_each_run_with_mptcps_of_the_same_seed():
     from convoy_lab.report.multipath import drive_targets
 
     rows = [{"case": "drive-ring", "scheme": s, "status": "ok", "seed": seed, "goodput_mbit_s": g,
-             "stalls_over_1s_with_capacity": st}
+             "stalls_over_1s_with_capacity": st, "capacity_mbit_s": 10.0}
             for s, seed, g, st in (("convoy-mp", 1, 9.0, 0), ("convoy-mp", 2, 8.0, 1), ("convoy-mp", 3, 9.0, 0),
                                    ("mptcp-fullmesh", 1, 5.0, 2), ("mptcp-fullmesh", 2, 6.0, 3),
                                    ("mptcp-fullmesh", 3, 4.0, 2))]
@@ -299,6 +299,8 @@ def test_drive_targets_pair_each_run_with_mptcps_of_the_same_seed():
     assert ratio == ["1.80 (1.33–2.25, 3 runs)", "5.00 (4.00–6.00, 3 runs) Mbit/s", "missed (2 of 3 met)"]
     stalls = table[("drive-ring", "stalls > 1 s while a link has capacity")]
     assert stalls == ["0 (0–1, 3 runs)", "2 (2–3, 3 runs)", "missed (2 of 3 met)"]
+    share = table[("drive-ring", "goodput / the links' capacity (context)")]
+    assert share == ["0.90 (0.80–0.90, 3 runs)", "0.50 (0.40–0.60, 3 runs)", ""]
 
 
 def test_wifi_dies_targets_judge_every_run_and_show_the_spread():

@@ -20,8 +20,9 @@ client sending).
   stays up but turns bad, LTE is the backup; time from the degradation to
   the Wi-Fi path's demotion, beside the thesis's 4–19 s.
 
-One run per case and scheme, one at a time; each leaves its records,
-receiver and sender documents in OUT/NAME/runs/CASE/SCHEME/.
+One run per case, scheme and seed (`--seeds N`), one at a time; each
+leaves its records, receiver and sender documents in
+OUT/NAME/runs/CASE/SCHEME/ (…/seed-K/ with several seeds).
 """
 
 from __future__ import annotations
@@ -49,9 +50,9 @@ from ..report import stamp
 from ..traces import window_capacity_mbit
 
 TITLES = {
-    "mp-aggregate": "Multipath aggregate: Wi-Fi 30 Mbit/s + LTE 10 Mbit/s, clean, lossy, LTE trace",
+    "mp-aggregate": "Multipath aggregate: Wi-Fi 30 Mbit/s + LTE 10 Mbit/s, clean, lossy, LTE trace, LTE trace at a quarter",
     "mp-wifi-dies": "Multipath: Wi-Fi dies mid-transfer (both active; LTE standby), blackhole and interface down",
-    "mp-drive": "Multipath drive: SUMO drive past RSUs (802.11p) beside an LTE drive trace",
+    "mp-drive": "Multipath drives: two SUMO drives past RSUs (802.11p), each beside an LTE drive trace",
     "mp-capprobe": "Multipath: bad-Wi-Fi detection, Mena's CapProbe experiment (SPEC S3)",
 }
 WIFI_KEYS = "rate=30mbit,delay=5ms,queue=100"
