@@ -175,6 +175,14 @@ def test_stalls_over_a_second_count_only_while_a_link_had_capacity(tmp_path):
     assert mpa.stalls_with_capacity(d, 0.0, {"wifi": (wifi, None), "lte": (None, 0.0)}) == [(2.0, 2.0)]
     # A constant LTE rate always has capacity.
     assert len(mpa.stalls_with_capacity(d, 0.0, {"wifi": (wifi, None), "lte": (None, 10.0)})) == 2
+    # A stall across Wi-Fi's outage (10-20 s) with LTE out too: only its
+    # 0.4 s before the outage and 0.5 s after had capacity...
+    d = _delivery([(9.6, 10.9)])
+    assert mpa.capacity_seconds({"wifi": (wifi, None)}, 9.6, 10.9) == pytest.approx(0.9)
+    assert mpa.stalls_with_capacity(d, 0.0, {"wifi": (wifi, None), "lte": (None, 0.0)}) == []
+    # ...and here 1.0 s and 1.2 s.
+    d = _delivery([(9.0, 12.2)])
+    assert mpa.stalls_with_capacity(d, 0.0, {"wifi": (wifi, None), "lte": (None, 0.0)}) == [(9.0, 12.2)]
 
 
 def test_a_delivery_that_stopped_for_good_ends_in_a_stall():

@@ -217,15 +217,31 @@ def has_capacity(trace: Path | None, rate_mbit: float | None, start_s: float, se
     return window_capacity_mbit(trace, offset_s + start_s, seconds) > 0
 
 
+CAPACITY_BIN_S = 0.1
+
+
+def capacity_seconds(links: dict, start_s: float, seconds: float) -> float:
+    """How much of [start, start + seconds) of link time some link could
+    carry anything in, by `CAPACITY_BIN_S` bins."""
+    total, end = 0.0, start_s + seconds
+    for i in range(math.ceil(seconds / CAPACITY_BIN_S - 1e-9)):
+        t = start_s + i * CAPACITY_BIN_S
+        step = min(CAPACITY_BIN_S, end - t)
+        if any(has_capacity(trace, rate, t, step - 1e-9) for trace, rate in links.values()):
+            total += step
+    return total
+
+
 def stalls_with_capacity(d: Delivery, anchor_s: float, links: dict, longer_s: float = 1.0) -> list[tuple[float, float]]:
-    """The application stalls longer than `longer_s` during which some link
-    had capacity (the drive's target: none). `links`: name → (trace or
-    None, constant rate or None)."""
+    """The application stalls that spent more than `longer_s` while some
+    link had capacity (the drive's target: none): a stall across an outage
+    of every link counts only its time on either side of it. `links`:
+    name → (trace or None, constant rate or None)."""
     out = []
     for s, n in d.stalls:
         if n <= longer_s or math.isnan(anchor_s):
             continue
         start = anchor_s + s
-        if any(has_capacity(trace, rate, start, n) for trace, rate in links.values()):
+        if capacity_seconds(links, start, n) > longer_s:
             out.append((start, n))
     return out
