@@ -57,25 +57,6 @@ impl Connection {
         t
     }
 
-    /// The round trip a packet sent on path `i` now would take: its
-    /// smoothed RTT while it has packets of ours in flight; with none, its
-    /// smallest RTT plus one packet's time at its rate. The smoothed RTT
-    /// holds the queue our packets built, and is updated only by packets
-    /// sent: once the scheduler passed a path over, its last reading kept
-    /// it looking slow for as long as it carried nothing, long after its
-    /// queue had drained (beside a 30 Mbit/s Wi-Fi, an LTE path read at
-    /// 119 ms after a burst of queue on the T-Mobile drive carried nothing
-    /// for 6 s while the trace offered 2-5 Mbit/s). The packet's time at
-    /// the path's rate keeps a link that has become slow looking slow.
-    fn path_rtt_now(&self, i: usize) -> Duration {
-        let p = &self.paths[i];
-        if self.recovery.path_bytes_in_flight(p.id) > 0 || !p.rtt.has_samples() {
-            return p.rtt.smoothed();
-        }
-        let serialize = self.cfg.max_datagram as f64 / p.cc.rate().max(1) as f64;
-        (p.rtt.min() + Duration::from_secs_f64(serialize.min(1.0))).min(p.rtt.smoothed())
-    }
-
     /// The path for the next symbol, or `None` to wait: among the paths
     /// data may use (active, else standby) whose window has room, the one
     /// where a packet sent at its next send time arrives first. While that
@@ -109,13 +90,13 @@ impl Connection {
         // and kept taking symbols that held up the in-order reader.
         let way_back = usable
             .iter()
-            .map(|&i| self.path_rtt_now(i))
+            .map(|&i| self.paths[i].rtt.smoothed())
             .min()
             .unwrap_or_default()
             / 2;
         let arrival = |i: usize| {
             let p = &self.paths[i];
-            let one_way = self.path_rtt_now(i).saturating_sub(way_back);
+            let one_way = p.rtt.smoothed().saturating_sub(way_back);
             p.cc.next_send_time().unwrap_or(now).max(now) + one_way
         };
         let best = *usable.iter().min_by_key(|&&i| arrival(i))?;
