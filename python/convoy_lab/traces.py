@@ -124,6 +124,13 @@ class RateSteps:
 
 
 def series_rate_steps(path: str | Path) -> RateSteps:
+    """A series trace's capacity steps, read once per file version (the
+    drive's stall figures ask for a trace's windows bin by bin)."""
+    return _series_rate_steps(str(path), Path(path).stat().st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=16)
+def _series_rate_steps(path: str, mtime_ns: int) -> RateSteps:
     df = read_series(path)
     start = next(c for c in df.columns if c.startswith("start_"))
     rate = [c for c in df.columns if c.startswith("rate_")]

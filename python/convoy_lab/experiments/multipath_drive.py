@@ -94,13 +94,6 @@ DRIVES = [
 ]
 
 
-def drive_named(name: str) -> Drive:
-    for d in DRIVES:
-        if d.name == name:
-            return d
-    raise ExperimentError(f"unknown drive {name!r}; valid: {', '.join(d.name for d in DRIVES)}")
-
-
 def drive_wifi_trace(drive: Drive, work: Path, seconds: float) -> Path:
     """The car's 802.11p trace for `seconds` of `drive` (cached in `work`)."""
     from ..mobility import SumoError, grid_network, sumo_binary

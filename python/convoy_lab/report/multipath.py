@@ -41,12 +41,6 @@ def _get(r, key):
     return math.nan if v is None or (isinstance(v, str) and not v) else v
 
 
-def _verdict(value, limit, le=True) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "n/a"
-    return "met" if (value <= limit if le else value >= limit) else "missed"
-
-
 def _ok(df: pd.DataFrame) -> pd.DataFrame:
     return df[df["status"] == "ok"] if "status" in df else df
 
