@@ -327,3 +327,14 @@ def test_wifi_dies_targets_judge_every_run_and_show_the_spread():
     back = table[("backup-down", "back on Wi-Fi after its return (s)")]
     assert back == ["0.90 (0.90–0.90, 3 runs)", "never", "met in 3 of 3"]
     assert table[("both-drop", "p99 application gap (ms)")] == ["–", "–", "n/a"]
+
+
+def test_only_keeps_the_named_cases_and_names_the_valid_ones(monkeypatch, tmp_path):
+    from convoy_lab.experiments import multipath as mp
+
+    every = [mp.Case(n, "rate=1mbit", "rate=1mbit", 1.0, ["convoy-mp"]) for n in ("drive-ring", "drive-cross")]
+    monkeypatch.setattr(mp, "cases", lambda name, quick, out: every)
+    assert [c.name for c in mp.selected_cases("mp-drive", False, tmp_path, None)] == ["drive-ring", "drive-cross"]
+    assert [c.name for c in mp.selected_cases("mp-drive", False, tmp_path, " drive-cross,")] == ["drive-cross"]
+    with pytest.raises(ExperimentError, match="no case drive-town; its cases: drive-ring, drive-cross"):
+        mp.selected_cases("mp-drive", False, tmp_path, "drive-cross,drive-town")

@@ -193,7 +193,8 @@ def parser() -> argparse.ArgumentParser:
                      help="cellular: run the grid on twins of the traces at these capacity factors (convoy trace "
                      "scale: 0.25,0.5,1 runs each trace at a quarter, half and full rate, bursts and gaps kept); "
                      "smart-ap, background: one factor multiplying the schedule's times (0.5: half length)")
-    run.add_argument("--only", help="smart-ap, background: only the cells matching these comma-separated tokens")
+    run.add_argument("--only", help="smart-ap, background: only the cells matching these comma-separated tokens; "
+                     "mp-*: only these comma-separated cases (mp-drive --only drive-cross)")
     run.add_argument("--remeasure", action="store_true",
                      help="smart-ap, background, mp-*, incumbents: recompute the figures from the kept run "
                      "directories, run nothing")
@@ -300,7 +301,7 @@ def main(argv: list[str] | None = None) -> int:
         if getattr(args, "remeasure", False):
             mp_done = {n: multipath_exp.remeasure(n, args.out) for n in multi}
         else:
-            mp_done = {n: multipath_exp.run(n, quick, args.out, schemes, list(range(1, args.seeds + 1)))
+            mp_done = {n: multipath_exp.run(n, quick, args.out, schemes, list(range(1, args.seeds + 1)), args.only)
                        for n in multi}
         path = report.write_report(args.out)
     except (ExperimentError, SchemeError) as err:

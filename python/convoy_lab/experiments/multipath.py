@@ -270,20 +270,34 @@ def measure(name: str, case: Case, scheme, work: Path) -> dict:
 # ---- the experiment ------------------------------------------------------------
 
 
+def selected_cases(name: str, quick: bool, out: Path, only: str | None) -> list[Case]:
+    """The experiment's cases; `only`: comma-separated case names to keep."""
+    every = cases(name, quick, out)
+    if not only:
+        return every
+    wanted = [t.strip() for t in only.split(",") if t.strip()]
+    unknown = [w for w in wanted if w not in {c.name for c in every}]
+    if unknown:
+        raise ExperimentError(f"--only: {name} has no case {', '.join(unknown)}; its cases: "
+                              + ", ".join(c.name for c in every))
+    return [c for c in every if c.name in wanted]
+
+
 def run(name: str, quick: bool, out: Path, schemes: list[str] | None = None,
-        seeds: list[int] | None = None) -> pd.DataFrame:
+        seeds: list[int] | None = None, only: str | None = None) -> pd.DataFrame:
     """Every case × scheme × seed, one at a time; rows to OUT/NAME/runs.csv
-    (with `schemes`, only theirs are replaced there). Each seed is a run of
-    its own (the links' random draws, and the processes' timing): the
-    tables give the spread and each target is judged on every run."""
+    (with `schemes` or `only`, only the rows run are replaced there). Each
+    seed is a run of its own (the links' random draws, and the processes'
+    timing): the tables give the spread and each target is judged on every
+    run."""
     seeds = seeds or [1]
     for s in schemes or []:
         get(s)
     d = out / name
     d.mkdir(parents=True, exist_ok=True)
     started, taken = time.time(), stamp.stamp()
-    todo = [(c, s, seed) for c in cases(name, quick, out) for s in c.schemes if not schemes or s in schemes
-            for seed in seeds]
+    todo = [(c, s, seed) for c in selected_cases(name, quick, out, only) for s in c.schemes
+            if not schemes or s in schemes for seed in seeds]
     rows = []
     for i, (case, sname, seed) in enumerate(todo, 1):
         scheme = get(sname)
@@ -312,7 +326,7 @@ def run(name: str, quick: bool, out: Path, schemes: list[str] | None = None,
         row["work"] = str(work)
         rows.append(row)
     df = pd.DataFrame(rows)
-    if schemes and (d / "runs.csv").is_file():
+    if (schemes or only) and (d / "runs.csv").is_file():
         # A run of some schemes replaces their rows and keeps the others'.
         old = pd.read_csv(d / "runs.csv")
         fresh = set(zip(df["case"], df["scheme"]))
