@@ -8,9 +8,11 @@
 //! track keeps one point per bucket, the last state moves only forward.
 //!
 //! Group commit: one claim takes up to [`BATCH`] queued segments; each is
-//! read and its Parquet written, then all their catalog rows are recorded
-//! in one transaction ([`Catalog::finish_batch`]), one fsync for the
-//! batch instead of one per segment. Only after that commit is anything
+//! read and its Parquet written (not yet flushed), then one flush of the
+//! store makes all the batch's files durable ([`Store::sync`]) and all
+//! their catalog rows are recorded in one transaction
+//! ([`Catalog::finish_batch`]): two flushes for the batch instead of
+//! three per segment. Only after that commit is anything
 //! acknowledged: the events logged, the landing copies dropped. A batch
 //! whose commit fails is committed again one segment at a time, so one
 //! bad row cannot hold back the others.
@@ -183,6 +185,15 @@ impl Indexer {
         if done.is_empty() {
             return;
         }
+        // The batch's Parquet files reach the disk before the catalog says
+        // they exist; if they cannot, the segments stay claimed and are
+        // indexed again (each step is idempotent).
+        if let Err(e) = self.store.sync() {
+            (self.on_event)(&IndexEvent::IndexRetry {
+                error: e.to_string(),
+            });
+            return;
+        }
         if self.catalog.finish_batch(&done, now_ns()).is_ok() {
             for (w, (_, how)) in waiting.into_iter().zip(done) {
                 self.acknowledge(w, how);
@@ -304,8 +315,9 @@ impl Indexer {
             if let Some(t0) = ex.t_first {
                 let key = parquet_key(&row.vehicle, &row.name, t0, &row.blake3);
                 let pq = to_parquet(ex.columns).map_err(|e| Failure::Retry(e.to_string()))?;
+                // Durable with the batch's one flush, before its commit.
                 self.store
-                    .put(&key, pq)
+                    .put_unsynced(&key, pq)
                     .map_err(|e| Failure::Retry(e.to_string()))?;
                 out.parquet = Some(key);
             }

@@ -197,42 +197,61 @@ impl QueueHook {
             .map_err(|e| e.to_string())
     }
 
-    /// Queues `item` and returns once a commit holding it finished.
-    fn queue(&self, item: Queued) -> Result<(), String> {
+    /// Queues `items` and returns once the commits holding them finished,
+    /// with each one's outcome.
+    fn queue(&self, items: Vec<Queued>) -> Vec<Result<(), String>> {
         let gone = |_| "catalog unavailable".to_string();
-        let mut g = self.group.lock().map_err(gone)?;
-        let ticket = g.submit(item);
+        let n = items.len();
+        let Ok(mut g) = self.group.lock() else {
+            return vec![Err("catalog unavailable".into()); n];
+        };
+        let tickets: Vec<_> = items.into_iter().map(|item| g.submit(item)).collect();
+        let mut outcomes: Vec<Option<Result<(), String>>> = vec![None; n];
         loop {
-            if let Some(outcome) = g.outcome(ticket) {
-                return outcome;
+            for (o, &t) in outcomes.iter_mut().zip(&tickets) {
+                if o.is_none() {
+                    *o = g.outcome(t);
+                }
             }
-            match g.start() {
+            if outcomes.iter().all(Option::is_some) {
+                return outcomes.into_iter().flatten().collect();
+            }
+            let next = match g.start() {
                 // No commit runs: this caller writes what waits, its own
-                // row among it or a batch ahead of it.
+                // rows among it or a batch ahead of them.
                 Some(batch) => {
                     drop(g);
                     let (tickets, items): (Vec<_>, Vec<_>) = batch.into_iter().unzip();
                     let result = self.write(&items);
-                    g = self.group.lock().map_err(gone)?;
-                    g.finish(&tickets, result);
-                    self.finished.notify_all();
+                    self.group.lock().map(|mut g| {
+                        g.finish(&tickets, result);
+                        self.finished.notify_all();
+                        g
+                    })
                 }
-                None => g = self.finished.wait(g).map_err(gone)?,
+                None => self.finished.wait(g),
+            };
+            match next.map_err(gone) {
+                Ok(next) => g = next,
+                Err(e) => {
+                    return outcomes
+                        .into_iter()
+                        .map(|o| o.unwrap_or_else(|| Err(e.clone())))
+                        .collect()
+                }
             }
         }
     }
-}
 
-impl CommitHook for QueueHook {
-    fn committed(&self, c: &Committed<'_>) -> Result<(), String> {
-        let Some(who) = c.who else {
-            return Ok(());
-        };
+    /// The queue row of an upload (`None`: not a vehicle's, nothing to
+    /// index).
+    fn queued(c: &Committed<'_>) -> Option<Queued> {
+        let who = c.who?;
         let name = c
             .stored_name
             .strip_prefix(&format!("{}/", who.name))
             .unwrap_or(c.stored_name);
-        self.queue(Queued {
+        Some(Queued {
             vehicle: who.name.clone(),
             name: name.to_owned(),
             kind: if is_telemetry(name) {
@@ -244,8 +263,37 @@ impl CommitHook for QueueHook {
             blake3: hex(&c.blake3),
             stored_ns: convoy_telemetry::now_ns(),
             object: c.stored_name.to_owned(),
-        })?;
-        let _ = self.wake.try_send(());
-        Ok(())
+        })
+    }
+}
+
+impl CommitHook for QueueHook {
+    fn committed(&self, c: &Committed<'_>) -> Result<(), String> {
+        self.committed_all(std::slice::from_ref(c))
+            .pop()
+            .unwrap_or(Ok(()))
+    }
+
+    /// One commit thread's batch goes into the group commit at once, so
+    /// its rows share a transaction with each other and with whatever the
+    /// other threads queued meanwhile.
+    fn committed_all(&self, all: &[Committed<'_>]) -> Vec<Result<(), String>> {
+        let rows: Vec<(usize, Queued)> = all
+            .iter()
+            .enumerate()
+            .filter_map(|(i, c)| Some((i, Self::queued(c)?)))
+            .collect();
+        let mut outcomes = vec![Ok(()); all.len()];
+        if rows.is_empty() {
+            return outcomes;
+        }
+        let (at, items): (Vec<usize>, Vec<Queued>) = rows.into_iter().unzip();
+        for (i, outcome) in at.into_iter().zip(self.queue(items)) {
+            outcomes[i] = outcome;
+        }
+        if outcomes.iter().any(Result::is_ok) {
+            let _ = self.wake.try_send(());
+        }
+        outcomes
     }
 }

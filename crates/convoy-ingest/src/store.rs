@@ -3,6 +3,12 @@
 //! the indexer and the web threads (a one-worker tokio runtime of its own
 //! drives the requests).
 //!
+//! A batch of writes can share one flush: [`Store::put_unsynced`] each,
+//! then [`Store::sync`] once before anything depends on them. Locally
+//! that is one `syncfs` of the directory's file system instead of an
+//! fsync of every file and of its directory; an S3 PUT is durable when it
+//! returns, so there it is the ordinary PUT and `sync` does nothing.
+//!
 //! Both backends use the same keys: an upload `VEHICLE/NAME`, telemetry
 //! `.telemetry/vehicle=V/date=D/HASH.parquet`. Locally the store's root
 //! is the landing directory, so an upload is already where it belongs;
@@ -37,6 +43,8 @@ pub enum StoreError {
 
 pub struct Store {
     inner: Arc<dyn ObjectStore>,
+    /// The same directory without an fsync per write (local stores only).
+    unsynced: Option<Arc<LocalFileSystem>>,
     rt: tokio::runtime::Runtime,
     /// The landing directory when it is also the store.
     local_root: Option<PathBuf>,
@@ -58,8 +66,10 @@ impl Store {
         match url {
             None => {
                 let fs = LocalFileSystem::new_with_prefix(dir)?.with_fsync(true);
+                let unsynced = LocalFileSystem::new_with_prefix(dir)?;
                 Ok(Store {
                     inner: Arc::new(fs),
+                    unsynced: Some(Arc::new(unsynced)),
                     rt,
                     local_root: Some(dir.to_owned()),
                     url: format!("file://{}", dir.display()),
@@ -82,6 +92,7 @@ impl Store {
                 };
                 Ok(Store {
                     inner,
+                    unsynced: None,
                     rt,
                     local_root: None,
                     url: u.to_owned(),
@@ -103,6 +114,37 @@ impl Store {
         let path = ObjPath::from(key);
         self.rt
             .block_on(self.inner.put(&path, PutPayload::from(Bytes::from(data))))?;
+        Ok(())
+    }
+
+    /// Writes an object that is durable only after the next
+    /// [`Store::sync`] (see the module's docs). Readers may see it before.
+    pub fn put_unsynced(&self, key: &str, data: Vec<u8>) -> Result<(), StoreError> {
+        let Some(fs) = &self.unsynced else {
+            return self.put(key, data);
+        };
+        let path = ObjPath::from(key);
+        self.rt
+            .block_on(fs.put(&path, PutPayload::from(Bytes::from(data))))?;
+        Ok(())
+    }
+
+    /// Makes every [`Store::put_unsynced`] so far durable: a local store's
+    /// file system is flushed (`syncfs`: the files' data, their names and
+    /// the directories made for them), which costs about one fsync however
+    /// many files were written.
+    pub fn sync(&self) -> Result<(), StoreError> {
+        let Some(root) = &self.local_root else {
+            return Ok(());
+        };
+        let dir = std::fs::File::open(root).map_err(|e| StoreError::File(root.clone(), e))?;
+        // SAFETY: `dir` is an open descriptor for the call's duration.
+        if unsafe { libc::syncfs(std::os::fd::AsRawFd::as_raw_fd(&dir)) } != 0 {
+            return Err(StoreError::File(
+                root.clone(),
+                std::io::Error::last_os_error(),
+            ));
+        }
         Ok(())
     }
 
@@ -182,5 +224,43 @@ impl Store {
         let mut keys: Vec<String> = metas.into_iter().map(|m| m.location.to_string()).collect();
         keys.sort();
         Ok(keys)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unsynced_writes_read_back_and_one_sync_covers_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(None, dir.path()).unwrap();
+        let keys = [
+            ".telemetry/vehicle=a/date=2026-11-30/1.parquet",
+            ".telemetry/vehicle=b/date=2026-11-30/2.parquet",
+        ];
+        for (i, k) in keys.iter().enumerate() {
+            store.put_unsynced(k, vec![i as u8; 3]).unwrap();
+        }
+        store.sync().unwrap();
+        for (i, k) in keys.iter().enumerate() {
+            assert_eq!(store.get(k).unwrap(), vec![i as u8; 3]);
+        }
+        assert_eq!(
+            store.list(".telemetry").unwrap().len(),
+            2,
+            "no staging files left"
+        );
+    }
+
+    #[test]
+    fn a_sync_whose_directory_is_gone_fails() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("store");
+        std::fs::create_dir(&root).unwrap();
+        let store = Store::open(None, &root).unwrap();
+        std::fs::remove_dir(&root).unwrap();
+        let err = store.sync().unwrap_err().to_string();
+        assert!(err.contains("store"), "{err}");
     }
 }

@@ -62,3 +62,37 @@ fn every_upload_is_queued_before_its_caller_returns() {
     assert!(woken.try_recv().is_ok(), "the indexer was woken");
     eprintln!("{UPLOADS} uploads queued in {commits} transactions");
 }
+
+#[test]
+fn a_commit_threads_batch_is_queued_in_one_transaction() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("catalog.db");
+    let mut c = SqliteCatalog::open(&db).unwrap();
+    let before = c.version().unwrap();
+    let (wake, woken) = std::sync::mpsc::sync_channel(1);
+    let hook = QueueHook::new(Box::new(SqliteCatalog::open(&db).unwrap()), wake);
+    let who: Vec<Identity> = (0..10)
+        .map(|i| Identity {
+            name: format!("v{i}"),
+            role: Role::Vehicle,
+        })
+        .collect();
+    let stored: Vec<String> = (0..10).map(|i| format!("v{i}/d/{i}.jsonl.zst")).collect();
+    let mut batch: Vec<Committed<'_>> = (0..10)
+        .map(|i| Committed {
+            who: Some(&who[i]),
+            stored_name: &stored[i],
+            path: std::path::Path::new(&stored[i]),
+            bytes: 10,
+            blake3: [i as u8; 32],
+        })
+        .collect();
+    // A server without identities has nothing to queue for this one.
+    batch[3].who = None;
+    let outcomes = hook.committed_all(&batch);
+    assert_eq!(outcomes.len(), 10);
+    assert!(outcomes.iter().all(Result::is_ok), "{outcomes:?}");
+    assert_eq!(c.pending_count().unwrap(), 9);
+    assert_eq!(c.version().unwrap() - before, 1, "one transaction");
+    assert!(woken.try_recv().is_ok(), "the indexer was woken");
+}

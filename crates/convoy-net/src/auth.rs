@@ -104,6 +104,13 @@ pub struct Committed<'a> {
 /// be idempotent.
 pub trait CommitHook: Send + Sync {
     fn committed(&self, c: &Committed<'_>) -> Result<(), String>;
+
+    /// Several uploads made durable together (a commit thread's batch),
+    /// one outcome each in order; a hook that writes to a database can
+    /// write them in one transaction. By default, one by one.
+    fn committed_all(&self, all: &[Committed<'_>]) -> Vec<Result<(), String>> {
+        all.iter().map(|c| self.committed(c)).collect()
+    }
 }
 
 /// Checks a vehicle or operator name: it is one path component of the

@@ -6,6 +6,9 @@
 //! named thread, started with its first job, that runs jobs in the order
 //! given and hands each result back over a channel, ringing the driver's
 //! waker so the result is read at once rather than on the next idle turn.
+//! A [`Offload::batched`] thread takes every job waiting when it turns to
+//! them (up to a bound) at once, so work that ends in a flush to disk can
+//! share one flush among them.
 
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::Arc;
@@ -13,13 +16,16 @@ use std::thread::JoinHandle;
 
 use crate::wake::Waker;
 
-type Run<J, R> = Box<dyn FnMut(J) -> R + Send>;
+/// The work on a batch: one result per job, in their order.
+type Run<J, R> = Box<dyn FnMut(Vec<J>) -> Vec<R> + Send>;
 
 pub struct Offload<J, R> {
     name: &'static str,
     /// The work, until the thread takes it.
     run: Option<Run<J, R>>,
     waker: Option<Arc<Waker>>,
+    /// Jobs taken at once, at most.
+    batch: usize,
     jobs: Option<Sender<J>>,
     thread: Option<JoinHandle<()>>,
     done_tx: Sender<R>,
@@ -27,12 +33,26 @@ pub struct Offload<J, R> {
 }
 
 impl<J: Send + 'static, R: Send + 'static> Offload<J, R> {
-    pub fn new(name: &'static str, run: impl FnMut(J) -> R + Send + 'static) -> Offload<J, R> {
+    /// One job at a time.
+    pub fn new(name: &'static str, mut run: impl FnMut(J) -> R + Send + 'static) -> Offload<J, R> {
+        Offload::batched(name, 1, move |jobs: Vec<J>| {
+            jobs.into_iter().map(&mut run).collect()
+        })
+    }
+
+    /// Up to `batch` waiting jobs at a time; `run` returns one result per
+    /// job, in order.
+    pub fn batched(
+        name: &'static str,
+        batch: usize,
+        run: impl FnMut(Vec<J>) -> Vec<R> + Send + 'static,
+    ) -> Offload<J, R> {
         let (done_tx, done) = mpsc::channel();
         Offload {
             name,
             run: Some(Box::new(run)),
             waker: None,
+            batch: batch.max(1),
             jobs: None,
             thread: None,
             done_tx,
@@ -56,12 +76,17 @@ impl<J: Send + 'static, R: Send + 'static> Offload<J, R> {
             };
             let (tx, rx) = mpsc::channel::<J>();
             let (done, waker) = (self.done_tx.clone(), self.waker.clone());
+            let most = self.batch;
             let spawned = std::thread::Builder::new()
                 .name(self.name.into())
                 .spawn(move || {
-                    for job in rx {
-                        if done.send(run(job)).is_err() {
-                            break;
+                    while let Ok(first) = rx.recv() {
+                        let mut jobs = vec![first];
+                        jobs.extend(rx.try_iter().take(most - 1));
+                        for result in run(jobs) {
+                            if done.send(result).is_err() {
+                                return;
+                            }
                         }
                         if let Some(w) = &waker {
                             w.wake();
@@ -117,6 +142,35 @@ mod tests {
             std::thread::yield_now();
         }
         assert_eq!(got, (0..100).map(|n| n * 2).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn a_batched_thread_takes_what_waits_at_once_and_keeps_the_order() {
+        let sizes = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let seen = sizes.clone();
+        let (gate_tx, gate) = mpsc::channel::<()>();
+        let mut o = Offload::batched("convoy-test", 8, move |jobs: Vec<u32>| {
+            // The first batch waits until all twenty jobs are queued.
+            if seen.lock().unwrap().is_empty() {
+                gate.recv().unwrap();
+            }
+            seen.lock().unwrap().push(jobs.len());
+            jobs.into_iter().map(|n| n + 1).collect()
+        });
+        for n in 0..20 {
+            o.submit(n).unwrap();
+        }
+        gate_tx.send(()).unwrap();
+        let mut got = Vec::new();
+        while got.len() < 20 {
+            got.extend(o.finished());
+            std::thread::yield_now();
+        }
+        assert_eq!(got, (1..21).collect::<Vec<_>>());
+        let sizes = sizes.lock().unwrap().clone();
+        assert_eq!(sizes.iter().sum::<usize>(), 20);
+        assert!(sizes.iter().all(|&n| n <= 8), "{sizes:?}");
+        assert!(sizes.len() <= 4, "what waited went in batches: {sizes:?}");
     }
 
     #[test]
