@@ -137,15 +137,7 @@ impl Store {
         let Some(root) = &self.local_root else {
             return Ok(());
         };
-        let dir = std::fs::File::open(root).map_err(|e| StoreError::File(root.clone(), e))?;
-        // SAFETY: `dir` is an open descriptor for the call's duration.
-        if unsafe { libc::syncfs(std::os::fd::AsRawFd::as_raw_fd(&dir)) } != 0 {
-            return Err(StoreError::File(
-                root.clone(),
-                std::io::Error::last_os_error(),
-            ));
-        }
-        Ok(())
+        convoy_net::store::sync_file_system(root).map_err(|e| StoreError::File(root.clone(), e))
     }
 
     /// Copies a local file into the store (in parts when large).

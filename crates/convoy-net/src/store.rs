@@ -135,7 +135,7 @@ pub fn create_dirs_durably(dir: &Path) -> Result<(), NetError> {
 /// Flushes the file system that holds `dir` (`syncfs`): every file's
 /// data and every name written there so far, for about the cost of one
 /// fsync however many there were.
-fn sync_file_system(dir: &Path) -> io::Result<()> {
+pub fn sync_file_system(dir: &Path) -> io::Result<()> {
     let d = File::open(dir)?;
     // SAFETY: `d` is an open descriptor for the call's duration.
     if unsafe { libc::syncfs(std::os::fd::AsRawFd::as_raw_fd(&d)) } != 0 {
@@ -420,6 +420,18 @@ impl PartialUpload {
         let file = self.file.take().expect("just opened");
         file.sync_all().map_err(|e| NetError::file(&self.path, e))?;
         drop(file);
+        let got = self.check_hash()?;
+        let parent = self.final_path.parent().map(Path::to_owned);
+        self.rename_into_place()?;
+        if let Some(parent) = parent {
+            sync_dir(&parent)?;
+        }
+        Ok(got)
+    }
+
+    /// The BLAKE3 of what was written if it is the announced one; if not,
+    /// the partial file is deleted and released.
+    fn check_hash(&self) -> Result<[u8; 32], NetError> {
         let got = *self.hasher.finalize().as_bytes();
         if got != self.hash {
             let _ = fs::remove_file(&self.path);
@@ -427,15 +439,6 @@ impl PartialUpload {
             return Err(NetError::Integrity(
                 "stored bytes do not match the announced BLAKE3 hash".into(),
             ));
-        }
-        if let Some(parent) = self.final_path.parent() {
-            create_dirs_durably(parent)?;
-        }
-        fs::rename(&self.path, &self.final_path)
-            .map_err(|e| NetError::file(&self.final_path, e))?;
-        self.ledger.release(&self.path);
-        if let Some(parent) = self.final_path.parent() {
-            sync_dir(parent)?;
         }
         Ok(got)
     }
@@ -457,18 +460,9 @@ impl PartialUpload {
         for mut u in uploads {
             // Written with plain writes: closing loses nothing.
             u.file = None;
-            let got = *u.hasher.finalize().as_bytes();
-            if got == u.hash {
-                results.push(Ok(got));
-                checked.push(Some(u));
-            } else {
-                let _ = fs::remove_file(&u.path);
-                u.ledger.release(&u.path);
-                results.push(Err(NetError::Integrity(
-                    "stored bytes do not match the announced BLAKE3 hash".into(),
-                )));
-                checked.push(None);
-            }
+            let got = u.check_hash();
+            checked.push(got.is_ok().then_some(u));
+            results.push(got);
         }
         let Some(first) = checked.iter().flatten().next() else {
             return results;
