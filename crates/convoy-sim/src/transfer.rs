@@ -140,6 +140,9 @@ pub struct TransferReport {
     /// bottleneck (all datagrams, headers included): what the link
     /// carried, whatever was useful.
     pub uplink_delivered: Vec<u64>,
+    /// Uplink datagrams the bottleneck refused per timeline bin (a full
+    /// queue, an outage that drops): where a controller overshoots.
+    pub uplink_dropped: Vec<u64>,
     /// The longest time an uplink datagram delivered in each timeline bin
     /// spent in the bottleneck, ms.
     pub uplink_queue_max_ms: Vec<f64>,
@@ -271,6 +274,7 @@ pub fn run(mut spec: TransferSpec) -> Result<TransferReport, SimError> {
     let mut uplink_delivered: Vec<u64> = Vec::new();
     let mut uplink_delays = Vec::new();
     let mut uplink_sent: Vec<u64> = Vec::new();
+    let mut uplink_dropped: Vec<u64> = Vec::new();
     let mut downlink_sent_bytes = 0u64;
     let mut uplink_queue_max_ms: Vec<f64> = Vec::new();
     let mut client_limited_by: Vec<&'static str> = Vec::new();
@@ -322,6 +326,8 @@ pub fn run(mut spec: TransferSpec) -> Result<TransferReport, SimError> {
                 }
                 if link_dir.enqueue(to_time(now), len, id) == convoy_link::Enqueued::Accepted {
                     in_flight[dir].insert(id, buf[..t.len].to_vec());
+                } else if dir == 0 {
+                    add_to_bin(&mut uplink_dropped, now, bin, 1);
                 }
             }
         }
@@ -501,6 +507,7 @@ pub fn run(mut spec: TransferSpec) -> Result<TransferReport, SimError> {
         uplink_sent,
         downlink_sent_bytes,
         uplink_delivered,
+        uplink_dropped,
         uplink_queue_max_ms,
         client_limited_by,
     })
