@@ -188,3 +188,29 @@ def window_capacity_mbit(path: str | Path, start_s: float, seconds: float) -> fl
 
     count = before(end_s * 1000) - before(start_s * 1000)
     return count * MTU_BYTES * 8 / seconds / 1e6
+
+
+def carry_time_s(path: str | Path, start_s: float, nbytes: float,
+                 gap: tuple[float, float] | None = None, limit_s: float = 3600.0) -> float:
+    """The least time from `start_s` (the trace's own time, replayed as in
+    `window_capacity_mbit`) until the direction could have carried `nbytes`
+    of IP packets, all of its capacity used and none of it inside `gap`
+    (an outage, from and to): no sender, whatever its headers and rate
+    control, moves that many bytes sooner. NaN if not within `limit_s`."""
+
+    def carried(end_s: float) -> float:
+        def over(a: float, b: float) -> float:
+            return window_capacity_mbit(path, a, b - a) * 1e6 * (b - a) / 8 if b > a else 0.0
+
+        total = over(start_s, end_s)
+        if gap is not None:
+            total -= over(max(start_s, gap[0]), min(end_s, gap[1]))
+        return total
+
+    lo, hi = start_s, start_s + limit_s
+    if carried(hi) < nbytes:
+        return float("nan")
+    while hi - lo > 0.001:
+        mid = (lo + hi) / 2
+        lo, hi = (lo, mid) if carried(mid) >= nbytes else (mid, hi)
+    return hi - start_s

@@ -50,7 +50,7 @@ def test_link_spec_has_the_outage_and_the_loss_on_the_data_direction(tmp_path):
 
 def _row(stack, loss, **kw):
     base = {"stack": stack, "trace": "T.up", "loss_pct": loss, "status": "ok", "error": "", "fresh_p50_s": 0.1,
-            "fresh_p99_s": 1.0, "drain_mbit_s": 1.0, "camera_s": 60.0, "air_per_payload": 1.04,
+            "fresh_p99_s": 1.0, "drain_mbit_s": 1.0, "camera_s": 60.0, "camera_bound_s": 30.0, "air_per_payload": 1.04,
             "samples_lost": 0, "samples_duplicated": 0, "files_lost": 0, "samples_sent": 100,
             "drain_of_capacity": 0.5, "bytes_lost": 0, "vehicle_cpu_s": 1.0, "vehicle_cpu_pct": 1.0,
             "server_cpu_s": 1.0, "log_backlog_unacked": 0}
@@ -67,6 +67,8 @@ def test_checks_compare_convoy_with_each_incumbent_by_the_issue_limits():
     assert got["freshness p99"]["value"] == pytest.approx(0.4) and got["freshness p99"]["met"]
     assert got["log drain"]["value"] == pytest.approx(1.5) and got["log drain"]["met"]
     assert got["camera file"]["value"] == pytest.approx(1.5) and got["camera file"]["met"]
+    # Beside it, how much faster than HTTPS PUT the link's capacity allows.
+    assert "alone takes 30.0 s, so at most 2.00x" in got["camera file"]["detail"]
     assert got["bytes on the air"]["met"]
     # One duplicated sample is a miss, and a missing incumbent row is n/a, not a pass.
     df.loc[0, "samples_duplicated"] = 1

@@ -17,8 +17,8 @@ from convoy_lab.experiments import incumbents
 
 pytestmark = pytest.mark.emu
 
-MEASURES = ["fresh_p50_s", "fresh_p99_s", "drain_mbit_s", "capacity_mbit_s", "camera_s", "air_per_payload",
-            "vehicle_cpu_s", "server_cpu_s"]
+MEASURES = ["fresh_p50_s", "fresh_p99_s", "drain_mbit_s", "capacity_mbit_s", "camera_s", "camera_bound_s",
+            "air_per_payload", "vehicle_cpu_s", "server_cpu_s"]
 
 
 def test_three_stacks_over_one_trace_are_measured_and_convoy_loses_nothing(tmp_path, emulator, shared_traces):
@@ -34,6 +34,8 @@ def test_three_stacks_over_one_trace_are_measured_and_convoy_loses_nothing(tmp_p
         assert r["air_per_payload"] > 1.0, stack
         assert r["fresh_samples"] > 10 and r["files_sent"] >= 4, stack
         assert r["vehicle_cpu_s"] > 0 and r["server_cpu_s"] > 0, stack
+        # No stack moves the camera file faster than the link's capacity.
+        assert r["camera_bound_s"] < r["camera_s"], stack
     c = by["convoy"]
     assert (c["samples_lost"], c["samples_duplicated"], c["files_lost"], c["bytes_lost"]) == (0, 0, 0, 0)
     # The camera file crossed the outage and was checked byte for byte.

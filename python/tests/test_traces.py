@@ -1,8 +1,9 @@
+import math
 import re
 
 import pytest
 
-from convoy_lab.traces import TraceError, capacity_series, read_mahimahi, summarize_mahimahi
+from convoy_lab.traces import TraceError, capacity_series, carry_time_s, read_mahimahi, summarize_mahimahi
 
 
 def table_of_readme(traces_dir):
@@ -47,3 +48,17 @@ def test_malformed_mahimahi_traces_name_file_and_line(tmp_path, content, expecte
     path.write_text(content)
     with pytest.raises(TraceError, match=re.escape(expected)):
         read_mahimahi(path)
+
+
+def test_carry_time_is_the_capacity_bound_around_an_outage(tmp_path):
+    # One 1500-byte opportunity per ms (12 Mbit/s), repeating every second.
+    trace = tmp_path / "flat"
+    trace.write_text("".join(f"{ms}\n" for ms in range(1, 1001)))
+    assert carry_time_s(trace, 0.0, 1_500_000) == pytest.approx(1.0, abs=0.002)
+    # Starting half-way through the trace, across its repeat.
+    assert carry_time_s(trace, 0.5, 3_000_000) == pytest.approx(2.0, abs=0.002)
+    # An outage inside the span adds its length; one outside changes nothing.
+    assert carry_time_s(trace, 0.0, 1_500_000, gap=(0.25, 0.75)) == pytest.approx(1.5, abs=0.002)
+    assert carry_time_s(trace, 0.0, 1_500_000, gap=(5.0, 6.0)) == pytest.approx(1.0, abs=0.002)
+    # More than the limit can carry: not a number, never a made-up bound.
+    assert math.isnan(carry_time_s(trace, 0.0, 1e12, limit_s=10))

@@ -35,8 +35,10 @@ def checks(df: pd.DataFrame) -> list[dict]:
         add(f"log drain: convoy >= {need:g}x S3 multipart's", trace, loss, c / m, lambda v: v >= need,
             f"{c:.2f} vs {m:.2f} Mbit/s")
         c, h = g("convoy", "camera_s"), g("https-put", "camera_s")
+        bound = g("convoy", "camera_bound_s")
         add("camera file: convoy >= 1.3x faster than HTTPS PUT", trace, loss, h / c, lambda v: v >= 1.3,
-            f"{c:.1f} s vs {h:.1f} s")
+            f"{c:.1f} s vs {h:.1f} s; the link's capacity alone takes {bound:.1f} s, "
+            f"so at most {h / bound:.2f}x")
         c = g("convoy", "air_per_payload")
         inc = ", ".join(f"{s} {g(s, 'air_per_payload'):.3f}" for s in ("mqtt-s3", "https-put"))
         add("bytes on the air: convoy <= 1.05x payload", trace, loss, c, lambda v: v <= 1.05,

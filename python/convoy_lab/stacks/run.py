@@ -21,7 +21,7 @@ import pandas as pd
 
 from ..fleet.bench import freshness_in, pct
 from ..runner import convoy_binary
-from ..traces import twin, window_capacity_mbit
+from ..traces import carry_time_s, twin, window_capacity_mbit
 from . import convoy_stack, https_put, mqtt_s3
 from .workload import Plan, feed, sample, say, sha256, socket_path
 
@@ -171,6 +171,11 @@ def figures(stack: str, root: Path, trace: Path, plan: Plan) -> dict:
     camera = next((f for f in files if f["kind"] == "inbox-camera"), None)
     out["camera_s"] = ((acks[camera["name"]] - camera["created_ns"]) / 1e9
                        if camera and camera["name"] in acks else math.nan)
+    # The least time any stack could take: the uplink's whole capacity,
+    # outside the outage, carrying the camera file's bytes and nothing else.
+    out["camera_bound_s"] = (carry_time_s(trace, (camera["created_ns"] - link0) / 1e9, camera["bytes"],
+                                          gap=(plan.outage_start_s, plan.outage_end_s))
+                             if camera else math.nan)
     out.update(_drain(files, acks, link0, trace, plan))
     # Every log's wait from its creation to its acknowledgement: the drain
     # is one backlog's figure, this is what a log waits behind the camera
