@@ -140,3 +140,42 @@ fn a_link_fallen_to_a_trickle_is_not_fed_at_its_rate_from_before() {
     assert!(offered < 60, "{offered} kB offered into a fade carrying 24");
     assert!(carried > 600, "{carried} kB carried of 750 after the fade");
 }
+
+/// The AT&T drive's downlink at half its rate, its uplink (at half rate
+/// too) carrying the feedback, from 0 s and from 41.7 s: the feedback's
+/// direction falls silent for about a second just as the data's direction
+/// falls from a burst of 8-9 Mbit/s to 1-2 Mbit/s. The sender coasts
+/// through the silence; at 3/4 of its rate estimate, which had read the
+/// burst, it queued what the link could not carry, and 3.3 % and 2.7 % of
+/// its packets died at the 200-packet queue. Coasting at what the link
+/// delivered over the last second: 0.8 % and none.
+#[test]
+fn coasting_through_a_feedback_gap_does_not_overrun_a_falling_link() {
+    let Some((up, down)) = support::shared_drive("ATT-LTE-driving-2016") else {
+        return;
+    };
+    for offset_ms in [0, 41_700] {
+        let half = |t: &MahimahiTrace| {
+            t.scaled(0.5)
+                .expect("a scaled trace")
+                .starting_at(Dur::from_millis(offset_ms))
+        };
+        let r = timed_upload(&half(&down), &half(&up), Duration::from_secs(60));
+        let u = &r.upload;
+        let dropped = u.datagrams_dropped as f64 / u.datagrams_offered.max(1) as f64;
+        let share = u.goodput_bps / u.capacity_bps;
+        eprintln!(
+            "from {offset_ms} ms: {} of {} packets dropped at the queue, {share:.3} of the capacity",
+            u.datagrams_dropped, u.datagrams_offered
+        );
+        assert!(
+            dropped < 0.01,
+            "from {offset_ms} ms: {:.1} % dropped",
+            100.0 * dropped
+        );
+        assert!(
+            share > 0.8,
+            "from {offset_ms} ms: {share:.3} of the capacity"
+        );
+    }
+}

@@ -81,11 +81,21 @@ fn delivered_rate(old: &Arrival, new: &Arrival) -> Option<u64> {
 /// Delivery rate over the newest `window` of arrival time, busy or not:
 /// what arrives now, whoever limits it.
 fn arrival_rate(log: &VecDeque<Arrival>, window: Duration) -> Option<u64> {
+    arrival_rate_spanning(log, window, window / 2)
+}
+
+/// Delivery rate over the newest `window` of arrival time, or over the
+/// whole log if it is shorter, as long as that spans `min_span`.
+fn arrival_rate_spanning(
+    log: &VecDeque<Arrival>,
+    window: Duration,
+    min_span: Duration,
+) -> Option<u64> {
     let new = log.back()?;
     let i = log.partition_point(|a| a.at + window < new.at);
     let old = log.get(i.saturating_sub(1))?;
     let rate = delivered_rate(old, new)?;
-    (new.at.saturating_sub(old.at) >= window / 2).then_some(rate)
+    (new.at.saturating_sub(old.at) >= min_span).then_some(rate)
 }
 
 /// Delivery rate over the newest `bytes` of arrivals, spanning at least
@@ -129,6 +139,10 @@ pub(super) struct PathEstimate {
     /// What arrived over the averaging window, busy or not: the link
     /// carries at least this.
     pub rate_arrived: Option<u64>,
+    /// The link's rate while busy over the newest `Windows::coast` of busy
+    /// time (or, with less busy time logged, what arrived over that long
+    /// or since the log began, if that spans `Windows::short`).
+    pub rate_coast: Option<u64>,
     /// What arrived over the newest `Windows::short_bytes`.
     pub rate_recent: Option<u64>,
     /// Arrival time of the newest report, and of the newest one that added
@@ -165,6 +179,9 @@ pub(super) struct Windows {
     /// those seconds had passed. Zero: not read.
     pub short_bytes: u64,
     pub short_floor: Duration,
+    /// The link's rate over this much busy time predicts what it carries
+    /// while the sender is blind (coasting).
+    pub coast: Duration,
 }
 
 impl PathEstimate {
@@ -233,6 +250,7 @@ impl PathEstimate {
             trickle,
             short_bytes,
             short_floor,
+            coast,
         } = w;
         // Busy since the last report if a queue stood behind the packet of
         // that report (the queue had not run dry when it left).
@@ -262,7 +280,7 @@ impl PathEstimate {
             busy_bytes,
         });
         // Busy time may be spread thin: keep several windows of reports.
-        self.keep = (4 * avg).max(short).max(Duration::from_secs(1));
+        self.keep = (4 * avg).max(short).max(coast).max(Duration::from_secs(1));
         while self
             .arrivals
             .get(1)
@@ -276,6 +294,8 @@ impl PathEstimate {
         self.rate_short = arrival_rate(&self.arrivals, short).or(self.rate_short);
         self.rate_busy = busy_rate(&self.arrivals, avg).or(self.rate_busy);
         self.rate_arrived = arrival_rate(&self.arrivals, avg).or(self.rate_arrived);
+        self.rate_coast = busy_rate(&self.arrivals, coast)
+            .or_else(|| arrival_rate_spanning(&self.arrivals, coast, short));
         self.rate_short_busy = busy_rate(&self.arrivals, short);
         // Only a report that measured busy time says what the link
         // sustains now: the newest busy window may lie a second back, and
@@ -316,6 +336,7 @@ impl PathEstimate {
         self.rate_short = Some(rate);
         self.rate_busy = Some(rate);
         self.rate_arrived = Some(rate);
+        self.rate_coast = Some(rate);
         self.rate_short_busy = None;
         self.recent_short_busy.clear();
         self.busy_at = new.at;
@@ -427,6 +448,7 @@ mod tests {
         trickle: true,
         short_bytes: 0,
         short_floor: Duration::from_millis(40),
+        coast: Duration::from_secs(1),
     };
 
     #[test]
@@ -568,6 +590,7 @@ mod tests {
             trickle: true,
             short_bytes: 4000,
             short_floor: ms(40),
+            coast: ms(1000),
         };
         let mut e = PathEstimate::default();
         for _ in 0..400 {

@@ -38,10 +38,11 @@
 //! * **Coasting.** A drive's uplink and downlink pause at different
 //!   moments. When nothing at all comes back (no acknowledgment, no stall
 //!   report), the forward link may well be carrying: the sender goes on at
-//!   3/4 of the link's last rate for up to a second of it past the last
-//!   acknowledgment (`COAST_TIME`, `COAST_GAIN`). A stall report, which
-//!   only a working return path can bring, ends it at once; a link dead
-//!   both ways gets at most that second's worth queued.
+//!   the link's rate over its last second of being busy (never above its
+//!   estimate of the link's rate now) for up to a second of that past the
+//!   last acknowledgment (`COAST_TIME`). A stall report, which only a
+//!   working return path can bring, ends it at once; a link dead both ways
+//!   gets at most that second's worth queued.
 //! * **Outages.** When the probe timeout fires, nothing is heard: the window
 //!   shrinks to two packets (one probe per timeout, never a refill of the
 //!   queue with the "lost" packets' worth), and the rate and window of
@@ -123,11 +124,18 @@ const WINDOW_HEADROOM_BESIDE: f64 = 1.5;
 /// The smallest first flight the start pair leaves (`on_start_capacity`).
 const START_MIN_PACKETS: u64 = 2;
 /// Coasting: while the receiver is silent (no acknowledgment, and no
-/// stall report saying our data stopped arriving), up to this much time
-/// at the link's rate may leave past the last acknowledgment...
+/// stall report saying our data stopped arriving), the sender goes on at
+/// the link's rate over this much of its busy time, for up to this long
+/// past the last acknowledgment. The link's rate estimate follows its
+/// peaks within a round trip (a grant that doubles for one counts at
+/// once), and coasting at 3/4 of it, blind for a second, queued what a
+/// falling link could not carry: on the drives' twins at a quarter and
+/// half their rate 4.5 and 6.1 % of the packets at the worst points died
+/// at a 200-packet queue, 1.5 and 0.8 % coasting at the last busy second's
+/// rate. What merely arrived over the last second reads an outage as the
+/// link's rate and starved the sender after one (docs/PROTOCOL.md,
+/// "Constants").
 const COAST_TIME: Duration = Duration::from_secs(1);
-/// ...paced at this share of that rate.
-const COAST_GAIN: f64 = 0.75;
 /// The longest packet time the windows scale with: the time between two
 /// packets paced at the floor of one packet a second. The windows are
 /// measured with the rate they are sized by; sized from a reading far
@@ -299,7 +307,16 @@ impl Tide {
     /// Bytes that may leave after the last acknowledgment while the
     /// receiver has not said that data stopped arriving.
     fn coast_budget(&self) -> u64 {
-        (self.capacity.unwrap_or(0) as f64 * COAST_TIME.as_secs_f64()) as u64
+        (self.coast_rate().unwrap_or(0) as f64 * COAST_TIME.as_secs_f64()) as u64
+    }
+
+    /// The rate coasting goes on at: the link's rate over its last
+    /// `COAST_TIME` of busy time, at most its estimated rate now. The best
+    /// guess of what it carries over the blind second to come is what it
+    /// carried over the second before, not its peak.
+    fn coast_rate(&self) -> Option<u64> {
+        let c = self.capacity?;
+        Some(self.est.rate_coast.map_or(c, |m| m.min(c)))
     }
 
     /// Whether the window is set aside: nothing has been acknowledged for
@@ -582,7 +599,7 @@ impl RateController for Tide {
 
     fn window(&self) -> Option<u64> {
         if self.coasting() {
-            // Pacing alone limits what leaves (at `COAST_GAIN` once past
+            // Pacing alone limits what leaves (at `coast_rate` once past
             // the window: `on_sent`).
             return Some(u64::MAX);
         }
@@ -600,8 +617,8 @@ impl RateController for Tide {
             // Past what the window would have let out, nothing says what
             // the link does now: below the rate it last had, and never
             // the start-up's doubling.
-            let coast = self.capacity.unwrap_or(rate) as f64 * COAST_GAIN;
-            rate = rate.min(coast as u64).max(self.cfg.mss);
+            let coast = self.coast_rate().unwrap_or(rate);
+            rate = rate.min(coast).max(self.cfg.mss);
         }
         let gap = transmit_time(bytes as u64, rate);
         self.next_send = Some(pacing_base(self.next_send, now, gap, 1) + gap);
@@ -665,6 +682,7 @@ impl RateController for Tide {
                     0
                 },
                 short_floor: self.cfg.rate_window,
+                coast: COAST_TIME,
             };
             self.est.on_peer_receive(now, r, w);
         }
