@@ -522,6 +522,54 @@ mod tests {
         e.on_peer_receive(at, r, w);
     }
 
+    /// Coasting's rate: the link's over its last second of busy time. A
+    /// peak of a few tens of milliseconds moves it little (the rate
+    /// estimate follows such a peak at once), and a pause of a few hundred
+    /// milliseconds not at all, where what merely arrived over the last
+    /// second reads the pause as the link's rate. (After a pause longer
+    /// than half a second the log holds too little busy time, and what
+    /// arrived is read: holding the last busy reading instead measured
+    /// worse, docs/PROTOCOL.md "Constants".)
+    #[test]
+    fn the_coasting_rate_is_the_last_busy_seconds_not_a_peak_or_a_pause() {
+        let w = Windows {
+            trickle: false,
+            ..W
+        };
+        let mut e = PathEstimate::default();
+        for _ in 0..400 {
+            e.on_sent(Duration::ZERO, 1000);
+        }
+        let us = Duration::from_micros;
+        // A second at 500 bytes a millisecond...
+        for pn in 0..500 {
+            queued_report(&mut e, pn, ms(100 + 2 * pn), w);
+        }
+        let before = e.rate_coast.unwrap();
+        assert!((480_000..=520_000).contains(&before), "{before}");
+        // ...then 40 ms at four times that...
+        for k in 1..=80 {
+            queued_report(&mut e, 499 + k, ms(1098) + us(500 * k), w);
+        }
+        let peak = e.rate_coast.unwrap();
+        assert!(peak < 700_000, "a 40 ms peak moved it to {peak}");
+        // ...then a 300 ms pause, and the link back at 500 bytes a
+        // millisecond.
+        for k in 1..=10 {
+            queued_report(&mut e, 579 + k, ms(1438 + 2 * k), w);
+        }
+        let after = e.rate_coast.unwrap();
+        assert!(
+            after > 450_000,
+            "the pause read as the link's rate: {after}"
+        );
+        let arrived = arrival_rate(&e.arrivals, w.coast).unwrap();
+        assert!(
+            arrived * 10 < after * 8,
+            "what arrived {arrived}, busy {after}"
+        );
+    }
+
     #[test]
     fn two_outage_gaps_in_a_row_are_a_trickle_read_at_its_own_rate() {
         for trickle in [true, false] {
