@@ -170,14 +170,21 @@ def window_capacity_mbit(path: str | Path, start_s: float, seconds: float) -> fl
     last row."""
     if seconds <= 0:
         return float("nan")
-    end_s = start_s + seconds
+    return window_capacity_bytes(path, start_s, start_s + seconds) * 8 / seconds / 1e6
+
+
+def window_capacity_bytes(path: str | Path, start_s: float, end_s: float) -> float:
+    """IP bytes the trace's direction can carry over [start_s, end_s), as
+    `window_capacity_mbit` replays it; 0 for an empty span."""
+    if end_s <= start_s:
+        return 0.0
     if is_series(path):
         steps = series_rate_steps(path)
         bits = 0.0
         for i, (s, bps) in enumerate(zip(steps.starts_s, steps.bps)):
             e = steps.starts_s[i + 1] if i + 1 < len(steps.starts_s) else float("inf")
             bits += bps * max(0.0, min(e, end_s) - max(s, start_s))
-        return bits / seconds / 1e6
+        return bits / 8
     times = _mahimahi_ms(str(path), Path(path).stat().st_mtime_ns)
     period_ms = int(times[-1])
 
@@ -186,8 +193,7 @@ def window_capacity_mbit(path: str | Path, start_s: float, seconds: float) -> fl
         periods, rest = divmod(t_ms, period_ms)
         return int(periods) * len(times) + int((times < rest).sum())
 
-    count = before(end_s * 1000) - before(start_s * 1000)
-    return count * MTU_BYTES * 8 / seconds / 1e6
+    return (before(end_s * 1000) - before(start_s * 1000)) * MTU_BYTES
 
 
 def carry_time_s(path: str | Path, start_s: float, nbytes: float,
@@ -199,12 +205,9 @@ def carry_time_s(path: str | Path, start_s: float, nbytes: float,
     control, moves that many bytes sooner. NaN if not within `limit_s`."""
 
     def carried(end_s: float) -> float:
-        def over(a: float, b: float) -> float:
-            return window_capacity_mbit(path, a, b - a) * 1e6 * (b - a) / 8 if b > a else 0.0
-
-        total = over(start_s, end_s)
+        total = window_capacity_bytes(path, start_s, end_s)
         if gap is not None:
-            total -= over(max(start_s, gap[0]), min(end_s, gap[1]))
+            total -= window_capacity_bytes(path, max(start_s, gap[0]), min(end_s, gap[1]))
         return total
 
     lo, hi = start_s, start_s + limit_s
