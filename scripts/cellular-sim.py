@@ -22,7 +22,8 @@ sender declared lost and the receiver got redundant: a build against
 another, more points than the kernel grid has. --scale runs that grid on
 twins of the traces at each capacity factor (`convoy trace scale`, both
 directions scaled), a line per factor, with the share of packets dropped
-at the queue. --frontier runs the oracle sender beside it at every point and
+at the queue, the worst point and the drops by what limited the sender.
+--frontier runs the oracle sender beside it at every point and
 counts the points within issue 32's distance of that frontier: goodput at
 least 0.95x the oracle's, p95 queueing at most 2x the oracle's + 30 ms
 (--points prints each point)."""
@@ -188,9 +189,28 @@ def convoy_alone(a, factor: float = 1.0, tmp: Path | None = None) -> int:
           f"mean {100 * sum(drops) / len(drops):.2f} %, worst {100 * max(drops):.2f} %; "
           f"packets declared lost {lost}, redundant at the receiver {redundant}; bytes on the air per "
           f"payload byte mean {sum(air) / max(len(air), 1):.4f}, worst {max(air, default=float('nan')):.4f}")
+    worst = max((k for k in results if "error" not in results[k]), key=lambda k: dropped(results[k]))
+    by_state = drops_by_state(ok)
+    total = max(sum(by_state.values()), 1)
+    print(f"x{factor:g} drops: worst at {worst[0]} from {worst[1]} s; by what limited the sender: "
+          + ", ".join(f"{k} {100 * v / total:.0f} %" for k, v in sorted(by_state.items())))
     if oracle:
         frontier_distance(a, factor, results, oracle)
     return 1 if errors else 0
+
+
+def drops_by_state(runs: list) -> dict:
+    """Datagrams the queue dropped, summed over runs by what limited the
+    sender in their timeline bin (`silent`: coasting through a silent
+    return path; `track`: the rate law; `window`)."""
+    out: dict = {}
+    for d in runs:
+        r = d["report"]
+        for i, n in enumerate(r["uplink_dropped"]):
+            if n:
+                state = r["client_limited_by"][i] if i < len(r["client_limited_by"]) else "after the end"
+                out[state] = out.get(state, 0) + n
+    return out
 
 
 def dropped(d: dict) -> float:
