@@ -1056,6 +1056,10 @@ impl Connection {
         self.paths[i].ping_due = true;
         self.last_suspicion = Some(now);
         self.set_state(now, i, PathState::Suspect);
+        // The data moves to the backups now, not when the path is
+        // abandoned three probe timeouts later: a backup CapProbe measured
+        // starts at that capacity rather than from its first flight.
+        self.on_backups_take_over(now);
     }
 
     /// A packet with a new path id opens a path (validated before use); a
