@@ -40,13 +40,26 @@ def test_stalls_are_gaps_of_20_ms_or_more_from_the_first_byte():
 def test_a_connection_that_died_ends_in_a_stall_up_to_the_window_end():
     doc = _reads([0, 10]).finish(1000 * MS)
     assert doc["stalls"] == [[10.0, 990.0]]
-    assert len(doc["timeline"]) == 10 and doc["timeline"][0] == 2000 and sum(doc["timeline"][1:]) == 0
+    assert len(doc["timeline"]) == 100 and doc["timeline"][0] == 1000 and doc["timeline"][1] == 1000
+    assert sum(doc["timeline"][2:]) == 0 and doc["timeline_bin_s"] == 0.01
 
 
-def test_timeline_bins_100_ms_and_ignores_empty_reads():
-    d = _reads([0, 50, 99.9, 100, 350])
+def test_timeline_bins_and_ignores_empty_reads():
+    d = Deliveries(bin_ms=100)
+    for t in [0, 50, 99.9, 100, 350]:
+        d.read(int(t * MS), 1000)
     d.read(360 * MS, 0)
-    assert d.finish(400 * MS)["timeline"] == [3000, 1000, 0, 1000]
+    doc = d.finish(400 * MS)
+    assert doc["timeline"] == [3000, 1000, 0, 1000] and doc["timeline_bin_s"] == 0.1
+
+
+def test_parse_delivery_takes_the_bin_width_and_old_documents_binned_by_100_ms():
+    doc = {"bytes": 10, "duration_s": 2.0, "stalls": [], "timeline": [5, 5]}
+    assert parse_delivery(doc, "r").bin_s == 0.1
+    d = parse_delivery({**doc, "timeline_bin_s": 0.01}, "r")
+    assert d.bin_s == 0.01 and "timeline_bin_s" not in d.extra
+    with pytest.raises(DeliveryError, match="positive"):
+        parse_delivery({**doc, "timeline_bin_s": 0}, "r")
 
 
 def test_no_bytes_at_all_is_an_empty_document():

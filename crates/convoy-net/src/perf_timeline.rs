@@ -1,25 +1,42 @@
 //! When a perf server's application got its data: every gap of 20 ms or
 //! more between two reads (a stall, as a handover causes) and the bytes
-//! read per 100 ms, from the first byte on. The lab compares these with
-//! the emulated links' outages.
+//! read per bin from the first byte on, 10 ms bins at first. The lab
+//! compares these with the emulated links' outages and times recoveries
+//! from them: on 100 ms bins, whose edges fall anywhere relative to an
+//! outage, "goodput back within 0.42 s" read 0.43 s for a recovery the
+//! virtual-time run of the same case put at 0.36 s.
 
 use std::time::Duration;
 
 /// A gap between two reads at least this long is a stall.
 pub const STALL: Duration = Duration::from_millis(20);
-/// The timeline's bin.
-pub const BIN: Duration = Duration::from_millis(100);
-/// Most bins kept (a day at 100 ms); later reads count in the last one.
-const MAX_BINS: usize = 864_000;
+/// The timeline's first bin width.
+pub const FIRST_BIN: Duration = Duration::from_millis(10);
+/// Most bins kept (about 22 minutes at 10 ms): past them, pairs of bins
+/// merge and the width doubles, so a day-long run keeps 1 MB of them.
+const MAX_BINS: usize = 1 << 17;
 
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct ReadTimeline {
     first: Option<Duration>,
     last: Duration,
     /// (start, length) of each stall, from the first byte.
     stalls: Vec<(Duration, Duration)>,
-    /// Bytes read in each 100 ms from the first byte.
+    /// Bytes read in each `bin` from the first byte.
     bins: Vec<u64>,
+    bin: Duration,
+}
+
+impl Default for ReadTimeline {
+    fn default() -> ReadTimeline {
+        ReadTimeline {
+            first: None,
+            last: Duration::ZERO,
+            stalls: Vec::new(),
+            bins: Vec::new(),
+            bin: FIRST_BIN,
+        }
+    }
 }
 
 impl ReadTimeline {
@@ -31,11 +48,21 @@ impl ReadTimeline {
             self.stalls.push((self.last - first, now - self.last));
         }
         self.last = now;
-        let bin = (((now - first).as_nanos() / BIN.as_nanos()) as usize).min(MAX_BINS - 1);
+        let mut bin = ((now - first).as_nanos() / self.bin.as_nanos()) as usize;
+        while bin >= MAX_BINS {
+            self.coarsen();
+            bin /= 2;
+        }
         if self.bins.len() <= bin {
             self.bins.resize(bin + 1, 0);
         }
         self.bins[bin] += bytes;
+    }
+
+    /// Doubles the bin width, merging each pair of bins.
+    fn coarsen(&mut self) {
+        self.bins = self.bins.chunks(2).map(|pair| pair.iter().sum()).collect();
+        self.bin *= 2;
     }
 
     /// Stalls as `[start_ms, length_ms]` from the first byte.
@@ -44,9 +71,14 @@ impl ReadTimeline {
         self.stalls.iter().map(|&(s, l)| [ms(s), ms(l)]).collect()
     }
 
-    /// Bytes read per 100 ms bin from the first byte.
+    /// Bytes read per bin (`bin`) from the first byte.
     pub fn timeline(&self) -> &[u64] {
         &self.bins
+    }
+
+    /// The timeline's bin width.
+    pub fn bin(&self) -> Duration {
+        self.bin
     }
 
     /// From the first read to the last.
@@ -67,16 +99,34 @@ mod tests {
         let mut t = ReadTimeline::default();
         assert!(t.stalls_ms().is_empty() && t.timeline().is_empty());
         t.read(1000 * MS, 10); // the first byte: time zero
-        t.read(1019 * MS, 10); // 19 ms: not a stall
-        t.read(1039 * MS, 10); // 20 ms: a stall
-        t.read(1250 * MS, 5); // 211 ms
-        t.read(1250 * MS, 5); // same instant
-        assert_eq!(t.stalls_ms(), vec![[19.0, 20.0], [39.0, 211.0]]);
-        assert_eq!(t.timeline(), &[30, 0, 10]);
-        assert_eq!(t.span(), 250 * MS);
+        t.read(1009 * MS, 10); // 9 ms: not a stall
+        t.read(1029 * MS, 10); // 20 ms: a stall
+        t.read(1041 * MS, 5); // 41 ms
+        t.read(1041 * MS, 5); // same instant
+        assert_eq!(t.stalls_ms(), vec![[9.0, 20.0]]);
+        assert_eq!(t.timeline(), &[20, 0, 10, 0, 10]);
+        assert_eq!(t.bin(), 10 * MS);
+        assert_eq!(t.span(), 41 * MS);
         // A clock that steps back counts as no time passing.
-        t.read(1200 * MS, 1);
-        assert_eq!(t.timeline(), &[30, 0, 11]);
-        assert_eq!(t.stalls_ms().len(), 2);
+        t.read(1020 * MS, 1);
+        assert_eq!(t.timeline(), &[20, 0, 10, 0, 11]);
+        assert_eq!(t.stalls_ms().len(), 1);
+    }
+
+    #[test]
+    fn a_long_run_merges_bins_instead_of_growing_without_bound() {
+        let mut t = ReadTimeline::default();
+        t.read(Duration::ZERO, 1);
+        let past = FIRST_BIN * MAX_BINS as u32;
+        t.read(past, 2);
+        assert_eq!(t.bin(), 2 * FIRST_BIN);
+        assert_eq!(t.timeline().len(), MAX_BINS / 2 + 1);
+        assert_eq!(t.timeline().iter().sum::<u64>(), 3);
+        assert_eq!((t.timeline()[0], t.timeline()[MAX_BINS / 2]), (1, 2));
+        // Three times as far: two more doublings.
+        t.read(4 * past, 4);
+        assert_eq!(t.bin(), 8 * FIRST_BIN);
+        assert!(t.timeline().len() <= MAX_BINS);
+        assert_eq!(t.timeline().iter().sum::<u64>(), 7);
     }
 }

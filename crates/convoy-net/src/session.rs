@@ -108,8 +108,10 @@ pub enum ServerEvent {
         /// Every gap of 20 ms or more between two reads of data, as
         /// `[start_ms, length_ms]` from the first byte.
         stalls: Vec<[f64; 2]>,
-        /// Bytes read per 100 ms from the first byte.
+        /// Bytes read per `timeline_bin_s` from the first byte.
         timeline: Vec<u64>,
+        /// The timeline's bin width: 10 ms, doubled as a long run goes on.
+        timeline_bin_s: f64,
     },
     Failed {
         peer: SocketAddr,
@@ -818,6 +820,7 @@ impl Session {
             },
             stalls: reads.stalls_ms(),
             timeline: reads.timeline().to_vec(),
+            timeline_bin_s: reads.bin().as_secs_f64(),
         });
     }
 

@@ -40,7 +40,8 @@ pub struct PerfArgs {
     /// Client: one JSON document on stdout (per-second lines go to
     /// stderr), with `paths` and `path_events`. Server: one JSON object per
     /// event; each client's `perf_done` has `stalls` (gaps of 20 ms or more
-    /// between reads) and `timeline` (bytes per 100 ms).
+    /// between reads) and `timeline` (bytes per `timeline_bin_s`: 10 ms,
+    /// doubled whenever a run outgrows 131,072 bins).
     #[arg(long)]
     pub json: bool,
     /// Start a server and a client on 127.0.0.1, then iperf3 over TCP for

@@ -72,11 +72,16 @@ def parse_delivery(doc: dict, who: str) -> Delivery:
         stalls = [(float(s) / 1000, float(n) / 1000) for s, n in doc["stalls"]]
         timeline = [int(b) for b in doc["timeline"]]
         nbytes, duration = int(doc["bytes"]), float(doc["duration_s"])
+        # Runs kept from before the field binned by 100 ms.
+        bin_s = float(doc.get("timeline_bin_s", 0.1))
     except (TypeError, ValueError) as err:
         raise DeliveryError(f"{who}: malformed bytes/duration_s/stalls/timeline ({err})") from None
     if nbytes < 0 or duration < 0 or any(n < 0 for _, n in stalls) or any(b < 0 for b in timeline):
         raise DeliveryError(f"{who}: negative bytes, duration or stall length")
-    return Delivery(nbytes, duration, stalls, timeline, extra={k: v for k, v in doc.items() if k not in DELIVERY_FIELDS})
+    if not bin_s > 0:
+        raise DeliveryError(f"{who}: timeline_bin_s must be positive, got {bin_s}")
+    extra = {k: v for k, v in doc.items() if k not in (*DELIVERY_FIELDS, "timeline_bin_s")}
+    return Delivery(nbytes, duration, stalls, timeline, bin_s, extra)
 
 
 def last_json(text: str, who: str, having: str | None = None) -> dict:

@@ -288,9 +288,11 @@ def plot_case(name: str, case: str, df: pd.DataFrame, meta: dict, path: Path) ->
         try:
             d: Delivery = get(r["scheme"]).delivery(work)
             anchor = mpa.first_data_s(work / "records")
-            t = [anchor + i * d.bin_s for i in range(len(d.timeline))]
-            app = pd.Series(d.timeline, dtype=float) * 8 / d.bin_s / 1e6
-            ax.plot(t, app.rolling(5, min_periods=1).mean(), lw=0.8, ls="--", color="black", label="application")
+            # Drawn over 0.5 s, as the links are (5 bins of 100 ms).
+            per_bin = pd.Series(d.timeline, dtype=float) * 8 / d.bin_s / 1e6
+            app = per_bin.rolling(max(1, round(0.5 / d.bin_s)), min_periods=1).mean()
+            ax.plot([anchor + i * d.bin_s for i in range(len(app))], app, lw=0.8, ls="--", color="black",
+                    label="application")
         except (DeliveryError, OSError, KeyError):
             pass
         if info.get("outage"):
