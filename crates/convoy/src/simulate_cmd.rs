@@ -46,7 +46,7 @@ pub struct SimulateArgs {
     #[arg(long, value_name = "Z", allow_hyphen_values = true)]
     idle_margin: Option<f64>,
     /// Size each block to about this much time on the air at the sending
-    /// rate (the tide mode's is 100ms; the paper modes use fixed blocks).
+    /// rate (the tide mode's is 25ms; the paper modes use fixed blocks).
     #[arg(long, value_name = "TIME")]
     block_airtime: Option<String>,
     /// The rate controller instead of the mode's: the simulator's loss-based
