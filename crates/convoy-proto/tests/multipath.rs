@@ -76,12 +76,15 @@ fn two_paths_carry_the_sum_of_their_capacities() {
 fn the_fast_tier_of_the_grid_holds_every_bound() {
     // The windows that broke a bound before (24: the interface-down
     // failover; 36 and 40: a repair-filled gap, a demoted Wi-Fi's
-    // return), two seeds, the links' own rates; and the two starts where
-    // a backup taking over from the handshake's path was slowest, at a
-    // quarter and four times the rates.
+    // return), two seeds, the links' own rates; the two starts where a
+    // backup taking over from the handshake's path was slowest, at a
+    // quarter and four times the rates; and the start where a standby
+    // that had carried only the first 200 ms was slowest to reach LTE's
+    // rate (window 16 at four times the rates).
     let mut points = multipath_grid::grid(&[24, 36, 40], &[1, 2], &[1.0]);
     points.extend(multipath_grid::grid(&[64], &[5], &[0.25]));
     points.extend(multipath_grid::grid(&[32], &[9], &[4.0]));
+    points.extend(multipath_grid::grid(&[16], &[10], &[4.0]));
     let failures = multipath_grid::run_and_report(&points);
     assert!(failures.is_empty(), "{failures:#?}");
 }
