@@ -20,7 +20,7 @@ use crate::progress;
 
 #[derive(Args)]
 pub struct SimulateArgs {
-    /// Transport mode. tide (the default): RLNC blocks of about 100 ms on
+    /// Transport mode. tide (the default): RLNC blocks of about 25 ms on
     /// the air, Tide rate control from receive times. rcdp: RaptorQ blocks,
     /// RCDP packet trains. rlnc-bbr: RLNC generations, BBR (ScalaNC's
     /// combination).
