@@ -147,8 +147,8 @@ fn a_link_fallen_to_a_trickle_is_not_fed_at_its_rate_from_before() {
 /// falls from a burst of 8-9 Mbit/s to 1-2 Mbit/s. The sender coasts
 /// through the silence; at 3/4 of its rate estimate, which had read the
 /// burst, it queued what the link could not carry, and 3.3 % and 2.7 % of
-/// its packets died at the 200-packet queue. Coasting at what the link
-/// delivered over the last second: 0.8 % and none.
+/// its packets died at the 200-packet queue. Coasting at the link's rate
+/// over its last second of busy time: 0.8 % and none.
 #[test]
 fn coasting_through_a_feedback_gap_does_not_overrun_a_falling_link() {
     let Some((up, down)) = support::shared_drive("ATT-LTE-driving-2016") else {
