@@ -291,13 +291,19 @@ fn default_channels() -> u8 {
     13
 }
 
+/// The longest simulated time: a week.
+const MAX_DURATION_S: f64 = 7.0 * 86_400.0;
+/// The largest grid city: 1,000 blocks a side (200 km at 200 m blocks).
+const MAX_GRID_BLOCKS: u32 = 1_000;
+/// The most vehicles a grid city holds.
+const MAX_GRID_VEHICLES: u32 = 1_000_000;
+
 #[derive(Debug, thiserror::Error)]
 pub enum ScenarioError {
-    #[error("{path}: {source}")]
-    Read {
-        path: String,
-        source: std::io::Error,
-    },
+    // `error`, not `source`: a field of that name is the error's source,
+    // and chain printers (`convoy: {e:#}`) then repeat the I/O message.
+    #[error("{path}: {error}")]
+    Read { path: String, error: std::io::Error },
     #[error("{path}: {message}")]
     Parse { path: String, message: String },
     #[error("{0}")]
@@ -356,9 +362,9 @@ impl Scenario {
 
     /// `load`, with overrides.
     pub fn load_with(path: &Path, sets: &[(String, String)]) -> Result<Scenario, ScenarioError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ScenarioError::Read {
+        let text = std::fs::read_to_string(path).map_err(|error| ScenarioError::Read {
             path: path.display().to_string(),
-            source,
+            error,
         })?;
         let mut s = Scenario::parse_with(&text, sets).map_err(|e| match e {
             ScenarioError::Parse { message, .. } => ScenarioError::Parse {
@@ -379,11 +385,15 @@ impl Scenario {
         }
     }
 
+    /// What a scenario may ask for. The limits stop a slip of the keyboard
+    /// (`--set mobility.grid.vehicles=1000000000`) from ending in an
+    /// allocation abort or a run that never ends; the 10,000-vehicle bench
+    /// city is 78 blocks a side.
     fn validate(&self) -> Result<(), ScenarioError> {
         let bad = |m: String| Err(ScenarioError::Invalid(m));
-        if !(self.duration_s > 0.0 && self.duration_s.is_finite()) {
+        if !(self.duration_s > 0.0 && self.duration_s <= MAX_DURATION_S) {
             return bad(format!(
-                "duration_s must be positive, not {}",
+                "duration_s must be positive and at most {MAX_DURATION_S} (a week), not {}",
                 self.duration_s
             ));
         }
@@ -393,6 +403,13 @@ impl Scenario {
             }
             (None, Some(g)) if g.blocks == 0 || g.block_m <= 0.0 || g.speed_mps <= 0.0 => {
                 return bad("mobility.grid needs blocks ≥ 1, block_m > 0 and speed_mps > 0".into())
+            }
+            (None, Some(g)) if g.blocks > MAX_GRID_BLOCKS || g.vehicles > MAX_GRID_VEHICLES => {
+                return bad(format!(
+                    "mobility.grid holds at most {MAX_GRID_BLOCKS} blocks a side and \
+                     {MAX_GRID_VEHICLES} vehicles, not {} and {}",
+                    g.blocks, g.vehicles
+                ))
             }
             _ => {}
         }
@@ -530,5 +547,23 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(e.contains("enodeb"), "{e}");
+    }
+
+    #[test]
+    fn a_city_or_a_run_too_large_to_simulate_is_refused_before_it_starts() {
+        let text = "duration_s = 10\n[mobility]\ngrid = { blocks = 2, vehicles = 5 }\n[[rsu]]\nx = 0\ny = 0\n\
+             [sensing]\nprotocol = \"ave\"\nmean_interval_s = 5\n";
+        for (key, value, needle) in [
+            ("mobility.grid.vehicles", "1000000000", "vehicles"),
+            ("mobility.grid.blocks", "100000000", "blocks"),
+            ("duration_s", "1e12", "a week"),
+        ] {
+            let sets = vec![(key.to_string(), value.to_string())];
+            let e = Scenario::parse_with(text, &sets).unwrap_err().to_string();
+            assert!(e.contains(needle), "{key}={value}: {e}");
+        }
+        // The limits themselves are allowed.
+        let sets = vec![("mobility.grid.vehicles".to_string(), "1000000".to_string())];
+        assert!(Scenario::parse_with(text, &sets).is_ok());
     }
 }

@@ -186,13 +186,14 @@ fn bench_prints_the_figures_as_json() {
 fn bad_input_is_one_clear_line() {
     let d = tmp("bad");
     let s = scenario(&d);
-    fails(
-        convoy()
-            .args(["sim", "fleet", "/nonexistent/x.toml"])
-            .output()
-            .unwrap(),
-        "/nonexistent/x.toml",
-    );
+    let missing = convoy()
+        .args(["sim", "fleet", "/nonexistent/x.toml"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&missing.stderr).into_owned();
+    // The I/O error once, not again as the error's source.
+    assert_eq!(err.matches("os error 2").count(), 1, "{err}");
+    fails(missing, "/nonexistent/x.toml");
     fails(
         convoy()
             .args(["sim", "fleet"])
@@ -221,6 +222,30 @@ fn bad_input_is_one_clear_line() {
             .unwrap(),
         "5-1",
     );
+    // 1,000 seeds × 101 values is past the 100,000 runs a sweep makes.
+    let many = format!(
+        "duration_s={}",
+        (1..=101)
+            .map(|i| i.to_string())
+            .collect::<Vec<_>>()
+            .join(",")
+    );
+    for (seeds, params, needle) in [
+        ("1-1000000000", "duration_s=1", "more than 100000 seeds"),
+        ("1-x", "duration_s=1", "1-x"),
+        ("1-1000", many.as_str(), "more than 100000 runs"),
+    ] {
+        fails(
+            convoy()
+                .args(["sim", "sweep"])
+                .arg(&s)
+                .args(["--seeds", seeds, "--param", params, "--out"])
+                .arg(d.join("o"))
+                .output()
+                .unwrap(),
+            needle,
+        );
+    }
     fails(
         convoy()
             .args(["sim", "sweep"])

@@ -58,14 +58,24 @@ struct Run {
     dir: PathBuf,
 }
 
+/// The most runs one sweep makes (points × seeds): a mistyped range
+/// (`--seeds 1-1000000000`) is refused before its list fills memory.
+const MAX_RUNS: usize = 100_000;
+
 fn parse_seeds(s: &str) -> Result<Vec<u64>> {
     let mut out = Vec::new();
     for part in s.split(',') {
         let part = part.trim();
         if let Some((a, b)) = part.split_once('-') {
-            let (a, b): (u64, u64) = (a.trim().parse()?, b.trim().parse()?);
+            let number = |x: &str| -> Result<u64> {
+                x.trim().parse().with_context(|| format!("--seeds {s:?}"))
+            };
+            let (a, b) = (number(a)?, number(b)?);
             if a > b {
                 bail!("--seeds {s:?}: {a} is after {b}");
+            }
+            if b - a >= (MAX_RUNS - out.len()) as u64 {
+                bail!("--seeds {s:?}: more than {MAX_RUNS} seeds");
             }
             out.extend(a..=b);
         } else {
@@ -95,6 +105,12 @@ fn runs(a: &SweepArgs) -> Result<(Vec<String>, Vec<Run>)> {
             bail!("--param {p:?}: no values");
         }
         axes.push((k.trim().to_string(), vs));
+    }
+    let combinations = axes
+        .iter()
+        .try_fold(seeds.len(), |n, (_, vs)| n.checked_mul(vs.len()));
+    if combinations.is_none_or(|n| n > MAX_RUNS) {
+        bail!("the sweep would make more than {MAX_RUNS} runs (parameter values × seeds)");
     }
     let mut points: Vec<Vec<(String, String)>> = vec![vec![]];
     for (k, vs) in &axes {
