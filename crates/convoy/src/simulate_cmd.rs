@@ -246,12 +246,18 @@ pub fn run_simulate(args: SimulateArgs) -> Result<()> {
         .as_deref()
         .map(|d| convoy_emu::parse_duration("--duration", d).map_err(|e| anyhow::anyhow!("{e}")))
         .transpose()?;
+    if duration.is_some_and(|d| d.as_nanos() == 0) {
+        bail!("--duration: must be longer than 0 s");
+    }
     let size = match duration {
         Some(_) => u64::MAX,
         None => parse_size(&args.size)?,
     };
     let limit = convoy_emu::parse_duration("--time-limit", &args.time_limit)
         .map_err(|e| anyhow::anyhow!("{e}"))?;
+    if limit.as_nanos() == 0 {
+        bail!("--time-limit: must be longer than 0 s");
+    }
     let keys = match &args.link {
         Some(keys) => format!("{keys},seed={}", args.seed),
         None => {
@@ -474,9 +480,13 @@ fn print_summary(s: &Summary, args: &SimulateArgs) {
             s.report.download.goodput_bps / 1e6
         );
     }
+    let handshake = if s.handshake_ms.is_finite() {
+        format!("handshake {:.1} ms", s.handshake_ms)
+    } else {
+        "no handshake".to_string()
+    };
     println!(
-        "  handshake {:.1} ms; CPU {:.2} s for {:.2} s of virtual time ({:.2} s wall)",
-        s.handshake_ms,
+        "  {handshake}; CPU {:.2} s for {:.2} s of virtual time ({:.2} s wall)",
         s.cpu_seconds,
         s.report.elapsed.as_secs_f64(),
         s.wall_seconds

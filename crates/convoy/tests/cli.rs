@@ -177,6 +177,8 @@ fn simulate_rejects_bad_input_in_one_line() {
         &["--loss", "2"],
         &["--size", "3 parsecs"],
         &["--trace", "/no/such/file"],
+        &["--duration", "0s"],
+        &["--time-limit", "0ms"],
     ] {
         let out = convoy().arg("simulate").args(args).output().unwrap();
         assert!(!out.status.success(), "{args:?} accepted");
@@ -192,6 +194,23 @@ fn simulate_rejects_bad_input_in_one_line() {
         err.contains("valid modes are") && err.contains("rcdp") && err.contains("rlnc-bbr"),
         "{err}"
     );
+}
+
+#[test]
+fn simulate_cut_before_the_handshake_says_so_and_fails() {
+    // 1 ms of virtual time is less than the handshake's round trip.
+    let out = convoy()
+        .args(["simulate", "--time-limit", "1ms", "--size", "1MB"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("no handshake") && !text.contains("NaN"),
+        "{text}"
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("did not finish"), "{err}");
 }
 
 #[test]
@@ -237,6 +256,40 @@ fn bench_can_reports_each_stage_and_a_broken_dbc_by_line() {
         err.contains("bad.dbc") && err.contains("not a valid DBC file") && err.contains("4:"),
         "{err}"
     );
+}
+
+#[test]
+fn trace_scale_writes_a_twin_and_refuses_a_factor_it_cannot_write() {
+    let dir = tempfile_dir();
+    let input = dir.join("ten.trace");
+    let text: String = (1..=10).map(|ms| format!("{ms}\n")).collect();
+    std::fs::write(&input, text).unwrap();
+    let half = dir.join("half.trace");
+    let report = json_of(
+        convoy()
+            .args(["trace", "scale", "--json", "--factor", "0.5"])
+            .arg(&input)
+            .arg(&half),
+    );
+    assert_eq!(report["format"], "mahimahi");
+    let lines = std::fs::read_to_string(&half).unwrap().lines().count();
+    assert_eq!(lines, 5);
+    // 10 opportunities × 3 million is past the bound: one line, no file,
+    // not an allocation of the whole twin that takes the process down.
+    for factor in ["3e6", "0", "1e300"] {
+        let out_path = dir.join(format!("x{factor}.trace"));
+        let out = convoy()
+            .args(["trace", "scale", "--factor", factor])
+            .arg(&input)
+            .arg(&out_path)
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "--factor {factor} accepted");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.trim().lines().count(), 1, "{factor}: {err}");
+        assert!(err.contains("--factor"), "{err}");
+        assert!(!out_path.exists(), "--factor {factor} left {out_path:?}");
+    }
 }
 
 fn tempfile_dir() -> std::path::PathBuf {
@@ -291,6 +344,9 @@ fn trace_lte_rejects_bad_uplink_and_loss_settings_in_one_line() {
         &["--csq", "19", "--loss", "often"],
         &["--csq", "19", "--handover-every", "0"],
         &["--csq", "19", "--handover-interruption-ms", "1500"],
+        // Three years of uplink: refused at once, not generated until
+        // memory runs out.
+        &["--direction", "up", "--seconds", "100000000"],
     ] {
         let out = convoy().args(["trace", "lte"]).args(args).output().unwrap();
         assert!(!out.status.success(), "{args:?} accepted");

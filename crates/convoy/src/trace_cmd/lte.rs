@@ -177,9 +177,20 @@ pub fn parse_loss(text: &str) -> Result<Option<LossParams>> {
     ))
 }
 
+/// The longest trace made: a day. The uplink's Mahimahi trace holds a
+/// line per delivery opportunity, hundreds a second, and `--seconds
+/// 100000000` ran on, filling memory, until it was killed.
+const MAX_SECONDS: u32 = 86_400;
+
 /// The CSQ series the arguments give (None upwards without a CSQ: the
 /// fit's own SINR).
 fn seconds_of(a: &LteArgs) -> Result<Option<Vec<Second>>> {
+    if a.seconds > MAX_SECONDS {
+        bail!(
+            "--seconds must be at most {MAX_SECONDS} (a day), not {}",
+            a.seconds
+        );
+    }
     let mut v = match (&a.csq, &a.csq_file) {
         (Some(c), None) => Some(vec![Second { csq: *c, cell: 0 }; a.seconds as usize]),
         (None, Some(path)) => Some(read_csq_file(path)?),
