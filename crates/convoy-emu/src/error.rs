@@ -11,6 +11,10 @@ pub enum SpecError {
         "link name {0:?} must be 1 to 15 letters, digits, '-' or '_' (it names the interfaces)"
     )]
     BadName(String),
+    #[error(
+        "{0:?}: a link is its name, then its options: NAME:KEY=VALUE,... (for example link:{0})"
+    )]
+    NoName(String),
     #[error("unknown option {key:?} (expected one of: {expected})")]
     UnknownKey { key: String, expected: &'static str },
     #[error("option {0:?} needs a value, as in {0}=...")]

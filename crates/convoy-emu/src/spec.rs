@@ -114,6 +114,10 @@ impl LinkSpec {
     /// Parses `NAME[:KEY=VALUE,...]`. Trace files are read here, so a
     /// malformed trace is reported before anything is created.
     pub fn parse(text: &str) -> Result<LinkSpec, SpecError> {
+        if !text.contains(':') && text.contains('=') {
+            // Options without the name before them (`rate=5mbit`).
+            return Err(SpecError::NoName(text.to_owned()));
+        }
         let (name, options) = text.split_once(':').unwrap_or((text, ""));
         let mut spec = LinkSpec::new(name)?;
         let mut seen: Vec<String> = Vec::new();
@@ -853,6 +857,9 @@ mod tests {
         assert!(matches!(e, SpecError::NotRateOrTrace { .. }));
         let e = LinkSpec::parse("lte:delay").unwrap_err();
         assert!(matches!(e, SpecError::MissingValue(_)));
+        let e = LinkSpec::parse("rate=5mbit,delay=20ms").unwrap_err();
+        assert!(matches!(e, SpecError::NoName(_)), "{e}");
+        assert!(e.to_string().contains("link:rate=5mbit"), "{e}");
     }
 
     #[test]
