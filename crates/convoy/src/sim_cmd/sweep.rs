@@ -74,7 +74,7 @@ fn parse_seeds(s: &str) -> Result<Vec<u64>> {
             if a > b {
                 bail!("--seeds {s:?}: {a} is after {b}");
             }
-            if b - a >= (MAX_RUNS - out.len()) as u64 {
+            if b - a >= MAX_RUNS.saturating_sub(out.len()) as u64 {
                 bail!("--seeds {s:?}: more than {MAX_RUNS} seeds");
             }
             out.extend(a..=b);
