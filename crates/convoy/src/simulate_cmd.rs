@@ -244,20 +244,13 @@ pub fn run_simulate(args: SimulateArgs) -> Result<()> {
     let duration = args
         .duration
         .as_deref()
-        .map(|d| convoy_emu::parse_duration("--duration", d).map_err(|e| anyhow::anyhow!("{e}")))
+        .map(|d| positive_duration("--duration", d))
         .transpose()?;
-    if duration.is_some_and(|d| d.as_nanos() == 0) {
-        bail!("--duration: must be longer than 0 s");
-    }
     let size = match duration {
         Some(_) => u64::MAX,
         None => parse_size(&args.size)?,
     };
-    let limit = convoy_emu::parse_duration("--time-limit", &args.time_limit)
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
-    if limit.as_nanos() == 0 {
-        bail!("--time-limit: must be longer than 0 s");
-    }
+    let limit = positive_duration("--time-limit", &args.time_limit)?;
     let keys = match &args.link {
         Some(keys) => format!("{keys},seed={}", args.seed),
         None => {
@@ -289,9 +282,7 @@ pub fn run_simulate(args: SimulateArgs) -> Result<()> {
     let airtime = args
         .block_airtime
         .as_deref()
-        .map(|d| {
-            convoy_emu::parse_duration("--block-airtime", d).map_err(|e| anyhow::anyhow!("{e}"))
-        })
+        .map(|d| duration_arg("--block-airtime", d))
         .transpose()?;
     for cfg in [&mut client, &mut server] {
         let coding = &mut cfg.coding;
@@ -328,8 +319,7 @@ pub fn run_simulate(args: SimulateArgs) -> Result<()> {
     t.download = if args.both_ways { size } else { 0 };
     t.time_limit = Duration::from_nanos(limit.as_nanos());
     t.duration = duration.map(|d| Duration::from_nanos(d.as_nanos()));
-    let bin = convoy_emu::parse_duration("--timeline-bin", &args.timeline_bin)
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let bin = duration_arg("--timeline-bin", &args.timeline_bin)?;
     if bin.as_nanos() < 1_000_000 {
         bail!("--timeline-bin {}: at least 1ms", args.timeline_bin);
     }
@@ -416,6 +406,20 @@ pub fn run_simulate(args: SimulateArgs) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// A duration flag in `convoy emu`'s syntax (20ms, 1.5s).
+fn duration_arg(flag: &str, text: &str) -> Result<convoy_link::Dur> {
+    convoy_emu::parse_duration(flag, text).map_err(|e| anyhow::anyhow!("{e}"))
+}
+
+/// A duration flag that must be longer than zero.
+fn positive_duration(flag: &str, text: &str) -> Result<convoy_link::Dur> {
+    let d = duration_arg(flag, text)?;
+    if d.as_nanos() == 0 {
+        bail!("{flag}: must be longer than 0 s");
+    }
+    Ok(d)
 }
 
 fn print_summary(s: &Summary, args: &SimulateArgs) {
