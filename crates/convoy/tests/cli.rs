@@ -261,8 +261,8 @@ fn bench_can_reports_each_stage_and_a_broken_dbc_by_line() {
 #[test]
 fn trace_scale_writes_a_twin_and_refuses_a_factor_it_cannot_write() {
     let dir = tempfile_dir();
-    let input = dir.join("ten.trace");
-    let text: String = (1..=10).map(|ms| format!("{ms}\n")).collect();
+    let input = dir.join("thousand.trace");
+    let text: String = (1..=1000).map(|ms| format!("{ms}\n")).collect();
     std::fs::write(&input, text).unwrap();
     let half = dir.join("half.trace");
     let report = json_of(
@@ -273,10 +273,12 @@ fn trace_scale_writes_a_twin_and_refuses_a_factor_it_cannot_write() {
     );
     assert_eq!(report["format"], "mahimahi");
     let lines = std::fs::read_to_string(&half).unwrap().lines().count();
-    assert_eq!(lines, 5);
-    // 10 opportunities × 3 million is past the bound: one line, no file,
-    // not an allocation of the whole twin that takes the process down.
-    for factor in ["3e6", "0", "1e300"] {
+    assert_eq!(lines, 500);
+    // 1,000 opportunities × 3 million is past the bound: one line, no file,
+    // not an allocation of the whole twin that takes the process down. A
+    // twin of under 100 lines cannot keep the rate asked for (0.05 would be
+    // 50 lines).
+    for factor in ["3e6", "0", "1e300", "0.05", "1e-7"] {
         let out_path = dir.join(format!("x{factor}.trace"));
         let out = convoy()
             .args(["trace", "scale", "--factor", factor])
