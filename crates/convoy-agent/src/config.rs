@@ -355,49 +355,15 @@ impl Config {
     }
 }
 
-/// "4MB", "512KiB", "2GB", "1000" → bytes.
+/// "4MB", "512KiB", "2TB", "1000" → bytes (`convoy_units`' grammar, as
+/// every convoy command reads sizes).
 pub fn parse_size(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let split = t
-        .find(|c: char| !c.is_ascii_digit() && c != '.')
-        .unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let x: f64 = num.parse().map_err(|_| format!("{s:?}: not a size"))?;
-    let mult = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1.0,
-        "kb" | "k" => 1e3,
-        "mb" | "m" => 1e6,
-        "gb" | "g" => 1e9,
-        "kib" => 1024.0,
-        "mib" => 1024.0 * 1024.0,
-        "gib" => 1024.0 * 1024.0 * 1024.0,
-        u => return Err(format!("{s:?}: unknown unit {u:?}")),
-    };
-    Ok((x * mult) as u64)
+    convoy_units::parse_bytes(s).map_err(|e| e.to_string())
 }
 
 /// "2mbit", "500kbit", "1gbit" → bits per second.
 pub fn parse_rate(s: &str) -> Result<u64, String> {
-    let t = s.trim().to_ascii_lowercase();
-    let (num, mult) = if let Some(n) = t.strip_suffix("gbit") {
-        (n, 1e9)
-    } else if let Some(n) = t.strip_suffix("mbit") {
-        (n, 1e6)
-    } else if let Some(n) = t.strip_suffix("kbit") {
-        (n, 1e3)
-    } else if let Some(n) = t.strip_suffix("bit") {
-        (n, 1.0)
-    } else {
-        return Err(format!("{s:?}: a rate is like 2mbit or 500kbit"));
-    };
-    let x: f64 = num
-        .trim()
-        .parse()
-        .map_err(|_| format!("{s:?}: not a rate"))?;
-    if x <= 0.0 {
-        return Err(format!("{s:?}: must be positive"));
-    }
-    Ok((x * mult) as u64)
+    convoy_units::parse_rate_bps(s).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]
@@ -408,6 +374,7 @@ mod tests {
     fn sizes_and_rates() {
         assert_eq!(parse_size("4MB").unwrap(), 4_000_000);
         assert_eq!(parse_size("1.5 KiB").unwrap(), 1536);
+        assert_eq!(parse_size("2TB").unwrap(), 2_000_000_000_000);
         assert!(parse_size("lots").is_err());
         assert_eq!(parse_rate("2mbit").unwrap(), 2_000_000);
         assert!(parse_rate("2 mb").is_err());

@@ -598,21 +598,16 @@ pub fn parse_duration(key: &str, value: &str) -> Result<Dur, SpecError> {
     Ok(Dur::from_nanos((n * scale).round() as u64))
 }
 
-/// `50mbit`, `1.5gbit`, `64kbps`, `unlimited`: bits per second.
+/// `50mbit`, `1.5gbit`, `64kbps` (`convoy_units`' grammar) or `unlimited`:
+/// bits per second.
 pub fn parse_rate(value: &str) -> Option<RateSpec> {
     if value == "unlimited" {
         return Some(RateSpec::Unlimited);
     }
-    let (n, unit) = number_and_unit(value)?;
-    let scale = match unit.to_ascii_lowercase().as_str() {
-        "bit" | "bps" => 1e0,
-        "kbit" | "kbps" => 1e3,
-        "mbit" | "mbps" => 1e6,
-        "gbit" | "gbps" => 1e9,
-        _ => return None,
-    };
-    let bps = (n * scale).round();
-    (bps >= 1.0 && bps <= UNLIMITED_BPS as f64).then_some(RateSpec::Constant(bps as u64))
+    convoy_units::parse_rate_bps(value)
+        .ok()
+        .filter(|&bps| bps <= UNLIMITED_BPS)
+        .map(RateSpec::Constant)
 }
 
 fn parse_rate_or_trace(key: &str, value: &str) -> Result<RateSpec, SpecError> {

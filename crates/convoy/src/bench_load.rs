@@ -63,23 +63,11 @@ pub struct LoadArgs {
 }
 
 fn parse_rate(s: &str) -> Result<u64, String> {
-    let t = s.trim().to_ascii_lowercase();
-    let (num, scale) = if let Some(n) = t.strip_suffix("mbit") {
-        (n, 1e6)
-    } else if let Some(n) = t.strip_suffix("kbit") {
-        (n, 1e3)
-    } else if let Some(n) = t.strip_suffix("bit") {
-        (n, 1.0)
-    } else {
-        (t.as_str(), 1.0)
-    };
-    let v: f64 = num
-        .parse()
-        .map_err(|_| format!("{s:?}: expected a rate like 100kbit"))?;
-    if !(v > 0.0 && v * scale <= 1e10) {
+    let bps = convoy_units::parse_rate_bps(s).map_err(|e| e.to_string())?;
+    if bps > 10_000_000_000 {
         return Err(format!("{s:?}: must be between 1 bit/s and 10 Gbit/s"));
     }
-    Ok((v * scale) as u64)
+    Ok(bps)
 }
 
 pub fn run(args: LoadArgs) -> Result<()> {

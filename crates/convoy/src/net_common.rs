@@ -215,28 +215,11 @@ pub fn resolve(addr: &str) -> Result<SocketAddr> {
 
 /// `10MB`, `1.5GiB`, `500kB`, `1000`.
 pub fn parse_size(text: &str) -> Result<u64, String> {
-    let t = text.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let n: f64 = t[..split]
-        .parse()
-        .map_err(|_| format!("{text:?}: expected a size like 10MB"))?;
-    let scale = match t[split..].trim() {
-        "" | "B" => 1.0,
-        "kB" | "KB" => 1e3,
-        "MB" => 1e6,
-        "GB" => 1e9,
-        "KiB" => 1024.0,
-        "MiB" => 1024.0 * 1024.0,
-        "GiB" => 1024.0 * 1024.0 * 1024.0,
-        other => return Err(format!("{text:?}: unknown unit {other:?}")),
-    };
-    let bytes = (n * scale).round();
-    if !(1.0..=1e13).contains(&bytes) {
+    let bytes = convoy_units::parse_bytes(text).map_err(|e| e.to_string())?;
+    if !(1..=10_000_000_000_000).contains(&bytes) {
         return Err(format!("{text:?}: must be between 1 byte and 10 TB"));
     }
-    Ok(bytes as u64)
+    Ok(bytes)
 }
 
 /// SIGINT and SIGTERM set the returned flag instead of killing us, so the

@@ -138,32 +138,14 @@ struct Summary {
     report: TransferReport,
 }
 
-/// `10MB`, `1.5MiB`, `500kB`, `1000`.
+/// `10MB`, `1.5MiB`, `500kB`, `1000` (`convoy_units`' grammar), from 1 byte
+/// to 1 TB.
 fn parse_size(text: &str) -> Result<u64> {
-    let t = text.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let n: f64 = t[..split]
-        .parse()
-        .with_context(|| format!("--size {text:?}: expected e.g. 10MB"))?;
-    let scale = match t[split..].trim() {
-        "" | "B" => 1.0,
-        "kB" | "KB" => 1e3,
-        "MB" => 1e6,
-        "GB" => 1e9,
-        "KiB" => 1024.0,
-        "MiB" => 1024.0 * 1024.0,
-        "GiB" => 1024.0 * 1024.0 * 1024.0,
-        other => {
-            bail!("--size {text:?}: unknown unit {other:?} (use B, kB, MB, GB, KiB, MiB, GiB)")
-        }
-    };
-    let bytes = (n * scale).round();
-    if !(1.0..=1e12).contains(&bytes) {
+    let bytes = convoy_units::parse_bytes(text).map_err(|e| anyhow::anyhow!("--size {e}"))?;
+    if !(1..=1_000_000_000_000).contains(&bytes) {
         bail!("--size {text:?}: must be between 1 byte and 1 TB");
     }
-    Ok(bytes as u64)
+    Ok(bytes)
 }
 
 /// Processor time this process used, user + system.
