@@ -146,6 +146,11 @@ struct LaneQueue<'u> {
     /// `given` of them were handed to the connection.
     taken: VecDeque<Item>,
     given: usize,
+    /// The upload index of each of the first `given` (the order `next`
+    /// gave them, from 0): confirmations come as each arrives, in any order.
+    given_index: VecDeque<usize>,
+    /// How many `next` has given on this connection: the next index.
+    handed: usize,
     /// Confirmed, not yet recorded in the spool: written together at the
     /// next turn that asks for a segment (one fsync for a burst of
     /// confirmations, not one each on the protocol thread).
@@ -179,6 +184,8 @@ impl<'u> LaneQueue<'u> {
             rule,
             taken: VecDeque::new(),
             given: 0,
+            given_index: VecDeque::new(),
+            handed: 0,
             acks: Vec::new(),
             ended: false,
             dry_at: 0,
@@ -223,6 +230,8 @@ impl<'u> LaneQueue<'u> {
             v.clear();
         }
         let items: Vec<Item> = self.taken.drain(..).collect();
+        self.given = 0;
+        self.given_index.clear();
         self.up.fail(&items, msg);
     }
 }
@@ -252,6 +261,8 @@ impl LaneQueue<'_> {
         }
         let item = &self.taken[self.given];
         self.given += 1;
+        self.given_index.push_back(self.handed);
+        self.handed += 1;
         let state = format!("uploading {} on {}", item.name, self.rule.name);
         self.up.set(|l| l.state = state);
         Some((item.path.clone(), item.name.clone()))
@@ -281,9 +292,12 @@ impl UploadQueue for LaneQueue<'_> {
         self.ended && self.up.status.generation() != self.dry_at
     }
 
-    fn stored(&mut self, _index: usize, report: UploadReport) {
-        // Confirmations come in the order the files were given.
-        let Some(item) = self.taken.pop_front() else {
+    fn stored(&mut self, index: usize, report: UploadReport) {
+        let Some(k) = self.given_index.iter().position(|&i| i == index) else {
+            return;
+        };
+        self.given_index.remove(k);
+        let Some(item) = self.taken.remove(k) else {
             return;
         };
         self.given -= 1;

@@ -118,6 +118,8 @@ pub struct Client {
     pub(crate) interrupt: Arc<AtomicBool>,
     /// The control stream, when opened ([`Client::open_control`]).
     pub(crate) control: Option<crate::control::ClientControl>,
+    /// [`Client::close`] said goodbye already; otherwise dropping does.
+    closed: bool,
 }
 
 /// The connection, or why it is gone.
@@ -332,6 +334,7 @@ impl Client {
             server: opts.server,
             interrupt,
             control: None,
+            closed: false,
         };
         let mut app = AwaitConnected {
             h: handle,
@@ -517,6 +520,19 @@ impl Client {
     /// Closes the connection, telling the server.
     pub fn close(mut self) {
         self.shut_down(0, "done");
+        self.closed = true;
+    }
+}
+
+/// A client dropped without [`Client::close`] (a command that ends on an
+/// error) still tells the server, at most 50 ms later: otherwise the
+/// server waits for acknowledgments that never come, up to its idle
+/// timeout, or its whole drain limit when it is stopping.
+impl Drop for Client {
+    fn drop(&mut self) {
+        if !self.closed {
+            self.shut_down(0, "client gone");
+        }
     }
 }
 

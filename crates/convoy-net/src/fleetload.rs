@@ -4,7 +4,7 @@
 //! connects as the agent's live lane does, and uploads a telemetry segment
 //! every period with the agent's upload protocol ([`OneUpload`], the same
 //! request, resume offset, data and BLAKE3-checked "stored" confirmation as
-//! [`crate::Client::upload_queue`]), up to a window in flight, in order.
+//! [`crate::Client::upload_queue`]), up to a window in flight.
 //!
 //! Many vehicles share a thread: each thread holds its vehicles' endpoints
 //! and their UDP sockets (one a vehicle, as each vehicle has its own
@@ -283,9 +283,10 @@ impl Thread {
                 u.step(c, now, &mut self.scratch)?;
             }
         }
-        // Confirmations are taken in order, as the agent's lane takes them.
-        while v.inflight.front().is_some_and(|f| f.3.stored) {
-            let (at, name, size, _) = v.inflight.pop_front().expect("front");
+        // Confirmations are taken as each arrives, as the agent's lane
+        // takes them (`Client::upload_queue`).
+        while let Some(k) = v.inflight.iter().position(|f| f.3.stored) {
+            let (at, name, size, _) = v.inflight.remove(k).expect("found");
             self.latencies
                 .push(now.saturating_sub(at).as_secs_f64() * 1e3);
             self.bytes_confirmed += size;

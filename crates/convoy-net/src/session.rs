@@ -219,6 +219,10 @@ enum Phase {
     Done,
 }
 
+/// What an upload a stopping server cut short is told.
+pub const SHUTTING_DOWN: &str =
+    "the server is shutting down; the upload resumes from what it stored on the next run";
+
 pub struct Session {
     inbox: Vec<u8>,
     pub out: Outbox,
@@ -380,12 +384,36 @@ impl Session {
     /// The server is stopping: unless its commit is running (then it is
     /// answered), the request goes no further and what arrives for it is
     /// dropped; an upload's partial file stays for the client's next run.
+    /// An upload is told so (its client stops sending it and hears the
+    /// answers to its other uploads before the connection closes; a bare
+    /// end of stream read as a broken protocol, and the client quit
+    /// without them).
     pub fn stop(&mut self) {
-        if !matches!(self.phase, Phase::Committing { .. } | Phase::Done) {
-            self.phase = Phase::Stopped;
-            self.partial = None;
-            self.job = None;
+        if matches!(
+            self.phase,
+            Phase::Committing { .. } | Phase::Done | Phase::Stopped
+        ) {
+            return;
         }
+        let upload = matches!(
+            self.phase,
+            Phase::Put { .. }
+                | Phase::Opening {
+                    download_from: None,
+                    ..
+                }
+        );
+        if upload {
+            self.out.push(
+                &Reply::Error {
+                    message: SHUTTING_DOWN.into(),
+                }
+                .encode(),
+            );
+        }
+        self.phase = Phase::Stopped;
+        self.partial = None;
+        self.job = None;
     }
 
     /// Drops an upload without deleting its partial file (another session

@@ -307,7 +307,9 @@ pub trait UploadQueue {
         false
     }
     /// The `index`-th file (counting from 0 in the order `next` gave them)
-    /// is durable at the server. Called in that order.
+    /// is durable at the server. Called as each confirmation arrives,
+    /// which need not be the order `next` gave them: a log taken after a
+    /// camera file is confirmed while the camera file is still going.
     fn stored(&mut self, index: usize, report: UploadReport);
     /// Every [`PROGRESS_TICK`], each path's figures (interface, rate,
     /// RTT, bytes, share). Ignored unless implemented.
@@ -326,6 +328,10 @@ struct QueueApp<'q> {
     index: usize,
     window: usize,
     active: std::collections::VecDeque<(usize, OneUpload)>,
+    /// The first upload that failed (the server refused or ended it, its
+    /// file could not be read): no new file is taken, the others in flight
+    /// go on to their confirmations, then the queue ends with this error.
+    failed: Option<NetError>,
     scratch: Vec<u8>,
     next_tick: Duration,
     names: PathNames,
@@ -356,7 +362,10 @@ impl Application for QueueApp<'_> {
                 self.index += 1;
             }
             if self.active.is_empty() {
-                return Ok(Step::Done);
+                return match self.failed.take() {
+                    Some(e) => Err(e),
+                    None => Ok(Step::Done),
+                };
             }
             let c = live(ep, self.h, self.server)?;
             if now >= self.next_tick {
@@ -371,17 +380,39 @@ impl Application for QueueApp<'_> {
             // can be.
             let mut order: Vec<usize> = (0..self.active.len()).collect();
             order.sort_by_key(|&i| self.active[i].1.left());
+            let mut failed_now = Vec::new();
             for i in order {
                 let (_, u) = &mut self.active[i];
                 if !u.stored {
-                    u.step(c, now, &mut self.scratch)?;
+                    // One upload's failure is its own: a server that is
+                    // stopping refuses the uploads still receiving but
+                    // answers those it is committing, and those answers
+                    // are heard before the queue ends with the error.
+                    if let Err(e) = u.step(c, now, &mut self.scratch) {
+                        self.failed.get_or_insert(e);
+                        self.ended = true;
+                        failed_now.push(i);
+                    }
                 }
             }
-            // Confirmations are reported in order, as each arrives.
+            failed_now.sort_unstable();
+            for i in failed_now.into_iter().rev() {
+                self.active.remove(i);
+            }
+            // Each confirmation is reported as it arrives, not behind an
+            // earlier upload still going: held in order, a server's
+            // "stored" for a small file sat behind a large one, and was
+            // never heard of when the connection ended first (a server's
+            // SIGTERM drain, an outage), though the file was durable.
             let waiting = self.active.len();
-            while self.active.front().is_some_and(|(_, u)| u.stored) {
-                let (i, u) = self.active.pop_front().expect("front");
-                self.queue.stored(i, u.report(now));
+            let mut k = 0;
+            while k < self.active.len() {
+                if self.active[k].1.stored {
+                    let (i, u) = self.active.remove(k).expect("in range");
+                    self.queue.stored(i, u.report(now));
+                } else {
+                    k += 1;
+                }
             }
             if self.active.len() == waiting {
                 return Ok(Step::Continue);
@@ -435,6 +466,7 @@ impl Client {
             index: 0,
             window: window.max(1),
             active: Default::default(),
+            failed: None,
             scratch: vec![0; SCRATCH],
             next_tick: Duration::ZERO,
             names: self.path_names(),

@@ -331,7 +331,11 @@ pub fn send(args: SendArgs) -> Result<()> {
         r?;
         progress = queue.bar.reports();
         if !args.json {
-            let bytes: u64 = queue.reports.iter().map(|r| r.bytes - r.resumed_from).sum();
+            let bytes: u64 = queue
+                .reports
+                .iter()
+                .map(|(_, r)| r.bytes - r.resumed_from)
+                .sum();
             let secs = queue.started.elapsed().as_secs_f64();
             println!(
                 "{} files stored, {bytes} bytes sent in {secs:.2} s ({:.0} Mbit/s)",
@@ -339,7 +343,9 @@ pub fn send(args: SendArgs) -> Result<()> {
                 bytes as f64 * 8.0 / secs.max(1e-9) / 1e6
             );
         }
-        queue.reports
+        // Confirmed as each arrived; reported in the order given.
+        queue.reports.sort_by_key(|(i, _)| *i);
+        queue.reports.into_iter().map(|(_, r)| r).collect()
     };
     let (paths, events) = (client.path_report(), client.path_events());
     client.close();
@@ -396,7 +402,8 @@ struct SendQueue<'a> {
     done: u64,
     bar: Bar,
     started: Instant,
-    reports: Vec<UploadReport>,
+    /// Each file's index among those given, and its report.
+    reports: Vec<(usize, UploadReport)>,
     /// Each path's figures at the latest progress tick.
     paths: Vec<convoy_net::multipath::PathProgress>,
 }
@@ -449,7 +456,7 @@ impl UploadQueue for SendQueue<'_> {
             print_stored(&self.files[index], &report, false);
             self.draw();
         }
-        self.reports.push(report);
+        self.reports.push((index, report));
     }
 
     fn paths(&mut self, paths: Vec<convoy_net::multipath::PathProgress>) {
