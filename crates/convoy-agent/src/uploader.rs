@@ -586,24 +586,30 @@ mod tests {
         status.wake_uploaders();
     }
 
-    #[test]
-    fn a_segment_closed_while_the_window_is_in_flight_is_taken_beside_it() {
-        let dir = tempfile::tempdir().unwrap();
-        let spool = Arc::new(Mutex::new(Spool::open(dir.path(), 1 << 20).unwrap()));
+    /// A live lane's uploader over a fresh spool in `dir`, with one
+    /// unmetered link and no server (the queue is driven by hand).
+    fn live_lane(dir: &std::path::Path) -> (Uploader, Arc<Mutex<Spool>>, Arc<Shared>) {
+        let spool = Arc::new(Mutex::new(Spool::open(dir, 1 << 20).unwrap()));
         let status = Arc::new(Shared::default());
-        let link = LinkRule::unmetered("default");
         let up = Uploader {
             lane: Lane::Live,
             client: ClientOptions::new("127.0.0.1:9".parse().unwrap(), [0; 32]),
             spool: spool.clone(),
             status: status.clone(),
-            rules: Arc::new(RwLock::new(vec![link.clone()])),
+            rules: Arc::new(RwLock::new(vec![LinkRule::unmetered("default")])),
             requests: None,
             link_file: None,
             stop: Arc::default(),
             interrupt: Arc::default(),
         };
-        let mut queue = LaneQueue::new(&up, link);
+        (up, spool, status)
+    }
+
+    #[test]
+    fn a_segment_closed_while_the_window_is_in_flight_is_taken_beside_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let (up, spool, status) = live_lane(dir.path());
+        let mut queue = LaneQueue::new(&up, LinkRule::unmetered("default"));
         close_segment(&spool, &status, "d/telemetry/1");
         assert_eq!(queue.next().map(|f| f.1).as_deref(), Some("d/telemetry/1"));
         // The spool ran dry with the first segment in flight: nothing to
@@ -618,6 +624,38 @@ mod tests {
         assert!(queue.next().is_none());
         assert!(!queue.refilled());
         assert_eq!(queue.given, 2);
+    }
+
+    #[test]
+    fn confirmations_in_any_order_acknowledge_the_segment_each_names() {
+        let dir = tempfile::tempdir().unwrap();
+        let (up, spool, status) = live_lane(dir.path());
+        let mut queue = LaneQueue::new(&up, LinkRule::unmetered("default"));
+        for n in 1..=3 {
+            close_segment(&spool, &status, &format!("d/telemetry/{n}"));
+            queue.refilled();
+            assert!(queue.next().is_some());
+        }
+        let report = |name: &str| UploadReport {
+            name: name.into(),
+            bytes: 7,
+            resumed_from: 0,
+            seconds: 0.1,
+            blake3: String::new(),
+        };
+        // The second is confirmed first (a small file beside a large one),
+        // then the third, then the first.
+        queue.stored(1, report("d/telemetry/2"));
+        assert_eq!(queue.given, 2);
+        queue.stored(2, report("d/telemetry/3"));
+        queue.stored(0, report("d/telemetry/1"));
+        let acked: Vec<&str> = queue.acks.iter().map(|a| a.item.name.as_str()).collect();
+        assert_eq!(acked, ["d/telemetry/2", "d/telemetry/3", "d/telemetry/1"]);
+        assert_eq!((queue.given, queue.taken.len()), (0, 0));
+        // An index confirmed twice, or never given, changes nothing.
+        queue.stored(1, report("d/telemetry/2"));
+        queue.stored(9, report("nothing"));
+        assert_eq!(queue.acks.len(), 3);
     }
 
     #[test]
