@@ -311,6 +311,11 @@ pub trait UploadQueue {
     /// which need not be the order `next` gave them: a log taken after a
     /// camera file is confirmed while the camera file is still going.
     fn stored(&mut self, index: usize, report: UploadReport);
+    /// The `index`-th file was not stored: the server refused or cut it,
+    /// or it could not be read. No file is taken after it; the call ends
+    /// with the first such error once the others in flight are confirmed
+    /// or failed. Ignored unless implemented.
+    fn failed(&mut self, _index: usize, _error: &NetError) {}
     /// Every [`PROGRESS_TICK`], each path's figures (interface, rate,
     /// RTT, bytes, share). Ignored unless implemented.
     fn paths(&mut self, _paths: Vec<PathProgress>) {}
@@ -389,6 +394,7 @@ impl Application for QueueApp<'_> {
                     // answers those it is committing, and those answers
                     // are heard before the queue ends with the error.
                     if let Err(e) = u.step(c, now, &mut self.scratch) {
+                        self.queue.failed(self.active[i].0, &e);
                         self.failed.get_or_insert(e);
                         self.ended = true;
                         failed_now.push(i);

@@ -60,6 +60,7 @@ struct Files {
     files: Vec<(std::path::PathBuf, String)>,
     given: usize,
     confirmed: Vec<usize>,
+    failed: Vec<usize>,
 }
 
 impl convoy_net::UploadQueue for Files {
@@ -72,6 +73,9 @@ impl convoy_net::UploadQueue for Files {
         assert_eq!(report.name, self.files[index].1);
         self.confirmed.push(index);
     }
+    fn failed(&mut self, index: usize, _error: &convoy_net::NetError) {
+        self.failed.push(index);
+    }
 }
 
 impl Files {
@@ -80,6 +84,7 @@ impl Files {
             files,
             given: 0,
             confirmed: Vec::new(),
+            failed: Vec::new(),
         }
     }
 }
@@ -170,6 +175,7 @@ fn one_upload_refused_ends_the_queue_after_the_others_in_flight_are_confirmed() 
     let mut confirmed = q.confirmed.clone();
     confirmed.sort();
     assert_eq!(confirmed, [0, 2, 3]);
+    assert_eq!(q.failed, [1]);
     for i in [0, 2, 3] {
         assert_identical(&files[i].0, &store.join(&files[i].1));
     }

@@ -459,6 +459,14 @@ impl UploadQueue for SendQueue<'_> {
         self.reports.push((index, report));
     }
 
+    fn failed(&mut self, index: usize, error: &convoy_net::NetError) {
+        if !self.json {
+            self.bar.clear();
+            eprintln!("{}: not stored: {error}", self.files[index]);
+            self.draw();
+        }
+    }
+
     fn paths(&mut self, paths: Vec<convoy_net::multipath::PathProgress>) {
         self.paths = paths;
         self.draw();
