@@ -79,7 +79,12 @@ fn splitmix(x: u64) -> u64 {
 /// LTE is link 0 and the handshake's path; the Wi-Fi path opens after the
 /// handshake, at the seed's moment. Returns the world and Wi-Fi's path id.
 fn lte_then_wifi(p: &Point, wifi: Link, backup_lte: bool) -> (World, u8) {
-    let mut w = World::starting(vec![p.lte(), wifi], u64::MAX, p.start());
+    lte_and_wifi(p, p.lte(), wifi, backup_lte)
+}
+
+/// [`lte_then_wifi`] with an LTE link of the caller's (one that dies).
+fn lte_and_wifi(p: &Point, lte: Link, wifi: Link, backup_lte: bool) -> (World, u8) {
+    let mut w = World::starting(vec![lte, wifi], u64::MAX, p.start());
     w.run_until(200 * MS + p.jitter(0, 64), |_| {});
     let id = w.open_path(WIFI, false);
     if backup_lte {
@@ -133,6 +138,10 @@ pub const SCENARIOS: &[Scenario] = &[
         run: wifi_dies,
     },
     Scenario {
+        name: "both active, LTE dies",
+        run: lte_dies,
+    },
+    Scenario {
         name: "Wi-Fi silent, standby LTE",
         run: silent_wifi,
     },
@@ -180,6 +189,17 @@ fn wifi_dies(p: &Point) -> Figures {
     let (mut w, id) = lte_then_wifi(p, p.wifi().outage(dies, 60 * SEC), false);
     w.run_until(dies + 2 * SEC, |_| {});
     assert_ne!(w.path_state(id), PathState::Active, "{p:?}");
+    vec![("longest gap ms", ms(w.longest_gap(2 * SEC, dies + 2 * SEC)))]
+}
+
+/// Both active; LTE goes silent for good at about 3 s. Its acknowledgments
+/// ride Wi-Fi (the faster path), so nothing on LTE itself tells of the
+/// death: the longest gap in what the application reads.
+fn lte_dies(p: &Point) -> Figures {
+    let dies = 3 * SEC + p.jitter(1, 256);
+    let (mut w, _) = lte_and_wifi(p, p.lte().outage(dies, 60 * SEC), p.wifi(), false);
+    w.run_until(dies + 2 * SEC, |_| {});
+    assert_ne!(w.path_state(0), PathState::Active, "{p:?}");
     vec![("longest gap ms", ms(w.longest_gap(2 * SEC, dies + 2 * SEC)))]
 }
 
