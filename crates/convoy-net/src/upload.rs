@@ -385,6 +385,10 @@ impl Application for QueueApp<'_> {
             // can be.
             let mut order: Vec<usize> = (0..self.active.len()).collect();
             order.sort_by_key(|&i| self.active[i].1.left());
+            // Uploads leaving the window (failed or confirmed) make this
+            // turn go round again: for the next file, or, once the window
+            // is empty, to end the queue without waiting for an event.
+            let waiting = self.active.len();
             let mut failed_now = Vec::new();
             for i in order {
                 let (_, u) = &mut self.active[i];
@@ -410,7 +414,6 @@ impl Application for QueueApp<'_> {
             // "stored" for a small file sat behind a large one, and was
             // never heard of when the connection ended first (a server's
             // SIGTERM drain, an outage), though the file was durable.
-            let waiting = self.active.len();
             let mut k = 0;
             while k < self.active.len() {
                 if self.active[k].1.stored {
