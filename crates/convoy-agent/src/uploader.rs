@@ -633,7 +633,6 @@ mod tests {
         let mut queue = LaneQueue::new(&up, LinkRule::unmetered("default"));
         for n in 1..=3 {
             close_segment(&spool, &status, &format!("d/telemetry/{n}"));
-            queue.refilled();
             assert!(queue.next().is_some());
         }
         let report = |name: &str| UploadReport {
