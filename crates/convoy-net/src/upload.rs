@@ -390,39 +390,38 @@ impl Application for QueueApp<'_> {
             // is empty, to end the queue without waiting for an event.
             let waiting = self.active.len();
             let mut failed_now = Vec::new();
-            for i in order {
-                let (_, u) = &mut self.active[i];
+            for k in order {
+                let (index, u) = &mut self.active[k];
+                let index = *index;
                 if !u.stored {
                     // One upload's failure is its own: a server that is
                     // stopping refuses the uploads still receiving but
                     // answers those it is committing, and those answers
                     // are heard before the queue ends with the error.
                     if let Err(e) = u.step(c, now, &mut self.scratch) {
-                        self.queue.failed(self.active[i].0, &e);
+                        self.queue.failed(index, &e);
                         self.failed.get_or_insert(e);
                         self.ended = true;
-                        failed_now.push(i);
+                        failed_now.push(index);
                     }
                 }
-            }
-            failed_now.sort_unstable();
-            for i in failed_now.into_iter().rev() {
-                self.active.remove(i);
             }
             // Each confirmation is reported as it arrives, not behind an
             // earlier upload still going: held in order, a server's
             // "stored" for a small file sat behind a large one, and was
             // never heard of when the connection ended first (a server's
             // SIGTERM drain, an outage), though the file was durable.
-            let mut k = 0;
-            while k < self.active.len() {
-                if self.active[k].1.stored {
-                    let (i, u) = self.active.remove(k).expect("in range");
-                    self.queue.stored(i, u.report(now));
-                } else {
-                    k += 1;
+            let queue = &mut *self.queue;
+            self.active.retain(|(index, u)| {
+                if failed_now.contains(index) {
+                    return false;
                 }
-            }
+                if u.stored {
+                    queue.stored(*index, u.report(now));
+                    return false;
+                }
+                true
+            });
             if self.active.len() == waiting {
                 return Ok(Step::Continue);
             }
