@@ -246,6 +246,9 @@ pub struct Streams {
     /// Connection window we granted, what arrived, and what was read.
     local_max_data: u64,
     advertised_max_data: u64,
+    /// Copies of the newest MAX_DATA still to send, and of MAX_STREAMS.
+    max_data_repeats: u8,
+    max_streams_repeats: u8,
     received_data: u64,
     consumed: u64,
     /// Streams whose credit we raised and must tell the peer about.
@@ -286,6 +289,8 @@ impl Streams {
             peer_max_stream_data: 0,
             local_max_data: limits.max_data,
             advertised_max_data: limits.max_data,
+            max_data_repeats: 0,
+            max_streams_repeats: 0,
             received_data: 0,
             consumed: 0,
             credit_updates: BTreeSet::new(),
@@ -563,6 +568,12 @@ impl Streams {
         }
     }
 
+    /// The peer says it is blocked on the connection's credit: tell it
+    /// ours again, in this feedback packet and the next few.
+    pub fn on_data_blocked(&mut self) {
+        self.max_data_repeats = self.max_data_repeats.max(1);
+    }
+
     /// The peer says it is blocked on this stream: repeat our credit.
     pub fn on_stream_blocked(&mut self, id: u64) {
         if self.recv.contains_key(&id) {
@@ -672,14 +683,34 @@ impl Streams {
     /// milliseconds apart; repeating every stream's credit in every packet
     /// instead cost 0.5 % of goodput in full duplex, where feedback rides in
     /// data packets with little room.
-    pub fn write_credit(&mut self, w: &mut Writer<'_>) {
-        if write_frame(w, &Frame::MaxData(self.local_max_data)).is_ok() {
+    ///
+    /// The connection's credit (MAX_DATA, MAX_STREAMS) goes out when raised
+    /// and in the `CREDIT_REPEATS` feedback packets after, in every one
+    /// while the peer says it is blocked on it, and in each `refresh` (every
+    /// few ACKs) otherwise. Writing both in every feedback packet was 8 of
+    /// its 85 bytes, 10 % of the feedback on the air.
+    pub fn write_credit(&mut self, w: &mut Writer<'_>, refresh: bool) {
+        let raised = self.local_max_data > self.advertised_max_data;
+        if (raised || self.max_data_repeats > 0 || refresh)
+            && write_frame(w, &Frame::MaxData(self.local_max_data)).is_ok()
+        {
+            self.max_data_repeats = if raised {
+                CREDIT_REPEATS
+            } else {
+                self.max_data_repeats.saturating_sub(1)
+            };
             self.advertised_max_data = self.local_max_data;
         }
-        // Always, like MAX_DATA: a lost raise is repaired by the next one.
+        let raised = self.local_max_streams > self.advertised_max_streams;
         if self.peer_reads_max_streams
+            && (raised || self.max_streams_repeats > 0 || refresh)
             && write_frame(w, &Frame::MaxStreams(self.local_max_streams)).is_ok()
         {
+            self.max_streams_repeats = if raised {
+                CREDIT_REPEATS
+            } else {
+                self.max_streams_repeats.saturating_sub(1)
+            };
             self.advertised_max_streams = self.local_max_streams;
         }
         self.repeat_for_blocked_peers();
@@ -853,7 +884,7 @@ mod tests {
         assert_eq!(s.read(id, &mut buf).unwrap(), 400);
         let mut fb = [0u8; 128];
         let mut w = Writer::new(&mut fb);
-        s.write_credit(&mut w);
+        s.write_credit(&mut w, false);
         let n = w.len();
         for f in Frames::new(&fb[..n]) {
             match f.unwrap() {
@@ -865,10 +896,47 @@ mod tests {
         assert!(c.has_sendable());
     }
 
+    /// The MAX_DATA values one feedback packet's credit carries.
+    fn max_data_in(s: &mut Streams, refresh: bool) -> Vec<u64> {
+        let mut fb = [0u8; 128];
+        let mut w = Writer::new(&mut fb);
+        s.write_credit(&mut w, refresh);
+        let n = w.len();
+        Frames::new(&fb[..n])
+            .filter_map(|f| match f.unwrap() {
+                Frame::MaxData(m) => Some(m),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn connection_credit_goes_out_when_raised_then_repeats_then_rests() {
+        let (mut c, mut s) = pair();
+        assert!(max_data_in(&mut s, false).is_empty(), "nothing raised yet");
+        assert_eq!(max_data_in(&mut s, true), vec![1000], "a refresh tells it");
+        // 600 bytes arrive and are read: past half the 1000-byte window.
+        let id = c.open();
+        c.write(id, &[1u8; 600]).unwrap();
+        let mut block = Vec::new();
+        c.fill_block(&mut block, 10_000);
+        deliver(&block, &mut s);
+        s.accept();
+        assert_eq!(s.read(id, &mut [0u8; 600]).unwrap(), 600);
+        for copy in 0..=CREDIT_REPEATS {
+            assert_eq!(max_data_in(&mut s, false), vec![1600], "copy {copy}");
+        }
+        assert!(max_data_in(&mut s, false).is_empty(), "repeats spent");
+        // The peer says it is blocked: told again.
+        s.on_data_blocked();
+        assert_eq!(max_data_in(&mut s, false), vec![1600]);
+        assert!(max_data_in(&mut s, false).is_empty());
+    }
+
     fn stream_credit_in(s: &mut Streams) -> Vec<(u64, u64)> {
         let mut fb = [0u8; 128];
         let mut w = Writer::new(&mut fb);
-        s.write_credit(&mut w);
+        s.write_credit(&mut w, false);
         let n = w.len();
         Frames::new(&fb[..n])
             .filter_map(|f| match f.unwrap() {
@@ -1028,7 +1096,7 @@ mod tests {
         deliver(&r, &mut s);
         let mut fb = [0u8; 128];
         let mut w = Writer::new(&mut fb);
-        s.write_credit(&mut w);
+        s.write_credit(&mut w, false);
         let n = w.len();
         let max_data = Frames::new(&fb[..n]).find_map(|f| match f.unwrap() {
             Frame::MaxData(m) => Some(m),
@@ -1143,7 +1211,7 @@ mod hostile_tests {
         s.fill_block(&mut Vec::new(), 1000);
         let mut fb = [0u8; 128];
         let mut w = Writer::new(&mut fb);
-        s.write_credit(&mut w);
+        s.write_credit(&mut w, false);
         let n = w.len();
         let max = crate::wire::Frames::new(&fb[..n]).find_map(|f| match f.unwrap() {
             Frame::MaxStreams(m) => Some(m),

@@ -417,6 +417,12 @@ impl Connection {
                             read_source(reader, esi, &payload, &mut self.streams)?;
                         }
                     }
+                    // Reported at once, not with the next ACK: leaving
+                    // it to the ACK timer would save 11 % of the feedback
+                    // at 3-10 Mbit/s, but on the AT&T drive at half rate
+                    // (`slow_links`, coasting through a feedback gap) the
+                    // sender then read the link's fall later and 1.1 %
+                    // of its packets died at the queue, not 0.8 %.
                     if received == Received::Completed {
                         self.feedback_due = true;
                     }
@@ -448,7 +454,10 @@ impl Connection {
                     .expect("established")
                     .tx
                     .on_max_blocks(m),
-                Frame::DataBlocked(_) => self.feedback_due = true,
+                Frame::DataBlocked(_) => {
+                    self.streams.on_data_blocked();
+                    self.feedback_due = true;
+                }
                 Frame::StreamDataBlocked { stream, .. } => {
                     self.streams.on_stream_blocked(stream);
                     self.feedback_due = true;
@@ -466,10 +475,7 @@ impl Connection {
             }
         }
         if eliciting {
-            if self.ack_pending == 0 {
-                self.ack_deadline = Some(now + self.cfg.max_ack_delay);
-            }
-            self.ack_pending += 1;
+            self.ack_timing.on_eliciting(now);
             self.largest_received_at = now;
         }
         Ok(())

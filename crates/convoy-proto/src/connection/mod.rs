@@ -5,6 +5,7 @@
 //! [`Connection::poll_timeout`] / [`Connection::handle_timeout`], and the
 //! stream calls. Time is whatever the driver says it is.
 
+mod ack_timing;
 mod block_reader;
 mod grading;
 mod input;
@@ -274,11 +275,10 @@ pub struct Connection {
     pub(crate) next_pn: u64,
     pub(crate) received: ReceivedPackets,
     pub(crate) recovery: Recovery,
-    pub(crate) ack_pending: u32,
+    pub(crate) ack_timing: ack_timing::AckTiming,
     /// ACK frames written so far: every [`output::ACK_REFRESH_EVERY`]th
     /// names every range it has room for.
     pub(crate) acks_written: u64,
-    pub(crate) ack_deadline: Option<Duration>,
     pub(crate) largest_received_at: Duration,
     /// When to tell the peer its data stopped arriving (stall.rs).
     pub(crate) stall_reports: stall::StallReports,
@@ -293,7 +293,7 @@ pub struct Connection {
     /// The peer asked for RECEIVE_TIME frames.
     pub(crate) send_receive_times: bool,
     /// Something the peer must hear soon (a block completed, a new rate
-    /// report, credit raised).
+    /// report, credit raised, a stall).
     pub(crate) feedback_due: bool,
     pub(crate) trains: TrainEstimator,
     pub(crate) streams: Streams,
@@ -353,9 +353,8 @@ impl Connection {
             next_pn: 0,
             received: ReceivedPackets::default(),
             recovery: Recovery::default(),
-            ack_pending: 0,
+            ack_timing: ack_timing::AckTiming::default(),
             acks_written: 0,
-            ack_deadline: None,
             largest_received_at: now,
             stall_reports: stall::StallReports::default(),
             peer_receive_times: Vec::new(),
@@ -491,6 +490,7 @@ impl Connection {
             self.start_pair_unmeasured();
         }
         self.send_receive_times = est.peer_params.receive_times;
+        self.ack_timing.pairs = self.send_receive_times;
         self.one_rtt = Some(Established1Rtt {
             send: est.send,
             recv: est.recv,
@@ -848,7 +848,7 @@ impl Connection {
         }
         consider(self.handshake_timer);
         consider(self.start_pair_deadline());
-        consider(self.ack_deadline.filter(|_| self.ack_pending > 0));
+        consider(self.ack_timing.deadline(self.cfg.max_ack_delay));
         consider(self.stall_reports.deadline());
         if self.one_rtt.is_some() {
             let paths = &self.paths;
@@ -941,7 +941,7 @@ impl Connection {
     }
 
     pub(crate) fn pto(&self) -> Duration {
-        self.paths[0].rtt.pto(self.cfg.max_ack_delay) * 2u32.saturating_pow(self.pto_count.min(6))
+        self.base_pto(0) * 2u32.saturating_pow(self.pto_count.min(6))
     }
 
     pub fn handle_timeout(&mut self, now: Duration) {

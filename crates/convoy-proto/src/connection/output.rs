@@ -69,9 +69,9 @@ impl Connection {
         if let Some(t) = self.pair_packet(now, buf) {
             return Some(t);
         }
-        let ack_due = self.ack_pending > 0
-            && (self.ack_pending >= self.cfg.ack_every
-                || self.ack_deadline.is_some_and(|d| now >= d));
+        let ack_due = self
+            .ack_timing
+            .due(now, self.cfg.ack_every, self.cfg.max_ack_delay);
         let feedback_due = ack_due || self.feedback_due || self.streams.credit_pending();
         if let Some(t) = self.data_packet(now, buf, feedback_due) {
             return Some(t);
@@ -297,9 +297,8 @@ impl Connection {
                 },
             );
         }
-        self.streams.write_credit(w);
-        self.ack_pending = 0;
-        self.ack_deadline = None;
+        self.streams.write_credit(w, refresh);
+        self.ack_timing.on_ack_written();
         self.feedback_due = false;
         self.start_pair_reported();
     }

@@ -672,7 +672,7 @@ impl Connection {
         if p.state != PathState::Active || !p.rtt.has_samples() || !peer_talks_on_it {
             return pto;
         }
-        (p.rtt.var() * 4 + self.cfg.max_ack_delay * 2)
+        (p.rtt.var() * 4 + self.cfg.max_ack_delay + self.peer_ack_delay(i))
             .max(MIN_SILENCE)
             .min(pto)
     }
@@ -812,12 +812,24 @@ impl Connection {
 
     /// The path's probe timeout, with its backoff.
     pub(crate) fn path_pto(&self, i: usize) -> Duration {
-        let p = &self.paths[i];
-        p.rtt.pto(self.cfg.max_ack_delay) * 2u32.saturating_pow(p.pto_count.min(6))
+        self.base_pto(i) * 2u32.saturating_pow(self.paths[i].pto_count.min(6))
     }
 
-    fn base_pto(&self, i: usize) -> Duration {
-        self.paths[i].rtt.pto(self.cfg.max_ack_delay)
+    pub(crate) fn base_pto(&self, i: usize) -> Duration {
+        self.paths[i].rtt.pto(self.peer_ack_delay(i))
+    }
+
+    /// How long the peer may hold an acknowledgment of this path's packets
+    /// (ack_timing.rs): longer than `max_ack_delay` where our packets
+    /// leave far enough apart for the peer to acknowledge them in pairs.
+    pub(crate) fn peer_ack_delay(&self, i: usize) -> Duration {
+        if !self.cfg.rate_control.wants_receive_times() {
+            // The peer acknowledges in pairs only for receive-time readers.
+            return self.cfg.max_ack_delay;
+        }
+        let rate = self.paths[i].cc.rate().max(1);
+        let spacing = Duration::from_secs_f64(self.cfg.max_datagram as f64 / rate as f64);
+        super::ack_timing::peer_ack_delay(spacing, self.cfg.max_ack_delay)
     }
 
     /// Packets of these paths were acknowledged: they work.
