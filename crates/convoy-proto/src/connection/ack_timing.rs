@@ -70,7 +70,7 @@ impl Spacing {
     }
 }
 
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub(crate) struct AckTiming {
     /// Whether lone packets may wait for a pair: only for a peer that
     /// reads receive times (Tide, background). RLNC+BBR's sender takes its
