@@ -63,6 +63,39 @@ pub const MAX_HELD_PIECES: usize = 1024;
 /// only while the peer sits at the limit it had before (`write_credit`).
 const CREDIT_REPEATS: u8 = 4;
 
+/// A connection-wide credit as told to the peer: the value last written
+/// and the copies of it still to repeat.
+#[derive(Clone, Copy, Debug)]
+struct Advertised {
+    value: u64,
+    repeats: u8,
+}
+
+impl Advertised {
+    fn new(value: u64) -> Advertised {
+        Advertised { value, repeats: 0 }
+    }
+
+    /// Whether `current` goes in this feedback packet.
+    fn due(&self, current: u64, refresh: bool) -> bool {
+        current > self.value || self.repeats > 0 || refresh
+    }
+
+    fn written(&mut self, current: u64) {
+        self.repeats = if current > self.value {
+            CREDIT_REPEATS
+        } else {
+            self.repeats.saturating_sub(1)
+        };
+        self.value = current;
+    }
+
+    /// Tell it once more (the peer says it is blocked on it).
+    fn repeat(&mut self) {
+        self.repeats = self.repeats.max(1);
+    }
+}
+
 /// Flow-control windows and buffer sizes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct StreamLimits {
@@ -245,10 +278,7 @@ pub struct Streams {
     peer_max_stream_data: u64,
     /// Connection window we granted, what arrived, and what was read.
     local_max_data: u64,
-    advertised_max_data: u64,
-    /// Copies of the newest MAX_DATA still to send, and of MAX_STREAMS.
-    max_data_repeats: u8,
-    max_streams_repeats: u8,
+    advertised_max_data: Advertised,
     received_data: u64,
     consumed: u64,
     /// Streams whose credit we raised and must tell the peer about.
@@ -265,7 +295,7 @@ pub struct Streams {
     /// Stream credit we grant: the peer may open streams whose index (id
     /// / 2) is below this. Raised by one as each of its streams ends.
     local_max_streams: u64,
-    advertised_max_streams: u64,
+    advertised_max_streams: Advertised,
     /// Stream credit the peer grants us (`u64::MAX` from a peer that
     /// predates MAX_STREAMS and sets no limit).
     peer_max_streams: u64,
@@ -288,9 +318,7 @@ impl Streams {
             sent_data: 0,
             peer_max_stream_data: 0,
             local_max_data: limits.max_data,
-            advertised_max_data: limits.max_data,
-            max_data_repeats: 0,
-            max_streams_repeats: 0,
+            advertised_max_data: Advertised::new(limits.max_data),
             received_data: 0,
             consumed: 0,
             credit_updates: BTreeSet::new(),
@@ -300,7 +328,7 @@ impl Streams {
             rr_cursor: 0,
             data_blocked: false,
             local_max_streams: limits.max_streams,
-            advertised_max_streams: limits.max_streams,
+            advertised_max_streams: Advertised::new(limits.max_streams),
             peer_max_streams: u64::MAX,
             peer_reads_max_streams: false,
         }
@@ -571,7 +599,7 @@ impl Streams {
     /// The peer says it is blocked on the connection's credit: tell it
     /// ours again, in this feedback packet and the next few.
     pub fn on_data_blocked(&mut self) {
-        self.max_data_repeats = self.max_data_repeats.max(1);
+        self.advertised_max_data.repeat();
     }
 
     /// The peer says it is blocked on this stream: repeat our credit.
@@ -685,33 +713,23 @@ impl Streams {
     /// data packets with little room.
     ///
     /// The connection's credit (MAX_DATA, MAX_STREAMS) goes out when raised
-    /// and in the `CREDIT_REPEATS` feedback packets after, in every one
-    /// while the peer says it is blocked on it, and in each `refresh` (every
-    /// few ACKs) otherwise. Writing both in every feedback packet was 8 of
+    /// and in the `CREDIT_REPEATS` feedback packets after, after each
+    /// DATA_BLOCKED the peer sends, and in each `refresh` (every few ACKs)
+    /// otherwise. Writing both in every feedback packet was 8 of
     /// its 85 bytes, 10 % of the feedback on the air.
     pub fn write_credit(&mut self, w: &mut Writer<'_>, refresh: bool) {
-        let raised = self.local_max_data > self.advertised_max_data;
-        if (raised || self.max_data_repeats > 0 || refresh)
-            && write_frame(w, &Frame::MaxData(self.local_max_data)).is_ok()
+        let max_data = self.local_max_data;
+        if self.advertised_max_data.due(max_data, refresh)
+            && write_frame(w, &Frame::MaxData(max_data)).is_ok()
         {
-            self.max_data_repeats = if raised {
-                CREDIT_REPEATS
-            } else {
-                self.max_data_repeats.saturating_sub(1)
-            };
-            self.advertised_max_data = self.local_max_data;
+            self.advertised_max_data.written(max_data);
         }
-        let raised = self.local_max_streams > self.advertised_max_streams;
+        let max_streams = self.local_max_streams;
         if self.peer_reads_max_streams
-            && (raised || self.max_streams_repeats > 0 || refresh)
-            && write_frame(w, &Frame::MaxStreams(self.local_max_streams)).is_ok()
+            && self.advertised_max_streams.due(max_streams, refresh)
+            && write_frame(w, &Frame::MaxStreams(max_streams)).is_ok()
         {
-            self.max_streams_repeats = if raised {
-                CREDIT_REPEATS
-            } else {
-                self.max_streams_repeats.saturating_sub(1)
-            };
-            self.advertised_max_streams = self.local_max_streams;
+            self.advertised_max_streams.written(max_streams);
         }
         self.repeat_for_blocked_peers();
         let fresh: Vec<u64> = self.credit_updates.iter().copied().collect();
@@ -801,8 +819,9 @@ impl Streams {
     /// Whether raised credit waits to be told to the peer.
     pub fn credit_pending(&self) -> bool {
         !self.credit_updates.is_empty()
-            || self.local_max_data > self.advertised_max_data
-            || (self.peer_reads_max_streams && self.local_max_streams > self.advertised_max_streams)
+            || self.local_max_data > self.advertised_max_data.value
+            || (self.peer_reads_max_streams
+                && self.local_max_streams > self.advertised_max_streams.value)
     }
 
     /// Bytes buffered in this connection's streams (both directions).

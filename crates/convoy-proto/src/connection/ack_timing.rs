@@ -42,34 +42,6 @@ pub(crate) fn peer_ack_delay(spacing: Duration, max_ack_delay: Duration) -> Dura
 /// sender had nothing to send), not the link's spacing.
 const GAP_CEILING: Duration = Duration::from_millis(200);
 
-/// The smoothed spacing of arriving packets (7/8 old, 1/8 new), pauses
-/// left out.
-#[derive(Clone, Copy, Debug, Default)]
-struct Spacing {
-    last_at: Option<Duration>,
-    gap: Option<Duration>,
-}
-
-impl Spacing {
-    fn on_arrival(&mut self, now: Duration) {
-        if let Some(last) = self.last_at {
-            let sample = now.saturating_sub(last);
-            if sample <= GAP_CEILING {
-                self.gap = Some(match self.gap {
-                    Some(g) => (g * 7 + sample) / 8,
-                    None => sample,
-                });
-            }
-        }
-        self.last_at = Some(now);
-    }
-
-    /// `None` until two packets arrived less than a pause apart.
-    fn gap(&self) -> Option<Duration> {
-        self.gap
-    }
-}
-
 #[derive(Clone, Debug, Default)]
 pub(crate) struct AckTiming {
     /// Whether lone packets may wait for a pair: only for a peer that
@@ -81,12 +53,22 @@ pub(crate) struct AckTiming {
     pending: u32,
     /// When the first of them arrived.
     first_at: Option<Duration>,
-    spacing: Spacing,
+    /// When the newest ack-eliciting packet arrived.
+    last_at: Option<Duration>,
+    /// Their smoothed spacing (7/8 old, 1/8 new), pauses left out; `None`
+    /// until two arrived less than a pause apart.
+    gap: Option<Duration>,
 }
 
 impl AckTiming {
     pub(crate) fn on_eliciting(&mut self, now: Duration) {
-        self.spacing.on_arrival(now);
+        if let Some(last) = self.last_at {
+            let sample = now.saturating_sub(last);
+            if sample <= GAP_CEILING {
+                self.gap = Some(self.gap.map_or(sample, |g| (g * 7 + sample) / 8));
+            }
+        }
+        self.last_at = Some(now);
         if self.pending == 0 {
             self.first_at = Some(now);
         }
@@ -102,7 +84,7 @@ impl AckTiming {
     /// When the pending packets must be acknowledged at the latest.
     pub(crate) fn deadline(&self, max_ack_delay: Duration) -> Option<Duration> {
         let first = self.first_at.filter(|_| self.pending > 0)?;
-        let hold = match self.spacing.gap() {
+        let hold = match self.gap {
             // A second packet is expected within the hold: wait for it
             // (its arrival makes the ACK due at once if the usual delay
             // has passed), a little past its expected time.
