@@ -30,6 +30,7 @@ use convoy_link::{AvailabilityTimeline, LinkDirection, RecordWriter};
 use crate::ap::SmartAp;
 use crate::error::EmuError;
 use crate::ifdown::{IfaceEvent, IfaceSwitch, ManagedIface};
+use crate::keep_awake::{idle_is_controllable, KeepAwake};
 use crate::netns::{reap_children, Netns};
 use crate::pcap::PcapWriter;
 use crate::pump::{
@@ -52,7 +53,8 @@ pub struct EmuConfig {
     /// How long before an event a pump stops sleeping and spins.
     pub spin: Duration,
     /// Run the link threads under SCHED_FIFO, and keep the CPUs out of
-    /// sleep states while running (see [`cpu_latency_hint`]).
+    /// sleep states while running (see [`cpu_latency_hint`] and
+    /// [`crate::keep_awake`]).
     pub realtime: bool,
     /// The TUN clone device, normally /dev/net/tun.
     pub tun_path: PathBuf,
@@ -105,6 +107,8 @@ pub struct Emulator {
     ifdown: Option<JoinHandle<Result<(), EmuError>>>,
     iface_events: Arc<Mutex<Vec<IfaceEvent>>>,
     _cpu_hint: Option<File>,
+    /// Where the hint cannot keep idle CPUs polling (no cpuidle driver).
+    _keep_awake: Option<KeepAwake>,
     // Kept until the pumps stop: closing a TUN removes its interface.
     _tuns: Vec<Arc<Tun>>,
 }
@@ -219,6 +223,11 @@ impl Emulator {
             iface_events: Arc::new(Mutex::new(Vec::new())),
             _cpu_hint: if config.realtime {
                 cpu_latency_hint()
+            } else {
+                None
+            },
+            _keep_awake: if config.realtime && !idle_is_controllable() {
+                KeepAwake::start()
             } else {
                 None
             },

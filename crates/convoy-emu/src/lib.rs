@@ -26,6 +26,7 @@ pub mod ap;
 pub mod emulator;
 pub mod error;
 pub mod ifdown;
+pub mod keep_awake;
 pub mod netlink;
 pub mod netns;
 pub mod packet;
