@@ -4,6 +4,7 @@ with each table's command and stamp; nothing is quoted that no file holds."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pandas as pd
 
@@ -85,3 +86,10 @@ def test_stamp_reads_the_cpu_and_the_build(tmp_path):
     assert c["model"] == "Some CPU" and c["flags"] == ["ssse3", "avx2", "aes"]
     assert "gfni" in c["missing_flags"] and "avx512f" in c["missing_flags"]
     assert stamp.build() != ""
+
+
+def test_a_subset_of_cells_names_its_cells_in_the_command():
+    meta = {"experiment": "background", "quick": False, "scale": 1.0, "only": "target,compete"}
+    assert results._command("background", meta, Path("results")) == \
+        ".venv/bin/python -m convoy_lab.experiments run background --only target,compete"
+    assert "--only" not in results._command("background", {**meta, "only": None}, Path("results"))

@@ -62,6 +62,8 @@ def _command(name: str, meta: dict, out: Path) -> str:
     extra = " --quick" if meta.get("quick") else ""
     if meta.get("scale") not in (None, 1.0) and not meta.get("quick"):
         extra += f" --scale {meta['scale']:g}"
+    if meta.get("only"):  # a subset of the cells: the command must say which
+        extra += f" --only {meta['only']}"
     return f"{PY} run {name}{extra}" + _out_arg(out)
 
 
@@ -215,6 +217,31 @@ def update_readme(readme: Path, out: Path) -> bool:
 # ---- docs/RESULTS.md --------------------------------------------------------
 
 
+def _seeds_section(out: Path) -> list[str]:
+    """The papers' headline figures beside ours, each with its verdict
+    (report/seeds.py has the rules)."""
+    from . import seeds
+
+    rows = seeds.headlines(out)
+    cell = lambda text: text.replace("|", "\\|")  # noqa: E731
+    return [
+        "## The papers beside ours",
+        "",
+        f"{seeds.summary(rows)}. Reproduced: the paper's direction holds and the size is within its "
+        f"stated spread, or ±{seeds.TOLERANCE * 100:.0f} % where it states none; direction only: the "
+        "direction holds, not the size; the rules are in `python/convoy_lab/report/seeds.py`. Each "
+        "figure comes from its experiment's table below; one run is one sample. S5–S9 (channel models, "
+        "VACaMobil, AVE, edge, clusters) run in the fleet simulator: their commands print the thesis's "
+        "figures beside ours (last section), not judged here yet.",
+        "",
+        "| system | figure | paper | ours | verdict | why | experiment |",
+        "|---|---|---|---|---|---|---|",
+        *[f"| {r.seed} | {cell(r.figure)} | {cell(r.paper)} | {cell(r.ours)} | {r.verdict} | {cell(r.why)} | "
+          f"`{r.experiment}` |" for r in rows],
+        "",
+    ]
+
+
 def render(out: Path, shown_out: str | None = None) -> str:
     here = stamp.finish(stamp.stamp())
     shown = shown_out or str(out)
@@ -229,6 +256,7 @@ def render(out: Path, shown_out: str | None = None) -> str:
         "",
         f"Put together: {stamp.describe(here)}.",
         "",
+        *_seeds_section(out),
     ]
     missing = []
     for name, title in _families():
