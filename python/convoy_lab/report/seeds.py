@@ -1,0 +1,293 @@
+"""The source papers' headline figures beside ours, each with a verdict.
+
+Every figure SPEC.md quotes from a paper that an emulator experiment
+measures is one row here, read from that experiment's results files:
+
+* **reproduced**: the paper's direction holds (who beats whom, which way a
+  figure moves) and the size is within the paper's stated spread, or within
+  ±20 % where it states none;
+* **direction only**: the direction holds, the size does not; the row says
+  by how much;
+* **not reproduced**: the direction does not hold;
+* **not measured**: the results directory has no files for it.
+
+A verdict is only as good as the run behind it: one seed on a shared
+machine is one sample. The rules are code, not prose, so that a new run
+cannot leave a stale verdict behind.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import pandas as pd
+
+from ..experiments import paper
+from ..experiments.catalog import RCDP, TCP, goodput_by_x, spread, worst_drop
+
+REPRODUCED, DIRECTION, NOT, UNMEASURED = "reproduced", "direction only", "not reproduced", "not measured"
+TOLERANCE = 0.20  # where a paper states no spread
+
+
+@dataclass(frozen=True)
+class Headline:
+    seed: str  # SPEC's system, e.g. "S1 RCDP"
+    figure: str
+    paper: str
+    ours: str
+    verdict: str
+    why: str  # for the last three verdicts: what held and what did not
+    experiment: str
+
+
+def near(ours: float, ref: float, tolerance: float = TOLERANCE) -> bool:
+    return not math.isnan(ours) and abs(ours - ref) <= tolerance * abs(ref)
+
+
+def judge(direction: bool | None, size: bool, direction_text: str, size_text: str) -> tuple[str, str]:
+    """The verdict from whether the paper's direction and its size hold.
+    `direction` is None when a figure could not be computed."""
+    if direction is None:
+        return UNMEASURED, "a figure is missing from the runs (failed or not run)"
+    if not direction:
+        return NOT, f"{direction_text} does not hold"
+    return (REPRODUCED, "") if size else (DIRECTION, size_text)
+
+
+def _nan(*values: float) -> bool:
+    return any(v is None or math.isnan(v) for v in values)
+
+
+def _num(v: float) -> str:
+    return "n/a" if _nan(v) else f"{v:.2f}"
+
+
+def _pct(v: float, signed: bool = False) -> str:
+    return "n/a" if _nan(v) else (f"{v * 100:+.0f} %" if signed else f"{v * 100:.0f} %")
+
+
+def _row(seed: str, exp: str, figure: str, paper_text: str, ours_text: str, values: tuple,
+         direction: Callable[[], bool], size: Callable[[], bool], direction_text: str, size_text: str) -> Headline:
+    holds = None if _nan(*values) else bool(direction())
+    verdict, why = judge(holds, bool(holds) and bool(size()), direction_text, size_text)
+    return Headline(seed, figure, paper_text, ours_text, verdict, why, exp)
+
+
+# ---- S1 RCDP (convoy-rcdp against kernel Cubic) -------------------------------
+
+S1 = "S1 RCDP"
+
+
+def _rcdp_loss(df: pd.DataFrame) -> list[Headline]:
+    rcdp, tcp = goodput_by_x(df, RCDP, "loss_pct"), goodput_by_x(df, TCP, "loss_pct")
+    both = (rcdp / tcp).dropna()
+    top = max(both.index) if len(both) else math.nan
+    gain = both.loc[top] - 1 if len(both) else math.nan
+    low = both[both.index < 3].mean() if len(both[both.index < 3]) else math.nan
+    p = paper.RCDP_LOSS
+    rd, td = worst_drop(rcdp), worst_drop(tcp)
+    return [
+        _row(S1, "rcdp-loss", f"2 Mbit/s, {top:g} % loss: RCDP over TCP", _pct(p["rcdp_gain_at_10pct"], True),
+             _pct(gain, True), (gain,), lambda: gain > 0, lambda: near(gain, p["rcdp_gain_at_10pct"]),
+             "RCDP ahead of TCP", f"ours {_pct(gain, True)} against {_pct(p['rcdp_gain_at_10pct'], True)}"),
+        _row(S1, "rcdp-loss", "2 Mbit/s, loss < 3 %: RCDP / TCP", f"{p['rcdp_over_tcp_below_3pct']:.2f}",
+             _num(low), (low,), lambda: low >= p["rcdp_over_tcp_below_3pct"] * (1 - TOLERANCE),
+             lambda: near(low, p["rcdp_over_tcp_below_3pct"]),
+             "RCDP close to TCP without loss", f"ours {_num(low)}: RCDP pays no such cost at low loss"),
+        _row(S1, "rcdp-loss", "worst loss of the loss-free goodput over 0–10 %: TCP / RCDP",
+             f"{_pct(p['tcp_worst_drop'])} / ≤ {_pct(p['rcdp_worst_drop'])}", f"{_pct(td)} / {_pct(rd)}", (rd, td),
+             lambda: rd < td, lambda: near(td, p["tcp_worst_drop"]) and rd <= p["rcdp_worst_drop"] * (1 + TOLERANCE),
+             "RCDP losing less than TCP", f"TCP {_pct(td)} against {_pct(p['tcp_worst_drop'])}, "
+             f"RCDP {_pct(rd)} against ≤ {_pct(p['rcdp_worst_drop'])}"),
+    ]
+
+
+def _rcdp_delay(df: pd.DataFrame) -> list[Headline]:
+    rcdp, tcp = goodput_by_x(df, RCDP, "delay_ms"), goodput_by_x(df, TCP, "delay_ms")
+    gains = (rcdp / tcp - 1).dropna()
+    above = gains[gains.index > 20]
+    best = above.max() if len(above) else math.nan
+    rs, ts = spread(rcdp), spread(tcp)
+    p = paper.RCDP_DELAY
+    return [
+        _row(S1, "rcdp-delay", "2 Mbit/s, 2 % loss, above 20 ms: RCDP's best gain over TCP",
+             _pct(p["rcdp_best_gain_above_20ms"], True), _pct(best, True), (best,), lambda: best > 0,
+             lambda: near(best, p["rcdp_best_gain_above_20ms"]), "RCDP ahead of TCP",
+             f"ours {_pct(best, True)} against {_pct(p['rcdp_best_gain_above_20ms'], True)}"),
+        _row(S1, "rcdp-delay", "spread of goodput over 0–100 ms: RCDP / TCP",
+             f"{_pct(p['rcdp_spread'])} / {_pct(p['tcp_spread'])}", f"{_pct(rs)} / {_pct(ts)}", (rs, ts),
+             lambda: rs < ts, lambda: rs <= p["rcdp_spread"] * (1 + TOLERANCE) and near(ts, p["tcp_spread"]),
+             "RCDP steadier than TCP", f"RCDP {_pct(rs)} against {_pct(p['rcdp_spread'])}, "
+             f"TCP {_pct(ts)} against {_pct(p['tcp_spread'])}"),
+    ]
+
+
+def _rcdp_bandwidth(df: pd.DataFrame) -> list[Headline]:
+    rcdp, tcp = goodput_by_x(df, RCDP, "rate_mbit"), goodput_by_x(df, TCP, "rate_mbit")
+    top = max(rcdp.index.intersection(tcp.index)) if len(rcdp.index.intersection(tcp.index)) else math.nan
+    tcp_max = tcp.max() if len(tcp) else math.nan
+    gain = rcdp.loc[top] / tcp.loc[top] - 1 if not _nan(top) else math.nan
+    p = paper.RCDP_BANDWIDTH
+    return [
+        _row(S1, "rcdp-bandwidth", "10 ms, 2 % loss: where TCP saturates", f"{p['tcp_saturation_mbit']:.2f} Mbit/s",
+             f"{tcp_max:.2f} Mbit/s", (tcp_max, gain), lambda: gain > 0, lambda: near(tcp_max, p["tcp_saturation_mbit"]),
+             "TCP saturating below RCDP", f"ours {tcp_max:.2f} against {p['tcp_saturation_mbit']:.2f} Mbit/s"),
+        _row(S1, "rcdp-bandwidth", f"RCDP over TCP at {top:g} Mbit/s", _pct(p["rcdp_gain_at_30mbit"], True),
+             _pct(gain, True), (gain,), lambda: gain > 0, lambda: near(gain, p["rcdp_gain_at_30mbit"]),
+             "RCDP ahead of TCP", f"ours {_pct(gain, True)} against {_pct(p['rcdp_gain_at_30mbit'], True)}"),
+    ]
+
+
+def _loss_50mbit(df: pd.DataFrame) -> list[Headline]:
+    rd = worst_drop(goodput_by_x(df, RCDP, "loss_pct"))
+    drops = {cc: worst_drop(goodput_by_x(df, cc, "loss_pct")) for cc in ("tcp-reno", "tcp-cubic")}
+    known = {k: v for k, v in drops.items() if not math.isnan(v)}
+    worst = max(known, key=known.get) if known else None
+    td = known[worst] if worst else math.nan
+    p = paper.RCDP_50MBIT
+    return [
+        _row(S1, "loss-50mbit", "50 Mbit/s, 0–10 % loss: worst loss of the loss-free goodput, loss-based TCP / RCDP",
+             f"up to {_pct(p['tcp_worst_drop'])} / ≤ {_pct(p['rcdp_worst_drop'])}",
+             f"{_pct(td)} ({worst}) / {_pct(rd)}", (rd, td), lambda: rd < td,
+             lambda: near(td, p["tcp_worst_drop"]) and rd <= p["rcdp_worst_drop"] * (1 + TOLERANCE),
+             "RCDP losing less than TCP", f"TCP {_pct(td)} against {_pct(p['tcp_worst_drop'])}, "
+             f"RCDP {_pct(rd)} against ≤ {_pct(p['rcdp_worst_drop'])}"),
+    ]
+
+
+# ---- S2 ScalaNC (convoy-rlnc-bbr) ---------------------------------------------
+
+S2 = "S2 ScalaNC"
+
+
+def _lte_upload(df: pd.DataFrame) -> list[Headline]:
+    ok = df[df["status"] == "ok"]
+    mean = {s: ok[ok["scheme"] == s]["goodput_mbit_s"].mean() for s in ("convoy-rlnc-bbr", "tcp-bbr", "tcp-cubic")}
+    nc, bbr, cubic = mean["convoy-rlnc-bbr"], mean["tcp-bbr"], mean["tcp-cubic"]
+    gain = nc / cubic - 1 if not _nan(nc, cubic) and cubic > 0 else math.nan
+    g = paper.SCALANC_GOODPUT_MBIT
+    order_paper = f"{g['convoy-rlnc-bbr']:.1f} > {g['tcp-bbr']:.1f} > {g['tcp-cubic']:.1f} Mbit/s"
+    return [
+        _row(S2, "lte-upload", "LTE drive uplink: ScalaNC+BBR over Cubic (mean over the traces)",
+             _pct(paper.SCALANC_GAIN_OVER_CUBIC, True), _pct(gain, True), (gain,), lambda: gain > 0,
+             lambda: near(gain, paper.SCALANC_GAIN_OVER_CUBIC), "ScalaNC ahead of Cubic",
+             f"ours {_pct(gain, True)} against {_pct(paper.SCALANC_GAIN_OVER_CUBIC, True)}"),
+        _row(S2, "lte-upload", "goodput order: ScalaNC+BBR > TCP BBR > TCP Cubic", order_paper,
+             f"{nc:.2f} / {bbr:.2f} / {cubic:.2f} Mbit/s", (nc, bbr, cubic), lambda: nc > bbr > cubic,
+             lambda: near(nc / bbr, g["convoy-rlnc-bbr"] / g["tcp-bbr"]) and near(bbr / cubic, g["tcp-bbr"] / g["tcp-cubic"]),
+             "the order", f"ratios {nc / bbr:.2f} and {bbr / cubic:.2f} against "
+             f"{g['convoy-rlnc-bbr'] / g['tcp-bbr']:.2f} and {g['tcp-bbr'] / g['tcp-cubic']:.2f}"),
+    ]
+
+
+# ---- S3 multipath (CapProbe) -----------------------------------------------------
+
+S3 = "S3 multipath"
+
+
+def _capprobe(df: pd.DataFrame) -> list[Headline]:
+    from .multipath import THESIS
+
+    ok = df[(df["status"] == "ok") & df["scheme"].astype(str).str.startswith("convoy")]
+    if not len(ok):
+        det = math.nan
+    elif "detection_s" in ok and ok["detection_s"].notna().all():
+        det = float(ok["detection_s"].max())
+    else:
+        det = math.inf  # a run that never demoted the bad Wi-Fi
+    lo, hi = THESIS["first_bad_s"]
+    return [
+        _row(S3, "mp-capprobe", "bad Wi-Fi (interface up) detected, LTE standby", f"{lo}–{hi} s (CapProbe)",
+             f"{det:.1f} s (convoy's path demotion, worst run)", (det,), lambda: det <= hi * (1 + TOLERANCE),
+             lambda: lo * (1 - TOLERANCE) <= det, "detection within the thesis's time",
+             f"faster: {det:.1f} s against {lo}–{hi} s (convoy demotes on its own RTT and loss signals, "
+             "not CapProbe's packet pairs)"),
+    ]
+
+
+# ---- S4 smart access point (Palazzi) ---------------------------------------------
+
+S4 = "S4 smart AP"
+# "The same throughput" (SAP-LAW) and "about 1 % of throughput" (VoAP): one
+# run's goodput moves by a few per cent on its own, so within 5 % of the FIFO's.
+KEEP_THROUGHPUT = 0.95
+
+
+def _smart_ap(df: pd.DataFrame) -> list[Headline]:
+    from ..experiments.smart_ap import PAPER
+
+    ok = df[df["status"] == "ok"]
+
+    def get(kind: str, policy: str, col: str) -> float:
+        r = ok[(ok["kind"] == kind) & (ok["policy"] == policy)]
+        return float(r[col].iloc[0]) if len(r) and col in r and not pd.isna(r[col].iloc[0]) else math.nan
+
+    j100, j50 = get("palazzi", "fifo-100", "game_jitter_max_all_ms"), get("palazzi", "fifo-50", "game_jitter_max_all_ms")
+    p100, p50 = PAPER["max_all"]["100"], PAPER["max_all"]["50"]
+    rows = [
+        _row(S4, "smart-ap", "MAC tuning: game jitter max, 100-packet FIFO with 4 retries → 50 with 3",
+             f"{p100:.0f} → {p50:.0f} ms", f"{j100:.0f} → {j50:.0f} ms", (j100, j50), lambda: j50 < j100,
+             lambda: near(j100, p100) and near(j50, p50), "tuning lowering the jitter",
+             f"ours {j100:.0f} → {j50:.0f} against {p100:.0f} → {p50:.0f} ms"),
+    ]
+    for policy, what in (("sap-law", "SAP-LAW"), ("voap", "VoAP")):
+        jit, base = get("palazzi", policy, "game_jitter_max_tcp_ms"), get("palazzi", "fifo-100", "game_jitter_max_tcp_ms")
+        tcp, tcp_base = get("palazzi", policy, "tcp_mbit_s"), get("palazzi", "fifo-100", "tcp_mbit_s")
+        keep = tcp / tcp_base if not _nan(tcp, tcp_base) and tcp_base > 0 else math.nan
+        cost = "the same throughput" if policy == "sap-law" else "about 1 % of throughput"
+        rows.append(_row(
+            S4, "smart-ap", f"{what}: the game's jitter max while TCP runs, and TCP's goodput, against the FIFO",
+            f"low delay at {cost}", f"{base:.0f} → {jit:.0f} ms, TCP {keep:.2f}×", (jit, base, keep),
+            lambda jit=jit, base=base: jit < base, lambda keep=keep: keep >= KEEP_THROUGHPUT,
+            "lower jitter than the FIFO", f"TCP at {keep:.2f}× the FIFO's goodput (under {KEEP_THROUGHPUT})"))
+    spreads = {p: get("rtt-fair", p, "rtt_spread") for p in ("fifo-100", "sap-law-rtt")}
+    s_fifo, s_fair = spreads["fifo-100"], spreads["sap-law-rtt"]
+    rows.append(_row(
+        S4, "smart-ap", "RTT-fair SAP-LAW: spread of three downloads at 30 / 50 / 100 ms RTT (FIFO → RTT-fair)",
+        "equal throughput", f"{_pct(s_fifo)} → {_pct(s_fair)}", (s_fifo, s_fair), lambda: s_fair < s_fifo,
+        lambda: s_fair <= 0.10, "fairer than the FIFO", f"spread {_pct(s_fair)}, above 10 %"))
+    return rows
+
+
+READERS: dict[str, Callable[[pd.DataFrame], list[Headline]]] = {
+    "rcdp-loss": _rcdp_loss,
+    "rcdp-delay": _rcdp_delay,
+    "rcdp-bandwidth": _rcdp_bandwidth,
+    "loss-50mbit": _loss_50mbit,
+    "lte-upload": _lte_upload,
+    "mp-capprobe": _capprobe,
+    "smart-ap": _smart_ap,
+}
+# How many headlines each reader gives, for the rows of experiments not run.
+COUNTS = {"rcdp-loss": 3, "rcdp-delay": 2, "rcdp-bandwidth": 2, "loss-50mbit": 1, "lte-upload": 2,
+          "mp-capprobe": 1, "smart-ap": 4}
+SEED_OF = {"rcdp-loss": S1, "rcdp-delay": S1, "rcdp-bandwidth": S1, "loss-50mbit": S1, "lte-upload": S2,
+           "mp-capprobe": S3, "smart-ap": S4}
+
+
+def headlines(out: Path) -> list[Headline]:
+    """Every headline, from OUT's files; an experiment without files gives
+    its rows as not measured."""
+    from .html import load
+
+    rows: list[Headline] = []
+    for name, reader in READERS.items():
+        loaded = load(out, name)
+        if loaded is None or loaded[0].empty:
+            n = COUNTS[name]
+            rows += [Headline(SEED_OF[name], f"({n} figure{'s' if n > 1 else ''})", "", "", UNMEASURED, "", name)]
+            continue
+        rows += reader(loaded[0])
+    return rows
+
+
+def summary(rows: list[Headline]) -> str:
+    counts = {v: 0 for v in (REPRODUCED, DIRECTION, NOT, UNMEASURED)}
+    for r in rows:
+        counts[r.verdict] += COUNTS[r.experiment] if r.verdict == UNMEASURED else 1
+    total = sum(counts.values())
+    return (f"{counts[REPRODUCED]} of {total} reproduced, {counts[DIRECTION]} in direction only, "
+            f"{counts[NOT]} not reproduced, {counts[UNMEASURED]} not measured in these files")

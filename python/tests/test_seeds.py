@@ -1,0 +1,61 @@
+"""The papers' headlines beside ours: each verdict follows its rule, from
+the results files, and what has no files is counted as not measured."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from convoy_lab.report import results, seeds
+
+
+def _rcdp_loss(out, rcdp: dict, tcp: dict):
+    d = out / "rcdp-loss"
+    d.mkdir(parents=True)
+    rows = [{"experiment": "rcdp-loss", "scheme": scheme, "loss_pct": loss, "seed": 1, "status": "ok", "error": "",
+             "goodput_mbit_s": g, "ideal_mbit_s": 2 * (1 - loss / 100), "capacity_mbit_s": 2.0, "owd_p50_ms": 11.0,
+             "owd_p95_ms": 20.0, "owd_p99_ms": 30.0, "cpu_client_s": 0.1, "cpu_server_s": 0.1, "duration_s": 20.0,
+             "trace": ""}
+            for scheme, by_loss in (("convoy-rcdp", rcdp), ("tcp-cubic", tcp)) for loss, g in by_loss.items()]
+    pd.DataFrame(rows).to_csv(d / "runs.csv", index=False)
+    (d / "meta.json").write_text("{}")
+
+
+def _by_figure(out) -> dict[str, seeds.Headline]:
+    return {h.figure: h for h in seeds.headlines(out) if h.experiment == "rcdp-loss"}
+
+
+def test_the_paper_s_shape_and_size_is_reproduced(tmp_path):
+    # RCDP 0.85 of TCP at low loss, +122 % at 10 %, TCP drops 71 %, RCDP 12 %.
+    _rcdp_loss(tmp_path, {0: 1.70, 2: 1.60, 10: 1.50}, {0: 2.0, 2: 1.9, 10: 0.676})
+    h = _by_figure(tmp_path)
+    assert h["2 Mbit/s, 10 % loss: RCDP over TCP"].verdict == seeds.REPRODUCED
+    assert h["2 Mbit/s, loss < 3 %: RCDP / TCP"].verdict == seeds.REPRODUCED
+    drop = h["worst loss of the loss-free goodput over 0–10 %: TCP / RCDP"]
+    assert drop.verdict == seeds.REPRODUCED and drop.ours == "66 % / 12 %"
+
+
+def test_a_smaller_gain_is_direction_only_and_says_by_how_much(tmp_path):
+    _rcdp_loss(tmp_path, {0: 1.9, 2: 1.9, 10: 1.8}, {0: 2.0, 2: 1.9, 10: 1.2})
+    gain = _by_figure(tmp_path)["2 Mbit/s, 10 % loss: RCDP over TCP"]
+    assert gain.verdict == seeds.DIRECTION and gain.why == "ours +50 % against +122 %"
+
+
+def test_a_reversed_order_is_not_reproduced(tmp_path):
+    _rcdp_loss(tmp_path, {0: 1.0, 2: 0.9, 10: 0.5}, {0: 2.0, 2: 1.9, 10: 1.2})
+    h = _by_figure(tmp_path)
+    assert h["2 Mbit/s, 10 % loss: RCDP over TCP"].verdict == seeds.NOT
+    assert h["2 Mbit/s, 10 % loss: RCDP over TCP"].why == "RCDP ahead of TCP does not hold"
+    assert h["worst loss of the loss-free goodput over 0–10 %: TCP / RCDP"].verdict == seeds.NOT
+
+
+def test_a_missing_scheme_is_not_measured_rather_than_judged(tmp_path):
+    _rcdp_loss(tmp_path, {0: 1.7, 2: 1.6, 10: 1.5}, {})
+    assert {h.verdict for h in _by_figure(tmp_path).values()} == {seeds.UNMEASURED}
+
+
+def test_the_results_doc_counts_every_headline(tmp_path):
+    _rcdp_loss(tmp_path, {0: 1.70, 2: 1.60, 10: 1.50}, {0: 2.0, 2: 1.9, 10: 0.676})
+    text = results.render(tmp_path)
+    total = sum(seeds.COUNTS.values())
+    assert f"3 of {total} reproduced, 0 in direction only, 0 not reproduced, {total - 3} not measured" in text
+    assert "| S4 smart AP | (4 figures) |  |  | not measured |  | `smart-ap` |" in text
