@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 
 from convoy_lab.experiments import background as background_exp, scheduled, smart_ap as smartap_exp
+from convoy_lab.experiments.catalog import ExperimentError
 from convoy_lab.emu import coexist, rtflows
 from convoy_lab.emu.coexist import Bulk, RtFlow, Schedule
 
@@ -93,6 +94,10 @@ def test_experiment_cells_and_links(tmp_path):
     assert [c.policy for c in smartap_exp.cells(quick=False) if c.kind == "palazzi"] == list(smartap_exp.POLICIES)
     target = scheduled._cells("background", False, "target,phases,none")[1]
     assert {c.bulk for c in target} == set(background_exp.BULKS) and all(c.rate == 10 for c in target)
+    # Tokens must all match one cell: a list that matches none is an error
+    # before anything runs, not an empty results file.
+    with pytest.raises(ExperimentError, match="no background cell matches"):
+        scheduled._cells("background", False, "target,compete")
 
 
 def test_yield_time_from_voip_delays():

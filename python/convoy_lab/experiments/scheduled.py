@@ -25,7 +25,7 @@ import pandas as pd
 
 from . import background as background_exp, smart_ap as smartap_exp
 from ..emu import coexist
-from .catalog import shared_traces_dir
+from .catalog import ExperimentError, shared_traces_dir
 from ..report import stamp
 
 TITLES = {
@@ -54,6 +54,9 @@ def _cells(name: str, quick: bool, only: str | None):
     if only:
         tokens = [t for t in only.split(",") if t]
         cells = [c for c in cells if all(_matches(c, t) for t in tokens)]
+        if not cells:
+            raise ExperimentError(f"--only {only}: no {name} cell matches all of these tokens "
+                                  "(run one --only per group of cells; their rows are merged)")
     return mod, cells
 
 
