@@ -97,7 +97,7 @@ def test_experiment_cells_and_links(tmp_path):
     # Tokens must all match one cell: a list that matches none is an error
     # before anything runs, not an empty results file.
     with pytest.raises(ExperimentError, match="no background cell matches"):
-        scheduled._cells("background", False, "target,compete")
+        scheduled._cells("background", False, "compete,lte")
 
 
 def test_yield_time_from_voip_delays():
