@@ -233,16 +233,22 @@ def _smart_ap(df: pd.DataFrame) -> list[Headline]:
              lambda: near(j100, p100) and near(j50, p50), "tuning lowering the jitter",
              f"ours {j100:.0f} → {j50:.0f} against {p100:.0f} → {p50:.0f} ms"),
     ]
+    # SAP-LAW's and VoAP's claims are about delay ("no queue builds: low
+    # delay for UDP", "keeps queueing delay low"), so the game's one-way
+    # delay p95 while TCP runs is judged; the jitter maximum, a single
+    # extreme, is shown beside it.
     for policy, what in (("sap-law", "SAP-LAW"), ("voap", "VoAP")):
-        jit, base = get("palazzi", policy, "game_jitter_max_tcp_ms"), get("palazzi", "fifo-100", "game_jitter_max_tcp_ms")
+        owd, base = get("palazzi", policy, "game_owd_p95_tcp_ms"), get("palazzi", "fifo-100", "game_owd_p95_tcp_ms")
+        jit, jit_base = get("palazzi", policy, "game_jitter_max_tcp_ms"), get("palazzi", "fifo-100", "game_jitter_max_tcp_ms")
         tcp, tcp_base = get("palazzi", policy, "tcp_mbit_s"), get("palazzi", "fifo-100", "tcp_mbit_s")
         keep = tcp / tcp_base if not _nan(tcp, tcp_base) and tcp_base > 0 else math.nan
         cost = "the same throughput" if policy == "sap-law" else "about 1 % of throughput"
         rows.append(_row(
-            S4, "smart-ap", f"{what}: the game's jitter max while TCP runs, and TCP's goodput, against the FIFO",
-            f"low delay at {cost}", f"{base:.0f} → {jit:.0f} ms, TCP {keep:.2f}×", (jit, base, keep),
-            lambda jit=jit, base=base: jit < base, lambda keep=keep: keep >= KEEP_THROUGHPUT,
-            "lower jitter than the FIFO", f"TCP at {keep:.2f}× the FIFO's goodput (under {KEEP_THROUGHPUT})"))
+            S4, "smart-ap", f"{what}: the game's one-way delay p95 while TCP runs, and TCP's goodput, against the FIFO",
+            f"low delay at {cost}", f"{base:.0f} → {owd:.0f} ms (jitter max {jit_base:.0f} → {jit:.0f} ms), "
+            f"TCP {keep:.2f}×", (owd, base, keep),
+            lambda owd=owd, base=base: owd < base, lambda keep=keep: keep >= KEEP_THROUGHPUT,
+            "lower delay than the FIFO", f"TCP at {keep:.2f}× the FIFO's goodput (under {KEEP_THROUGHPUT})"))
     spreads = {p: get("rtt-fair", p, "rtt_spread") for p in ("fifo-100", "sap-law-rtt")}
     s_fifo, s_fair = spreads["fifo-100"], spreads["sap-law-rtt"]
     rows.append(_row(
