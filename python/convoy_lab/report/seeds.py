@@ -258,6 +258,39 @@ def _smart_ap(df: pd.DataFrame) -> list[Headline]:
     return rows
 
 
+# ---- S7 AVE (the fleet simulator) -------------------------------------------------
+
+S7 = "S7 AVE"
+
+
+def _pp(v: float) -> str:
+    return "n/a" if _nan(v) else f"{v * 100:+.1f} pp"
+
+
+def _ave(density: str) -> Callable[[pd.DataFrame], list[Headline]]:
+    """ave-sparse / ave-dense: AVE's delivery ratio against DYMO's and the
+    DTN baseline's (the thesis's MSDP, our spray-and-wait)."""
+    from ..experiments.fleet_sim import AVE_PAPER, ave_outcomes
+
+    def read(df: pd.DataFrame) -> list[Headline]:
+        o = ave_outcomes(df)
+        exp = f"ave-{density}"
+        pairs = [("dymo", "DYMO")] if density == "sparse" else []
+        rows = []
+        for base, label in pairs + [("spray", "the DTN baseline (thesis: MSDP; ours: spray-and-wait)")]:
+            ref = AVE_PAPER[f"{density}_vs_{'dtn' if base == 'spray' else base}"]
+            diff = o["ave"].delivery - o[base].delivery
+            ahead = ref > 0
+            rows.append(_row(
+                S7, exp, f"{density} city: AVE's delivery ratio minus {label}'s", _pp(ref), _pp(diff), (diff,),
+                lambda diff=diff, ahead=ahead: (diff > 0) == ahead, lambda diff=diff, ref=ref: near(diff, ref),
+                f"AVE {'ahead of' if ahead else 'behind'} {label.split(' (')[0]}",
+                f"ours {_pp(diff)} against {_pp(ref)}"))
+        return rows
+
+    return read
+
+
 READERS: dict[str, Callable[[pd.DataFrame], list[Headline]]] = {
     "rcdp-loss": _rcdp_loss,
     "rcdp-delay": _rcdp_delay,
@@ -266,12 +299,14 @@ READERS: dict[str, Callable[[pd.DataFrame], list[Headline]]] = {
     "lte-upload": _lte_upload,
     "mp-capprobe": _capprobe,
     "smart-ap": _smart_ap,
+    "ave-sparse": _ave("sparse"),
+    "ave-dense": _ave("dense"),
 }
 # How many headlines each reader gives, for the rows of experiments not run.
 COUNTS = {"rcdp-loss": 3, "rcdp-delay": 2, "rcdp-bandwidth": 2, "loss-50mbit": 1, "lte-upload": 2,
-          "mp-capprobe": 1, "smart-ap": 4}
+          "mp-capprobe": 1, "smart-ap": 4, "ave-sparse": 2, "ave-dense": 1}
 SEED_OF = {"rcdp-loss": S1, "rcdp-delay": S1, "rcdp-bandwidth": S1, "loss-50mbit": S1, "lte-upload": S2,
-           "mp-capprobe": S3, "smart-ap": S4}
+           "mp-capprobe": S3, "smart-ap": S4, "ave-sparse": S7, "ave-dense": S7}
 
 
 def headlines(out: Path) -> list[Headline]:
