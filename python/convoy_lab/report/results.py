@@ -294,14 +294,23 @@ def render(out: Path, shown_out: str | None = None) -> str:
     from ..experiments import fleet_sim
 
     # The fleet experiments (convoy sim) print the thesis's figures beside
-    # ours when run, but their tables are not collected into this file yet.
+    # ours when run; their tables are not collected into this file yet, but
+    # each run's command and stamp are, since the papers table reads AVE's.
+    def fleet_line(n: str, title: str) -> str:
+        meta = _meta(out, n)
+        if not meta:
+            return f"- `{PY} run {n}`: {title}; not run"
+        cmd = f"{PY} run {n}" + (" --quick" if meta.get("quick") else "") + (
+            f" --seeds {meta['seeds']}" if meta.get("seeds", 1) != 1 else "") + _out_arg(out)
+        return f"- `{cmd}`: {title}; run {stamp.describe(meta.get('stamp'))}"
+
     parts += [
         "## Fleet simulator experiments",
         "",
-        "Not collected here yet: `run NAME` prints each one's figures beside the thesis's "
-        "and writes them under `OUT/NAME/`.",
+        "Their tables are not collected here yet: `run NAME` prints each one's figures beside the "
+        "thesis's and writes them under `OUT/NAME/`; AVE's delivery ratios are judged in the papers table above.",
         "",
-        *[f"- `{PY} run {n}`: {e.title}" for n, e in fleet_sim.FLEET.items()],
+        *[fleet_line(n, e.title) for n, e in fleet_sim.FLEET.items()],
         "",
     ]
     return "\n".join(parts)
