@@ -275,9 +275,29 @@ fn kill_9_of_agent_and_server_loses_and_duplicates_nothing_acknowledged() {
             std::thread::sleep(Duration::from_millis(2));
         }
     };
+    let status = || -> serde_json::Value {
+        let out = Command::new(bin())
+            .args(["agent", "status", "--json", "--config"])
+            .arg(&cfg)
+            .output()
+            .unwrap();
+        serde_json::from_slice(&out.stdout).unwrap_or_default()
+    };
     let mut agent = start_agent();
     feed(300);
-    std::thread::sleep(Duration::from_millis(300));
+    // Lines still in the socket when the agent dies were never taken in
+    // (nor acknowledged to the writer), so SIGKILL only once the agent has
+    // read all 300 (three samples each): a loaded machine can leave it
+    // hundreds of milliseconds behind the writer.
+    let t = std::time::Instant::now();
+    while status()["agent"]["samples_in"].as_u64().unwrap_or(0) < 900 {
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "agent took in: {}",
+            status()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
     agent.0.as_mut().unwrap().kill().unwrap(); // SIGKILL
     agent.kill();
     let mut agent = start_agent();
@@ -289,12 +309,7 @@ fn kill_9_of_agent_and_server_loses_and_duplicates_nothing_acknowledged() {
     // Wait until the spool is empty, then compare.
     let t = std::time::Instant::now();
     loop {
-        let out = Command::new(bin())
-            .args(["agent", "status", "--json", "--config"])
-            .arg(&cfg)
-            .output()
-            .unwrap();
-        let s: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        let s = status();
         // An empty spool alone is not the end: the last lines may still be
         // in the socket or the open segment (a loaded machine shows that
         // moment), so also wait for the server to hold them.
