@@ -146,27 +146,26 @@ def _ave(name: str, per_km2: float, quick: bool, seeds: int, out: Path, engine: 
              " / ".join(f"{x * 100:.0f}" for x in sur) if sur else "–"]
         )
     table = text_table(["protocol", "delivery", "mean delay s", "hops", "bundles", "AVE SUR % (local/reactive/geo/carry)"], rows)
-    agg = {p: (o.delivery, o.delay_s) for p, o in agg.items()}
     ave, dymo, spray = agg["ave"], agg["dymo"], agg["spray"]
-    between = min(dymo[1], spray[1]) <= ave[1] <= max(dymo[1], spray[1])
+    between = min(dymo.delay_s, spray.delay_s) <= ave.delay_s <= max(dymo.delay_s, spray.delay_s)
     claims = []
     if per_km2 < 10:
         claims += [
-            Claim("AVE − DYMO delivery ratio, sparse", _pp(AVE_PAPER["sparse_vs_dymo"]), _pp(ave[0] - dymo[0])),
+            Claim("AVE − DYMO delivery ratio, sparse", _pp(AVE_PAPER["sparse_vs_dymo"]), _pp(ave.delivery - dymo.delivery)),
             Claim("AVE − DTN delivery ratio, sparse (paper: MSDP; ours: spray-and-wait)", _pp(AVE_PAPER["sparse_vs_dtn"]),
-                  _pp(ave[0] - spray[0])),
+                  _pp(ave.delivery - spray.delivery)),
         ]
     else:
         claims += [
             Claim("AVE − DTN delivery ratio, dense (paper: MSDP; ours: spray-and-wait)", _pp(AVE_PAPER["dense_vs_dtn"]),
-                  _pp(ave[0] - spray[0])),
-            Claim("AVE − DYMO delivery ratio, dense", "–", _pp(ave[0] - dymo[0])),
+                  _pp(ave.delivery - spray.delivery)),
+            Claim("AVE − DYMO delivery ratio, dense", "–", _pp(ave.delivery - dymo.delivery)),
         ]
     claims.append(
         Claim(
             "AVE's mean delay against DYMO's and the DTN's",
             "between the two",
-            f"{ave[1]:.1f} s (DYMO {dymo[1]:.1f} s, DTN {spray[1]:.1f} s): {'between' if between else 'not between'}",
+            f"{ave.delay_s:.1f} s (DYMO {dymo.delay_s:.1f} s, DTN {spray.delay_s:.1f} s): {'between' if between else 'not between'}",
         )
     )
     meta = {"vehicles_mean": sum(means) / len(means), "area_km2": city.area_km2, "rsus": rsus, "duration_s": duration}
