@@ -117,3 +117,16 @@ def test_a_baseline_near_full_delivery_is_named_as_the_reason(tmp_path):
     [dense] = [r for r in seeds.headlines(tmp_path) if r.experiment == "ave-dense"]
     assert dense.verdict == seeds.NOT
     assert "delivers 98.9 %" in dense.why and "at most +1.1 pp" in dense.why
+
+
+def test_cubic_filling_the_link_is_named_as_the_reason_scalanc_s_gain_is_missing(tmp_path):
+    # Cubic at 3.6 of 4.0 Mbit/s (90 %) leaves +11 % at most, not +58 %.
+    d = tmp_path / "lte-upload"
+    d.mkdir()
+    goodput = {"convoy-rlnc-bbr": 3.4, "tcp-bbr": 3.5, "tcp-cubic": 3.6}
+    pd.DataFrame([{"scheme": s, "trace": "A.up", "status": "ok", "goodput_mbit_s": g, "capacity_mbit_s": 4.0}
+                  for s, g in goodput.items()]).to_csv(d / "runs.csv", index=False)
+    (d / "meta.json").write_text("{}")
+    gain = [h for h in seeds.headlines(tmp_path) if h.experiment == "lte-upload"][0]
+    assert gain.verdict == seeds.NOT and gain.ours == "-6 %"
+    assert "Cubic carries 90 % of the traces' capacity" in gain.why and "at most +11 %" in gain.why

@@ -170,11 +170,20 @@ def _lte_upload(df: pd.DataFrame) -> list[Headline]:
     gain = nc / cubic - 1 if not _nan(nc, cubic) and cubic > 0 else math.nan
     g = paper.SCALANC_GOODPUT_MBIT
     order_paper = f"{g['convoy-rlnc-bbr']:.1f} > {g['tcp-bbr']:.1f} > {g['tcp-cubic']:.1f} Mbit/s"
+    cubic_runs = ok[ok["scheme"] == "tcp-cubic"]
+    cubic_share = (cubic_runs["goodput_mbit_s"].mean() / cubic_runs["capacity_mbit_s"].mean()
+                   if "capacity_mbit_s" in cubic_runs and len(cubic_runs) else math.nan)
+    gain_row = _row(S2, "lte-upload", "LTE drive uplink: ScalaNC+BBR over Cubic (mean over the traces)",
+                    _pct(paper.SCALANC_GAIN_OVER_CUBIC, True), _pct(gain, True), (gain,), lambda: gain > 0,
+                    lambda: near(gain, paper.SCALANC_GAIN_OVER_CUBIC), "ScalaNC ahead of Cubic",
+                    f"ours {_pct(gain, True)} against {_pct(paper.SCALANC_GAIN_OVER_CUBIC, True)}")
+    # Cubic that already fills the replayed link leaves no room for the
+    # paper's gain: the reason, measured, beside the verdict.
+    if gain_row.verdict != REPRODUCED and not _nan(cubic_share) and cubic_share * (1 + paper.SCALANC_GAIN_OVER_CUBIC) > 1:
+        gain_row = replace(gain_row, why=f"{gain_row.why}: Cubic carries {_pct(cubic_share)} of the traces' capacity "
+                           f"here (no added loss), which leaves at most {_pct(1 / cubic_share - 1, True)} to gain")
     return [
-        _row(S2, "lte-upload", "LTE drive uplink: ScalaNC+BBR over Cubic (mean over the traces)",
-             _pct(paper.SCALANC_GAIN_OVER_CUBIC, True), _pct(gain, True), (gain,), lambda: gain > 0,
-             lambda: near(gain, paper.SCALANC_GAIN_OVER_CUBIC), "ScalaNC ahead of Cubic",
-             f"ours {_pct(gain, True)} against {_pct(paper.SCALANC_GAIN_OVER_CUBIC, True)}"),
+        gain_row,
         _row(S2, "lte-upload", "goodput order: ScalaNC+BBR > TCP BBR > TCP Cubic", order_paper,
              f"{nc:.2f} / {bbr:.2f} / {cubic:.2f} Mbit/s", (nc, bbr, cubic), lambda: nc > bbr > cubic,
              lambda: near(nc / bbr, g["convoy-rlnc-bbr"] / g["tcp-bbr"]) and near(bbr / cubic, g["tcp-bbr"] / g["tcp-cubic"]),
