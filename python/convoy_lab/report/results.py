@@ -230,10 +230,10 @@ def _seeds_section(out: Path) -> list[str]:
         f"{seeds.summary(rows)}. Reproduced: the paper's direction holds and the size is within its "
         f"stated spread, or ±{seeds.TOLERANCE * 100:.0f} % where it states none; direction only: the "
         "direction holds, not the size; the rules are in `python/convoy_lab/report/seeds.py`. Each "
-        "figure comes from its experiment's table below, or for AVE (S7, the fleet simulator) from "
-        "`OUT/ave-sparse` and `OUT/ave-dense`; one run is one sample. S5, S6, S8 and S9 (channel models, "
-        "VACaMobil, edge, clusters) print the thesis's figures beside ours when run (last section), not "
-        "judged here yet.",
+        "figure comes from its experiment's table below, or for AVE, the edge and the clusters (S7–S9, the "
+        "fleet simulator) from `OUT/ave-sparse`, `OUT/ave-dense`, `OUT/edge-split` and `OUT/clusters`; one run "
+        "is one sample. S5 and S6 (channel models, VACaMobil) are fits, checked beside the thesis's figures in "
+        "docs/MODELS.md, not judged here yet.",
         "",
         "| system | figure | paper | ours | verdict | why | experiment |",
         "|---|---|---|---|---|---|---|",
