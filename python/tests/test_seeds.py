@@ -174,3 +174,22 @@ def test_clusters_reproduce_only_when_both_radios_lead_at_the_larger_counts(tmp_
                   and r["param.clusters.radios"] == "both" else r for r in rows]).to_csv(d / "runs.csv", index=False)
     [h] = [h for h in seeds.headlines(tmp_path) if h.experiment == "clusters"]
     assert h.verdict == seeds.DIRECTION and "ahead at 25, 400 vehicles" in h.why
+
+
+def test_vacamobil_is_judged_against_its_target_and_the_thesis_table(tmp_path):
+    from convoy_lab.mobility.table import write_results
+
+    rows = [
+        {"scenario": "manhattan", "tool": "vacamobil", "target_mean": 320, "target_sd": 6, "mean": 317.8, "sd": 5.96,
+         "paper_mean": 319.349, "paper_sd": 6.14267},
+        {"scenario": "manhattan", "tool": "duarouter", "target_mean": 320, "target_sd": 6, "mean": 298.3, "sd": 11.6,
+         "paper_mean": 313.767, "paper_sd": 58.8271},
+        # 12 under the target with 8 of sd: the count was not held.
+        {"scenario": "dense-city", "tool": "vacamobil", "target_mean": 370, "target_sd": 8, "mean": 358.0, "sd": 8.0,
+         "paper_mean": 369.691, "paper_sd": 7.8464},
+    ]
+    write_results({"duration_s": 1500, "warmup_s": 300, "seed": 1, "rows": rows}, tmp_path, "test", {})
+    assert not list((tmp_path / "vacamobil").glob(".*.part"))
+    grid, city = [h for h in seeds.headlines(tmp_path) if h.seed == seeds.S6]
+    assert grid.verdict == seeds.REPRODUCED and grid.ours == "317.8 / 6.0 (duarouter 298.3 / 11.6)"
+    assert city.verdict == seeds.NOT and city.why == "the count held within the target's sd does not hold"

@@ -10,8 +10,9 @@ import tempfile
 from pathlib import Path
 
 from . import scenario
+from ..report import stamp
 from .sumo_tools import SumoError
-from .table import vacamobil_table, render
+from .table import render, vacamobil_table, write_results
 from .vacamobil import VacaConfig, run_vacamobil, stderr_progress
 
 
@@ -91,6 +92,8 @@ def main(argv: list | None = None) -> int:
     t.add_argument("--seed", type=int, default=1)
     t.add_argument("--workdir", type=Path, help="keep networks and routes here (default: a temporary directory)")
     t.add_argument("--json", action="store_true", help="print one JSON document instead of the table")
+    t.add_argument("--out", type=Path, help="also write OUT/vacamobil/runs.csv and meta.json, where the "
+                   "papers table (python -m convoy_lab.experiments results --out OUT) reads them")
 
     a = ap.parse_args(argv)
     try:
@@ -121,11 +124,15 @@ def main(argv: list | None = None) -> int:
             duration, warmup = (3600, 600) if a.full else (a.duration, a.warmup)
             if warmup >= duration:
                 raise SumoError(f"--warmup ({warmup}) must be shorter than --duration ({duration})")
+            taken = stamp.stamp()
             with tempfile.TemporaryDirectory(prefix="vacamobil-") as tmp:
                 table = vacamobil_table(
                     a.workdir or Path(tmp), duration, warmup, a.seed,
                     scenarios=a.scenario, progress=stderr_progress,
                 )
+            if a.out:
+                command = "python -m convoy_lab.mobility " + " ".join(argv if argv is not None else sys.argv[1:])
+                write_results(table, a.out, command, stamp.finish(taken))
             print(json.dumps(table, indent=2) if a.json else render(table))
     except SumoError as e:
         print(f"convoy_lab.mobility: {e}", file=sys.stderr)

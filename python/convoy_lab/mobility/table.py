@@ -4,6 +4,7 @@ Manhattan grid (target 320 ± 6) and on a denser city (target 370 ± 8)."""
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -110,3 +111,19 @@ def render(table: dict) -> str:
     lines.append("")
     lines.append("paper = baguena-2017 Table 6.2 (its urban scenario is a 7 km2 OSM extract of Milan)")
     return "\n".join(lines)
+
+
+def write_results(table: dict, out: Path, command: str, stamped: dict) -> Path:
+    """OUT/vacamobil/runs.csv (one row per scenario and tool) and meta.json,
+    written whole or not at all, for the papers table (SPEC S6)."""
+    import pandas as pd
+
+    d = out / "vacamobil"
+    d.mkdir(parents=True, exist_ok=True)
+    meta = {k: table[k] for k in ("duration_s", "warmup_s", "seed")} | {"command": command, "stamp": stamped}
+    for name, write in (("runs.csv", lambda f: pd.DataFrame(table["rows"]).to_csv(f, index=False)),
+                        ("meta.json", lambda f: f.write_text(json.dumps(meta, indent=1, default=str) + "\n"))):
+        part = d / f".{name}.part"
+        write(part)
+        part.replace(d / name)
+    return d
