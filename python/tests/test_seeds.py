@@ -193,3 +193,19 @@ def test_vacamobil_is_judged_against_its_target_and_the_thesis_table(tmp_path):
     grid, city = [h for h in seeds.headlines(tmp_path) if h.seed == seeds.S6]
     assert grid.verdict == seeds.REPRODUCED and grid.ours == "317.8 / 6.0 (duarouter 298.3 / 11.6)"
     assert city.verdict == seeds.NOT and city.why == "the count held within the target's sd does not hold"
+
+
+def test_channel_models_are_judged_from_their_run(tmp_path):
+    d = tmp_path / "channel-models"
+    d.mkdir()
+    pd.DataFrame([
+        {"model": "obstructed", "range_90_m": 121.0, "pdr_100m": 0.926, "pdr_1400m": 0.0},
+        {"model": "los", "range_90_m": 216.0, "pdr_100m": 0.98, "pdr_1400m": 0.0017},
+        {"model": "helsinki-buildings", "obstacle_coefficient": 0.50},
+        {"model": "helsinki-streets", "obstacle_coefficient": 0.88},
+    ]).to_csv(d / "runs.csv", index=False)
+    rng, los, city = [h for h in seeds.headlines(tmp_path) if h.seed == seeds.S5]
+    # 121 m against about 100: 21 % over, outside ±20 %.
+    assert rng.verdict == seeds.DIRECTION and rng.ours == "121 m (PDR at 100 m 92.6 %)"
+    assert los.verdict == seeds.REPRODUCED and los.ours == "0.17 %"
+    assert city.verdict == seeds.REPRODUCED and city.ours == "0.50 / 0.88"

@@ -8,7 +8,10 @@ printed beside ours:
 * edge-split: request latency against the edge share, edge at the eNodeB
   or at the PGW (baguena-2017 ch. 8);
 * clusters: awareness-message delivery against the number of vehicles for
-  Wi-Fi only, LTE only and both (mena-2017 ch. 3).
+  Wi-Fi only, LTE only and both (mena-2017 ch. 3);
+* channel-models (S5): no simulation, the 802.11p fits and the city's
+  obstacle coefficient from the models the simulator uses
+  (convoy_lab.experiments.channel_models), run the same way.
 
 docs/SIM.md explains every constant chosen here.
 """
@@ -24,7 +27,7 @@ from typing import Callable
 
 import pandas as pd
 
-from . import fleet_city
+from . import channel_models, fleet_city
 from .catalog import Claim
 from ..report import stamp
 from ..sim import sweep
@@ -317,6 +320,12 @@ _add(FleetExperiment(
     "clusters", "Clustered VANET: CAM delivery against vehicle count, Wi-Fi only, LTE only, both",
     "a 4-leg intersection of a 0.8 × 0.8 km grid, CAMs of 200 B every 0.5 s, 500 ms deadline, one eNodeB",
     MENA + " ch. 3", lambda q, s, o, e, w: _clusters(q, s, o, e, w)))
+
+
+_add(FleetExperiment(
+    "channel-models", "802.11p fits and the city's obstacle coefficient (SPEC S5)",
+    "convoy trace pdr for both fits; convoy trace obstacle-coefficient on the Helsinki extract, with and without "
+    "its OSM buildings", BAGUENA + " ch. 5", channel_models.run))
 
 
 def run(name: str, quick: bool, seeds: int, out: Path, engine: str = "local", workers: int | None = None) -> dict:

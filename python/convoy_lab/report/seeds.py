@@ -69,6 +69,10 @@ def _pct(v: float, signed: bool = False) -> str:
     return "n/a" if _nan(v) else (f"{v * 100:+.0f} %" if signed else f"{v * 100:.0f} %")
 
 
+def _share(v: float) -> str:
+    return "n/a" if _nan(v) else f"{v * 100:.1f} %"
+
+
 def _row(seed: str, exp: str, figure: str, paper_text: str, ours_text: str, values: tuple,
          direction: Callable[[], bool], size: Callable[[], bool], direction_text: str, size_text: str) -> Headline:
     holds = None if _nan(*values) else bool(direction())
@@ -267,6 +271,38 @@ def _smart_ap(df: pd.DataFrame) -> list[Headline]:
     return rows
 
 
+# ---- S5 channel models (the models convoy's traces come from) -----------------------
+
+S5 = "S5 channel models"
+
+
+def _channel_models(df: pd.DataFrame) -> list[Headline]:
+    """channel-models: the 802.11p fits' landmarks and the obstacle
+    coefficient of our city (Helsinki) against the thesis's cities."""
+    from ..experiments.channel_models import PAPER as P
+
+    by = df.set_index("model")
+    get = lambda model, col: float(by.loc[model, col]) if model in by.index and col in by and pd.notna(by.loc[model, col]) else math.nan  # noqa: E731
+    r90, pdr100, pdr1400 = get("obstructed", "range_90_m"), get("obstructed", "pdr_100m"), get("los", "pdr_1400m")
+    city, streets = get("helsinki-buildings", "obstacle_coefficient"), get("helsinki-streets", "obstacle_coefficient")
+    lo, hi = P["city_coefficient"]
+    return [
+        _row(S5, "channel-models", "802.11p, vehicles as obstacles (m 0.7, α 2.3): reliable range, PDR > 90 %",
+             f"≈ {P['obstructed_range_90_m']:.0f} m", f"{r90:.0f} m (PDR at 100 m {_share(pdr100)})", (r90, pdr100),
+             lambda: pdr100 >= 0.9, lambda: near(r90, P["obstructed_range_90_m"]), "PDR > 90 % at 100 m",
+             f"ours {r90:.0f} m against ≈ {P['obstructed_range_90_m']:.0f} m"),
+        _row(S5, "channel-models", "802.11p, line of sight (m 1, α 2.2): PDR at 1,400 m",
+             f"< {_pct(P['los_pdr_1400m_below'])}", f"{pdr1400 * 100:.2f} %", (pdr1400,),
+             lambda: pdr1400 < P["los_pdr_1400m_below"], lambda: True, "PDR under 5 % at 1,400 m", ""),
+        _row(S5, "channel-models", "obstacle coefficient of a real city, with its buildings / streets alone "
+             "(thesis: Milan, Paris, Moscow; ours: Helsinki)", f"{lo:.2f}–{hi:.2f} / {P['streets_only_coefficient']:.2f}",
+             f"{city:.2f} / {streets:.2f}", (city, streets), lambda: city < streets,
+             lambda: lo * (1 - TOLERANCE) <= city <= hi * (1 + TOLERANCE) and near(streets, P["streets_only_coefficient"]),
+             "buildings lowering the coefficient",
+             f"ours {city:.2f} / {streets:.2f} against {lo:.2f}–{hi:.2f} / {P['streets_only_coefficient']:.2f}"),
+    ]
+
+
 # ---- S6 VACaMobil (SUMO under its controller) ---------------------------------------
 
 S6 = "S6 VACaMobil"
@@ -306,10 +342,6 @@ S7 = "S7 AVE"
 
 def _pp(v: float) -> str:
     return "n/a" if _nan(v) else f"{v * 100:+.1f} pp"
-
-
-def _share(v: float) -> str:
-    return "n/a" if _nan(v) else f"{v * 100:.1f} %"
 
 
 def _ave(density: str) -> Callable[[pd.DataFrame], list[Headline]]:
@@ -410,6 +442,7 @@ READERS: dict[str, Callable[[pd.DataFrame], list[Headline]]] = {
     "lte-upload": _lte_upload,
     "mp-capprobe": _capprobe,
     "smart-ap": _smart_ap,
+    "channel-models": _channel_models,
     "vacamobil": _vacamobil,
     "ave-sparse": _ave("sparse"),
     "ave-dense": _ave("dense"),
@@ -418,9 +451,9 @@ READERS: dict[str, Callable[[pd.DataFrame], list[Headline]]] = {
 }
 # How many headlines each reader gives, for the rows of experiments not run.
 COUNTS = {"rcdp-loss": 3, "rcdp-delay": 2, "rcdp-bandwidth": 2, "loss-50mbit": 1, "lte-upload": 2,
-          "mp-capprobe": 1, "smart-ap": 4, "vacamobil": 2, "ave-sparse": 2, "ave-dense": 1, "edge-split": 3, "clusters": 1}
+          "mp-capprobe": 1, "smart-ap": 4, "channel-models": 3, "vacamobil": 2, "ave-sparse": 2, "ave-dense": 1, "edge-split": 3, "clusters": 1}
 SEED_OF = {"rcdp-loss": S1, "rcdp-delay": S1, "rcdp-bandwidth": S1, "loss-50mbit": S1, "lte-upload": S2,
-           "mp-capprobe": S3, "smart-ap": S4, "vacamobil": S6, "ave-sparse": S7, "ave-dense": S7, "edge-split": S8, "clusters": S9}
+           "mp-capprobe": S3, "smart-ap": S4, "channel-models": S5, "vacamobil": S6, "ave-sparse": S7, "ave-dense": S7, "edge-split": S8, "clusters": S9}
 
 
 def headlines(out: Path) -> list[Headline]:
