@@ -19,16 +19,20 @@ build: setup
 # cellular drive-trace evaluation (5 to 7 minutes after the build). Writes
 # $(RESULTS)/report.html and prints the paper's figures and issue 15's
 # targets beside ours. Needs root (convoy emu).
-# `make reproduce` runs every experiment at full length (about 4.5 hours per seed).
+# `make reproduce` runs every experiment at full length, the fleet simulator's
+# and VACaMobil's table included (many hours per seed; EXPERIMENTS.md gives
+# each one's length); ONLY=a,b or SKIP=c,d run it in parts.
 SHARED ?= ../shared
 RESULTS ?= results
 SEEDS ?= 1
+ONLY ?=
+SKIP ?=
 LAB := CONVOY_SHARED=$(abspath $(SHARED)) $(PYTHON) -m convoy_lab.experiments
 demo: build
 	$(LAB) demo --out $(RESULTS)
 
 reproduce: build
-	$(LAB) reproduce --out $(RESULTS) --seeds $(SEEDS)
+	$(LAB) reproduce --out $(RESULTS) --seeds $(SEEDS) $(if $(ONLY),--only $(ONLY)) $(if $(SKIP),--skip $(SKIP))
 
 # Every test: Rust (unit, property, integration) in release mode, because the
 # property tests push millions of symbols, then the Python package's tests.

@@ -5,7 +5,7 @@
     python -m convoy_lab.experiments run cellular [--trace FILE]... [--delay MS] [--loss P,P] [--queue PKTS]
                                                   [--duration S] [--offsets S,S,S]
     python -m convoy_lab.experiments demo        # the short default subset, then the report
-    python -m convoy_lab.experiments reproduce   # every experiment at full length
+    python -m convoy_lab.experiments reproduce [--only A,B] [--skip C]   # every experiment at full length
     python -m convoy_lab.experiments report      # rebuild results/report.html from the CSVs
     python -m convoy_lab.experiments results     # docs/RESULTS.md and README's headline table from them
     python -m convoy_lab.experiments run faults [--uploads 100] [--quick]   # the fault campaign (convoy_lab.experiments.faults)
@@ -28,7 +28,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from . import catalog, cellular, fleet_sim as fleet_experiments, incumbents, multipath as multipath_exp, scheduled
+from . import catalog, cellular, fleet_sim as fleet_experiments, incumbents, multipath as multipath_exp, reproduce, scheduled
 from ..analysis import cellular as cellular_analysis
 from ..report import html as report
 from .catalog import DEMO, EXPERIMENTS, ExperimentError, get_experiment
@@ -146,6 +146,13 @@ def _numbers(text: str) -> list[float]:
     return values
 
 
+def _names(text: str) -> list[str]:
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if not names:
+        raise argparse.ArgumentTypeError("expected comma-separated experiment names")
+    return names
+
+
 def _seeds(text: str) -> int:
     n = int(text)
     if n < 1:
@@ -200,7 +207,14 @@ def parser() -> argparse.ArgumentParser:
                      "directories, run nothing")
     common(run)
     common(sub.add_parser("demo", help=f"the short default subset ({', '.join(DEMO)}), then the report"))
-    common(sub.add_parser("reproduce", help="every experiment at full length, then the report"))
+    rp = sub.add_parser("reproduce", help="every experiment at full length, one after another (several hours)",
+                        description="Runs `run NAME --seeds N --out OUT` for every experiment `list` shows, the "
+                        "fleet simulator's and VACaMobil's table included, so that the papers table of "
+                        "`results` has every row measured. A failed experiment is reported and the rest go on.")
+    rp.add_argument("--out", type=Path, default=Path("results"), help="results directory (default: results)")
+    rp.add_argument("--seeds", type=_seeds, default=1, help="runs per point, seeds 1..N")
+    rp.add_argument("--only", type=_names, metavar="NAME,NAME", help="run only these (in their usual order)")
+    rp.add_argument("--skip", type=_names, metavar="NAME,NAME", help="run all but these")
     rep = sub.add_parser("report", help="rebuild OUT/report.html from the results")
     rep.add_argument("--out", type=Path, default=Path("results"))
     res = sub.add_parser("results", help="regenerate docs/RESULTS.md and README's headline table from OUT's files")
@@ -231,6 +245,10 @@ def main(argv: list[str] | None = None) -> int:
                 return 2
             print(f"results: {path.resolve()}" + ("" if args.no_readme else f"; headline table in {args.readme}"))
             return 0
+        if args.command == "reproduce":
+            from ..mobility.__main__ import main as mobility_main
+
+            return reproduce.run(args.out, args.seeds, args.only, args.skip, main, mobility_main)
         overrides = {}
         if args.command == "run" and args.names == ["faults"]:
             return _faults(args)
@@ -248,10 +266,8 @@ def main(argv: list[str] | None = None) -> int:
             names = [n for n in names if n not in fleet_experiments.FLEET]
             if fleet:
                 return _run_fleet(fleet, quick, args.seeds, args.out, args.json, args.engine, args.workers, names)
-        elif args.command == "demo":
-            names, quick, schemes = DEMO, True, None
         else:
-            names, quick, schemes = all_names(), False, None
+            names, quick, schemes = DEMO, True, None
         sched = [n for n in names if n in scheduled.names()] if args.command == "run" else []
         multi = [n for n in names if n in multipath_exp.TITLES] if args.command == "run" else []
         names = [n for n in names if n not in sched and n not in multi]
@@ -375,6 +391,7 @@ def _run_fleet(fleet: list[str], quick: bool, seeds: int, out: Path, as_json_doc
     """Fleet experiments: each a `convoy sim sweep`, then the thesis's figures beside ours."""
     from ..sim import SweepError
     from ..mobility import SumoError
+    from . import channel_models
 
     if rest:
         print(f"error: run fleet experiments ({', '.join(fleet)}) apart from emulator ones ({', '.join(rest)})",
@@ -387,7 +404,7 @@ def _run_fleet(fleet: list[str], quick: bool, seeds: int, out: Path, as_json_doc
         for n in fleet:
             print(f"{n}: running (progress of the sweep on stderr)", file=sys.stderr)
             results.append(fleet_experiments.run(n, quick, seeds, out, engine, workers))
-    except (SweepError, SumoError, ConvoyNotFound) as err:
+    except (SweepError, SumoError, ConvoyNotFound, channel_models.ModelError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

@@ -1,0 +1,72 @@
+"""`reproduce`: every experiment at full length, one after another, each
+the same `run NAME` a reader would type, then the report.
+
+Every figure the papers table (report/seeds.py) judges comes from one of
+these, so a full run leaves no row "not measured". A failed experiment is
+reported and the rest still run: hours in, one broken case should not cost
+the others. `--only` and `--skip` run it in parts.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Callable
+
+from . import catalog, cellular, fleet_sim, incumbents, multipath, scheduled
+from .catalog import ExperimentError
+
+# Not an experiments `run` name: VACaMobil's table comes from
+# `python -m convoy_lab.mobility vacamobil-table --out OUT` (SPEC S6).
+VACAMOBIL = "vacamobil"
+INTERRUPTED = 130  # what `run` returns on Ctrl-C: stop, do not go on
+
+
+def names() -> list[str]:
+    """Every experiment in the order they run: the emulator's first, the
+    simulator's and the models' (no emulator) last."""
+    return [*catalog.EXPERIMENTS, cellular.NAME, *scheduled.names(), *multipath.TITLES, "faults", incumbents.NAME,
+            *fleet_sim.FLEET, VACAMOBIL]
+
+
+def _selection(only: list[str] | None, skip: list[str] | None) -> list[str]:
+    every = names()
+    unknown = [n for n in (only or []) + (skip or []) if n not in every]
+    if unknown:
+        raise ExperimentError(f"unknown experiment {', '.join(unknown)!s}; valid: {', '.join(every)}")
+    return [n for n in every if (not only or n in only) and n not in (skip or [])]
+
+
+def command(name: str, out: Path, seeds: int) -> list[str]:
+    """The argument list for one experiment (without the module prefix)."""
+    if name == VACAMOBIL:
+        return ["vacamobil-table", "--out", str(out)]
+    return ["run", name, "--out", str(out), "--seeds", str(seeds)]
+
+
+def run(out: Path, seeds: int, only: list[str] | None, skip: list[str] | None,
+        run_experiment: Callable[[list[str]], int], run_mobility: Callable[[list[str]], int]) -> int:
+    """Runs the selection; 0 if every experiment succeeded, 1 otherwise."""
+    selected = _selection(only, skip)
+    failed: list[tuple[str, int]] = []
+    started = time.monotonic()
+    for i, name in enumerate(selected, 1):
+        args = command(name, out, seeds)
+        prefix = "python -m convoy_lab.mobility" if name == VACAMOBIL else "python -m convoy_lab.experiments"
+        print(f"reproduce [{i}/{len(selected)}, {(time.monotonic() - started) / 60:.0f} min in]: "
+              f"{prefix} {' '.join(args)}", file=sys.stderr, flush=True)
+        rc = (run_mobility if name == VACAMOBIL else run_experiment)(args)
+        if rc == INTERRUPTED:
+            print(f"reproduce: interrupted in {name}; the experiments before it are complete", file=sys.stderr)
+            return rc
+        if rc != 0:
+            failed.append((name, rc))
+            print(f"reproduce: {name} exited {rc}; going on with the rest", file=sys.stderr, flush=True)
+    done = len(selected) - len(failed)
+    print(f"reproduce: {done} of {len(selected)} experiments ran to the end in "
+          f"{(time.monotonic() - started) / 60:.0f} min" + (f"; failed: {', '.join(f'{n} ({rc})' for n, rc in failed)}"
+                                                           if failed else ""), file=sys.stderr)
+    print(f"reproduce: `python -m convoy_lab.experiments results --out {out}` writes docs/RESULTS.md from them",
+          file=sys.stderr)
+    return 1 if failed else 0
