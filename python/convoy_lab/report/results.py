@@ -305,13 +305,17 @@ def render(out: Path, shown_out: str | None = None) -> str:
             f" --seeds {meta['seeds']}" if meta.get("seeds", 1) != 1 else "") + _out_arg(out)
         return f"- `{cmd}`: {title}; run {stamp.describe(meta.get('stamp'))}"
 
+    vaca = _meta(out, "vacamobil")
+    vaca_line = ("- `python -m convoy_lab.mobility vacamobil-table --out OUT`: VACaMobil's table (SPEC S6); "
+                 + (f"run {stamp.describe(vaca.get('stamp'))}" if vaca else "not run"))
     parts += [
-        "## Fleet simulator experiments",
+        "## Fleet simulator and model experiments",
         "",
         "Their tables are not collected here yet: `run NAME` prints each one's figures beside the "
-        "thesis's and writes them under `OUT/NAME/`; AVE's delivery ratios are judged in the papers table above.",
+        "thesis's and writes them under `OUT/NAME/`; the papers table above judges their headline figures.",
         "",
         *[fleet_line(n, e.title) for n, e in fleet_sim.FLEET.items()],
+        vaca_line,
         "",
     ]
     return "\n".join(parts)
