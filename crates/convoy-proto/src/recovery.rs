@@ -46,6 +46,24 @@ pub struct SentPacket {
     pub ack_eliciting: bool,
 }
 
+impl SentPacket {
+    /// An ack-eliciting packet without a symbol on path 0, its `seq` its
+    /// number: what a rate controller's tests and the ideal bottleneck
+    /// (`cc::bottleneck`) send.
+    pub fn on_one_path(pn: u64, time: Duration, bytes: u32) -> SentPacket {
+        SentPacket {
+            pn,
+            time,
+            bytes,
+            path: 0,
+            seq: pn,
+            block: None,
+            esi: 0,
+            ack_eliciting: true,
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Fate {
     InFlight,

@@ -76,16 +76,7 @@ pub fn drive(cc: &mut dyn RateController, link: &Bottleneck, until: Duration) ->
         |cc: &dyn RateController, in_flight: u64| cc.window().is_none_or(|w| in_flight + mss <= w);
     while now < until {
         while cc.next_send_time().is_none_or(|t| t <= now) && window_allows(cc, in_flight) {
-            let p = SentPacket {
-                pn,
-                time: now,
-                bytes: mss as u32,
-                path: 0,
-                seq: pn,
-                block: None,
-                esi: 0,
-                ack_eliciting: true,
-            };
+            let p = SentPacket::on_one_path(pn, now, mss as u32);
             let queued = link_free.saturating_sub(now);
             let queued_bytes = (queued.as_secs_f64() * link.rate as f64) as u64;
             let lost_on_air = link.lose_every.is_some_and(|n| pn % n == n - 1);

@@ -9,16 +9,7 @@ fn ms(v: u64) -> Duration {
 }
 
 fn sent(pn: u64, at: Duration) -> SentPacket {
-    SentPacket {
-        pn,
-        time: at,
-        bytes: MSS as u32,
-        path: 0,
-        seq: pn,
-        block: None,
-        esi: 0,
-        ack_eliciting: true,
-    }
+    SentPacket::on_one_path(pn, at, MSS as u32)
 }
 
 /// Drives `rounds` round trips of a window-limited sender over a path of

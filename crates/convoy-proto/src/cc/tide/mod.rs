@@ -854,16 +854,7 @@ mod tests {
 
     /// A packet sent on the only path, acknowledged by the peer.
     fn packet(pn: u64, time: Duration, bytes: u32) -> SentPacket {
-        SentPacket {
-            pn,
-            time,
-            bytes,
-            path: 0,
-            seq: pn,
-            block: None,
-            esi: 0,
-            ack_eliciting: true,
-        }
+        SentPacket::on_one_path(pn, time, bytes)
     }
 
     #[test]
