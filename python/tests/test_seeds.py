@@ -175,6 +175,12 @@ def test_clusters_reproduce_only_when_both_radios_lead_at_the_larger_counts(tmp_
                   and r["param.clusters.radios"] == "both" else r for r in rows]).to_csv(d / "runs.csv", index=False)
     [h] = [h for h in seeds.headlines(tmp_path) if h.experiment == "clusters"]
     assert h.verdict == seeds.DIRECTION and "ahead at 25, 400 vehicles" in h.why
+    # Both radios collapse at the most vehicles: not reproduced, and the
+    # counts where they did lead are named.
+    pd.DataFrame([dict(r, **{"clusters.delivery_ratio": 0.14}) if r["param.mobility.grid.vehicles"] == 400
+                  and r["param.clusters.radios"] == "both" else r for r in rows]).to_csv(d / "runs.csv", index=False)
+    [h] = [h for h in seeds.headlines(tmp_path) if h.experiment == "clusters"]
+    assert h.verdict == seeds.NOT and h.why.endswith("does not hold: Wi-Fi + LTE ahead at 25, 100 vehicles")
 
 
 def test_vacamobil_is_judged_against_its_target_and_the_thesis_table(tmp_path):

@@ -431,13 +431,14 @@ def _clusters(df: pd.DataFrame) -> list[Headline]:
     at_top = (f"{_share(g[(top, 'both')])} against Wi-Fi {_share(g[(top, 'wifi')])}, LTE {_share(g[(top, 'lte')])}"
               if counts and all((top, r) in g.index for r in ("wifi", "lte", "both")) else "n/a")
     holds = math.nan if at_top == "n/a" else float(top in wins)
-    return [
-        _row(S9, "clusters", f"CAM delivery, Wi-Fi + LTE against each alone, as vehicles grow (ours at {top})",
-             "Wi-Fi + LTE highest as vehicles grow", at_top, (holds,), lambda: holds == 1,
-             lambda: all(n in wins for n in upper), "Wi-Fi + LTE ahead at the most vehicles",
-             "Wi-Fi + LTE ahead at " + (", ".join(map(str, wins)) or "no count") + " vehicles, not at every count from "
-             + (str(upper[0]) if upper else "–")),
-    ]
+    ahead_at = "Wi-Fi + LTE ahead at " + (", ".join(map(str, wins)) or "no count") + " vehicles"
+    row = _row(S9, "clusters", f"CAM delivery, Wi-Fi + LTE against each alone, as vehicles grow (ours at {top})",
+               "Wi-Fi + LTE highest as vehicles grow", at_top, (holds,), lambda: holds == 1,
+               lambda: all(n in wins for n in upper), "Wi-Fi + LTE ahead at the most vehicles",
+               f"{ahead_at}, not at every count from " + (str(upper[0]) if upper else "–"))
+    if row.verdict == NOT:
+        row = replace(row, why=f"{row.why}: {ahead_at}")
+    return [row]
 
 
 READERS: dict[str, Callable[[pd.DataFrame], list[Headline]]] = {
