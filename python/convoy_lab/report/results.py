@@ -230,11 +230,10 @@ def _seeds_section(out: Path) -> list[str]:
         f"{seeds.summary(rows)}. Reproduced: the paper's direction holds and the size is within its "
         f"stated spread, or ±{seeds.TOLERANCE * 100:.0f} % where it states none; direction only: the "
         "direction holds, not the size; the rules are in `python/convoy_lab/report/seeds.py`. Each "
-        "figure comes from its experiment's table below, or for AVE, the edge and the clusters (S7–S9, the "
-        "fleet simulator) from `OUT/ave-sparse`, `OUT/ave-dense`, `OUT/edge-split` and `OUT/clusters`, and for "
-        "VACaMobil (S6) from `OUT/vacamobil`, which `python -m convoy_lab.mobility vacamobil-table --out OUT` "
-        "writes; one run is one sample. S5's channel models are fits, checked beside the thesis's figures in "
-        "docs/MODELS.md, not judged here.",
+        "figure comes from its experiment's table below, or, for the experiments without the emulator, from "
+        "`OUT/NAME/runs.csv`: the channel models (S5), AVE, the edge and the clusters (S7–S9, the fleet "
+        "simulator; their commands are listed at the end), and VACaMobil (S6), which `python -m "
+        "convoy_lab.mobility vacamobil-table --out OUT` writes. One run is one sample.",
         "",
         "| system | figure | paper | ours | verdict | why | experiment |",
         "|---|---|---|---|---|---|---|",
