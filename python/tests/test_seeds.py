@@ -216,3 +216,20 @@ def test_channel_models_are_judged_from_their_run(tmp_path):
     assert rng.verdict == seeds.DIRECTION and rng.ours == "121 m (PDR at 100 m 92.6 %)"
     assert los.verdict == seeds.REPRODUCED and los.ours == "0.17 %"
     assert city.verdict == seeds.REPRODUCED and city.ours == "0.50 / 0.88"
+
+
+def test_capprobe_runs_that_never_demote_are_not_reproduced_and_say_so(tmp_path):
+    d = tmp_path / "mp-capprobe"
+    d.mkdir()
+    rows = [{"scheme": "mptcp-backup", "status": "ok", "detection_s": None, "moved_s": None, "seconds": 45.0}] + [
+        {"scheme": "convoy-mp-backup", "status": "ok", "detection_s": det, "moved_s": 0.8, "seconds": 45.0}
+        for det in (None, 6.5, None)]
+    pd.DataFrame(rows).to_csv(d / "runs.csv", index=False)
+    [h] = [h for h in seeds.headlines(tmp_path) if h.experiment == "mp-capprobe"]
+    assert h.verdict == seeds.NOT
+    assert h.ours == "no demotion in 2 of 3 runs of 45 s (traffic on LTE 0.8 s after the degradation)"
+    # Every run demoted within the thesis's time: reproduced, worst run shown.
+    pd.DataFrame([dict(r, detection_s=6.5 if r["scheme"].startswith("convoy") else None) for r in rows]).to_csv(
+        d / "runs.csv", index=False)
+    [h] = [h for h in seeds.headlines(tmp_path) if h.experiment == "mp-capprobe"]
+    assert h.verdict == seeds.REPRODUCED and h.ours.startswith("6.5 s")
