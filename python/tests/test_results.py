@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from convoy_lab.experiments import cli
+from convoy_lab.experiments import catalog, cli
 from convoy_lab.report import results, stamp
 
 
@@ -93,3 +93,14 @@ def test_a_subset_of_cells_names_its_cells_in_the_command():
     assert results._command("background", meta, Path("results")) == \
         ".venv/bin/python -m convoy_lab.experiments run background --only target,compete"
     assert "--only" not in results._command("background", {**meta, "only": None}, Path("results"))
+
+
+def test_a_subset_of_schemes_and_several_seeds_are_in_the_command():
+    meta = {"experiment": "rcdp-loss", "quick": False, "seeds": [1], "schemes": ["convoy-rcdp", "tcp-cubic"]}
+    assert results._command("rcdp-loss", meta, Path("results")) == \
+        ".venv/bin/python -m convoy_lab.experiments run rcdp-loss --schemes convoy-rcdp,tcp-cubic --out results"
+    every = {**meta, "schemes": list(catalog.EXPERIMENTS["rcdp-loss"].schemes)}
+    assert "--schemes" not in results._command("rcdp-loss", every, Path("results"))
+    mp = {"experiment": "mp-capprobe", "quick": False, "seeds": [1, 2, 3], "schemes": None}
+    assert results._command("mp-capprobe", mp, Path("results")) == \
+        ".venv/bin/python -m convoy_lab.experiments run mp-capprobe --seeds 3"

@@ -104,6 +104,14 @@ def regenerate_command(name: str, meta: dict) -> str:
         parts.append("--quick")
     if len(seeds) != 1:
         parts.append(f"--seeds {len(seeds)}")
+    if meta.get("schemes"):
+        # A run on a subset of the schemes must say which, or the command
+        # would not give the table it stands beside.
+        from ..experiments.catalog import EXPERIMENTS
+
+        every = EXPERIMENTS[name].schemes if name in EXPERIMENTS else None
+        if every is None or list(meta["schemes"]) != list(every):
+            parts.append(f"--schemes {','.join(meta['schemes'])}")
     parts.append(f"--out {meta.get('out', 'results')}")
     return " ".join(parts)
 

@@ -64,6 +64,12 @@ def _command(name: str, meta: dict, out: Path) -> str:
         extra += f" --scale {meta['scale']:g}"
     if meta.get("only"):  # a subset of the cells: the command must say which
         extra += f" --only {meta['only']}"
+    seeds = meta.get("seeds")
+    n = len(seeds) if isinstance(seeds, list) else seeds
+    if isinstance(n, int) and n > 1:
+        extra += f" --seeds {n}"
+    if meta.get("schemes"):
+        extra += f" --schemes {','.join(meta['schemes'])}"
     return f"{PY} run {name}{extra}" + _out_arg(out)
 
 
