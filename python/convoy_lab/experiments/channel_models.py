@@ -17,7 +17,6 @@ coefficient is our city, not the thesis's.
 
 from __future__ import annotations
 
-import json
 import subprocess
 from pathlib import Path
 
@@ -26,7 +25,7 @@ import pandas as pd
 from . import fleet_city
 from .catalog import Claim
 from ..report.html import text_table
-from ..runner import convoy_binary
+from ..runner import run_json
 
 # SPEC S5.
 PAPER = {"obstructed_range_90_m": 100.0, "los_pdr_1400m_below": 0.05, "city_coefficient": (0.48, 0.55),
@@ -39,10 +38,11 @@ class ModelError(RuntimeError):
 
 
 def _convoy_json(args: list[str]) -> dict:
-    done = subprocess.run([str(convoy_binary()), *args, "--json"], capture_output=True, text=True, timeout=600)
-    if done.returncode != 0:
-        raise ModelError(f"convoy {' '.join(args)}: {done.stderr.strip().splitlines()[-1] if done.stderr.strip() else done.returncode}")
-    return json.loads(done.stdout)
+    try:
+        return run_json(*args, timeout=600)
+    except subprocess.CalledProcessError as err:
+        why = err.stderr.splitlines()[-1] if err.stderr else f"exit status {err.returncode}"
+        raise ModelError(f"convoy {' '.join(args)}: {why}") from None
 
 
 def measure(out: Path, rays: int) -> pd.DataFrame:
