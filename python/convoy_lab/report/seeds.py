@@ -77,6 +77,12 @@ def _share(v: float) -> str:
     return "n/a" if _nan(v) else f"{v * 100:.1f} %"
 
 
+def _because(row: Headline, reason: str, sep: str = ": ") -> Headline:
+    """A figure that missed the paper, with the measured reason added to
+    its why; a reproduced one as it is."""
+    return row if row.verdict == REPRODUCED else replace(row, why=f"{row.why}{sep}{reason}")
+
+
 def _row(seed: str, exp: str, figure: str, paper_text: str, ours_text: str, values: tuple,
          direction: Callable[[], bool], size: Callable[[], bool], direction_text: str, size_text: str) -> Headline:
     holds = None if _nan(*values) else bool(direction())
@@ -187,9 +193,9 @@ def _lte_upload(df: pd.DataFrame) -> list[Headline]:
                     f"ours {_pct(gain, True)} against {_pct(paper.SCALANC_GAIN_OVER_CUBIC, True)}")
     # Cubic that already fills the replayed link leaves no room for the
     # paper's gain: the reason, measured, beside the verdict.
-    if gain_row.verdict != REPRODUCED and not _nan(cubic_share) and cubic_share * (1 + paper.SCALANC_GAIN_OVER_CUBIC) > 1:
-        gain_row = replace(gain_row, why=f"{gain_row.why}: Cubic carries {_pct(cubic_share)} of the traces' capacity "
-                           f"here (no added loss), which leaves at most {_pct(1 / cubic_share - 1, True)} to gain")
+    if not _nan(cubic_share) and cubic_share * (1 + paper.SCALANC_GAIN_OVER_CUBIC) > 1:
+        gain_row = _because(gain_row, f"Cubic carries {_pct(cubic_share)} of the traces' capacity here (no added "
+                            f"loss), which leaves at most {_pct(1 / cubic_share - 1, True)} to gain")
     return [
         gain_row,
         _row(S2, "lte-upload", "goodput order: ScalaNC+BBR > TCP BBR > TCP Cubic", order_paper,
@@ -261,9 +267,9 @@ def _smart_ap(df: pd.DataFrame) -> list[Headline]:
     # What the shorter queue did change, measured beside the jitter: the
     # game's delay while TCP runs.
     o100, o50 = get("palazzi", "fifo-100", "game_owd_p95_tcp_ms"), get("palazzi", "fifo-50", "game_owd_p95_tcp_ms")
-    if rows[0].verdict != REPRODUCED and not _nan(o100, o50):
-        rows[0] = replace(rows[0], why=f"{rows[0].why}; the game's one-way delay p95 while TCP runs went "
-                          f"{o100:.0f} → {o50:.0f} ms: the shorter queue lowered the delay, not its largest jump")
+    if not _nan(o100, o50):
+        rows[0] = _because(rows[0], f"the game's one-way delay p95 while TCP runs went {o100:.0f} → {o50:.0f} ms: "
+                           "the shorter queue lowered the delay, not its largest jump", sep="; ")
     # SAP-LAW's and VoAP's claims are about delay ("no queue builds: low
     # delay for UDP", "keeps queueing delay low"), so the game's one-way
     # delay p95 while TCP runs is judged; the jitter maximum, a single
@@ -386,9 +392,9 @@ def _ave(density: str) -> Callable[[pd.DataFrame], list[Headline]]:
                 f"ours {_pp(diff)} against {_pp(ref)}")
             # A baseline that already delivers nearly everything leaves no
             # room for the paper's gain: say so, with the figure that shows it.
-            if row.verdict != REPRODUCED and ahead and not _nan(theirs) and theirs + ref > 1:
-                row = replace(row, why=f"{row.why}: {label} delivers {_share(theirs)} here, which leaves at most "
-                              f"{_pp(1 - theirs)} to gain, not {_pp(ref)}")
+            if ahead and not _nan(theirs) and theirs + ref > 1:
+                row = _because(row, f"{label} delivers {_share(theirs)} here, which leaves at most "
+                               f"{_pp(1 - theirs)} to gain, not {_pp(ref)}")
             rows.append(row)
         return rows
 
@@ -448,9 +454,8 @@ def _clusters(df: pd.DataFrame) -> list[Headline]:
                "Wi-Fi + LTE highest as vehicles grow", at_top, (holds,), lambda: holds == 1,
                lambda: all(n in wins for n in upper), "Wi-Fi + LTE ahead at the most vehicles",
                f"{ahead_at}, not at every count from " + (str(upper[0]) if upper else "–"))
-    if row.verdict == NOT:
-        row = replace(row, why=f"{row.why}: {ahead_at}")
-    return [row]
+    # "Direction only" already names the counts in its why.
+    return [_because(row, ahead_at) if row.verdict == NOT else row]
 
 
 READERS: dict[str, Callable[[pd.DataFrame], list[Headline]]] = {
