@@ -31,8 +31,7 @@
 //!   while a standing queue is seen, scales R down (at most to half) to drain
 //!   it in about four minimum RTTs. Each sample first loses the wait its
 //!   packet spent behind its own train, which leaves at Ω > C by design:
-//!   counted as standing, that wait held R near C/2 on slow links (2 Mbit/s:
-//!   0.71 of capacity in `convoy simulate --mode rcdp`, 0.95 without it).
+//!   counted as standing, that wait held R near C/2 on slow links.
 
 use std::collections::VecDeque;
 use std::time::Duration;
