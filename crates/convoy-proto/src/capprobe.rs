@@ -164,6 +164,11 @@ pub struct Grade {
     pub bad: bool,
     /// Bad grades in a row, this one included.
     pub consecutive_bad: u32,
+    /// Grades in a row, this one included, whose C′ was under the
+    /// threshold or that had no pair: one vote alone, which a caller with
+    /// a second witness of its own may act on (see
+    /// [`Estimator::persistently_low_capacity`]).
+    pub consecutive_low_capacity: u32,
 }
 
 /// Counts of what was handed in, for diagnostics and the experiments.
@@ -197,6 +202,7 @@ pub struct Estimator {
     next_grade_at: Duration,
     pairs_in_period: u32,
     consecutive_bad: u32,
+    consecutive_low_capacity: u32,
     last_grade: Option<Grade>,
     /// Per-byte dispersions of the newest pairs (zero for a pair inside
     /// one clock tick), newest last: what the path shows now, whatever the
@@ -222,6 +228,7 @@ impl Estimator {
             next_grade_at: now.saturating_add(config.grade_interval),
             pairs_in_period: 0,
             consecutive_bad: 0,
+            consecutive_low_capacity: 0,
             last_grade: None,
             recent: std::collections::VecDeque::with_capacity(RECENT_PAIRS),
             stats: Stats::default(),
@@ -320,6 +327,7 @@ impl Estimator {
             }
         }
         self.consecutive_bad = 0;
+        self.consecutive_low_capacity = 0;
     }
 
     /// CapProbe's own estimate, from the pair with the minimum delay sum:
@@ -373,6 +381,11 @@ impl Estimator {
         } else {
             0
         };
+        self.consecutive_low_capacity = if reasons.low_capacity {
+            self.consecutive_low_capacity.saturating_add(1)
+        } else {
+            0
+        };
         self.stats.grades += 1;
         self.stats.bad_grades += u64::from(bad);
         self.next_grade_at = now.saturating_add(self.config.grade_interval);
@@ -386,6 +399,7 @@ impl Estimator {
             reasons,
             bad,
             consecutive_bad: self.consecutive_bad,
+            consecutive_low_capacity: self.consecutive_low_capacity,
         };
         self.last_grade = Some(grade);
         Some(grade)
@@ -399,6 +413,18 @@ impl Estimator {
 
     pub fn consecutive_bad(&self) -> u32 {
         self.consecutive_bad
+    }
+
+    /// Whether C′ is under the threshold now and the capacity vote has
+    /// held for N grades in a row: Algorithm 1 wants a second vote, and
+    /// this is for a caller that has a second witness the thesis's
+    /// metrics lack (a backup measured better, under a sender that keeps
+    /// its queue short so that δ and SRTT cannot vote).
+    pub fn persistently_low_capacity(&self) -> bool {
+        self.consecutive_low_capacity >= self.config.bad_grades_to_flag
+            && self
+                .capacity_bps()
+                .is_some_and(|c| c < self.config.capacity_threshold_bps)
     }
 
     pub fn last_grade(&self) -> Option<&Grade> {

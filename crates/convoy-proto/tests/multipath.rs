@@ -111,6 +111,86 @@ fn a_silent_wifi_fails_over_to_standby_lte() {
     assert!(lte_after < 20_000, "LTE still carried {lte_after} B");
 }
 
+/// Sets the Wi-Fi link's rate and loss, both directions.
+fn set_wifi(w: &mut World, mbit: f64, loss: f64) {
+    let link = &mut w.links[WIFI];
+    for dir in [&mut link.up, &mut link.down] {
+        dir.bits_per_sec = (mbit * 1e6) as u64;
+        dir.loss = loss;
+    }
+}
+
+/// Mena's bad Wi-Fi (SPEC S3): the preferred Wi-Fi stays up but narrows
+/// to 0.8 Mbit/s with 10 % loss, LTE standing by as the backup. The
+/// thesis's rule wants two of C′, δ and SRTT to vote; under a sender that
+/// keeps its queue short only C′ can, so the backup's measured capacity
+/// is the second witness. When the Wi-Fi is good again it carries again.
+#[test]
+fn a_poor_wifi_hands_its_role_to_a_better_backup() {
+    let mut w = world(wifi(), u64::MAX);
+    let id = with_wifi_path(&mut w, true);
+    let bad = 3 * SEC;
+    w.run_until(bad, |_| {});
+    assert_eq!(w.path_state(id), PathState::Active);
+    set_wifi(&mut w, 0.8, 0.1);
+    let mut demoted_at = None;
+    w.run_until(bad + 19 * SEC, |w| {
+        if demoted_at.is_none() && w.path_state(id) == PathState::Standby {
+            demoted_at = Some(w.now);
+        }
+    });
+    let detection = demoted_at.map(|t| t - bad);
+    eprintln!("poor Wi-Fi demoted after {detection:?}");
+    // The thesis detected its bad Wi-Fi in 4-19 s.
+    assert!(detection.is_some(), "never demoted in 19 s");
+    assert_eq!(w.path_state(id), PathState::Standby, "demoted for good");
+    let end = w.now;
+    let lte = w.link_bytes(LTE, end - 2 * SEC, end) as f64 * 8.0 / 2.0;
+    assert!(lte > 7e6, "LTE carried {:.1} Mbit/s", lte / 1e6);
+    // Standing by, the Wi-Fi costs only its pairs.
+    let wifi_bits = w.link_bytes(WIFI, end - 2 * SEC, end) as f64 * 8.0 / 2.0;
+    assert!(
+        wifi_bits < 300e3,
+        "Wi-Fi still carried {wifi_bits:.0} bit/s"
+    );
+
+    set_wifi(&mut w, 30.0, 0.0);
+    w.run_until(end + 2 * SEC, |_| {});
+    assert_eq!(w.path_state(id), PathState::Active);
+    let back = w.link_bytes(WIFI, end + SEC, end + 2 * SEC);
+    assert!(
+        back > 2_000_000,
+        "Wi-Fi carried {back} B in the second after"
+    );
+}
+
+/// ...but a Wi-Fi that is slow and lossy while still above the capacity
+/// threshold keeps its role: LTE is the backup because it costs.
+#[test]
+fn a_slow_wifi_above_the_threshold_keeps_its_role() {
+    let mut w = world(wifi(), u64::MAX);
+    let id = with_wifi_path(&mut w, true);
+    w.run_until(3 * SEC, |_| {});
+    set_wifi(&mut w, 2.0, 0.1);
+    // (Suspect for a moment as the rate drops is fine: that is the probe
+    // timers, not the grade.)
+    w.run_until(23 * SEC, |w| {
+        assert_ne!(w.path_state(id), PathState::Standby, "at {:?}", w.now);
+    });
+    // Each false suspicion (a few lost acknowledgments in a row look like
+    // silence) sends a round trip's data to LTE; the bulk stays on Wi-Fi.
+    let lte = w.link_bytes(LTE, 13 * SEC, 23 * SEC) as f64;
+    let wifi = w.link_bytes(WIFI, 13 * SEC, 23 * SEC) as f64;
+    eprintln!(
+        "slow Wi-Fi: LTE carried {:.1} % of the bytes",
+        100.0 * lte / (lte + wifi)
+    );
+    assert!(
+        lte < 0.15 * (lte + wifi),
+        "LTE carried {lte} B, Wi-Fi {wifi} B"
+    );
+}
+
 #[test]
 fn a_server_sends_at_most_three_times_what_it_got_on_an_unvalidated_path() {
     // Wi-Fi's uplink is dead: the server hears the challenge but its

@@ -204,6 +204,30 @@ fn a_good_grade_resets_the_count() {
     assert!(!e.is_bad());
 }
 
+/// A narrow path that does not queue (0.5 Mbit/s, a short RTT): only C′
+/// votes, so never bad by Algorithm 1, but persistently low after N
+/// grades, and no longer once a good grade comes.
+#[test]
+fn capacity_alone_is_persistently_low_after_n_grades() {
+    let mut e = estimator();
+    for s in 1..=7 {
+        for i in 0..10 {
+            let at = ms(s * 1000 - 1000 + i * 100 + 50);
+            e.on_pair(pair(at, 1250, ms(20), ms(60)));
+            e.on_rtt(at, ms(60));
+        }
+        let grade = e.grade(ms(s * 1000)).unwrap();
+        assert!(grade.reasons.low_capacity && !grade.bad, "{grade:?}");
+        assert_eq!(grade.consecutive_low_capacity, s as u32);
+        assert_eq!(e.persistently_low_capacity(), s >= 5, "after {s} grades");
+    }
+    assert!(!e.is_bad());
+    // Good pairs lift C′ back over the threshold within the second.
+    let grade = run_second(&mut e, 8, false).unwrap();
+    assert_eq!(grade.consecutive_low_capacity, 0, "{grade:?}");
+    assert!(!e.persistently_low_capacity());
+}
+
 #[test]
 fn a_period_without_pairs_votes_low_capacity() {
     let mut e = estimator();

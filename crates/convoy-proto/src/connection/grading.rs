@@ -40,6 +40,13 @@ const STANDBY_PAIR_INTERVAL: Duration = Duration::from_secs(60);
 /// graded bad.
 const FLAPS_TO_DEMOTE: usize = 3;
 const FLAP_WINDOW: Duration = Duration::from_secs(10);
+/// A backup standing by that measured at least this many times a primary's
+/// C′ is the second witness against it (see `on_grading_timers`).
+const BACKUP_ADVANTAGE: u64 = 2;
+/// A demoted path comes back once its pairs show this many times the
+/// capacity threshold: between the two it stays where it is, so a path
+/// whose capacity hovers at the threshold does not flap.
+const RESTORE_MARGIN: f64 = 1.5;
 /// Delay sums carry the difference of the two clocks; this keeps them
 /// positive (only comparisons between a path's samples matter).
 const CLOCK_OFFSET_US: i128 = 1 << 40;
@@ -173,10 +180,9 @@ impl Connection {
             dispersion: Duration::from_micros(disp_us),
             delay_sum: Duration::from_micros(sum.max(0) as u64),
         });
-        let threshold = grader.config().capacity_threshold_bps;
         let good_again = grader
             .recent_capacity_bps(RECOVERY_PAIRS)
-            .is_some_and(|c| c >= threshold);
+            .is_some_and(|c| c >= restore_capacity_bps(grader));
         if p.demoted && good_again {
             grader.recovered(RECOVERY_PAIRS);
             // Its suspicions were the poor spell's: kept, three of them
@@ -212,7 +218,17 @@ impl Connection {
                 self.paths[i].standby_pairs = 0;
                 continue;
             }
+            let backup_bps = self.backup_capacity_bps(i);
             let p = &mut self.paths[i];
+            if p.standby_pairs > 0 {
+                // It stood by, measured but not graded, and now carries
+                // data again: its grader still holds the spell before it
+                // stood by (a server's view of a Wi-Fi its client demoted
+                // and then restored read the poor spell as now and
+                // demoted it again at once). Graded afresh.
+                p.grader = None;
+                p.standby_pairs = 0;
+            }
             let grader = p
                 .grader
                 .get_or_insert_with(|| Estimator::new(now, GradeConfig::default()).expect("valid"));
@@ -241,13 +257,28 @@ impl Connection {
                 .retain(|&t| now.saturating_sub(t) < FLAP_WINDOW);
             let flapping = p.recent_suspicions.len() >= FLAPS_TO_DEMOTE
                 && (grade.reasons.low_capacity || grade.reasons.no_pairs);
-            let bad = grader.is_bad() || flapping;
+            // CapProbe wants two of its three votes, and a path that
+            // queues gives them: C′ and a climbing SRTT or δ. convoy's
+            // controllers keep the queue short, so on a narrow but live
+            // path only C′ can vote (the thesis's bad Wi-Fi at 0.8 Mbit/s
+            // under Tide: δ near 37, SRTT near 70 ms), and the path was
+            // never handed over. A backup standing by that measured at
+            // least twice as much is the second witness.
+            let outclassed = !p.backup
+                && grader.persistently_low_capacity()
+                && backup_bps.is_some_and(|b| {
+                    b >= grader.config().capacity_threshold_bps
+                        && grader
+                            .capacity_bps()
+                            .is_some_and(|c| b >= c.saturating_mul(BACKUP_ADVANTAGE))
+                });
+            let bad = grader.is_bad() || flapping || outclassed;
             // Back only on a measured good grade: pairs got through and
             // showed capacity.
             let measured_good = !bad
                 && grade
                     .capacity_bps
-                    .is_some_and(|c| c >= grader.config().capacity_threshold_bps);
+                    .is_some_and(|c| c >= restore_capacity_bps(grader));
             if bad && !p.demoted && self.another_works(i) {
                 self.demote(now, i, true);
             } else if measured_good && self.paths[i].demoted {
@@ -281,6 +312,17 @@ impl Connection {
             };
             self.set_state(now, i, s);
         }
+        if demoted {
+            self.on_backups_take_over(now);
+        }
+    }
+
+    /// The best capacity a backup standing by (not `i`) measured.
+    fn backup_capacity_bps(&self, i: usize) -> Option<u64> {
+        (0..self.paths.len())
+            .filter(|&j| j != i && self.measured_standby(j))
+            .filter_map(|j| self.paths[j].grader.as_ref()?.capacity_bps())
+            .max()
     }
 
     /// When the grading needs the timer next.
@@ -308,6 +350,11 @@ impl Connection {
             })
             .min()
     }
+}
+
+/// What a demoted path's pairs must show to bring it back.
+fn restore_capacity_bps(grader: &Estimator) -> u64 {
+    (grader.config().capacity_threshold_bps as f64 * RESTORE_MARGIN) as u64
 }
 
 /// A path not graded yet is set up at the next timer run.

@@ -893,7 +893,7 @@ impl Connection {
                 consider(p.last_sent + STANDBY_PROBE);
             }
             if p.state == PathState::Suspect || self.probing_backed_off(i) {
-                consider(p.last_sent + REPROBE);
+                consider(p.last_sent + self.ping_interval(i));
             }
         }
         if let Some(g) = self.grading_timeout() {
@@ -1027,14 +1027,18 @@ impl Connection {
             if p.state == PathState::Standby && p.validated && now >= p.last_sent + STANDBY_PROBE {
                 p.ping_due = true;
             }
-            // A suspect path is pinged at least every REPROBE, whatever its
-            // probe timeout has backed off to: it comes back that soon. So
-            // is a working path that has heard nothing for several probe
-            // timeouts (an outage that took what its queue held): the
-            // backoff spaces the timeouts that declare losses, not the
-            // pings that find the link again.
+            // A suspect path is pinged at least every base PTO, whatever
+            // its probe timeout has backed off to: it comes back that
+            // soon, and it is abandoned only when several pings in a row
+            // went unanswered (with one ping per backed-off timeout, one
+            // lost ping or answer on a 10 % lossy link had it abandoned
+            // three base PTOs later). So is a working path that has heard
+            // nothing for several probe timeouts (an outage that took what
+            // its queue held), every REPROBE: the backoff spaces the
+            // timeouts that declare losses, not the pings that find the
+            // link again.
             if (p.state == PathState::Suspect || self.probing_backed_off(i))
-                && now >= self.paths[i].last_sent + REPROBE
+                && now >= self.paths[i].last_sent + self.ping_interval(i)
             {
                 if i == self.feedback_path(now) {
                     self.ping_due = true;
@@ -1042,6 +1046,16 @@ impl Connection {
                     self.paths[i].ping_due = true;
                 }
             }
+        }
+    }
+
+    /// How often a suspect path, or one whose probing backed off, is
+    /// pinged at least.
+    fn ping_interval(&self, i: usize) -> Duration {
+        if self.paths[i].state == PathState::Suspect {
+            self.base_pto(i).min(REPROBE)
+        } else {
+            REPROBE
         }
     }
 

@@ -24,6 +24,11 @@ pub struct Dir {
     /// Packets entering during these intervals, or leaving the queue
     /// during them, vanish (a silent blackhole).
     pub outages: Vec<(Duration, Duration)>,
+    /// The chance that a datagram is lost on the air, after its airtime
+    /// (a frame the radio sent and nobody received).
+    pub loss: f64,
+    /// The loss draws' state: a run is the same every time.
+    rng: u64,
     free_at: Duration,
     pub bytes: u64,
     /// Bytes offered while the direction was out (they vanished).
@@ -38,6 +43,8 @@ impl Dir {
             bits_per_sec: (mbit * 1e6) as u64,
             delay: MS * delay_ms as u32,
             outages: Vec::new(),
+            loss: 0.0,
+            rng: delay_ms ^ (mbit.to_bits() << 1),
             free_at: Duration::ZERO,
             bytes: 0,
             offered_in_outage: 0,
@@ -68,8 +75,26 @@ impl Dir {
             self.timeline.resize(bin + 1, 0);
         }
         self.timeline[bin] += len as u64;
+        if self.loss > 0.0 && self.draw() < self.loss {
+            return None;
+        }
         Some(self.free_at + self.delay)
     }
+
+    /// A uniform draw in [0, 1).
+    fn draw(&mut self) -> f64 {
+        self.rng = self.rng.wrapping_add(1);
+        (splitmix(self.rng) >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+/// SplitMix64: a well-mixed 64-bit value from any input, so runs draw the
+/// same "random" choices every time.
+pub fn splitmix(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
 }
 
 #[derive(Clone, Debug)]

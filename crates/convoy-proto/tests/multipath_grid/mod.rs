@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use convoy_proto::PathState;
 
-use crate::harness::{Link, Start, World, MS};
+use crate::harness::{splitmix, Link, Start, World, MS};
 
 pub const SEC: Duration = Duration::from_secs(1);
 const WIFI: usize = 1;
@@ -67,13 +67,6 @@ impl Point {
     fn wifi_busy_bin(&self) -> u64 {
         (WIFI_MBIT * 1e6 * self.rate_scale / 8.0 / 10.0 / 2.0) as u64
     }
-}
-
-fn splitmix(x: u64) -> u64 {
-    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
 }
 
 /// LTE is link 0 and the handshake's path; the Wi-Fi path opens after the
