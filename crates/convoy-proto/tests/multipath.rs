@@ -127,11 +127,23 @@ fn set_wifi(w: &mut World, mbit: f64, loss: f64) {
 /// is the second witness. When the Wi-Fi is good again it carries again.
 #[test]
 fn a_poor_wifi_hands_its_role_to_a_better_backup() {
+    poor_wifi_hands_over(Duration::from_millis(150));
+}
+
+/// The same behind the thesis's deep FIFO (2.5 s at 0.8 Mbit/s): a pair's
+/// report comes back after the next pairs left.
+#[test]
+fn a_poor_wifi_behind_a_deep_queue_hands_over_too() {
+    poor_wifi_hands_over(2500 * MS);
+}
+
+fn poor_wifi_hands_over(queue: Duration) {
     let mut w = world(wifi(), u64::MAX);
     let id = with_wifi_path(&mut w, true);
     let bad = 3 * SEC;
     w.run_until(bad, |_| {});
     assert_eq!(w.path_state(id), PathState::Active);
+    w.links[WIFI].up.queue_cap = queue;
     set_wifi(&mut w, 0.8, 0.1);
     let mut demoted_at = None;
     w.run_until(bad + 19 * SEC, |w| {

@@ -47,6 +47,12 @@ const BACKUP_ADVANTAGE: u64 = 2;
 /// capacity threshold: between the two it stays where it is, so a path
 /// whose capacity hovers at the threshold does not flap.
 const RESTORE_MARGIN: f64 = 1.5;
+/// Pairs a path remembers while their reports are on the way: behind a
+/// queue longer than the pair interval (the thesis's bad Wi-Fi holds 2.7 s
+/// behind a 400 kB FIFO) the report of a pair arrives after the next ones
+/// left, and with only the newest remembered no pair was ever measured,
+/// so C′ stood still at what it was before the queue built.
+const PAIRS_REMEMBERED: usize = 16;
 /// Delay sums carry the difference of the two clocks; this keeps them
 /// positive (only comparisons between a path's samples matter).
 const CLOCK_OFFSET_US: i128 = 1 << 40;
@@ -107,7 +113,7 @@ impl Connection {
         let i = (0..self.paths.len()).find(|&i| self.paths[i].pair_stage > 0)?;
         let second = self.paths[i].pair_stage == 2;
         let id = if second {
-            self.paths[i].pair_sent?.id
+            self.paths[i].pairs_sent.back()?.id
         } else {
             self.next_pair_id += 1;
             self.next_pair_id
@@ -124,7 +130,10 @@ impl Connection {
         let p = &mut self.paths[i];
         match (&t, second) {
             (Some(_), false) => {
-                p.pair_sent = Some(PairSent {
+                if p.pairs_sent.len() == PAIRS_REMEMBERED {
+                    p.pairs_sent.pop_front();
+                }
+                p.pairs_sent.push_back(PairSent {
                     id,
                     first: now,
                     second: None,
@@ -132,7 +141,7 @@ impl Connection {
                 p.pair_stage = 2;
             }
             (Some(t), true) => {
-                if let Some(s) = p.pair_sent.as_mut() {
+                if let Some(s) = p.pairs_sent.back_mut() {
                     s.second = Some((now, t.len as u32));
                 }
                 p.pair_stage = 0;
@@ -159,15 +168,14 @@ impl Connection {
 
     /// Sender: a pair's report becomes a CapProbe sample of its path.
     pub(crate) fn on_pair_report(&mut self, now: Duration, pair: u64, first_us: u64, disp_us: u64) {
-        let Some(i) = self
-            .paths
-            .iter()
-            .position(|p| p.pair_sent.is_some_and(|s| s.id == pair))
-        else {
+        let Some((i, k)) = self.paths.iter().enumerate().find_map(|(i, p)| {
+            let k = p.pairs_sent.iter().position(|s| s.id == pair)?;
+            Some((i, k))
+        }) else {
             return;
         };
         let p = &mut self.paths[i];
-        let sent = p.pair_sent.take().expect("found");
+        let sent = p.pairs_sent.remove(k).expect("found");
         let (Some((second_at, bytes)), Some(grader)) = (sent.second, p.grader.as_mut()) else {
             return;
         };

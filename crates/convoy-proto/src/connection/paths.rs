@@ -201,11 +201,12 @@ pub(crate) struct Path {
     pub newest_received: Option<(u64, Duration)>,
     pub receive_time_due: bool,
     pub counters: PathCounters,
-    /// CapProbe (grading.rs): the grader, the pair on its way and the one
-    /// being received, reports to send, when the next pair goes.
+    /// CapProbe (grading.rs): the grader, the pairs on their way (newest
+    /// last) and the one being received, reports to send, when the next
+    /// pair goes.
     pub grader: Option<crate::capprobe::Estimator>,
     pub pair_stage: u8,
-    pub pair_sent: Option<super::grading::PairSent>,
+    pub pairs_sent: std::collections::VecDeque<super::grading::PairSent>,
     pub pair_received: Option<(u64, Duration)>,
     pub pair_reports: Vec<(u64, Duration, Duration)>,
     pub next_pair_at: Duration,
@@ -311,7 +312,7 @@ impl Path {
             counters: PathCounters::default(),
             grader: None,
             pair_stage: 0,
-            pair_sent: None,
+            pairs_sent: std::collections::VecDeque::new(),
             pair_received: None,
             pair_reports: Vec::new(),
             next_pair_at: Duration::ZERO,

@@ -14,7 +14,8 @@ pub const MS: Duration = Duration::from_millis(1);
 
 /// Bytes of IP and UDP headers charged per datagram.
 const OVERHEAD: u64 = 28;
-/// A direction drops what would wait longer than this in its queue.
+/// A direction drops what would wait longer than this in its queue, unless
+/// told otherwise.
 const QUEUE_CAP: Duration = Duration::from_millis(150);
 
 #[derive(Clone, Debug)]
@@ -27,6 +28,8 @@ pub struct Dir {
     /// The chance that a datagram is lost on the air, after its airtime
     /// (a frame the radio sent and nobody received).
     pub loss: f64,
+    /// It drops what would wait longer than this in its queue.
+    pub queue_cap: Duration,
     /// The loss draws' state: a run is the same every time.
     rng: u64,
     free_at: Duration,
@@ -44,6 +47,7 @@ impl Dir {
             delay: MS * delay_ms as u32,
             outages: Vec::new(),
             loss: 0.0,
+            queue_cap: QUEUE_CAP,
             rng: delay_ms ^ (mbit.to_bits() << 1),
             free_at: Duration::ZERO,
             bytes: 0,
@@ -63,7 +67,7 @@ impl Dir {
             return None;
         }
         let start = self.free_at.max(now);
-        if start - now > QUEUE_CAP {
+        if start - now > self.queue_cap {
             return None;
         }
         let bits = (len as u64 + OVERHEAD) * 8;
