@@ -234,8 +234,7 @@ def _capprobe(df: pd.DataFrame) -> list[Headline]:
         _row(S3, "mp-capprobe", "bad Wi-Fi (interface up) detected, LTE standby", f"{lo}–{hi} s (CapProbe)",
              ours, (det,), lambda: det <= hi * (1 + TOLERANCE),
              lambda: lo * (1 - TOLERANCE) <= det, "detection within the thesis's time",
-             f"faster: {det:.1f} s against {lo}–{hi} s (convoy demotes on its own RTT and loss signals, "
-             "not CapProbe's packet pairs)"),
+             f"faster: {det:.1f} s against {lo}–{hi} s"),
     ]
 
 
