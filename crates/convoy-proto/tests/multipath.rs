@@ -127,17 +127,26 @@ fn set_wifi(w: &mut World, mbit: f64, loss: f64) {
 /// is the second witness. When the Wi-Fi is good again it carries again.
 #[test]
 fn a_poor_wifi_hands_its_role_to_a_better_backup() {
-    poor_wifi_hands_over(Duration::from_millis(150));
+    poor_wifi_hands_over(Duration::from_millis(150), true);
 }
 
-/// The same behind the thesis's deep FIFO (2.5 s at 0.8 Mbit/s): a pair's
-/// report comes back after the next pairs left.
+/// The same behind the thesis's deep FIFO (2.5 s at 0.8 Mbit/s). Here
+/// the rate drop fills the queue at once, the pings wait behind it, and
+/// the path is abandoned and comes back on probation, demoted until its
+/// pairs show 1.5 Mbit/s: handed over all the same. (Where it stays
+/// active behind the queue, as over `convoy emu`, the pairs' reports come
+/// back after the next pairs left; `run mp-capprobe` measures that case.)
 #[test]
 fn a_poor_wifi_behind_a_deep_queue_hands_over_too() {
-    poor_wifi_hands_over(2500 * MS);
+    let w = poor_wifi_hands_over(2500 * MS, false);
+    // The queue did build past the pair interval (500 ms, grading.rs's
+    // PAIR_INTERVAL).
+    let longest = w.links[WIFI].up.max_wait;
+    assert!(longest > 500 * MS, "longest queue {longest:?}");
 }
 
-fn poor_wifi_hands_over(queue: Duration) {
+/// `by_grade`: demoted by its grade, never abandoned on the way.
+fn poor_wifi_hands_over(queue: Duration, by_grade: bool) -> World {
     let mut w = world(wifi(), u64::MAX);
     let id = with_wifi_path(&mut w, true);
     let bad = 3 * SEC;
@@ -146,13 +155,31 @@ fn poor_wifi_hands_over(queue: Duration) {
     w.links[WIFI].up.queue_cap = queue;
     set_wifi(&mut w, 0.8, 0.1);
     let mut demoted_at = None;
+    // Demoted by its grade, not abandoned and validated again on
+    // probation, nor for turning suspect three times in 10 s.
+    let (mut last, mut suspicions) = (PathState::Active, Vec::new());
     w.run_until(bad + 19 * SEC, |w| {
-        if demoted_at.is_none() && w.path_state(id) == PathState::Standby {
-            demoted_at = Some(w.now);
+        let state = w.path_state(id);
+        assert!(
+            !by_grade || !matches!(state, PathState::Abandoned | PathState::Validating),
+            "{state:?} at {:?}",
+            w.now
+        );
+        if state == PathState::Suspect && last != PathState::Suspect {
+            suspicions.push(w.now);
         }
+        if demoted_at.is_none() && state == PathState::Standby {
+            demoted_at = Some(w.now);
+            let recent = suspicions.iter().filter(|&&t| w.now - t < 10 * SEC).count();
+            assert!(recent < 3, "suspect {recent} times in the 10 s before");
+        }
+        last = state;
     });
     let detection = demoted_at.map(|t| t - bad);
-    eprintln!("poor Wi-Fi demoted after {detection:?}");
+    eprintln!(
+        "poor Wi-Fi demoted after {detection:?}, longest queue {:?}",
+        w.links[WIFI].up.max_wait
+    );
     // The thesis detected its bad Wi-Fi in 4-19 s.
     assert!(detection.is_some(), "never demoted in 19 s");
     assert_eq!(w.path_state(id), PathState::Standby, "demoted for good");
@@ -174,6 +201,7 @@ fn poor_wifi_hands_over(queue: Duration) {
         back > 2_000_000,
         "Wi-Fi carried {back} B in the second after"
     );
+    w
 }
 
 /// ...but a Wi-Fi that is slow and lossy while still above the capacity
@@ -184,23 +212,13 @@ fn a_slow_wifi_above_the_threshold_keeps_its_role() {
     let id = with_wifi_path(&mut w, true);
     w.run_until(3 * SEC, |_| {});
     set_wifi(&mut w, 2.0, 0.1);
-    // (Suspect for a moment as the rate drops is fine: that is the probe
-    // timers, not the grade.)
     w.run_until(23 * SEC, |w| {
         assert_ne!(w.path_state(id), PathState::Standby, "at {:?}", w.now);
     });
-    // Each false suspicion (a few lost acknowledgments in a row look like
-    // silence) sends a round trip's data to LTE; the bulk stays on Wi-Fi.
-    let lte = w.link_bytes(LTE, 13 * SEC, 23 * SEC) as f64;
-    let wifi = w.link_bytes(WIFI, 13 * SEC, 23 * SEC) as f64;
-    eprintln!(
-        "slow Wi-Fi: LTE carried {:.1} % of the bytes",
-        100.0 * lte / (lte + wifi)
-    );
-    assert!(
-        lte < 0.15 * (lte + wifi),
-        "LTE carried {lte} B, Wi-Fi {wifi} B"
-    );
+    // A few acknowledgments lost in a row are not silence: no false
+    // suspicion sends data to LTE.
+    let lte = w.link_bytes(LTE, 13 * SEC, 23 * SEC);
+    assert!(lte < 20_000, "LTE carried {lte} B");
 }
 
 #[test]

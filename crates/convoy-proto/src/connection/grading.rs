@@ -222,20 +222,22 @@ impl Connection {
                 continue;
             }
             if !self.graded(i) {
-                self.paths[i].grader = None;
-                self.paths[i].standby_pairs = 0;
+                self.paths[i].forget_grades();
                 continue;
             }
             let backup_bps = self.backup_capacity_bps(i);
             let p = &mut self.paths[i];
-            if p.standby_pairs > 0 {
+            if p.standby_pairs > 0 && p.state == PathState::Active {
                 // It stood by, measured but not graded, and now carries
                 // data again: its grader still holds the spell before it
                 // stood by (a server's view of a Wi-Fi its client demoted
                 // and then restored read the poor spell as now and
-                // demoted it again at once). Graded afresh.
-                p.grader = None;
-                p.standby_pairs = 0;
+                // demoted it again at once). Graded afresh, its first pair
+                // now rather than at the standby's next (a minute away).
+                // (A backup that is only suspect keeps what it measured:
+                // it stands by again once it answers.)
+                p.forget_grades();
+                p.next_pair_at = now;
             }
             let grader = p
                 .grader
@@ -307,8 +309,13 @@ impl Connection {
         }
         let p = &mut self.paths[i];
         p.demoted = demoted;
-        p.status_seq += 1;
-        p.status_repeats = 3;
+        // Only a client tells its peer; a server's status_seq is the
+        // newest it heard from the client, and counting its own demotions
+        // there had the client's next PATH_STATUS dropped as old.
+        if self.role == super::Role::Client {
+            p.status_seq += 1;
+            p.status_repeats = 3;
+        }
         self.feedback_due = true;
         // A suspect path stays suspect; its answer brings it back as
         // what its grade says (Path::working_state).

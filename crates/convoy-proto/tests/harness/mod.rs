@@ -33,6 +33,8 @@ pub struct Dir {
     /// The loss draws' state: a run is the same every time.
     rng: u64,
     free_at: Duration,
+    /// The longest any datagram waited in its queue.
+    pub max_wait: Duration,
     pub bytes: u64,
     /// Bytes offered while the direction was out (they vanished).
     pub offered_in_outage: u64,
@@ -50,6 +52,7 @@ impl Dir {
             queue_cap: QUEUE_CAP,
             rng: delay_ms ^ (mbit.to_bits() << 1),
             free_at: Duration::ZERO,
+            max_wait: Duration::ZERO,
             bytes: 0,
             offered_in_outage: 0,
             timeline: Vec::new(),
@@ -70,6 +73,7 @@ impl Dir {
         if start - now > self.queue_cap {
             return None;
         }
+        self.max_wait = self.max_wait.max(start - now);
         let bits = (len as u64 + OVERHEAD) * 8;
         let tx = Duration::from_nanos(bits * 1_000_000_000 / self.bits_per_sec);
         self.free_at = start + tx;
@@ -110,10 +114,13 @@ pub struct Link {
 
 impl Link {
     pub fn new(i: u8, mbit: f64, delay_ms: u64) -> Link {
+        let mut down = Dir::new(mbit, delay_ms);
+        // Its own losses, not the same draws as the way up.
+        down.rng = splitmix(down.rng);
         Link {
             client: SocketAddr::from(([10, 7, i, 1], 5000)),
             up: Dir::new(mbit, delay_ms),
-            down: Dir::new(mbit, delay_ms),
+            down,
         }
     }
 
