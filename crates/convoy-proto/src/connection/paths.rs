@@ -52,13 +52,6 @@ const CHALLENGE_TRIES: u32 = 5;
 const MAX_CHALLENGE_INTERVAL: Duration = Duration::from_millis(250);
 /// See [`Connection::silence_limit`].
 const MIN_SILENCE: Duration = Duration::from_millis(20);
-
-/// How many packets in a row a link losing `loss` of them loses more often
-/// than one time in 500: 0 on a clean link, 1 at 2 %, 2 at 10 %, at most 4
-/// (the PTO bounds the silence limit anyway).
-fn plausible_losses_in_a_row(loss: f64) -> u32 {
-    (1..=4).take_while(|&k| loss.powi(k) > 2e-3).count() as u32
-}
 /// See [`Connection::feedback_path`].
 const FEEDBACK_ALIVE: Duration = Duration::from_millis(10);
 /// The window of [`Path::received_lately`].
@@ -1157,8 +1150,18 @@ impl Connection {
     }
 }
 
+/// How many packets in a row a link losing `loss` of them loses more often
+/// than one time in 500: 0 on a clean link, 1 at 2 %, 2 at 10 %, at most 4
+/// (the PTO bounds the silence limit anyway).
+fn plausible_losses_in_a_row(loss: f64) -> u32 {
+    (1..=4).take_while(|&k| loss.powi(k) > 2e-3).count() as u32
+}
+
 #[cfg(test)]
 mod tests {
+    use super::*;
+    use crate::cc::tide::{Tide, TideConfig};
+
     #[test]
     fn lossier_links_allow_more_acknowledgments_lost_in_a_row() {
         let counts: Vec<u32> = [0.0, 0.001, 0.02, 0.1, 0.3, 1.0]
@@ -1167,9 +1170,6 @@ mod tests {
             .collect();
         assert_eq!(counts, [0, 0, 1, 2, 4, 4]);
     }
-
-    use super::*;
-    use crate::cc::tide::{Tide, TideConfig};
 
     #[test]
     fn bytes_received_lately_cover_one_or_two_windows() {

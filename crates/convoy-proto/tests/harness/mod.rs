@@ -8,6 +8,7 @@ use std::collections::{BinaryHeap, HashMap};
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use convoy_link::splitmix64;
 use convoy_proto::{Config, ConnectionHandle, Endpoint, Keypair, Mode, RateControl, StreamId};
 
 pub const MS: Duration = Duration::from_millis(1);
@@ -96,13 +97,11 @@ impl Dir {
     }
 }
 
-/// SplitMix64: a well-mixed 64-bit value from any input, so runs draw the
-/// same "random" choices every time.
+/// SplitMix64 of `x` (convoy-link's step, without keeping its state): a
+/// well-mixed 64-bit value from any input, so runs draw the same "random"
+/// choices every time.
 pub fn splitmix(x: u64) -> u64 {
-    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
+    splitmix64(&mut { x })
 }
 
 #[derive(Clone, Debug)]
