@@ -45,7 +45,7 @@ test: setup
 
 # The multipath scenarios in virtual time over the whole grid of starts:
 # initial windows {16,24,32,40,48,64} x seeds 1-10 x link rates x{0.25,1,4}
-# (about 10 minutes on two cores). Prints each figure's min/median/max per
+# (about 20 minutes on two cores). Prints each figure's min/median/max per
 # rate and fails on the worst point of any bound; `make test` runs its fast
 # tier. SWEEP_WINDOWS, SWEEP_SEEDS, SWEEP_SCALES (comma-separated) run a part.
 multipath-sweep:

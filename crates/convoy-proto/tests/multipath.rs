@@ -113,11 +113,7 @@ fn a_silent_wifi_fails_over_to_standby_lte() {
 
 /// Sets the Wi-Fi link's rate and loss, both directions.
 fn set_wifi(w: &mut World, mbit: f64, loss: f64) {
-    let link = &mut w.links[WIFI];
-    for dir in [&mut link.up, &mut link.down] {
-        dir.bits_per_sec = (mbit * 1e6) as u64;
-        dir.loss = loss;
-    }
+    w.links[WIFI].set_rate_and_loss((mbit * 1e6) as u64, loss);
 }
 
 /// Mena's bad Wi-Fi (SPEC S3): the preferred Wi-Fi stays up but narrows

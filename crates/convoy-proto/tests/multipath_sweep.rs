@@ -1,6 +1,6 @@
 //! The whole multipath grid: every scenario of `multipath_grid` at initial
 //! windows {16, 24, 32, 40, 48, 64} × seeds 1-10 × link rates ×{0.25, 1, 4}
-//! (1080 runs; about 10 minutes on two cores). Ignored by `cargo test`;
+//! (1620 runs; about 20 minutes on two cores). Ignored by `cargo test`;
 //! `make multipath-sweep` runs it, prints the spread of every figure and
 //! fails on the worst point of any bound. `SWEEP_WINDOWS`, `SWEEP_SEEDS`
 //! and `SWEEP_SCALES` (comma-separated) run a part of it.
@@ -26,7 +26,7 @@ fn list<T: std::str::FromStr + Clone>(var: &str, default: &[T]) -> Vec<T> {
 }
 
 #[test]
-#[ignore = "the full grid takes about 10 minutes: make multipath-sweep"]
+#[ignore = "the full grid takes about 20 minutes: make multipath-sweep"]
 fn every_bound_holds_over_the_whole_grid() {
     let windows = list("SWEEP_WINDOWS", &[16, 24, 32, 40, 48, 64]);
     let seeds = list("SWEEP_SEEDS", &(1..=10).collect::<Vec<u64>>());

@@ -90,6 +90,12 @@ impl Dir {
         Some(self.free_at + self.delay)
     }
 
+    /// Draws this direction's losses from `seed` as well, so runs of one
+    /// scenario differ in which datagrams are lost, not only in timing.
+    pub fn seed_losses(&mut self, seed: u64) {
+        self.rng = splitmix(self.rng ^ seed);
+    }
+
     /// A uniform draw in [0, 1).
     fn draw(&mut self) -> f64 {
         self.rng = self.rng.wrapping_add(1);
@@ -121,6 +127,20 @@ impl Link {
             up: Dir::new(mbit, delay_ms),
             down,
         }
+    }
+
+    /// Both directions' rate and loss from now on.
+    pub fn set_rate_and_loss(&mut self, bits_per_sec: u64, loss: f64) {
+        for dir in [&mut self.up, &mut self.down] {
+            dir.bits_per_sec = bits_per_sec;
+            dir.loss = loss;
+        }
+    }
+
+    /// Both directions draw their losses from `seed` as well.
+    pub fn seed_losses(&mut self, seed: u64) {
+        self.up.seed_losses(seed);
+        self.down.seed_losses(seed);
     }
 
     /// Both directions silent from `from` to `to`.
