@@ -317,11 +317,7 @@ fn set_wifi_rate(w: &mut World, bits_per_sec: u64) {
 /// reader then gets against LTE's rate, what the Wi-Fi costs standing by
 /// (its packet pairs), and how long after it is good it carries again.
 fn poor_wifi(p: &Point) -> Figures {
-    let bad = 3 * SEC + p.jitter(1, 256);
-    let (mut w, id) = lte_then_wifi(p, p.wifi(), true);
-    w.links[WIFI].seed_losses(p.seed);
-    w.run_until(bad, |_| {});
-    w.links[WIFI].set_rate_and_loss((POOR_WIFI_MBIT * 1e6) as u64, WIFI_LOSS);
+    let (mut w, id, bad) = wifi_turns_lossy(p, POOR_WIFI_MBIT);
     let Some(demoted) = run_until_state(&mut w, id, PathState::Standby, bad + 19 * SEC) else {
         return vec![("demoted after it turns poor s", f64::INFINITY)];
     };
@@ -357,11 +353,7 @@ fn poor_wifi(p: &Point) -> Figures {
 /// (LTE is the backup because it costs): how often it was demoted or
 /// suspected, and what LTE carried in the last 10 s.
 fn lossy_wifi(p: &Point) -> Figures {
-    let bad = 3 * SEC + p.jitter(1, 256);
-    let (mut w, id) = lte_then_wifi(p, p.wifi(), true);
-    w.links[WIFI].seed_losses(p.seed);
-    w.run_until(bad, |_| {});
-    w.links[WIFI].set_rate_and_loss((LOSSY_WIFI_MBIT * 1e6) as u64, WIFI_LOSS);
+    let (mut w, id, bad) = wifi_turns_lossy(p, LOSSY_WIFI_MBIT);
     let (mut last, mut demotions, mut suspicions) = (PathState::Active, 0, 0);
     w.run_until(bad + 20 * SEC, |w| {
         let state = w.path_state(id);
@@ -377,6 +369,18 @@ fn lossy_wifi(p: &Point) -> Figures {
         ("times suspect", f64::from(suspicions)),
         ("LTE carried in the last 10 s kB", lte),
     ]
+}
+
+/// LTE stands by; at about 3 s the Wi-Fi narrows to `mbit` and starts to
+/// lose `WIFI_LOSS` each way, its losses drawn from the seed. Returns the
+/// world, Wi-Fi's path id and the moment it turned.
+fn wifi_turns_lossy(p: &Point, mbit: f64) -> (World, u8, Duration) {
+    let turns = 3 * SEC + p.jitter(1, 256);
+    let (mut w, id) = lte_then_wifi(p, p.wifi(), true);
+    w.links[WIFI].seed_losses(p.seed);
+    w.run_until(turns, |_| {});
+    w.links[WIFI].set_rate_and_loss((mbit * 1e6) as u64, WIFI_LOSS);
+    (w, id, turns)
 }
 
 /// Runs until path `id` is in `state` (checked every 10 ms) or `limit`:
