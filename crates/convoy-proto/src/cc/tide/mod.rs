@@ -753,24 +753,22 @@ impl RateController for Tide {
             .filter(|p| silenced_at.is_none_or(|t| p.time > t))
         {
             let dropped = self.only_path && self.ceiling.on_lost(now, uncapped);
-            let next = match self.loss_run {
-                Some(run) if run.last_seq.checked_add(1) == Some(p.seq) => run,
-                _ => {
-                    self.end_loss_run();
-                    LossRun {
-                        last_seq: p.seq,
-                        len: 0,
-                        on_air: 0,
-                    }
-                }
-            };
+            if !self
+                .loss_run
+                .is_some_and(|r| r.last_seq.checked_add(1) == Some(p.seq))
+            {
+                self.end_loss_run();
+            }
             let air = short_queue && !dropped;
-            let len = next.len + 1;
-            self.loss_run = Some(LossRun {
+            let run = self.loss_run.get_or_insert(LossRun {
                 last_seq: p.seq,
-                len,
-                on_air: next.on_air + u64::from(air),
+                len: 0,
+                on_air: 0,
             });
+            run.last_seq = p.seq;
+            run.len += 1;
+            run.on_air += u64::from(air);
+            let len = run.len;
             // In start-up a packet lost on the air is one the link
             // carried: it grows the window as an acknowledged one does,
             // at once (a flight's lost tail may bring no acknowledgment
