@@ -753,9 +753,9 @@ impl RateController for Tide {
             .filter(|p| silenced_at.is_none_or(|t| p.time > t))
         {
             let dropped = self.only_path && self.ceiling.on_lost(now, uncapped);
-            if !self
+            if self
                 .loss_run
-                .is_some_and(|r| r.last_seq.checked_add(1) == Some(p.seq))
+                .is_none_or(|r| r.last_seq.checked_add(1) != Some(p.seq))
             {
                 self.end_loss_run();
             }
