@@ -76,14 +76,15 @@ enum Fate {
 pub struct Outcome {
     pub acked: Vec<SentPacket>,
     pub lost: Vec<SentPacket>,
-    /// A sample for the RTT estimator: (rtt, ack delay) of the largest
-    /// newly acknowledged packet.
-    pub rtt_sample: Option<(Duration, Duration)>,
-    /// The other paths' samples: (path, RTT) of each path's largest newly
-    /// acknowledged packet, when it is the largest of its path so far. On
-    /// several paths the ACK's largest is nearly always a packet of the
-    /// fastest, and the others would go without samples for seconds.
-    pub path_rtt_samples: Vec<(u8, Duration)>,
+    /// A sample for the RTT estimator: the largest newly acknowledged
+    /// packet's.
+    pub rtt_sample: Option<RttSample>,
+    /// The other paths' samples: (path, sample) of each path's largest
+    /// newly acknowledged packet, when it is the largest of its path so
+    /// far (no ACK delay: the peer reports the largest's). On several
+    /// paths the ACK's largest is nearly always a packet of the fastest,
+    /// and the others would go without samples for seconds.
+    pub path_rtt_samples: Vec<(u8, RttSample)>,
     /// Paths of packets declared lost and acknowledged now, late: their
     /// path works after all.
     pub late_paths: Vec<u8>,
@@ -123,13 +124,24 @@ struct PathFlight {
     bytes_in_flight: u64,
 }
 
-/// (RTT, reported ACK delay) for a packet sent at `sent` and acknowledged
-/// as the largest of `ack` at `now`.
-fn rtt_sample(now: Duration, sent: Duration, ack: &Ack<'_>) -> (Duration, Duration) {
-    (
-        now.saturating_sub(sent),
-        Duration::from_micros(ack.delay_us.min(1 << 32)),
-    )
+/// One round trip an acknowledgment measured.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RttSample {
+    pub rtt: Duration,
+    /// The ACK delay the peer reported.
+    pub ack_delay: Duration,
+    /// When the packet measured was sent.
+    pub sent: Duration,
+}
+
+/// The sample of a packet sent at `sent` and acknowledged as the largest
+/// of `ack` at `now`.
+fn rtt_sample(now: Duration, sent: Duration, ack: &Ack<'_>) -> RttSample {
+    RttSample {
+        rtt: now.saturating_sub(sent),
+        ack_delay: Duration::from_micros(ack.delay_us.min(1 << 32)),
+        sent,
+    }
 }
 
 impl Recovery {
@@ -307,8 +319,14 @@ impl Recovery {
             if f.largest_acked.is_none_or(|(l, _)| p.pn > l) {
                 f.largest_acked = Some((p.pn, p.seq));
                 if p.ack_eliciting && Some(p.path) != largest_path {
-                    out.path_rtt_samples
-                        .push((p.path, now.saturating_sub(p.time)));
+                    out.path_rtt_samples.push((
+                        p.path,
+                        RttSample {
+                            rtt: now.saturating_sub(p.time),
+                            ack_delay: Duration::ZERO,
+                            sent: p.time,
+                        },
+                    ));
                 }
             }
         }
@@ -478,7 +496,8 @@ mod tests {
             out.lost.iter().map(|p| p.pn).collect::<Vec<_>>(),
             vec![2, 3, 4]
         );
-        assert_eq!(out.rtt_sample, Some((ms(41), Duration::ZERO)));
+        let sample = out.rtt_sample.unwrap();
+        assert_eq!((sample.rtt, sample.ack_delay), (ms(41), Duration::ZERO));
         assert_eq!(r.bytes_in_flight(), 0);
         // A duplicate ACK changes nothing.
         let out = with_ack(&bytes, |a| r.on_ack(ms(60), a, &|_| loss_delay(&rtt)));
@@ -527,7 +546,7 @@ mod tests {
         let out = with_ack(&ack_bytes(&[0..=1]), |a| {
             r.on_ack(ms(2000), a, &|_| loss_delay(&rtt))
         });
-        assert_eq!(out.rtt_sample, Some((ms(2000), Duration::ZERO)));
+        assert_eq!(out.rtt_sample.map(|s| s.rtt), Some(ms(2000)));
         assert!(out.acked.is_empty(), "already resolved as lost");
         assert_eq!(r.spurious_losses(), 2);
         let late: Vec<u64> = out.late.iter().map(|p| p.pn).collect();

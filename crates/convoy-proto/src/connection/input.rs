@@ -312,21 +312,16 @@ impl Connection {
                             })
                         })
                     };
-                    if let Some((rtt, delay)) = out.rtt_sample {
-                        let path = out.acked.last().map_or(0, |p| p.path);
-                        if let Some(p) = self.paths.iter_mut().find(|p| p.id == path) {
-                            p.rtt.update(rtt, delay.min(self.cfg.max_ack_delay * 4));
-                            if let Some(g) = p.grader.as_mut() {
-                                g.on_rtt(now, rtt);
-                            }
-                        }
-                    }
-                    for &(id, rtt) in &out.path_rtt_samples {
+                    let max_delay = self.cfg.max_ack_delay * 4;
+                    let largest = out
+                        .rtt_sample
+                        .map(|s| (out.acked.last().map_or(0, |p| p.path), s));
+                    for (id, sample) in largest
+                        .into_iter()
+                        .chain(out.path_rtt_samples.iter().copied())
+                    {
                         if let Some(p) = self.paths.iter_mut().find(|p| p.id == id) {
-                            p.rtt.update(rtt, Duration::ZERO);
-                            if let Some(g) = p.grader.as_mut() {
-                                g.on_rtt(now, rtt);
-                            }
+                            p.on_rtt_sample(now, sample, max_delay);
                         }
                     }
                     let e = self.one_rtt.as_mut().expect("established");
