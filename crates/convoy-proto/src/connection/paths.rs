@@ -974,8 +974,8 @@ impl Connection {
         // the last acknowledgment, not from packets queued seconds ago:
         // with the backlog's round trips kept out of the RTT (`on_rtt_sample`)
         // it fired again and again while acknowledgments flowed, each time
-        // silencing the controller (AT&T uplink, 55 seeds: 0.820 of
-        // C(1 - p) against 0.839 with this).
+        // silencing the controller (`scripts/stall-sim.py`, AT&T uplink,
+        // 55 seeds: 0.820 of C(1 - p) against 0.839 with this).
         let draining = p.last_probe_timeout.is_some_and(|t| oldest < t);
         let progress = if draining {
             p.last_progress.unwrap_or(oldest)
