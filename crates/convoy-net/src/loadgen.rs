@@ -288,6 +288,7 @@ impl LoadApp {
                     name: format!("{prefix}-{}", k.index),
                     size: k.size,
                     hash: k.hash,
+                    from_start: false,
                 };
                 k.out.push(&req.encode());
                 id

@@ -18,6 +18,13 @@ pub enum Request {
         name: String,
         size: u64,
         hash: [u8; 32],
+        /// The data follows the request at once, from byte 0, without
+        /// waiting for the resume offset: the server skips what it already
+        /// holds. One round trip less for a file small enough that
+        /// resending a partial costs less than that round trip (a live
+        /// telemetry segment). Otherwise the data goes from the offset the
+        /// server answers.
+        from_start: bool,
     },
     /// Send `name` from byte `offset` on.
     Get { name: String, offset: u64 },
@@ -95,7 +102,16 @@ impl Request {
     pub fn encode(&self) -> Vec<u8> {
         let mut out = MAGIC.to_vec();
         let (op, name) = match self {
-            Request::Put { name, .. } => (1u8, name.as_str()),
+            Request::Put {
+                name,
+                from_start: false,
+                ..
+            } => (1u8, name.as_str()),
+            Request::Put {
+                name,
+                from_start: true,
+                ..
+            } => (5, name.as_str()),
             Request::Get { name, .. } => (2, name.as_str()),
             Request::Perf { .. } => (3, ""),
             Request::Control => (4, ""),
@@ -138,7 +154,7 @@ impl Request {
         let name = String::from_utf8(name.to_vec())
             .map_err(|_| NetError::Protocol("name is not UTF-8".into()))?;
         let req = match op {
-            1 => {
+            1 | 5 => {
                 let (Some(size), Some(hash)) = (r.u64(), r.take(32)) else {
                     return Ok(None);
                 };
@@ -146,6 +162,7 @@ impl Request {
                     name,
                     size,
                     hash: hash.try_into().expect("32 bytes"),
+                    from_start: op == 5,
                 }
             }
             2 => {
@@ -293,6 +310,13 @@ mod tests {
                 name: "log.bin".into(),
                 size: 7,
                 hash: [9; 32],
+                from_start: false,
+            },
+            Request::Put {
+                name: "live/000001.seg".into(),
+                size: 300,
+                hash: [5; 32],
+                from_start: true,
             },
             Request::Get {
                 name: "a".into(),

@@ -174,6 +174,10 @@ enum Phase {
         name: String,
         stored: String,
         from: u64,
+        /// Bytes still to drop before writing: a client that sent its file
+        /// from the start (`Request::Put::from_start`) resends what the
+        /// partial already holds.
+        skip: u64,
     },
     /// The upload is complete and handed to the commit thread
     /// ([`Session::take_job`]); "stored" waits for [`Session::committed`].
@@ -233,6 +237,12 @@ pub struct Session {
     pub partial: Option<PathBuf>,
     /// Storage work for the commit thread, waiting to be handed over.
     job: Option<Job>,
+    /// The client sends its file from byte 0 without waiting for the
+    /// resume offset (`Request::Put::from_start`).
+    from_start: bool,
+    /// What the client still sends is of no use (a file sent from the
+    /// start that was stored already): read and dropped.
+    drop_data: bool,
 }
 
 /// A stored file that is not there, as the client should read it.
@@ -268,6 +278,8 @@ impl Session {
             peer,
             partial: None,
             job: None,
+            from_start: false,
+            drop_data: false,
         }
     }
 
@@ -378,7 +390,10 @@ impl Session {
     }
 
     pub fn is_done(&self) -> bool {
-        matches!(self.phase, Phase::Done) && self.out.is_empty()
+        // A file sent from the start that was stored already is read to
+        // its end: bytes left unread in the stream would hold the
+        // connection's flow-control credit.
+        matches!(self.phase, Phase::Done) && self.out.is_empty() && !self.drop_data
     }
 
     /// The server is stopping: unless its commit is running (then it is
@@ -485,6 +500,12 @@ impl Session {
                 Ok(0) => true,
                 Ok(n) => {
                     self.on_data(&scratch[..n], ctx, now)?;
+                    if matches!(self.phase, Phase::Committing { .. } | Phase::Opening { .. }) {
+                        // The header started a job: the rest (a file sent
+                        // from the start, and its FIN) waits in the stream
+                        // until the job's outcome says where it goes.
+                        break;
+                    }
                     false
                 }
                 Err(StreamError::Blocked) => break,
@@ -546,7 +567,11 @@ impl Session {
                 }
                 Ok(())
             }
-            Phase::Put { upload, .. } => upload.write(data),
+            Phase::Put { upload, skip, .. } => {
+                let dropped = (*skip).min(data.len() as u64) as usize;
+                *skip -= dropped as u64;
+                upload.write(&data[dropped..])
+            }
             // The rest of the read that held the request header.
             Phase::Opening { .. } => {
                 self.inbox.extend_from_slice(data);
@@ -568,6 +593,7 @@ impl Session {
                 early.extend_from_slice(data);
                 Ok(())
             }
+            Phase::Committing { .. } | Phase::Done if self.drop_data => Ok(()),
             Phase::Committing { .. } | Phase::Get { .. } | Phase::Done => {
                 Err(NetError::Protocol("unexpected data".into()))
             }
@@ -580,7 +606,13 @@ impl Session {
                 .ok_or_else(|| NetError::Remote("this server only runs perf".into()))
         };
         match req {
-            Request::Put { name, size, hash } => {
+            Request::Put {
+                name,
+                size,
+                hash,
+                from_start,
+            } => {
+                self.from_start = from_start;
                 let stored = write_name(ctx.who, &name).map_err(NetError::Remote)?;
                 let store = need_store()?;
                 let owner = ctx.who.map_or("", |w| w.name.as_str());
@@ -653,6 +685,7 @@ impl Session {
                 // An earlier run stored it but its client never heard:
                 // queue it again (idempotent), then confirm.
                 self.out.push(&Reply::PutFrom { offset: size }.encode());
+                self.drop_data = self.from_start;
                 self.job = Some(Job {
                     stored,
                     who: ctx.who.cloned(),
@@ -683,6 +716,7 @@ impl Session {
                     name,
                     stored,
                     from,
+                    skip: if self.from_start { from } else { 0 },
                 };
             }
         }
@@ -725,6 +759,7 @@ impl Session {
                 name,
                 stored,
                 from,
+                ..
             } => {
                 if !upload.is_complete() {
                     let (got, size) = (upload.written, upload.size);
@@ -779,9 +814,11 @@ impl Session {
                 return Err(NetError::Protocol("stream ended before the request".into()))
             }
             // A download's request side ends right after the request; our
-            // side finishes when the file is sent.
+            // side finishes when the file is sent. A file sent from the
+            // start that was stored already has been dropped to its end.
             other => {
                 self.phase = other;
+                self.drop_data = false;
                 return Ok(());
             }
         }
@@ -971,6 +1008,7 @@ mod tests {
             name: "up.bin".into(),
             size: data.len() as u64,
             hash: *blake3::hash(&data).as_bytes(),
+            from_start: false,
         };
         let mut first = Session::new("127.0.0.1:1".parse().unwrap());
         assert!(request(&mut first, &store, put()).is_none());
@@ -992,6 +1030,101 @@ mod tests {
             replies(&mut second)[..],
             [Reply::PutFrom { offset: 4096 }]
         ));
+    }
+
+    /// Puts `data` as "up.bin", sent from the start, through `s`, running
+    /// every job the session hands over; returns its replies.
+    fn put_from_start(s: &mut Session, store: &Store, data: &[u8]) -> Vec<Reply> {
+        let req = Request::Put {
+            name: "up.bin".into(),
+            size: data.len() as u64,
+            hash: *blake3::hash(data).as_bytes(),
+            from_start: true,
+        };
+        let mut events = Vec::new();
+        let run = |s: &mut Session, events: &mut Vec<ServerEvent>| {
+            while let Some(job) = s.take_job() {
+                let outcome = committer::run(job, store, None, None, None);
+                s.job_done(outcome, &ctx(store), events);
+            }
+        };
+        // The header and the file arrive in one read, as they do when the
+        // client writes both at once.
+        let mut first = req.encode();
+        first.extend_from_slice(&data[..data.len() / 2]);
+        s.on_data(&first, &ctx(store), Duration::ZERO).unwrap();
+        run(s, &mut events);
+        s.on_data(&data[data.len() / 2..], &ctx(store), Duration::ZERO)
+            .unwrap();
+        s.on_fin(Duration::ZERO, &ctx(store), &mut events).unwrap();
+        run(s, &mut events);
+        assert!(
+            !events
+                .iter()
+                .any(|e| matches!(e, ServerEvent::Failed { .. })),
+            "{events:?}"
+        );
+        replies(s)
+    }
+
+    #[test]
+    fn a_file_sent_from_the_start_skips_what_a_partial_holds() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let data: Vec<u8> = (0..20_000u32).map(|i| (i * 7 % 251) as u8).collect();
+        let hash = *blake3::hash(&data).as_bytes();
+        // An earlier run left 4096 bytes.
+        let mut earlier = Session::new("127.0.0.1:1".parse().unwrap());
+        let req = Request::Put {
+            name: "up.bin".into(),
+            size: data.len() as u64,
+            hash,
+            from_start: false,
+        };
+        assert!(request(&mut earlier, &store, req).is_none());
+        earlier
+            .on_data(&data[..4096], &ctx(&store), Duration::ZERO)
+            .unwrap();
+        earlier.abandon();
+
+        let mut s = Session::new("127.0.0.1:1".parse().unwrap());
+        let got = put_from_start(&mut s, &store, &data);
+        assert!(
+            matches!(got[..], [Reply::PutFrom { offset: 4096 }, Reply::Stored { hash: h }] if h == hash),
+            "{got:?}"
+        );
+        assert_eq!(std::fs::read(dir.path().join("up.bin")).unwrap(), data);
+        assert!(s.is_done());
+    }
+
+    #[test]
+    fn a_file_sent_from_the_start_that_is_stored_already_is_read_to_its_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let data = vec![9u8; 3000];
+        let hash = *blake3::hash(&data).as_bytes();
+        let mut first = Session::new("127.0.0.1:1".parse().unwrap());
+        let got = put_from_start(&mut first, &store, &data);
+        assert!(
+            matches!(
+                got[..],
+                [Reply::PutFrom { offset: 0 }, Reply::Stored { .. }]
+            ),
+            "{got:?}"
+        );
+
+        // Its client never heard: it sends the whole file again.
+        let mut again = Session::new("127.0.0.1:1".parse().unwrap());
+        let got = put_from_start(&mut again, &store, &data);
+        assert!(
+            matches!(got[..], [Reply::PutFrom { offset: 3000 }, Reply::Stored { hash: h }] if h == hash),
+            "{got:?}"
+        );
+        assert!(
+            again.is_done(),
+            "done once the resent file is read to its end"
+        );
+        assert_eq!(std::fs::read(dir.path().join("up.bin")).unwrap(), data);
     }
 
     #[test]
