@@ -279,6 +279,10 @@ fn run_cell(
         bulk_lane.addr = SocketAddr::from((ip, 40002));
         live.next = SEC + SEC.mul_f64(v as f64 / vehicles as f64);
         bulk_lane.next = SEC + every.mul_f64(v as f64 / vehicles as f64);
+        if bulk == 0 {
+            // No bulk lane traffic at all: the live lane alone.
+            bulk_lane.next = Duration::MAX;
+        }
         lanes.push(live);
         lanes.push(bulk_lane);
     }
@@ -460,7 +464,9 @@ fn a_live_lane_beside_a_bulk_one_over_the_tmobile_trace() {
 /// ```
 ///
 /// `CELL_TRACE` (ATT-LTE-driving-2016), `CELL_VEHICLES` (25),
-/// `CELL_SECONDS` (90) and `CELL_OFFSETS` (0,30,60) change it.
+/// `CELL_SECONDS` (90) and `CELL_OFFSETS` (0,30,60) change it;
+/// `CELL_LOGS=0` sends no logs, which shows what the trace's own outages
+/// cost the live lane.
 #[test]
 fn a_cell_of_vehicles() {
     let var = |name: &str, default: &str| std::env::var(name).unwrap_or_else(|_| default.into());
@@ -471,9 +477,10 @@ fn a_cell_of_vehicles() {
         return;
     };
     let duration = SEC * seconds;
+    let logs: bool = var("CELL_LOGS", "1") != "0";
     let load = Load {
         vehicles,
-        bulk: 65_536,
+        bulk: if logs { 65_536 } else { 0 },
         every: 10 * SEC,
         idle_timeout: 30 * SEC,
     };
@@ -517,6 +524,12 @@ fn a_cell_of_vehicles() {
     }
     pooled.sort_by(f64::total_cmp);
     let median = quantile(&pooled, 0.5);
-    eprintln!("all: p50 {median:.2}, p99 {:.2}", quantile(&pooled, 0.99));
+    let over = pooled.iter().filter(|&&t| t > 2.0).count() as f64 / pooled.len() as f64;
+    eprintln!(
+        "all: p50 {median:.2}, p90 {:.2}, p99 {:.2}; {:.1} % over 2 s",
+        quantile(&pooled, 0.9),
+        quantile(&pooled, 0.99),
+        100.0 * over
+    );
     assert!(median < 0.27, "the live uploads' median took {median:.2} s");
 }
