@@ -63,11 +63,17 @@ impl Seek for Source {
 /// Files up to this size go from byte 0 right behind their request
 /// (`Request::Put::from_start`) instead of waiting a round trip for the
 /// resume offset: a live telemetry segment is a few hundred bytes, and on
-/// a cellular uplink that holds seconds of queue the round trip it saved
-/// halved the live lane's median freshness in a simulated shared cell
-/// (`convoy-sim/tests/two_lanes.rs`). Resending a partial of this size
-/// costs less than the round trip on any link it matters on.
+/// a cellular uplink that holds seconds of queue that round trip is most
+/// of its median upload time (`convoy-sim/tests/two_lanes.rs`,
+/// `a_cell_of_vehicles`). Resending a partial of this size costs less
+/// than the round trip on any link it matters on.
 pub const FROM_START_MAX: u64 = 64 * 1024;
+
+/// Whether a file of `size` bytes goes from byte 0 without waiting for
+/// the resume offset.
+fn sends_from_start(size: u64) -> bool {
+    size <= FROM_START_MAX
+}
 
 /// One upload's protocol: the request, the server's resume offset, the
 /// data from there, and the server's "stored" with the same BLAKE3.
@@ -116,7 +122,7 @@ impl OneUpload {
     }
 
     fn new(file: Source, path: &Path, name: String, size: u64, hash: [u8; 32]) -> OneUpload {
-        let from_start = size <= FROM_START_MAX;
+        let from_start = sends_from_start(size);
         OneUpload {
             file,
             path: path.to_owned(),
@@ -172,7 +178,8 @@ impl OneUpload {
         for r in replies {
             match r {
                 // Sent from the start: the server drops what it holds.
-                Reply::PutFrom { offset } if offset <= self.size && self.sends_from_start() => {}
+                Reply::PutFrom { offset } if offset <= self.size && sends_from_start(self.size) => {
+                }
                 Reply::PutFrom { offset } if offset <= self.size => {
                     self.file
                         .seek(SeekFrom::Start(offset))
@@ -233,11 +240,6 @@ impl OneUpload {
             }
         }
         Ok(())
-    }
-
-    /// Whether the file goes from byte 0 without waiting for the offset.
-    fn sends_from_start(&self) -> bool {
-        self.size <= FROM_START_MAX
     }
 
     /// Bytes still to hand over to the connection.

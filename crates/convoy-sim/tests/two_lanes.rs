@@ -55,11 +55,11 @@ struct Lane {
 }
 
 impl Lane {
-    /// A lane dialling `server` from `port`, its endpoint seeded with
+    /// A lane dialling `server` from `addr`, its endpoint seeded with
     /// `seed` (its connection IDs: distinct for every lane the server
     /// sees).
     fn new(
-        port: u16,
+        addr: SocketAddr,
         seed: u64,
         idle_timeout: Duration,
         server: SocketAddr,
@@ -75,7 +75,7 @@ impl Lane {
         Lane {
             ep,
             h,
-            addr: SocketAddr::from(([10, 0, 0, 1], port)),
+            addr,
             size,
             every,
             next: SEC,
@@ -264,7 +264,7 @@ fn run_cell(
         let seed = |port: u16| u64::from(port) + 100_000 * v as u64;
         let lane = |port: u16, size: usize, every: Duration| {
             Lane::new(
-                port,
+                SocketAddr::from((ip, port)),
                 seed(port),
                 idle_timeout,
                 server_addr,
@@ -275,8 +275,6 @@ fn run_cell(
         };
         let mut live = lane(40001, 300, SEC);
         let mut bulk_lane = lane(40002, bulk, every);
-        live.addr = SocketAddr::from((ip, 40001));
-        bulk_lane.addr = SocketAddr::from((ip, 40002));
         live.next = SEC + SEC.mul_f64(v as f64 / vehicles as f64);
         bulk_lane.next = SEC + every.mul_f64(v as f64 / vehicles as f64);
         if bulk == 0 {
