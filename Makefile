@@ -6,7 +6,7 @@ CARGO ?= cargo
 PYTHON := .venv/bin/python
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
-.PHONY: demo reproduce test man deb test-deb multipath-sweep test-stress test-arm64 arm64 arm64-toolchain setup build bench bench-http oha fuzz fuzz-deep lint
+.PHONY: demo reproduce results test man deb test-deb multipath-sweep test-stress test-arm64 arm64 arm64-toolchain setup build bench bench-http oha fuzz fuzz-deep lint
 
 setup:
 	@scripts/setup.sh
@@ -21,18 +21,25 @@ build: setup
 # targets beside ours. Needs root (convoy emu).
 # `make reproduce` runs every experiment at full length, the fleet simulator's
 # and VACaMobil's table included (many hours per seed; EXPERIMENTS.md gives
-# each one's length); ONLY=a,b or SKIP=c,d run it in parts.
+# each one's length); ONLY=a,b or SKIP=c,d run it in parts. Each finished
+# experiment's summary (runs.csv, meta.json) is copied into $(KEEP), which
+# the repository tracks, so parts run on different days add up: `make
+# results` renders docs/RESULTS.md and README's headline table from it.
 SHARED ?= ../shared
 RESULTS ?= results
 SEEDS ?= 1
 ONLY ?=
 SKIP ?=
+KEEP ?= reproduced
 LAB := CONVOY_SHARED=$(abspath $(SHARED)) $(PYTHON) -m convoy_lab.experiments
 demo: build
 	$(LAB) demo --out $(RESULTS)
 
 reproduce: build
-	$(LAB) reproduce --out $(RESULTS) --seeds $(SEEDS) $(if $(ONLY),--only $(ONLY)) $(if $(SKIP),--skip $(SKIP))
+	$(LAB) reproduce --out $(RESULTS) --keep $(KEEP) --seeds $(SEEDS) $(if $(ONLY),--only $(ONLY)) $(if $(SKIP),--skip $(SKIP))
+
+results:
+	$(LAB) results --out $(KEEP)
 
 # Every test: Rust (unit, property, integration) in release mode, because the
 # property tests push millions of symbols, then the Python package's tests.

@@ -59,3 +59,37 @@ def test_the_command_refuses_an_unknown_name_in_one_line(capsys):
     assert main(["reproduce", "--only", "rcdp-loss,nope", "--out", str(Path("/nonexistent"))]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: unknown experiment nope")
+
+
+def test_keep_copies_each_finished_experiments_summary_and_nothing_else(tmp_path):
+    out, keep = tmp_path / "out", tmp_path / "kept"
+
+    def run(args: list[str]) -> int:
+        name = args[1] if args[0] == "run" else reproduce.VACAMOBIL
+        d = out / name
+        (d / "run-1").mkdir(parents=True)
+        (d / "run-1" / "emu.log").write_text("a run's own files stay behind\n")
+        (d / "runs.csv").write_text(f"name,goodput\n{name},1.0\n")
+        (d / "meta.json").write_text("{}\n")
+        return 1 if name == "rcdp-delay" else 0
+
+    rc = reproduce.run(out, 1, ["rcdp-loss", "rcdp-delay", "vacamobil"], None, run, run, keep)
+    assert rc == 1
+    assert sorted(p.relative_to(keep).as_posix() for p in keep.rglob("*")) == [
+        "rcdp-loss", "rcdp-loss/meta.json", "rcdp-loss/runs.csv",
+        "vacamobil", "vacamobil/meta.json", "vacamobil/runs.csv"]
+    assert (keep / "rcdp-loss" / "runs.csv").read_text() == "name,goodput\nrcdp-loss,1.0\n"
+    # A later part replaces an experiment's summary whole.
+    (out / "rcdp-loss" / "runs.csv").write_text("name,goodput\nrcdp-loss,2.0\n")
+    assert reproduce.keep_summary(out, "rcdp-loss", keep) == [keep / "rcdp-loss" / "runs.csv",
+                                                               keep / "rcdp-loss" / "meta.json"]
+    assert (keep / "rcdp-loss" / "runs.csv").read_text().endswith("2.0\n")
+    assert not list(keep.rglob(".*.part"))
+
+
+def test_an_experiment_that_wrote_no_summary_is_named(tmp_path, capsys):
+    keep = tmp_path / "kept"
+    _, run = _recorder()
+    assert reproduce.run(tmp_path / "out", 1, ["rcdp-loss"], None, run, run, keep) == 0
+    assert not keep.exists()
+    assert "rcdp-loss left no runs.csv or meta.json" in capsys.readouterr().err

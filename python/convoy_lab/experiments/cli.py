@@ -215,6 +215,10 @@ def parser() -> argparse.ArgumentParser:
     rp.add_argument("--seeds", type=_seeds, default=1, help="runs per point, seeds 1..N")
     rp.add_argument("--only", type=_names, metavar="NAME,NAME", help="run only these (in their usual order)")
     rp.add_argument("--skip", type=_names, metavar="NAME,NAME", help="run all but these")
+    rp.add_argument("--keep", type=Path, metavar="DIR",
+                    help="copy each finished experiment's runs.csv and meta.json into DIR/NAME (make reproduce: "
+                    "the repository's reproduced/), so that runs in parts add up to one report: "
+                    "`results --out DIR`")
     rep = sub.add_parser("report", help="rebuild OUT/report.html from the results")
     rep.add_argument("--out", type=Path, default=Path("results"))
     res = sub.add_parser("results", help="regenerate docs/RESULTS.md and README's headline table from OUT's files")
@@ -248,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "reproduce":
             from ..mobility.__main__ import main as mobility_main
 
-            return reproduce.run(args.out, args.seeds, args.only, args.skip, main, mobility_main)
+            return reproduce.run(args.out, args.seeds, args.only, args.skip, main, mobility_main, args.keep)
         overrides = {}
         if args.command == "run" and args.names == ["faults"]:
             return _faults(args)

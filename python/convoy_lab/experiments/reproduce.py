@@ -5,10 +5,19 @@ Every figure the papers table (report/seeds.py) judges comes from one of
 these, so a full run leaves no row "not measured". A failed experiment is
 reported and the rest still run: hours in, one broken case should not cost
 the others. `--only` and `--skip` run it in parts.
+
+A full run takes longer than one sitting (about 4.5 h per seed), and the
+run directories it leaves are gigabytes of logs and captures. `--keep DIR`
+copies each finished experiment's summary (`runs.csv` and `meta.json`,
+all that `results` renders from) into DIR/NAME, so parts run on different
+days and machines add up to one report: `make reproduce` keeps them in
+the repository's `reproduced/`.
 """
 
 from __future__ import annotations
 
+import os
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -45,9 +54,32 @@ def command(name: str, out: Path, seeds: int) -> list[str]:
     return ["run", name, "--out", str(out), "--seeds", str(seeds)]
 
 
+# What `results` renders an experiment from: the rest of OUT/NAME is each
+# run's own directory.
+SUMMARY_FILES = ("runs.csv", "meta.json")
+
+
+def keep_summary(out: Path, name: str, keep: Path) -> list[Path]:
+    """Copies OUT/NAME's summary files into KEEP/NAME, each replaced whole
+    (written beside it, then renamed), and returns what it copied."""
+    source, dest = out / name, keep / name
+    copied = []
+    for f in SUMMARY_FILES:
+        if not (source / f).is_file():
+            continue
+        dest.mkdir(parents=True, exist_ok=True)
+        part = dest / f".{f}.part"
+        shutil.copyfile(source / f, part)
+        os.replace(part, dest / f)
+        copied.append(dest / f)
+    return copied
+
+
 def run(out: Path, seeds: int, only: list[str] | None, skip: list[str] | None,
-        run_experiment: Callable[[list[str]], int], run_mobility: Callable[[list[str]], int]) -> int:
-    """Runs the selection; 0 if every experiment succeeded, 1 otherwise."""
+        run_experiment: Callable[[list[str]], int], run_mobility: Callable[[list[str]], int],
+        keep: Path | None = None) -> int:
+    """Runs the selection; 0 if every experiment succeeded, 1 otherwise.
+    With `keep`, each one that succeeded has its summary copied there."""
     selected = _selection(only, skip)
     failed: list[tuple[str, int]] = []
     started = time.monotonic()
@@ -63,10 +95,17 @@ def run(out: Path, seeds: int, only: list[str] | None, skip: list[str] | None,
         if rc != 0:
             failed.append((name, rc))
             print(f"reproduce: {name} exited {rc}; going on with the rest", file=sys.stderr, flush=True)
+        elif keep is not None:
+            copied = keep_summary(out, name, keep)
+            if not copied:
+                print(f"reproduce: {name} left no {' or '.join(SUMMARY_FILES)} in {out / name}",
+                      file=sys.stderr, flush=True)
+            else:
+                print(f"reproduce: kept {name}'s summary in {keep / name}", file=sys.stderr, flush=True)
     done = len(selected) - len(failed)
     print(f"reproduce: {done} of {len(selected)} experiments ran to the end in "
           f"{(time.monotonic() - started) / 60:.0f} min" + (f"; failed: {', '.join(f'{n} ({rc})' for n, rc in failed)}"
                                                            if failed else ""), file=sys.stderr)
-    print(f"reproduce: `python -m convoy_lab.experiments results --out {out}` writes docs/RESULTS.md from them",
-          file=sys.stderr)
+    print(f"reproduce: `python -m convoy_lab.experiments results --out {keep or out}` writes docs/RESULTS.md "
+          "from them", file=sys.stderr)
     return 1 if failed else 0
