@@ -464,15 +464,32 @@ fn a_live_lane_beside_a_bulk_one_over_the_tmobile_trace() {
 /// `CELL_TRACE` (ATT-LTE-driving-2016), `CELL_VEHICLES` (25),
 /// `CELL_SECONDS` (90) and `CELL_OFFSETS` (0,30,60) change it;
 /// `CELL_LOGS=0` sends no logs, which shows what the trace's own outages
-/// cost the live lane.
+/// cost the live lane. `CELL_RUNS=fleet` runs the four cells of `fleet
+/// scale` instead (T-Mobile from 0 s, Verizon from 17 s, AT&T from 34 s,
+/// T-Mobile from 51 s), pooled as its figures are; `CELL_RUNS` also takes
+/// a list of `TRACE@OFFSET`.
 #[test]
 fn a_cell_of_vehicles() {
     let var = |name: &str, default: &str| std::env::var(name).unwrap_or_else(|_| default.into());
     let name = var("CELL_TRACE", "ATT-LTE-driving-2016");
     let vehicles: usize = var("CELL_VEHICLES", "25").parse().expect("CELL_VEHICLES");
     let seconds: u32 = var("CELL_SECONDS", "90").parse().expect("CELL_SECONDS");
-    let Some((up, down)) = support::shared_drive(&name) else {
-        return;
+    let runs: Vec<(String, u64)> = match var("CELL_RUNS", "").as_str() {
+        "" => var("CELL_OFFSETS", "0,30,60")
+            .split(',')
+            .map(|o| (name.clone(), o.parse().expect("CELL_OFFSETS")))
+            .collect(),
+        "fleet" => FLEET_CELLS
+            .iter()
+            .map(|&(t, o)| (t.to_string(), o))
+            .collect(),
+        list => list
+            .split(',')
+            .map(|r| {
+                let (t, o) = r.split_once('@').expect("CELL_RUNS: TRACE@OFFSET,…");
+                (t.to_string(), o.parse().expect("CELL_RUNS: TRACE@OFFSET,…"))
+            })
+            .collect(),
     };
     let duration = SEC * seconds;
     let logs: bool = var("CELL_LOGS", "1") != "0";
@@ -483,11 +500,13 @@ fn a_cell_of_vehicles() {
         idle_timeout: 30 * SEC,
     };
     let quantile = |v: &[f64], p: f64| v[((v.len() - 1) as f64 * p) as usize];
-    eprintln!("{name}, {vehicles} vehicles, {seconds} s: live upload times (s)");
-    eprintln!("offset  uploads  p50   p90   p99   max    logs");
+    eprintln!("{vehicles} vehicles a cell, {seconds} s: live upload times (s)");
+    eprintln!("trace                   offset  uploads  p50   p90   p99   max    logs");
     let mut pooled = Vec::new();
-    for offset in var("CELL_OFFSETS", "0,30,60").split(',') {
-        let offset: u64 = offset.parse().expect("CELL_OFFSETS");
+    for (trace, offset) in runs {
+        let Some((up, down)) = support::shared_drive(&trace) else {
+            return;
+        };
         let at = |t: &MahimahiTrace| {
             link(&t.starting_at(Dur::from_secs(offset)))
                 .with_discipline(QueueDiscipline::PerUe(PerUeConfig::default()))
@@ -511,7 +530,7 @@ fn a_cell_of_vehicles() {
         }
         times.sort_by(f64::total_cmp);
         eprintln!(
-            "{offset:>6}  {:>7}  {:.2}  {:.2}  {:.2}  {:.2}  {logs:>5}",
+            "{trace:<22}  {offset:>6}  {:>7}  {:.2}  {:.2}  {:.2}  {:.2}  {logs:>5}",
             times.len(),
             quantile(&times, 0.5),
             quantile(&times, 0.9),
@@ -531,3 +550,12 @@ fn a_cell_of_vehicles() {
     );
     assert!(median < 0.27, "the live uploads' median took {median:.2} s");
 }
+
+/// The cells of `convoy_lab.fleet scale` (`demo_lte.link_specs`): the
+/// shared drives in turn, cell c from (17 c mod 100) s into its trace.
+const FLEET_CELLS: [(&str, u64); 4] = [
+    ("TMobile-LTE-short", 0),
+    ("Verizon-LTE-short", 17),
+    ("ATT-LTE-driving-2016", 34),
+    ("TMobile-LTE-short", 51),
+];
