@@ -52,8 +52,10 @@ const CADENCE_SLACK: f64 = 1.25;
 /// not wait out its deadline. A 1 Hz position feed with segments of 1 s
 /// had each fix wait a whole second in the open file before its upload
 /// began (`fleet scale`: freshness in the store p50 1.03 s, nearly all
-/// of it that wait); closed once the fix is in, the same segments go a
-/// second sooner and no more of them are made.
+/// of it that wait). Closed once the fix is in, each fix is a segment of
+/// its own: before, a fix that came a moment before its predecessor's
+/// deadline joined it, so a third fewer segments were made, at a second's
+/// wait for every first fix (docs/SERVICE.md, "Segments and the spool").
 #[derive(Debug, Default)]
 pub struct Cadence {
     last: Option<Instant>,
