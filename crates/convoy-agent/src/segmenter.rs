@@ -290,13 +290,18 @@ impl Segmenter {
     /// or `offline_age` while the server is out of reach (when it comes
     /// back, an open segment older than `max_age` is due at once). Online,
     /// sooner if the samples' cadence says none will come before it
-    /// (`Cadence`).
+    /// (`Cadence`), unless the last close failed: that one is retried at
+    /// the deadline, not every 10 ms after each arrival.
     pub fn deadline(&self) -> Option<Instant> {
         let opened = self.opened?;
         if self.status.is_offline() {
             return Some(opened + self.offline_age.max(self.max_age));
         }
-        Some(self.cadence.close_at(opened + self.max_age))
+        let due = opened + self.max_age;
+        if self.close_failed {
+            return Some(due);
+        }
+        Some(self.cadence.close_at(due))
     }
 
     pub fn push(&mut self, s: &Sample) {
@@ -644,7 +649,7 @@ mod tests {
     }
 
     #[test]
-    fn an_offline_segment_keeps_its_long_deadline_whatever_the_cadence() {
+    fn offline_or_after_a_failed_close_a_segment_keeps_its_deadline_whatever_the_cadence() {
         let dir = tempfile::tempdir().unwrap();
         let spool = Arc::new(Mutex::new(Spool::open(dir.path(), 1 << 20).unwrap()));
         let status = Arc::new(Shared::default());
@@ -667,6 +672,9 @@ mod tests {
         assert_eq!(seg.deadline(), Some(opened + SETTLE));
         status.set_offline(true);
         assert_eq!(seg.deadline(), Some(opened + sixty));
+        status.set_offline(false);
+        seg.close_failed = true;
+        assert_eq!(seg.deadline(), Some(opened + one), "a failed close waits");
     }
 
     #[test]
