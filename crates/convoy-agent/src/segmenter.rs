@@ -332,10 +332,11 @@ impl Segmenter {
             }
             return;
         }
-        if let Some(line) = self.full.wrote(Instant::now()) {
+        let now = Instant::now();
+        if let Some(line) = self.full.wrote(now) {
             tracing::warn!(target: "convoy::agent", "{line}");
         }
-        self.cadence.arrived(Instant::now());
+        self.cadence.arrived(now);
         self.first_t.get_or_insert(s.t_ns);
         self.lines += 1;
         self.raw += self.line.len() as u64;
