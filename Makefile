@@ -25,18 +25,21 @@ build: setup
 # experiment's summary (runs.csv, meta.json) is copied into $(KEEP), which
 # the repository tracks, so parts run on different days add up: `make
 # results` renders docs/RESULTS.md and README's headline table from it.
+# An experiment longer than a sitting (cellular, background) runs in parts:
+# stop it with Ctrl-C (its finished runs are kept), then RESUME=1 goes on.
 SHARED ?= ../shared
 RESULTS ?= results
 SEEDS ?= 1
 ONLY ?=
 SKIP ?=
 KEEP ?= reproduced
+RESUME ?=
 LAB := CONVOY_SHARED=$(abspath $(SHARED)) $(PYTHON) -m convoy_lab.experiments
 demo: build
 	$(LAB) demo --out $(RESULTS)
 
 reproduce: build
-	$(LAB) reproduce --out $(RESULTS) --keep $(KEEP) --seeds $(SEEDS) $(if $(ONLY),--only $(ONLY)) $(if $(SKIP),--skip $(SKIP))
+	$(LAB) reproduce --out $(RESULTS) --keep $(KEEP) --seeds $(SEEDS) $(if $(ONLY),--only $(ONLY)) $(if $(SKIP),--skip $(SKIP)) $(if $(RESUME),--resume)
 
 results:
 	$(LAB) results --out $(KEEP)

@@ -211,6 +211,52 @@ def test_sweep_writes_rows_as_it_goes_and_reports_progress(tmp_path, capsys):
     assert (tmp_path / e.name / "goodput.png").stat().st_size > 10_000
 
 
+def test_a_resumed_sweep_runs_only_what_the_earlier_part_did_not_finish(tmp_path, capsys):
+    """A sweep stopped part way (or with a failed run) goes on with --resume:
+    the finished runs are kept as they were, the missing and failed ones run,
+    and the CSV holds each point once, in the grid's order."""
+    calls = []
+
+    def fake_run(scheme, scenario, transfer, seed, workdir, keep_records=False, fail=()):
+        calls.append((scheme.name, scenario.loss_pct, seed))
+        status = "failed" if (scheme.name, scenario.loss_pct) in fail else "ok"
+        return {"scheme": scheme.name, **scenario.columns(), "seed": seed, "goodput_mbit_s": 10 - scenario.loss_pct,
+                "owd_p95_ms": 12.0, "wall_s": 0.1, "status": status, "error": "" if status == "ok" else "boom"}
+
+    e = get_experiment("loss-50mbit")
+    schemes = [get_scheme("tcp-cubic"), get_scheme("tcp-bbr")]
+    scenarios, out = e.scenarios(True)[:2], tmp_path / e.name
+    # The first part: two points of four, one of them failed, then a stop.
+    run_sweep(e.name, schemes, scenarios[:1], e.quick_transfer, [1], out,
+              run=lambda *a, **k: fake_run(*a, **k, fail={("tcp-bbr", scenarios[0].loss_pct)}))
+    first = pd.read_csv(out / "runs.csv")
+    assert list(first["status"]) == ["ok", "failed"]
+    calls.clear()
+
+    result = run_sweep(e.name, schemes, scenarios, e.quick_transfer, [1], out, run=fake_run, resume=True)
+    assert calls == [("tcp-bbr", scenarios[0].loss_pct, 1), ("tcp-cubic", scenarios[1].loss_pct, 1),
+                     ("tcp-bbr", scenarios[1].loss_pct, 1)]
+    on_disk = pd.read_csv(out / "runs.csv")
+    assert list(on_disk["scheme"]) == ["tcp-cubic", "tcp-bbr", "tcp-cubic", "tcp-bbr"]
+    assert list(on_disk["status"]) == ["ok"] * 4 and len(result.rows) == 4
+    assert on_disk["run_dir"].is_unique
+    assert "resuming: 1 of 4 runs already in" in capsys.readouterr().err
+    assert not list(out.glob(".*.part"))
+
+    # Nothing left to run: the CSV stays as it was; without --resume all run again.
+    calls.clear()
+    run_sweep(e.name, schemes, scenarios, e.quick_transfer, [1], out, run=fake_run, resume=True)
+    assert calls == [] and pd.read_csv(out / "runs.csv").equals(on_disk)
+    run_sweep(e.name, schemes, scenarios, e.quick_transfer, [1], out, run=fake_run)
+    assert len(calls) == 4
+
+
+def test_resume_is_refused_for_experiments_that_run_whole(tmp_path, capsys):
+    assert experiments.main(["run", "faults", "--resume", "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: --resume: faults run whole")
+
+
 def test_tcp_sender_counts_exact_bytes_on_loopback(tmp_path):
     """The kernel-TCP baseline's own sender and receiver, over loopback."""
     import socket
@@ -250,3 +296,45 @@ def test_shared_traces_dir_follows_convoy_shared(monkeypatch, tmp_path):
     with pytest.raises(ExperimentError, match="CONVOY_SHARED"):
         catalog.check_inputs(get_experiment("lte-upload"), quick=True)
     assert Path(catalog.shared_traces_dir()).name == "traces"
+
+
+def test_a_resumed_schedule_experiment_keeps_its_finished_cells(tmp_path, monkeypatch):
+    """background --resume: a cell runs.csv holds with status ok is kept (a
+    rate of 10 written as 10.0 and read back still matches its cell); a
+    failed one runs again; runs.csv is rewritten after each cell, so a stop
+    keeps the cells before it."""
+    ran = []
+
+    class Sched:
+        length = 1.0
+
+        def scaled(self, _):
+            return self
+
+    def fake_run(sched, work, seed):
+        ran.append(work.name)
+        if len(ran) == 2 and fail_second:
+            raise KeyboardInterrupt
+        return {"status": "ok"}
+
+    def measure(mod, cell, sched, res):
+        return {"rate_mbit": float(cell.rate), "queue_pkts": cell.queue, "impairment": cell.impairment,
+                "kind": cell.kind, "bulk": cell.bulk, "status": "ok", "bulk_mbit_s": 5.0}
+
+    monkeypatch.setattr(scheduled, "_schedule", lambda name, cell: Sched())
+    monkeypatch.setattr(scheduled, "_unavailable", lambda name, cell: None)
+    monkeypatch.setattr(scheduled, "_measure", measure)
+    monkeypatch.setattr(scheduled, "plot_run", lambda *a: None)
+    monkeypatch.setattr(scheduled.coexist, "run", fake_run)
+
+    fail_second = True
+    with pytest.raises(KeyboardInterrupt):
+        scheduled.run("background", True, tmp_path, None, None)
+    assert len(pd.read_csv(tmp_path / "background" / "runs.csv")) == 1  # the first cell, kept at the stop
+
+    fail_second, ran[:] = False, []
+    df = scheduled.run("background", True, tmp_path, None, None, resume=True)
+    assert ran == ["10_250_none_phases_convoy-background"]
+    assert list(df["bulk"]) == ["tcp-cubic", "convoy-background"] and list(df["status"]) == ["ok", "ok"]
+    meta = json.loads((tmp_path / "background" / "meta.json").read_text())
+    assert len(meta["earlier_parts"]) == 1

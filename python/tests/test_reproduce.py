@@ -93,3 +93,39 @@ def test_an_experiment_that_wrote_no_summary_is_named(tmp_path, capsys):
     assert reproduce.run(tmp_path / "out", 1, ["rcdp-loss"], None, run, run, keep) == 0
     assert not keep.exists()
     assert "rcdp-loss left no runs.csv or meta.json" in capsys.readouterr().err
+
+
+def test_a_stopped_resumable_experiment_keeps_its_finished_runs_and_resume_goes_on(tmp_path, capsys):
+    """cellular stopped with Ctrl-C: the rows it finished are kept all the
+    same; on a fresh machine (nothing in OUT) `--resume` starts from the
+    kept part and passes --resume; an experiment that runs whole does not
+    get it, and its interrupted run keeps nothing."""
+    out, keep = tmp_path / "out", tmp_path / "kept"
+    calls = []
+
+    def stopped(args: list[str]) -> int:
+        calls.append(args)
+        d = out / args[1]
+        d.mkdir(parents=True, exist_ok=True)
+        (d / "runs.csv").write_text("run_dir,status\nruns/a,ok\n")
+        (d / "meta.json").write_text('{"finished": false}\n')
+        return reproduce.INTERRUPTED
+
+    assert reproduce.run(out, 1, ["cellular"], None, stopped, stopped, keep) == reproduce.INTERRUPTED
+    assert (keep / "cellular" / "runs.csv").read_text() == "run_dir,status\nruns/a,ok\n"
+    assert "`--resume` goes on from them" in capsys.readouterr().err
+    assert reproduce.run(out, 1, ["faults"], None, stopped, stopped, keep) == reproduce.INTERRUPTED
+    assert not (keep / "faults").exists()
+
+    fresh, calls[:] = tmp_path / "fresh", []
+    _, ok = _recorder()
+    seen = []
+
+    def resumed(args: list[str]) -> int:
+        seen.append((args, (fresh / args[1] / "runs.csv").is_file()))
+        return ok(args)
+
+    assert reproduce.run(fresh, 1, ["cellular", "faults"], None, resumed, resumed, keep, resume=True) == 0
+    assert seen == [(["run", "cellular", "--out", str(fresh), "--seeds", "1", "--resume"], True),
+                    (["run", "faults", "--out", str(fresh), "--seeds", "1"], False)]
+    assert "cellular goes on from the part kept in" in capsys.readouterr().err

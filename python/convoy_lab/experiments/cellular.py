@@ -286,7 +286,8 @@ def command_line(s: Settings, out: Path) -> str:
     return shlex.join(parts)
 
 
-def _meta(s: Settings, out: Path, started: float, skipped: dict, done: bool, taken: dict) -> dict:
+def _meta(s: Settings, out: Path, started: float, skipped: dict, done: bool, taken: dict,
+          parts: list[dict] | None = None) -> dict:
     return {
         "experiment": NAME,
         "quick": s.quick,
@@ -309,7 +310,11 @@ def _meta(s: Settings, out: Path, started: float, skipped: dict, done: bool, tak
         "elapsed_s": round(time.time() - started, 1),
         "finished": done,
         "stamp": stamp.finish(taken) if done else taken,
+        # A grid run in parts (--resume): when and with which build each
+        # earlier part ran; its rows are in runs.csv beside this part's.
+        "earlier_parts": parts or [],
     }
+
 
 
 def run(
@@ -318,16 +323,19 @@ def run(
     keep_records: bool = False,
     progress: TextIO | None = None,
     runner: Callable[..., dict] = run_once,
+    resume: bool = False,
 ) -> tuple[pd.DataFrame, dict]:
     """Runs the grid; rows go to OUT/cellular/runs.csv as runs finish, and
     meta.json is written before the first run (so an interrupted run's
-    rows can still be reported) and again at the end."""
+    rows can still be reported) and again at the end. With `resume`, the
+    runs an earlier part left in runs.csv are kept, not run again."""
     progress = progress or sys.stderr
     directory = out / NAME
     directory.mkdir(parents=True, exist_ok=True)
     started, taken = time.time(), stamp.stamp()
     meta_path = directory / "meta.json"
-    meta_path.write_text(json.dumps(_meta(s, out, started, {}, False, taken), indent=1) + "\n")
+    parts = stamp.earlier_parts(meta_path) if resume and (directory / "runs.csv").is_file() else []
+    meta_path.write_text(json.dumps(_meta(s, out, started, {}, False, taken, parts), indent=1) + "\n")
     total = s.runs()
     first_guess = total * (s.duration_s + RUN_OVERHEAD_S)
     print(
@@ -346,8 +354,9 @@ def run(
         keep_records=keep_records,
         progress=progress,
         run=runner,
+        resume=resume,
     )
-    meta = _meta(s, out, started, result.skipped, True, taken)
+    meta = _meta(s, out, started, result.skipped, True, taken, parts)
     meta_path.write_text(json.dumps(meta, indent=1) + "\n")
     return result.rows, meta
 

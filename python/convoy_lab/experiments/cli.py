@@ -46,14 +46,17 @@ def _clean(value):
     return value
 
 
-def run_experiment(name: str, quick: bool, seeds: int, out: Path, schemes: list[str] | None, keep_records: bool) -> dict:
+def run_experiment(name: str, quick: bool, seeds: int, out: Path, schemes: list[str] | None, keep_records: bool,
+                   resume: bool = False) -> dict:
     e = get_experiment(name)
     catalog.check_inputs(e, quick)
     chosen = [get_scheme(s) for s in (schemes or e.schemes)]
     transfer = e.quick_transfer if quick else e.transfer
     started, taken = time.time(), stamp.stamp()
+    parts = stamp.earlier_parts(out / e.name / "meta.json") if resume and (out / e.name / "runs.csv").is_file() else []
     result = run_sweep(
-        e.name, chosen, e.scenarios(quick), transfer, list(range(1, seeds + 1)), out / e.name, keep_records=keep_records
+        e.name, chosen, e.scenarios(quick), transfer, list(range(1, seeds + 1)), out / e.name,
+        keep_records=keep_records, resume=resume,
     )
     meta = {
         "experiment": e.name,
@@ -69,6 +72,7 @@ def run_experiment(name: str, quick: bool, seeds: int, out: Path, schemes: list[
         "started": datetime.fromtimestamp(started, timezone.utc).isoformat(timespec="seconds"),
         "elapsed_s": round(time.time() - started, 1),
         "stamp": stamp.finish(taken),
+        "earlier_parts": parts,
     }
     (out / e.name / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
     df = result.rows
@@ -85,8 +89,8 @@ def check_name(name: str) -> None:
         raise ExperimentError(f"unknown experiment {name!r}; valid experiments: {', '.join(all_names())}")
 
 
-def run_cellular(s: cellular.Settings, out: Path, keep_records: bool) -> dict:
-    rows, meta = cellular.run(s, out, keep_records=keep_records)
+def run_cellular(s: cellular.Settings, out: Path, keep_records: bool, resume: bool = False) -> dict:
+    rows, meta = cellular.run(s, out, keep_records=keep_records, resume=resume)
     return {"experiment": None, "name": cellular.NAME, "rows": rows, "meta": meta,
             "checks": cellular_analysis.summary_checks(rows)}
 
@@ -202,6 +206,10 @@ def parser() -> argparse.ArgumentParser:
                      "smart-ap, background: one factor multiplying the schedule's times (0.5: half length)")
     run.add_argument("--only", help="smart-ap, background: only the cells matching these comma-separated tokens; "
                      "mp-*: only these comma-separated cases (mp-drive --only drive-cross)")
+    run.add_argument("--resume", action="store_true",
+                     help="go on from where an earlier run into the same --out stopped: the runs its runs.csv "
+                     "holds with status ok are kept, the rest run (the emulator's sweeps, cellular, smart-ap, "
+                     "background); meta.json names each part's build")
     run.add_argument("--remeasure", action="store_true",
                      help="smart-ap, background, mp-*, incumbents: recompute the figures from the kept run "
                      "directories, run nothing")
@@ -219,6 +227,10 @@ def parser() -> argparse.ArgumentParser:
                     help="copy each finished experiment's runs.csv and meta.json into DIR/NAME (make reproduce: "
                     "the repository's reproduced/), so that runs in parts add up to one report: "
                     "`results --out DIR`")
+    rp.add_argument("--resume", action="store_true",
+                    help=f"the experiments that run in parts ({', '.join(reproduce.RESUMABLE)}) go on from "
+                    "their earlier part (OUT's, else --keep's) and run only the runs it is missing; stop one "
+                    "with Ctrl-C and its finished runs are kept")
     rep = sub.add_parser("report", help="rebuild OUT/report.html from the results")
     rep.add_argument("--out", type=Path, default=Path("results"))
     res = sub.add_parser("results", help="regenerate docs/RESULTS.md and README's headline table from OUT's files")
@@ -252,8 +264,14 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "reproduce":
             from ..mobility.__main__ import main as mobility_main
 
-            return reproduce.run(args.out, args.seeds, args.only, args.skip, main, mobility_main, args.keep)
+            return reproduce.run(args.out, args.seeds, args.only, args.skip, main, mobility_main, args.keep,
+                                 args.resume)
         overrides = {}
+        if args.command == "run" and args.resume:
+            whole = [n for n in args.names if n not in reproduce.RESUMABLE]
+            if whole:
+                raise ExperimentError(f"--resume: {', '.join(whole)} run whole, not in parts; resumable: "
+                                      f"{', '.join(reproduce.RESUMABLE)}")
         if args.command == "run" and args.names == ["faults"]:
             return _faults(args)
         if args.command == "run" and args.names == [incumbents.NAME]:
@@ -308,16 +326,18 @@ def main(argv: list[str] | None = None) -> int:
         convoy_binary()
         check_emulator()
         args.out.mkdir(parents=True, exist_ok=True)
+        resume = getattr(args, "resume", False)
         results = [
-            run_cellular(grid, args.out, args.keep_records)
+            run_cellular(grid, args.out, args.keep_records, resume)
             if n == cellular.NAME
-            else run_experiment(n, quick, args.seeds, args.out, schemes, args.keep_records)
+            else run_experiment(n, quick, args.seeds, args.out, schemes, args.keep_records, resume)
             for n in names
         ]
         if getattr(args, "remeasure", False):
             done = {n: scheduled.remeasure(n, args.out) for n in sched}
         else:
-            done = {n: scheduled.run(n, quick, args.out, scales[0] if scales else None, args.only) for n in sched}
+            done = {n: scheduled.run(n, quick, args.out, scales[0] if scales else None, args.only, resume=resume)
+                    for n in sched}
         if getattr(args, "remeasure", False):
             mp_done = {n: multipath_exp.remeasure(n, args.out) for n in multi}
         else:

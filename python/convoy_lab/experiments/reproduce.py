@@ -12,6 +12,12 @@ copies each finished experiment's summary (`runs.csv` and `meta.json`,
 all that `results` renders from) into DIR/NAME, so parts run on different
 days and machines add up to one report: `make reproduce` keeps them in
 the repository's `reproduced/`.
+
+An experiment longer than a sitting (the cellular grid, about 3 h; the
+background one, about 2.5 h) runs in parts of its own with `--resume`:
+stopped with Ctrl-C, its finished runs are kept all the same; the next
+`--resume` starts from them (OUT's copy, or KEEP's on a fresh machine) and
+runs only what is missing. meta.json names every part's build.
 """
 
 from __future__ import annotations
@@ -30,6 +36,10 @@ from .catalog import ExperimentError
 # `python -m convoy_lab.mobility vacamobil-table --out OUT` (SPEC S6).
 VACAMOBIL = "vacamobil"
 INTERRUPTED = 130  # what `run` returns on Ctrl-C: stop, do not go on
+# The experiments whose runs are rows of their own, each kept as it ends,
+# so that one can stop and go on (`run --resume`): the emulator's sweeps,
+# the cellular grid (about 3 h on its own) and the schedule experiments.
+RESUMABLE = [*catalog.EXPERIMENTS, cellular.NAME, *scheduled.names()]
 
 
 def names() -> list[str]:
@@ -47,11 +57,20 @@ def _selection(only: list[str] | None, skip: list[str] | None) -> list[str]:
     return [n for n in every if (not only or n in only) and n not in (skip or [])]
 
 
-def command(name: str, out: Path, seeds: int) -> list[str]:
+def command(name: str, out: Path, seeds: int, resume: bool = False) -> list[str]:
     """The argument list for one experiment (without the module prefix)."""
     if name == VACAMOBIL:
         return ["vacamobil-table", "--out", str(out)]
-    return ["run", name, "--out", str(out), "--seeds", str(seeds)]
+    return ["run", name, "--out", str(out), "--seeds", str(seeds), *(["--resume"] if resume else [])]
+
+
+def seed_from_kept(out: Path, name: str, keep: Path) -> bool:
+    """Before a resumed part on a machine whose OUT has no runs of NAME:
+    KEEP's summary is where the part starts. True if it copied one."""
+    if (out / name / "runs.csv").is_file() or not (keep / name / "runs.csv").is_file():
+        return False
+    keep_summary(keep, name, out)
+    return True
 
 
 # What `results` renders an experiment from: the rest of OUT/NAME is each
@@ -77,20 +96,28 @@ def keep_summary(out: Path, name: str, keep: Path) -> list[Path]:
 
 def run(out: Path, seeds: int, only: list[str] | None, skip: list[str] | None,
         run_experiment: Callable[[list[str]], int], run_mobility: Callable[[list[str]], int],
-        keep: Path | None = None) -> int:
+        keep: Path | None = None, resume: bool = False) -> int:
     """Runs the selection; 0 if every experiment succeeded, 1 otherwise.
-    With `keep`, each one that succeeded has its summary copied there."""
+    With `keep`, each one that succeeded has its summary copied there, and
+    so has a resumable one stopped part way (its rows are finished runs).
+    With `resume`, a resumable experiment goes on from its earlier part."""
     selected = _selection(only, skip)
     failed: list[tuple[str, int]] = []
     started = time.monotonic()
     for i, name in enumerate(selected, 1):
-        args = command(name, out, seeds)
+        resumes = resume and name in RESUMABLE
+        if resumes and keep is not None and seed_from_kept(out, name, keep):
+            print(f"reproduce: {name} goes on from the part kept in {keep / name}", file=sys.stderr, flush=True)
+        args = command(name, out, seeds, resumes)
         prefix = "python -m convoy_lab.mobility" if name == VACAMOBIL else "python -m convoy_lab.experiments"
         print(f"reproduce [{i}/{len(selected)}, {(time.monotonic() - started) / 60:.0f} min in]: "
               f"{prefix} {' '.join(args)}", file=sys.stderr, flush=True)
         rc = (run_mobility if name == VACAMOBIL else run_experiment)(args)
         if rc == INTERRUPTED:
             print(f"reproduce: interrupted in {name}; the experiments before it are complete", file=sys.stderr)
+            if keep is not None and name in RESUMABLE and keep_summary(out, name, keep):
+                print(f"reproduce: kept {name}'s finished runs in {keep / name}; `--resume` goes on from them",
+                      file=sys.stderr)
             return rc
         if rc != 0:
             failed.append((name, rc))

@@ -63,11 +63,20 @@ def _cells(name: str, quick: bool, only: str | None):
 def _key(row: dict) -> tuple:
     """A cell's identity in runs.csv (numbers as written or read back)."""
     def norm(v):
+        if v is None:  # missing: NaN once written and read back
+            return "nan"
         if isinstance(v, (int, float)):
             return "nan" if isinstance(v, float) and math.isnan(v) else f"{float(v):g}"
         return str(v)
 
     return tuple(norm(row.get(k)) for k in ("kind", "policy", "bulk", "impairment", "rate_mbit", "queue_pkts"))
+
+
+def _cell_key(cell) -> tuple:
+    """The key of the row a cell's run writes (its rate and queue are
+    columns rate_mbit and queue_pkts)."""
+    c = cell.__dict__
+    return _key({**c, "rate_mbit": c.get("rate"), "queue_pkts": c.get("queue")})
 
 
 def _schedule(name: str, cell):
@@ -85,15 +94,39 @@ def _unavailable(name: str, cell) -> str | None:
     return coexist.irtt_missing() if name == "background" else None
 
 
-def run(name: str, quick: bool, out: Path, scale: float | None, only: str | None, seed: int = 1) -> pd.DataFrame:
+def run(name: str, quick: bool, out: Path, scale: float | None, only: str | None, seed: int = 1,
+        resume: bool = False) -> pd.DataFrame:
+    """Runs the cells; runs.csv is rewritten after each one, so an
+    interrupted run keeps the cells it finished. With `only`, the cells run
+    replace their own rows and the others are kept. With `resume`, a cell
+    runs.csv already holds with status "ok" is kept and not run again."""
     mod, cells = _cells(name, quick, only)
     scale = scale if scale is not None else (QUICK_SCALE[name] if quick else 1.0)
     d = out / name
     d.mkdir(parents=True, exist_ok=True)
+    old = pd.read_csv(d / "runs.csv") if (only or resume) and (d / "runs.csv").is_file() else None
+    done = {} if old is None or not resume else {
+        _key(r): r for r in old.to_dict("records") if r.get("status") == "ok"}
+    parts = stamp.earlier_parts(d / "meta.json") if done else []
     rows = []
     started, taken = time.time(), stamp.stamp()
+
+    def write_meta(finished: bool) -> None:
+        # Written before the first cell too, so a part stopped early has its stamp.
+        meta = {"experiment": name, "quick": quick, "scale": scale, "only": only, "seed": seed,
+                "started": datetime.fromtimestamp(started, timezone.utc).isoformat(timespec="seconds"),
+                "elapsed_s": round(time.time() - started, 1), "out": str(out), "finished": finished,
+                "stamp": stamp.finish(taken) if finished else taken, "earlier_parts": parts}
+        (d / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
+
+    write_meta(False)
     for i, cell in enumerate(cells, 1):
         label = " ".join(str(v) for v in cell.__dict__.values() if v is not None)
+        earlier = done.get(_cell_key(cell))
+        if earlier is not None:
+            print(f"[{i}/{len(cells)}] {label}: kept from an earlier part", file=sys.stderr, flush=True)
+            rows.append(earlier)
+            continue
         why = _unavailable(name, cell)
         if why:
             print(f"[{i}/{len(cells)}] {label}: not run: {why}", file=sys.stderr)
@@ -112,18 +145,23 @@ def run(name: str, quick: bool, out: Path, scale: float | None, only: str | None
             row = {**cell.__dict__, "status": "error", "error": f"{type(err).__name__}: {err}"}
         row.update(scale=scale, load=load, work=str(work))
         rows.append(row)
+        _write_csv(d / "runs.csv", rows, old)
+    df = _write_csv(d / "runs.csv", rows, old)
+    write_meta(True)
+    return df
+
+
+def _write_csv(path: Path, rows: list[dict], old: pd.DataFrame | None) -> pd.DataFrame:
+    """runs.csv: these rows, and the earlier file's rows for cells not among
+    them; replaced whole (written beside it, then renamed)."""
     df = pd.DataFrame(rows)
-    if only and (d / "runs.csv").is_file():
-        # A partial run replaces its own cells and keeps the others.
-        old = pd.read_csv(d / "runs.csv")
-        fresh = {_key(r) for r in df.to_dict("records")}
-        keep = old[[_key(r) not in fresh for r in old.to_dict("records")]]
-        df = pd.concat([keep, df], ignore_index=True)
-    df.to_csv(d / "runs.csv", index=False)
-    meta = {"experiment": name, "quick": quick, "scale": scale, "only": only, "seed": seed,
-            "started": datetime.fromtimestamp(started, timezone.utc).isoformat(timespec="seconds"),
-            "elapsed_s": round(time.time() - started, 1), "out": str(out), "stamp": stamp.finish(taken)}
-    (d / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
+    if old is not None:
+        fresh = {_key(r) for r in rows}
+        rest = old[[_key(r) not in fresh for r in old.to_dict("records")]]
+        df = pd.concat([rest, df], ignore_index=True)
+    part = path.with_name(f".{path.name}.part")
+    df.to_csv(part, index=False)
+    part.replace(path)
     return df
 
 

@@ -278,7 +278,9 @@ def render(out: Path, shown_out: str | None = None) -> str:
             f"Command: `{_command(name, meta, Path(shown))}`",
             "",
             f"Run: {stamp.describe(meta.get('stamp'))}"
-            + (f"; {meta['elapsed_s']:g} s" if isinstance(meta.get("elapsed_s"), (int, float)) else ""),
+            + (f"; {meta['elapsed_s']:g} s" if isinstance(meta.get("elapsed_s"), (int, float)) else "")
+            + ("" if meta.get("finished", True) else "; stopped part way: the rows below are the runs it finished"),
+            *[f"- earlier part, its rows kept: {stamp.describe(p.get('stamp'))}" for p in meta.get("earlier_parts", [])],
             "",
             "```",
             body.rstrip(),

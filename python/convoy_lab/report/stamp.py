@@ -9,6 +9,7 @@ before and after each run is recorded for that reason."""
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import subprocess
@@ -113,3 +114,14 @@ def short(s: dict | None) -> str:
     c = s.get("cpu", {})
     loads = f"load {s['load_start'][0]:g}" + (f" → {s['load_end'][0]:g}" if s.get("load_end") else "")
     return f"{s.get('date', '?')}, {c.get('model', '?')} × {c.get('cores', '?')}, {loads}"
+
+
+def earlier_parts(meta_path: Path) -> list[dict]:
+    """The parts an experiment resumed in parts builds on (`run --resume`):
+    the earlier meta.json's own run (when it started, its stamp) and the
+    parts that one built on; none if there is no readable meta.json."""
+    try:
+        old = json.loads(meta_path.read_text())
+    except (OSError, ValueError):
+        return []
+    return [*old.get("earlier_parts", []), {"started": old.get("started"), "stamp": old.get("stamp")}]
