@@ -25,8 +25,9 @@ build: setup
 # experiment's summary (runs.csv, meta.json) is copied into $(KEEP), which
 # the repository tracks, so parts run on different days add up: `make
 # results` renders docs/RESULTS.md and README's headline table from it.
-# An experiment longer than a sitting (cellular, background) runs in parts:
-# stop it with Ctrl-C (its finished runs are kept), then RESUME=1 goes on.
+# An experiment longer than a sitting (cellular, background) runs in parts
+# with RESUME=1: stopped with Ctrl-C, its finished runs are kept, and the
+# next RESUME=1 runs only what is missing.
 SHARED ?= ../shared
 RESULTS ?= results
 SEEDS ?= 1
@@ -39,7 +40,7 @@ demo: build
 	$(LAB) demo --out $(RESULTS)
 
 reproduce: build
-	$(LAB) reproduce --out $(RESULTS) --keep $(KEEP) --seeds $(SEEDS) $(if $(ONLY),--only $(ONLY)) $(if $(SKIP),--skip $(SKIP)) $(if $(RESUME),--resume)
+	$(LAB) reproduce --out $(RESULTS) --keep $(KEEP) --seeds $(SEEDS) $(if $(ONLY),--only $(ONLY)) $(if $(SKIP),--skip $(SKIP)) $(if $(filter 1 yes true,$(RESUME)),--resume)
 
 results:
 	$(LAB) results --out $(KEEP)

@@ -211,44 +211,89 @@ def test_sweep_writes_rows_as_it_goes_and_reports_progress(tmp_path, capsys):
     assert (tmp_path / e.name / "goodput.png").stat().st_size > 10_000
 
 
-def test_a_resumed_sweep_runs_only_what_the_earlier_part_did_not_finish(tmp_path, capsys):
-    """A sweep stopped part way (or with a failed run) goes on with --resume:
-    the finished runs are kept as they were, the missing and failed ones run,
-    and the CSV holds each point once, in the grid's order."""
-    calls = []
-
-    def fake_run(scheme, scenario, transfer, seed, workdir, keep_records=False, fail=()):
+def _fake_sweep_run(calls: list, fail=()):
+    def run(scheme, scenario, transfer, seed, workdir, keep_records=False):
         calls.append((scheme.name, scenario.loss_pct, seed))
         status = "failed" if (scheme.name, scenario.loss_pct) in fail else "ok"
         return {"scheme": scheme.name, **scenario.columns(), "seed": seed, "goodput_mbit_s": 10 - scenario.loss_pct,
                 "owd_p95_ms": 12.0, "wall_s": 0.1, "status": status, "error": "" if status == "ok" else "boom"}
 
+    return run
+
+
+def test_a_resumed_sweep_runs_only_what_the_earlier_part_did_not_finish(tmp_path, capsys):
+    """A sweep stopped part way (or with a failed run) goes on with --resume:
+    the finished runs are kept as they were, the missing and failed ones run,
+    and the CSV holds each point once; rows of the earlier part this grid
+    does not hold (another scheme) stay."""
+    calls = []
     e = get_experiment("loss-50mbit")
-    schemes = [get_scheme("tcp-cubic"), get_scheme("tcp-bbr")]
-    scenarios, out = e.scenarios(True)[:2], tmp_path / e.name
-    # The first part: two points of four, one of them failed, then a stop.
-    run_sweep(e.name, schemes, scenarios[:1], e.quick_transfer, [1], out,
-              run=lambda *a, **k: fake_run(*a, **k, fail={("tcp-bbr", scenarios[0].loss_pct)}))
+    cubic, bbr, reno = get_scheme("tcp-cubic"), get_scheme("tcp-bbr"), get_scheme("tcp-reno")
+    scenarios, out = e.scenarios(True)[:3], tmp_path / e.name
+    # The first part: all three points for reno, and for cubic and bbr the
+    # first and last, bbr's first failed.
+    run_sweep(e.name, [reno], scenarios, e.quick_transfer, [1], out, run=_fake_sweep_run(calls))
+    run_sweep(e.name, [cubic, bbr], [scenarios[0], scenarios[2]], e.quick_transfer, [1], out,
+              run=_fake_sweep_run(calls, fail={("tcp-bbr", scenarios[0].loss_pct)}), resume=True)
     first = pd.read_csv(out / "runs.csv")
-    assert list(first["status"]) == ["ok", "failed"]
+    assert len(first) == 7 and list(first["status"]).count("failed") == 1
     calls.clear()
 
-    result = run_sweep(e.name, schemes, scenarios, e.quick_transfer, [1], out, run=fake_run, resume=True)
+    result = run_sweep(e.name, [cubic, bbr], scenarios, e.quick_transfer, [1], out, run=_fake_sweep_run(calls),
+                       resume=True)
     assert calls == [("tcp-bbr", scenarios[0].loss_pct, 1), ("tcp-cubic", scenarios[1].loss_pct, 1),
                      ("tcp-bbr", scenarios[1].loss_pct, 1)]
+    assert result.ran == 3
     on_disk = pd.read_csv(out / "runs.csv")
-    assert list(on_disk["scheme"]) == ["tcp-cubic", "tcp-bbr", "tcp-cubic", "tcp-bbr"]
-    assert list(on_disk["status"]) == ["ok"] * 4 and len(result.rows) == 4
-    assert on_disk["run_dir"].is_unique
-    assert "resuming: 1 of 4 runs already in" in capsys.readouterr().err
+    assert len(on_disk) == 9 and on_disk["run_dir"].is_unique and set(on_disk["status"]) == {"ok"}
+    assert sorted(on_disk["scheme"]) == ["tcp-bbr"] * 3 + ["tcp-cubic"] * 3 + ["tcp-reno"] * 3
+    assert len(result.rows) == 9
+    assert "resuming: 3 of 6 runs already in" in capsys.readouterr().err
     assert not list(out.glob(".*.part"))
 
     # Nothing left to run: the CSV stays as it was; without --resume all run again.
     calls.clear()
-    run_sweep(e.name, schemes, scenarios, e.quick_transfer, [1], out, run=fake_run, resume=True)
+    assert run_sweep(e.name, [cubic, bbr], scenarios, e.quick_transfer, [1], out, run=_fake_sweep_run(calls),
+                     resume=True).ran == 0
     assert calls == [] and pd.read_csv(out / "runs.csv").equals(on_disk)
-    run_sweep(e.name, schemes, scenarios, e.quick_transfer, [1], out, run=fake_run)
-    assert len(calls) == 4
+    run_sweep(e.name, [cubic, bbr], scenarios, e.quick_transfer, [1], out, run=_fake_sweep_run(calls))
+    assert len(calls) == 6 and len(pd.read_csv(out / "runs.csv")) == 6
+
+
+def test_a_sweep_stopped_mid_run_keeps_every_earlier_row(tmp_path):
+    """Ctrl-C during a resumed part: the earlier part's rows after the point
+    being run are still in the CSV."""
+    e = get_experiment("loss-50mbit")
+    cubic = get_scheme("tcp-cubic")
+    scenarios, out = e.scenarios(True)[:3], tmp_path / e.name
+    run_sweep(e.name, [cubic], scenarios, e.quick_transfer, [1], out,
+              run=_fake_sweep_run([], fail={("tcp-cubic", scenarios[0].loss_pct),
+                                            ("tcp-cubic", scenarios[1].loss_pct)}))
+    calls = []
+
+    def second_stops(*a, **k):
+        if calls:
+            raise KeyboardInterrupt
+        return _fake_sweep_run(calls)(*a, **k)
+
+    with pytest.raises(KeyboardInterrupt):
+        run_sweep(e.name, [cubic], scenarios, e.quick_transfer, [1], out, run=second_stops, resume=True)
+    assert list(pd.read_csv(out / "runs.csv")["status"]) == ["ok", "failed", "ok"]
+
+
+def test_resume_refuses_a_part_run_with_other_settings(tmp_path, capsys, monkeypatch):
+    """A --quick part is no part of a full run: --resume says so in one line
+    and runs nothing."""
+    d = tmp_path / "loss-50mbit"
+    d.mkdir()
+    (d / "meta.json").write_text(json.dumps({"quick": True, "transfer": "3 s"}))
+    (d / "runs.csv").write_text("run_dir,status\nruns/x,ok\n")
+    monkeypatch.setattr(experiments, "check_emulator", lambda: None)
+    monkeypatch.setattr(experiments, "convoy_binary", lambda: Path("/bin/true"))
+    assert experiments.main(["run", "loss-50mbit", "--resume", "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "ran with other settings (quick True there, False here" in err[0]
+    assert (d / "runs.csv").read_text() == "run_dir,status\nruns/x,ok\n"
 
 
 def test_resume_is_refused_for_experiments_that_run_whole(tmp_path, capsys):
@@ -335,6 +380,23 @@ def test_a_resumed_schedule_experiment_keeps_its_finished_cells(tmp_path, monkey
     fail_second, ran[:] = False, []
     df = scheduled.run("background", True, tmp_path, None, None, resume=True)
     assert ran == ["10_250_none_phases_convoy-background"]
-    assert list(df["bulk"]) == ["tcp-cubic", "convoy-background"] and list(df["status"]) == ["ok", "ok"]
+    assert sorted(df["bulk"]) == ["convoy-background", "tcp-cubic"] and list(df["status"]) == ["ok", "ok"]
     meta = json.loads((tmp_path / "background" / "meta.json").read_text())
-    assert len(meta["earlier_parts"]) == 1
+    assert len(meta["earlier_parts"]) == 1 and meta["finished"] is True
+
+    # Nothing left: the finished run's meta.json stays as it was.
+    before = (tmp_path / "background" / "meta.json").read_text()
+    scheduled.run("background", True, tmp_path, None, None, resume=True)
+    assert (tmp_path / "background" / "meta.json").read_text() == before
+
+    # A cell whose run could not be measured is replaced when it runs again,
+    # not left beside its new row.
+    def broken(mod, cell, sched, res):
+        raise ValueError("unreadable")
+
+    monkeypatch.setattr(scheduled, "_measure", broken)
+    scheduled.run("background", True, tmp_path / "b", None, None)
+    monkeypatch.setattr(scheduled, "_measure", measure)
+    df = scheduled.run("background", True, tmp_path / "b", None, None, resume=True)
+    assert len(df) == 2 and list(df["status"]) == ["ok", "ok"]
+    assert len(pd.read_csv(tmp_path / "b" / "background" / "runs.csv")) == 2

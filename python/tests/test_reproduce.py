@@ -96,15 +96,14 @@ def test_an_experiment_that_wrote_no_summary_is_named(tmp_path, capsys):
 
 
 def test_a_stopped_resumable_experiment_keeps_its_finished_runs_and_resume_goes_on(tmp_path, capsys):
-    """cellular stopped with Ctrl-C: the rows it finished are kept all the
-    same; on a fresh machine (nothing in OUT) `--resume` starts from the
-    kept part and passes --resume; an experiment that runs whole does not
-    get it, and its interrupted run keeps nothing."""
+    """cellular stopped with Ctrl-C under --resume: the rows it finished are
+    kept all the same; without --resume, or when the part wrote nothing,
+    nothing is (a partial table would replace a whole earlier run's). On a
+    fresh machine (nothing in OUT) `--resume` starts from the kept part and
+    passes --resume; an experiment that runs whole does not get it."""
     out, keep = tmp_path / "out", tmp_path / "kept"
-    calls = []
 
     def stopped(args: list[str]) -> int:
-        calls.append(args)
         d = out / args[1]
         d.mkdir(parents=True, exist_ok=True)
         (d / "runs.csv").write_text("run_dir,status\nruns/a,ok\n")
@@ -112,12 +111,17 @@ def test_a_stopped_resumable_experiment_keeps_its_finished_runs_and_resume_goes_
         return reproduce.INTERRUPTED
 
     assert reproduce.run(out, 1, ["cellular"], None, stopped, stopped, keep) == reproduce.INTERRUPTED
+    assert not keep.exists()
+    assert reproduce.run(out, 1, ["cellular"], None, stopped, stopped, keep, resume=True) == reproduce.INTERRUPTED
     assert (keep / "cellular" / "runs.csv").read_text() == "run_dir,status\nruns/a,ok\n"
     assert "`--resume` goes on from them" in capsys.readouterr().err
-    assert reproduce.run(out, 1, ["faults"], None, stopped, stopped, keep) == reproduce.INTERRUPTED
-    assert not (keep / "faults").exists()
+    # A part stopped before it wrote a row keeps nothing: the file in OUT is older.
+    (keep / "cellular" / "runs.csv").write_text("run_dir,status\nruns/a,ok\nruns/b,ok\n")
+    _, idle = _recorder({"cellular": reproduce.INTERRUPTED})
+    assert reproduce.run(out, 1, ["cellular"], None, idle, idle, keep, resume=True) == reproduce.INTERRUPTED
+    assert (keep / "cellular" / "runs.csv").read_text().count("ok") == 2
 
-    fresh, calls[:] = tmp_path / "fresh", []
+    fresh = tmp_path / "fresh"
     _, ok = _recorder()
     seen = []
 

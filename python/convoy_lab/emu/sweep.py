@@ -7,8 +7,10 @@ partial sweep still compares schemes on the same links.
 With `resume`, a sweep goes on from the CSV an earlier, interrupted one
 left: a run already there with status "ok" (the same scheme, scenario and
 seed, named by its run directory) is kept and not run again; a failed or
-missing one is run. A sweep longer than one sitting (the cellular grid,
-about 3 h) is then run in parts.
+missing one is run. The earlier rows this grid does not hold (another
+scheme, more seeds) stay in the CSV. A sweep longer than one sitting (the
+cellular grid, about 3 h) is then run in parts; the caller checks that
+the earlier part ran with the same settings (`stamp.resume_conflict`).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ def slug(text: str) -> str:
 class SweepResult:
     rows: pd.DataFrame
     skipped: dict[str, str]  # scheme name -> why it could not run
+    ran: int = 0  # runs made by this call (the rest were kept from an earlier part)
 
 
 def _fmt(value: float, unit: str, digits: int = 2) -> str:
@@ -69,29 +72,31 @@ def run_sweep(
             runnable.append(scheme)
 
     grid = [(seed, sc, sch) for seed in seeds for sc in scenarios for sch in runnable]
-    earlier = measured_rows(csv_path) if resume else {}
-    rows: list[dict] = []
-    kept = 0
+    earlier = earlier_rows(csv_path) if resume else {}
+    # Every row the CSV will hold, by run directory: the earlier part's
+    # (kept, or replaced when that point runs again) and this grid's. The
+    # whole table is written after each run, so a stop loses none of them.
+    table: dict[str, dict | None] = dict(earlier)
+    for seed, sc, sch in grid:
+        table.setdefault(_run_dir(sch, sc, seed), None)
+    todo = [(seed, sc, sch) for seed, sc, sch in grid
+            if (earlier.get(_run_dir(sch, sc, seed)) or {}).get("status") != "ok"]
+    if resume and len(todo) < len(grid):
+        print(f"{experiment}: resuming: {len(grid) - len(todo)} of {len(grid)} runs already in {csv_path}, "
+              f"{len(todo)} to go", file=progress, flush=True)
     started, ran = time.monotonic(), 0
-    todo = sum(1 for seed, sc, sch in grid if _run_dir(sch, sc, seed) not in earlier)
-    if earlier:
-        print(f"{experiment}: resuming: {len(grid) - todo} of {len(grid)} runs already in {csv_path}, "
-              f"{todo} to go", file=progress, flush=True)
-    for i, (seed, scenario, scheme) in enumerate(grid, 1):
+    for seed, scenario, scheme in todo:
         run_dir = _run_dir(scheme, scenario, seed)
-        if run_dir in earlier:
-            rows.append(earlier[run_dir])
-            kept += 1
-            continue
+        i = len(grid) - len(todo) + ran + 1
         label = f"{scheme.name} {scenario.describe()} seed {seed}"
-        workdir = out_dir / run_dir
-        row = {"experiment": experiment, **run(scheme, scenario, transfer, seed, workdir, keep_records=keep_records)}
+        row = {"experiment": experiment,
+               **run(scheme, scenario, transfer, seed, out_dir / run_dir, keep_records=keep_records)}
         row["run_dir"] = run_dir  # its command line and outputs
-        rows.append(row)
-        _write_rows(csv_path, rows)
+        table[run_dir] = row
+        _write_rows(csv_path, table)
         ran += 1
         elapsed = time.monotonic() - started
-        eta = elapsed / ran * (todo - ran)
+        eta = elapsed / ran * (len(todo) - ran)
         result = (
             f"{_fmt(row['goodput_mbit_s'], 'Mbit/s')}, one-way p95 {_fmt(row['owd_p95_ms'], 'ms', 1)}"
             if row["status"] == "ok"
@@ -103,10 +108,12 @@ def run_sweep(
             file=progress,
             flush=True,
         )
-    if not ran:
-        _write_rows(csv_path, rows)
-    frame = pd.read_csv(csv_path) if kept else pd.DataFrame(rows)  # rows read back and new ones, one typing
-    return SweepResult(frame, skipped)
+    _write_rows(csv_path, table)
+    rows = [r for r in table.values() if r is not None]
+    # With rows from an earlier part (text, as read) the CSV is read back,
+    # so that they and the new ones are typed alike.
+    frame = pd.read_csv(csv_path) if earlier and rows else pd.DataFrame(rows)
+    return SweepResult(frame, skipped, ran)
 
 
 def _run_dir(scheme: Scheme, scenario: Scenario, seed: int) -> str:
@@ -115,20 +122,26 @@ def _run_dir(scheme: Scheme, scenario: Scenario, seed: int) -> str:
     return f"runs/{scheme.name}/{slug(scenario.describe())}-s{seed}"
 
 
-def measured_rows(csv_path: Path) -> dict[str, dict]:
-    """The runs an earlier sweep finished with status "ok", by run
-    directory; none if it left no CSV."""
+def earlier_rows(csv_path: Path) -> dict[str, dict]:
+    """The rows an earlier sweep left, by run directory, in its order;
+    none if it left no CSV."""
     if not csv_path.is_file():
         return {}
     with csv_path.open(newline="") as f:
-        return {r["run_dir"]: r for r in csv.DictReader(f) if r.get("status") == "ok" and r.get("run_dir")}
+        return {r["run_dir"]: r for r in csv.DictReader(f) if r.get("run_dir")}
 
 
-def _write_rows(csv_path: Path, rows: list[dict]) -> None:
+def kept_runs(csv_path: Path) -> int:
+    """How many runs an earlier sweep finished with status "ok"."""
+    return sum(1 for r in earlier_rows(csv_path).values() if r.get("status") == "ok")
+
+
+def _write_rows(csv_path: Path, table: dict[str, dict | None]) -> None:
     """The whole CSV, replaced at once (written beside it, then renamed):
     an interrupted sweep leaves every finished row and no half line. The
     header is every column any row has, in first-seen order, so rows kept
     from an earlier build's part still fit."""
+    rows = [r for r in table.values() if r is not None]
     fields: dict[str, None] = {}
     for row in rows:
         fields.update(dict.fromkeys(row))

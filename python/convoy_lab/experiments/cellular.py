@@ -25,7 +25,6 @@ run still fits (just 0 when the trace is shorter than a run).
 
 from __future__ import annotations
 
-import json
 import math
 import shlex
 import subprocess
@@ -39,11 +38,12 @@ from typing import Callable, TextIO
 import pandas as pd
 
 from .catalog import ExperimentError, shared_traces_dir
+from .parts import Part
 from ..emu.run import run_once
 from ..runner import convoy_binary
 from ..emu.scenarios import Scenario
 from ..emu.schemes import Transfer, get_scheme
-from ..emu.sweep import run_sweep
+from ..emu.sweep import kept_runs, run_sweep
 from ..report import stamp
 from ..traces import TraceError, is_series, read_mahimahi, series_rate_steps, trace_length_s, twin
 
@@ -286,8 +286,7 @@ def command_line(s: Settings, out: Path) -> str:
     return shlex.join(parts)
 
 
-def _meta(s: Settings, out: Path, started: float, skipped: dict, done: bool, taken: dict,
-          parts: list[dict] | None = None) -> dict:
+def _meta(s: Settings, out: Path, started: float, skipped: dict, done: bool, taken: dict) -> dict:
     return {
         "experiment": NAME,
         "quick": s.quick,
@@ -310,10 +309,12 @@ def _meta(s: Settings, out: Path, started: float, skipped: dict, done: bool, tak
         "elapsed_s": round(time.time() - started, 1),
         "finished": done,
         "stamp": stamp.finish(taken) if done else taken,
-        # A grid run in parts (--resume): when and with which build each
-        # earlier part ran; its rows are in runs.csv beside this part's.
-        "earlier_parts": parts or [],
     }
+
+
+# What a part must share with the one it goes on from (`--resume`).
+def resume_settings(s: Settings) -> dict:
+    return {"quick": s.quick, "duration_s": s.duration_s, "delay_ms": s.delay_ms, "queue_pkts": s.queue_packets}
 
 
 
@@ -333,9 +334,8 @@ def run(
     directory = out / NAME
     directory.mkdir(parents=True, exist_ok=True)
     started, taken = time.time(), stamp.stamp()
-    meta_path = directory / "meta.json"
-    parts = stamp.earlier_parts(meta_path) if resume and (directory / "runs.csv").is_file() else []
-    meta_path.write_text(json.dumps(_meta(s, out, started, {}, False, taken, parts), indent=1) + "\n")
+    part = Part(directory, resume, resume_settings(s), kept_runs(directory / "runs.csv") if resume else 0)
+    part.write(_meta(s, out, started, {}, False, taken))
     total = s.runs()
     first_guess = total * (s.duration_s + RUN_OVERHEAD_S)
     print(
@@ -356,9 +356,7 @@ def run(
         run=runner,
         resume=resume,
     )
-    meta = _meta(s, out, started, result.skipped, True, taken, parts)
-    meta_path.write_text(json.dumps(meta, indent=1) + "\n")
-    return result.rows, meta
+    return result.rows, part.finish(_meta(s, out, started, result.skipped, True, taken), result.ran)
 
 
 def _duration(seconds: float) -> str:

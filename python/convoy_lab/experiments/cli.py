@@ -32,10 +32,11 @@ from . import catalog, cellular, fleet_sim as fleet_experiments, incumbents, mul
 from ..analysis import cellular as cellular_analysis
 from ..report import html as report
 from .catalog import DEMO, EXPERIMENTS, ExperimentError, get_experiment
+from .parts import Part
 from ..emu.run import EmulatorUnavailable, check_emulator
 from ..runner import REPO_ROOT, ConvoyNotFound, convoy_binary
 from ..emu.schemes import SCHEMES, SchemeError, get_scheme
-from ..emu.sweep import run_sweep
+from ..emu.sweep import kept_runs, run_sweep
 from ..report import stamp
 
 
@@ -53,28 +54,34 @@ def run_experiment(name: str, quick: bool, seeds: int, out: Path, schemes: list[
     chosen = [get_scheme(s) for s in (schemes or e.schemes)]
     transfer = e.quick_transfer if quick else e.transfer
     started, taken = time.time(), stamp.stamp()
-    parts = stamp.earlier_parts(out / e.name / "meta.json") if resume and (out / e.name / "runs.csv").is_file() else []
-    result = run_sweep(
-        e.name, chosen, e.scenarios(quick), transfer, list(range(1, seeds + 1)), out / e.name,
-        keep_records=keep_records, resume=resume,
-    )
-    meta = {
-        "experiment": e.name,
-        "quick": quick,
-        "seeds": list(range(1, seeds + 1)),
-        "schemes": [s.name for s in chosen],
-        "skipped": result.skipped,
-        "transfer": transfer.describe(),
-        "transfer_s": transfer.seconds,
-        "transfer_bytes": transfer.bytes,
-        "out": str(out),
-        "convoy": str(convoy_binary()),
-        "started": datetime.fromtimestamp(started, timezone.utc).isoformat(timespec="seconds"),
-        "elapsed_s": round(time.time() - started, 1),
-        "stamp": stamp.finish(taken),
-        "earlier_parts": parts,
-    }
-    (out / e.name / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
+    directory = out / e.name
+    directory.mkdir(parents=True, exist_ok=True)
+    part = Part(directory, resume, {"quick": quick, "transfer": transfer.describe()},
+                kept_runs(directory / "runs.csv") if resume else 0)
+
+    def meta_now(finished: bool, skipped: dict) -> dict:
+        return {
+            "experiment": e.name,
+            "quick": quick,
+            "seeds": list(range(1, seeds + 1)),
+            "schemes": [s.name for s in chosen],
+            "skipped": skipped,
+            "transfer": transfer.describe(),
+            "transfer_s": transfer.seconds,
+            "transfer_bytes": transfer.bytes,
+            "out": str(out),
+            "convoy": str(convoy_binary()),
+            "started": datetime.fromtimestamp(started, timezone.utc).isoformat(timespec="seconds"),
+            "elapsed_s": round(time.time() - started, 1),
+            "finished": finished,
+            "stamp": stamp.finish(taken) if finished else taken,
+        }
+
+    # Written before the first run too: a sweep stopped part way has its stamp.
+    part.write(meta_now(False, {}))
+    result = run_sweep(e.name, chosen, e.scenarios(quick), transfer, list(range(1, seeds + 1)), directory,
+                       keep_records=keep_records, resume=resume)
+    meta = part.finish(meta_now(True, result.skipped), result.ran)
     df = result.rows
     claims = e.claims(df) if not df.empty else []
     return {"experiment": e, "rows": df, "meta": meta, "claims": claims}

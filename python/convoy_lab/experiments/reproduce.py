@@ -17,7 +17,9 @@ An experiment longer than a sitting (the cellular grid, about 3 h; the
 background one, about 2.5 h) runs in parts of its own with `--resume`:
 stopped with Ctrl-C, its finished runs are kept all the same; the next
 `--resume` starts from them (OUT's copy, or KEEP's on a fresh machine) and
-runs only what is missing. meta.json names every part's build.
+runs only what is missing. meta.json names every part's build. Without
+`--resume` a stopped experiment is not kept: its rows would replace a
+whole earlier run's.
 """
 
 from __future__ import annotations
@@ -64,6 +66,14 @@ def command(name: str, out: Path, seeds: int, resume: bool = False) -> list[str]
     return ["run", name, "--out", str(out), "--seeds", str(seeds), *(["--resume"] if resume else [])]
 
 
+def _rewritten_since(path: Path, t: float) -> bool:
+    """Whether this part wrote `path` (an older file is no part of it)."""
+    try:
+        return path.stat().st_mtime >= t
+    except OSError:
+        return False
+
+
 def seed_from_kept(out: Path, name: str, keep: Path) -> bool:
     """Before a resumed part on a machine whose OUT has no runs of NAME:
     KEEP's summary is where the part starts. True if it copied one."""
@@ -98,9 +108,10 @@ def run(out: Path, seeds: int, only: list[str] | None, skip: list[str] | None,
         run_experiment: Callable[[list[str]], int], run_mobility: Callable[[list[str]], int],
         keep: Path | None = None, resume: bool = False) -> int:
     """Runs the selection; 0 if every experiment succeeded, 1 otherwise.
-    With `keep`, each one that succeeded has its summary copied there, and
-    so has a resumable one stopped part way (its rows are finished runs).
-    With `resume`, a resumable experiment goes on from its earlier part."""
+    With `keep`, each one that succeeded has its summary copied there.
+    With `resume`, a resumable experiment goes on from its earlier part,
+    and one stopped part way is kept too (its rows are finished runs, the
+    earlier part's among them)."""
     selected = _selection(only, skip)
     failed: list[tuple[str, int]] = []
     started = time.monotonic()
@@ -112,10 +123,12 @@ def run(out: Path, seeds: int, only: list[str] | None, skip: list[str] | None,
         prefix = "python -m convoy_lab.mobility" if name == VACAMOBIL else "python -m convoy_lab.experiments"
         print(f"reproduce [{i}/{len(selected)}, {(time.monotonic() - started) / 60:.0f} min in]: "
               f"{prefix} {' '.join(args)}", file=sys.stderr, flush=True)
+        part_started = time.time()
         rc = (run_mobility if name == VACAMOBIL else run_experiment)(args)
         if rc == INTERRUPTED:
             print(f"reproduce: interrupted in {name}; the experiments before it are complete", file=sys.stderr)
-            if keep is not None and name in RESUMABLE and keep_summary(out, name, keep):
+            if keep is not None and resumes and _rewritten_since(out / name / "runs.csv", part_started) \
+                    and keep_summary(out, name, keep):
                 print(f"reproduce: kept {name}'s finished runs in {keep / name}; `--resume` goes on from them",
                       file=sys.stderr)
             return rc

@@ -27,6 +27,7 @@ from . import background as background_exp, smart_ap as smartap_exp
 from ..emu import coexist
 from .catalog import ExperimentError, shared_traces_dir
 from ..report import stamp
+from .parts import Part
 
 TITLES = {
     "smart-ap": "Smart access point: Palazzi's home AP on kernel TCP (SPEC S4)",
@@ -72,11 +73,21 @@ def _key(row: dict) -> tuple:
     return tuple(norm(row.get(k)) for k in ("kind", "policy", "bulk", "impairment", "rate_mbit", "queue_pkts"))
 
 
+def _cell_columns(cell) -> dict:
+    """A cell's values as its row's columns (its rate and queue are
+    rate_mbit and queue_pkts there), for the rows of runs that measured
+    nothing."""
+    c = dict(cell.__dict__)
+    if "rate" in c:
+        c["rate_mbit"] = c.pop("rate")
+    if "queue" in c:
+        c["queue_pkts"] = c.pop("queue")
+    return c
+
+
 def _cell_key(cell) -> tuple:
-    """The key of the row a cell's run writes (its rate and queue are
-    columns rate_mbit and queue_pkts)."""
-    c = cell.__dict__
-    return _key({**c, "rate_mbit": c.get("rate"), "queue_pkts": c.get("queue")})
+    """The key of the row a cell's run writes."""
+    return _key(_cell_columns(cell))
 
 
 def _schedule(name: str, cell):
@@ -107,19 +118,20 @@ def run(name: str, quick: bool, out: Path, scale: float | None, only: str | None
     old = pd.read_csv(d / "runs.csv") if (only or resume) and (d / "runs.csv").is_file() else None
     done = {} if old is None or not resume else {
         _key(r): r for r in old.to_dict("records") if r.get("status") == "ok"}
-    parts = stamp.earlier_parts(d / "meta.json") if done else []
+    part = Part(d, resume, {"quick": quick, "scale": scale, "seed": seed},
+                sum(1 for c in cells if _cell_key(c) in done))
     rows = []
     started, taken = time.time(), stamp.stamp()
 
-    def write_meta(finished: bool) -> None:
-        # Written before the first cell too, so a part stopped early has its stamp.
-        meta = {"experiment": name, "quick": quick, "scale": scale, "only": only, "seed": seed,
+    def meta_now(finished: bool) -> dict:
+        return {"experiment": name, "quick": quick, "scale": scale, "only": only, "seed": seed,
                 "started": datetime.fromtimestamp(started, timezone.utc).isoformat(timespec="seconds"),
                 "elapsed_s": round(time.time() - started, 1), "out": str(out), "finished": finished,
-                "stamp": stamp.finish(taken) if finished else taken, "earlier_parts": parts}
-        (d / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
+                "stamp": stamp.finish(taken) if finished else taken}
 
-    write_meta(False)
+    # Written before the first cell too, so a part stopped early has its stamp.
+    part.write(meta_now(False))
+    ran = 0
     for i, cell in enumerate(cells, 1):
         label = " ".join(str(v) for v in cell.__dict__.values() if v is not None)
         earlier = done.get(_cell_key(cell))
@@ -130,7 +142,7 @@ def run(name: str, quick: bool, out: Path, scale: float | None, only: str | None
         why = _unavailable(name, cell)
         if why:
             print(f"[{i}/{len(cells)}] {label}: not run: {why}", file=sys.stderr)
-            rows.append({**cell.__dict__, "status": "unavailable", "error": why})
+            rows.append({**_cell_columns(cell), "status": "unavailable", "error": why})
             continue
         sched = _schedule(name, cell).scaled(scale)
         load = os.getloadavg()[0]
@@ -142,12 +154,13 @@ def run(name: str, quick: bool, out: Path, scale: float | None, only: str | None
             plot_run(name, cell, sched, res, d / f"{work.name}.png")
         except (ValueError, KeyError, TypeError, OSError) as err:
             # One unreadable run must not lose the others.
-            row = {**cell.__dict__, "status": "error", "error": f"{type(err).__name__}: {err}"}
+            row = {**_cell_columns(cell), "status": "error", "error": f"{type(err).__name__}: {err}"}
         row.update(scale=scale, load=load, work=str(work))
         rows.append(row)
+        ran += 1
         _write_csv(d / "runs.csv", rows, old)
     df = _write_csv(d / "runs.csv", rows, old)
-    write_meta(True)
+    part.finish(meta_now(True), ran)
     return df
 
 

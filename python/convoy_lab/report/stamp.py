@@ -125,3 +125,18 @@ def earlier_parts(meta_path: Path) -> list[dict]:
     except (OSError, ValueError):
         return []
     return [*old.get("earlier_parts", []), {"started": old.get("started"), "stamp": old.get("stamp")}]
+
+
+def resume_conflict(meta_path: Path, settings: dict) -> str | None:
+    """Why an experiment may not go on from the part in meta_path's
+    directory with these settings (a `--quick` part is no part of a full
+    run, nor a 15 s run of a 60 s grid), or None if it may."""
+    try:
+        old = json.loads(meta_path.read_text())
+    except (OSError, ValueError):
+        return None
+    differ = [f"{k} {old[k]!r} there, {v!r} here" for k, v in settings.items() if k in old and old[k] != v]
+    if not differ:
+        return None
+    return (f"the part in {meta_path.parent} ran with other settings ({'; '.join(differ)}): "
+            "run without --resume, or into another --out")
