@@ -31,14 +31,13 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, TextIO
 
 import pandas as pd
 
 from .catalog import ExperimentError, shared_traces_dir
-from .parts import Part
+from .parts import Part, run_fields
 from ..emu.run import run_once
 from ..runner import convoy_binary
 from ..emu.scenarios import Scenario
@@ -303,12 +302,7 @@ def _meta(s: Settings, out: Path, started: float, skipped: dict, done: bool, tak
         "transfer_s": s.duration_s,
         "conditions": s.describe(),
         "command": command_line(s, out),
-        "out": str(out),
-        "convoy": str(convoy_binary()),
-        "started": datetime.fromtimestamp(started, timezone.utc).isoformat(timespec="seconds"),
-        "elapsed_s": round(time.time() - started, 1),
-        "finished": done,
-        "stamp": stamp.finish(taken) if done else taken,
+        **run_fields(out, started, taken, done),
     }
 
 

@@ -25,14 +25,13 @@ import json
 import math
 import sys
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
 from . import catalog, cellular, fleet_sim as fleet_experiments, incumbents, multipath as multipath_exp, reproduce, scheduled
 from ..analysis import cellular as cellular_analysis
 from ..report import html as report
 from .catalog import DEMO, EXPERIMENTS, ExperimentError, get_experiment
-from .parts import Part
+from .parts import Part, run_fields
 from ..emu.run import EmulatorUnavailable, check_emulator
 from ..runner import REPO_ROOT, ConvoyNotFound, convoy_binary
 from ..emu.schemes import SCHEMES, SchemeError, get_scheme
@@ -69,12 +68,7 @@ def run_experiment(name: str, quick: bool, seeds: int, out: Path, schemes: list[
             "transfer": transfer.describe(),
             "transfer_s": transfer.seconds,
             "transfer_bytes": transfer.bytes,
-            "out": str(out),
-            "convoy": str(convoy_binary()),
-            "started": datetime.fromtimestamp(started, timezone.utc).isoformat(timespec="seconds"),
-            "elapsed_s": round(time.time() - started, 1),
-            "finished": finished,
-            "stamp": stamp.finish(taken) if finished else taken,
+            **run_fields(out, started, taken, finished),
         }
 
     # Written before the first run too: a sweep stopped part way has its stamp.

@@ -12,10 +12,34 @@ found nothing left to run (so a finished experiment keeps its own stamp).
 from __future__ import annotations
 
 import json
+import time
+from datetime import datetime, timezone
 from pathlib import Path
 
 from ..report import stamp
+from ..runner import ConvoyNotFound, convoy_binary
 from .catalog import ExperimentError
+
+
+def _binary() -> str | None:
+    try:
+        return str(convoy_binary())
+    except ConvoyNotFound:  # an experiment of kernel TCP alone runs without it
+        return None
+
+
+def run_fields(out: Path, started: float, taken: dict, finished: bool) -> dict:
+    """The fields every experiment's meta.json has about the run itself:
+    where it wrote, the binary, when it started, how long it took, whether
+    it ran to its end, and its stamp (finished with the load at the end)."""
+    return {
+        "out": str(out),
+        "convoy": _binary(),
+        "started": datetime.fromtimestamp(started, timezone.utc).isoformat(timespec="seconds"),
+        "elapsed_s": round(time.time() - started, 1),
+        "finished": finished,
+        "stamp": stamp.finish(taken) if finished else taken,
+    }
 
 
 class Part:

@@ -18,7 +18,6 @@ import math
 import os
 import sys
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
 import pandas as pd
@@ -27,7 +26,7 @@ from . import background as background_exp, smart_ap as smartap_exp
 from ..emu import coexist
 from .catalog import ExperimentError, shared_traces_dir
 from ..report import stamp
-from .parts import Part
+from .parts import Part, run_fields
 
 TITLES = {
     "smart-ap": "Smart access point: Palazzi's home AP on kernel TCP (SPEC S4)",
@@ -125,9 +124,7 @@ def run(name: str, quick: bool, out: Path, scale: float | None, only: str | None
 
     def meta_now(finished: bool) -> dict:
         return {"experiment": name, "quick": quick, "scale": scale, "only": only, "seed": seed,
-                "started": datetime.fromtimestamp(started, timezone.utc).isoformat(timespec="seconds"),
-                "elapsed_s": round(time.time() - started, 1), "out": str(out), "finished": finished,
-                "stamp": stamp.finish(taken) if finished else taken}
+                **run_fields(out, started, taken, finished)}
 
     # Written before the first cell too, so a part stopped early has its stamp.
     part.write(meta_now(False))
