@@ -53,6 +53,17 @@ def test_old_results_say_their_stamp_is_missing(tmp_path):
     assert "Run: not recorded (these files predate stamps" in results.render(tmp_path)
 
 
+def test_a_table_run_in_parts_names_each_part_and_says_if_it_stopped(tmp_path):
+    _loss_50mbit(tmp_path)
+    meta_path = tmp_path / "loss-50mbit" / "meta.json"
+    meta = json.loads(meta_path.read_text())
+    earlier = {**meta["stamp"], "date": "2026-11-26T08:00:00+00:00", "build": "v0-0-gdef"}
+    meta_path.write_text(json.dumps({**meta, "finished": False, "earlier_parts": [{"stamp": earlier}]}))
+    text = results.render(tmp_path)
+    assert "stopped part way: the rows below are the runs it finished" in text
+    assert "- earlier part, its rows kept: 2026-11-26T08:00:00+00:00, build `v0-0-gdef`" in text
+
+
 def test_readme_block_is_replaced_and_the_rest_kept(tmp_path):
     _loss_50mbit(tmp_path / "res")
     readme = tmp_path / "README.md"
