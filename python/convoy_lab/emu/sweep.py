@@ -10,7 +10,7 @@ seed, named by its run directory) is kept and not run again; a failed or
 missing one is run. The earlier rows this grid does not hold (another
 scheme, more seeds) stay in the CSV. A sweep longer than one sitting (the
 cellular grid, about 3 h) is then run in parts; the caller checks that
-the earlier part ran with the same settings (`stamp.resume_conflict`).
+the earlier part ran with the same settings (`experiments.parts.Part`).
 """
 
 from __future__ import annotations

@@ -48,11 +48,19 @@ class Part:
         part's; `kept`: how many of its runs this part keeps."""
         self.meta_path = directory / "meta.json"
         self._earlier = self.meta_path.read_text() if resume and self.meta_path.is_file() else None
-        if resume:
-            why = stamp.resume_conflict(self.meta_path, settings)
-            if why:
-                raise ExperimentError(f"--resume: {why}")
-        self.earlier_parts = stamp.earlier_parts(self.meta_path) if resume and kept else []
+        try:
+            old = json.loads(self._earlier) if self._earlier is not None else None
+        except ValueError:
+            old = None
+        if old is not None:
+            differ = [f"{k} {old[k]!r} there, {v!r} here" for k, v in settings.items() if k in old and old[k] != v]
+            if differ:
+                raise ExperimentError(f"--resume: the part in {directory} ran with other settings "
+                                      f"({'; '.join(differ)}): run without --resume, or into another --out")
+        # The parts whose rows are kept: the earlier meta.json's own run and
+        # the parts that one built on.
+        self.earlier_parts = [*old.get("earlier_parts", []), {"started": old.get("started"), "stamp": old.get("stamp")}] \
+            if old is not None and kept else []
 
     def write(self, meta: dict) -> dict:
         """meta.json as the part stands (`finished` False while it runs)."""
@@ -63,7 +71,7 @@ class Part:
     def finish(self, meta: dict, ran: int) -> dict:
         """The part's last meta.json; a resumed part that ran nothing puts
         the earlier one back."""
-        if ran == 0 and self._earlier is not None and self.earlier_parts:
+        if ran == 0 and self.earlier_parts:
             self.meta_path.write_text(self._earlier)
             return json.loads(self._earlier)
         return self.write({**meta, "finished": True})

@@ -9,7 +9,6 @@ before and after each run is recorded for that reason."""
 
 from __future__ import annotations
 
-import json
 import os
 import platform
 import subprocess
@@ -115,28 +114,3 @@ def short(s: dict | None) -> str:
     loads = f"load {s['load_start'][0]:g}" + (f" → {s['load_end'][0]:g}" if s.get("load_end") else "")
     return f"{s.get('date', '?')}, {c.get('model', '?')} × {c.get('cores', '?')}, {loads}"
 
-
-def earlier_parts(meta_path: Path) -> list[dict]:
-    """The parts an experiment resumed in parts builds on (`run --resume`):
-    the earlier meta.json's own run (when it started, its stamp) and the
-    parts that one built on; none if there is no readable meta.json."""
-    try:
-        old = json.loads(meta_path.read_text())
-    except (OSError, ValueError):
-        return []
-    return [*old.get("earlier_parts", []), {"started": old.get("started"), "stamp": old.get("stamp")}]
-
-
-def resume_conflict(meta_path: Path, settings: dict) -> str | None:
-    """Why an experiment may not go on from the part in meta_path's
-    directory with these settings (a `--quick` part is no part of a full
-    run, nor a 15 s run of a 60 s grid), or None if it may."""
-    try:
-        old = json.loads(meta_path.read_text())
-    except (OSError, ValueError):
-        return None
-    differ = [f"{k} {old[k]!r} there, {v!r} here" for k, v in settings.items() if k in old and old[k] != v]
-    if not differ:
-        return None
-    return (f"the part in {meta_path.parent} ran with other settings ({'; '.join(differ)}): "
-            "run without --resume, or into another --out")
