@@ -59,8 +59,10 @@ class Part:
                                       f"({'; '.join(differ)}): run without --resume, or into another --out")
         # The parts whose rows are kept: the earlier meta.json's own run and
         # the parts that one built on.
-        self.earlier_parts = [*old.get("earlier_parts", []), {"started": old.get("started"), "stamp": old.get("stamp")}] \
-            if old is not None and kept else []
+        self.earlier_parts = []
+        if old is not None and kept:
+            this = {"started": old.get("started"), "stamp": old.get("stamp")}
+            self.earlier_parts = [*old.get("earlier_parts", []), this]
 
     def write(self, meta: dict) -> dict:
         """meta.json as the part stands (`finished` False while it runs)."""
