@@ -212,11 +212,11 @@ pub enum SimError {
     Corrupted(String),
 }
 
-fn to_time(d: Duration) -> Time {
+pub(crate) fn to_time(d: Duration) -> Time {
     Time::from_nanos(d.as_nanos() as u64)
 }
 
-fn to_duration(t: Time) -> Duration {
+pub(crate) fn to_duration(t: Time) -> Duration {
     Duration::from_nanos(t.as_nanos())
 }
 
@@ -531,7 +531,7 @@ fn idle_by_state(
 }
 
 /// Adds `bytes` to the timeline bin holding `at`.
-fn add_to_bin(timeline: &mut Vec<u64>, at: Duration, bin: Duration, bytes: u32) {
+pub(crate) fn add_to_bin(timeline: &mut Vec<u64>, at: Duration, bin: Duration, bytes: u32) {
     let i = (at.as_nanos() / bin.as_nanos()) as usize;
     if timeline.len() <= i {
         timeline.resize(i + 1, 0);

@@ -10,11 +10,13 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use convoy_emu::LinkSpec;
 use convoy_link::{Capacity, LinkConfig, LossSource};
-use convoy_proto::{Config, Keypair, Mode};
+use convoy_proto::{CodeKind, Config, Keypair, Mode};
 use convoy_sim::{run, TransferReport, TransferSpec};
 use serde::Serialize;
 
 use crate::progress;
+
+mod multipath;
 
 /// Transport modes: rate controller and default code.
 
@@ -61,6 +63,19 @@ pub struct SimulateArgs {
     /// --rate, --trace, --delay, --loss and --queue.
     #[arg(long, value_name = "KEYS", conflicts_with_all = ["rate", "delay", "loss", "trace", "queue"])]
     link: Option<String>,
+    /// One of the client's interfaces and the link behind it, in `convoy
+    /// emu`'s --link syntax ([NAME:]KEYS), for a multipath run (with
+    /// --duration): the first carries the handshake, a path opens on each
+    /// other once connected, and a link with outage-policy=down takes its
+    /// path down and up at its outages, as a car's OS reports them. E.g.
+    /// --path wifi:rate=car.80211p.csv,queue=100,outage-policy=down --path
+    /// lte:up=Verizon-LTE-short.up,down=Verizon-LTE-short.down,delay=30ms.
+    #[arg(long = "path", value_name = "[NAME:]KEYS", conflicts_with_all = ["link", "rate", "delay", "loss", "trace", "queue", "both_ways", "controller"])]
+    paths: Vec<String>,
+    /// A path that stands by while the others work (a backup), in the same
+    /// syntax as --path.
+    #[arg(long = "backup-path", value_name = "[NAME:]KEYS", requires = "paths")]
+    backup_paths: Vec<String>,
     /// Link rate (both directions), e.g. 20mbit [default: 20mbit].
     #[arg(long)]
     rate: Option<String>,
@@ -233,6 +248,14 @@ pub fn run_simulate(args: SimulateArgs) -> Result<()> {
         None => parse_size(&args.size)?,
     };
     let limit = positive_duration("--time-limit", &args.time_limit)?;
+    if !args.paths.is_empty() {
+        let Some(duration) = duration else {
+            bail!("--path needs --duration: a multipath run is timed (its sender never runs dry)");
+        };
+        let (client, server) = endpoint_configs(&args, mode, code)?;
+        let duration = Duration::from_nanos(duration.as_nanos());
+        return multipath::run(&args, client, server, duration, code.name());
+    }
     let keys = match &args.link {
         Some(keys) => format!("{keys},seed={}", args.seed),
         None => {
@@ -259,26 +282,7 @@ pub fn run_simulate(args: SimulateArgs) -> Result<()> {
     let (up, down) = spec.configs(0).map_err(|e| anyhow::anyhow!("{e}"))?;
     let (capacity, loss) = capacity_and_loss(&up);
 
-    let mut client = Config::for_mode(Keypair::generate(), mode).with_code(code);
-    let mut server = Config::for_mode(Keypair::generate(), mode).with_code(code);
-    let airtime = args
-        .block_airtime
-        .as_deref()
-        .map(|d| duration_arg("--block-airtime", d))
-        .transpose()?;
-    for cfg in [&mut client, &mut server] {
-        let coding = &mut cfg.coding;
-        if let Some(a) = airtime {
-            coding.block_airtime = Some(Duration::from_nanos(a.as_nanos()));
-        }
-        coding.symbol_size = args.symbol_size.unwrap_or(coding.symbol_size);
-        coding.block_symbols = args.block.unwrap_or(coding.block_symbols);
-        coding.margin_z = args.margin.unwrap_or(coding.margin_z);
-        coding.idle_margin_z = args.idle_margin.unwrap_or(coding.idle_margin_z);
-        // Both ends take the blocks asked for, however large.
-        cfg.max_block_symbols = cfg.max_block_symbols.max(cfg.coding.block_symbols);
-        cfg.validate().map_err(|e| anyhow::anyhow!("{e}"))?;
-    }
+    let (mut client, mut server) = endpoint_configs(&args, mode, code)?;
     if let Some(name) = &args.controller {
         let rc = match name.as_str() {
             "cubic-reference" => convoy_sim::reference::cubic(),
@@ -294,8 +298,6 @@ pub fn run_simulate(args: SimulateArgs) -> Result<()> {
         client.rate_control = rc.clone();
         server.rate_control = rc;
     }
-    client.seed = Some(args.seed);
-    server.seed = Some(args.seed.wrapping_add(1));
     let mut t = TransferSpec::new(up, down, client, server);
     t.upload = size;
     t.download = if args.both_ways { size } else { 0 };
@@ -388,6 +390,34 @@ pub fn run_simulate(args: SimulateArgs) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// Both endpoints' configurations from the mode, the code and the coding
+/// flags, seeded from --seed.
+fn endpoint_configs(args: &SimulateArgs, mode: Mode, code: CodeKind) -> Result<(Config, Config)> {
+    let mut client = Config::for_mode(Keypair::generate(), mode).with_code(code);
+    let mut server = Config::for_mode(Keypair::generate(), mode).with_code(code);
+    let airtime = args
+        .block_airtime
+        .as_deref()
+        .map(|d| duration_arg("--block-airtime", d))
+        .transpose()?;
+    for cfg in [&mut client, &mut server] {
+        let coding = &mut cfg.coding;
+        if let Some(a) = airtime {
+            coding.block_airtime = Some(Duration::from_nanos(a.as_nanos()));
+        }
+        coding.symbol_size = args.symbol_size.unwrap_or(coding.symbol_size);
+        coding.block_symbols = args.block.unwrap_or(coding.block_symbols);
+        coding.margin_z = args.margin.unwrap_or(coding.margin_z);
+        coding.idle_margin_z = args.idle_margin.unwrap_or(coding.idle_margin_z);
+        // Both ends take the blocks asked for, however large.
+        cfg.max_block_symbols = cfg.max_block_symbols.max(cfg.coding.block_symbols);
+        cfg.validate().map_err(|e| anyhow::anyhow!("{e}"))?;
+    }
+    client.seed = Some(args.seed);
+    server.seed = Some(args.seed.wrapping_add(1));
+    Ok((client, server))
 }
 
 /// A duration flag in `convoy emu`'s syntax (20ms, 1.5s).

@@ -86,7 +86,9 @@ class Case:
         return total
 
 
-def _lte_trace_keys(name: str = LTE_TRACE) -> tuple[str, Path]:
+def lte_trace_keys(name: str = LTE_TRACE) -> tuple[str, Path]:
+    """`convoy emu` link keys for the shared LTE drive trace `name` (its
+    `.up` carrying the data), and that `.up` file."""
     d = shared_traces_dir()
     up, down = d / f"{name}.up", d / f"{name}.down"
     for p in (up, down):
@@ -98,7 +100,7 @@ def _lte_trace_keys(name: str = LTE_TRACE) -> tuple[str, Path]:
 def _scaled_lte_trace_keys(out: Path, factor: float) -> tuple[str, Path]:
     """The LTE drive trace at `factor` of its rate (`convoy trace scale`:
     its bursts, gaps and outages where they were), cached in `out`."""
-    _, up = _lte_trace_keys()
+    _, up = lte_trace_keys()
     paths = []
     for src in (up, up.with_suffix(".down")):
         dst = out / f"{src.stem}-x{factor:g}{src.suffix}"
@@ -115,7 +117,7 @@ def _scaled_lte_trace_keys(out: Path, factor: float) -> tuple[str, Path]:
 def aggregate_cases(quick: bool, out: Path) -> list[Case]:
     t = 10.0 if quick else 30.0
     schemes = ["mptcp-fullmesh", *SINGLE, "convoy-mp"]
-    lte_trace, up = _lte_trace_keys()
+    lte_trace, up = lte_trace_keys()
     slow_trace, slow_up = _scaled_lte_trace_keys(out / "mp-aggregate" / "traces", SLOW_LTE)
     return [
         Case("clean", WIFI_KEYS, LTE_KEYS, t, schemes, capacity={WIFI: (None, 30.0), LTE: (None, 10.0)}),
@@ -149,6 +151,12 @@ def wifi_dies_cases(quick: bool) -> list[Case]:
     return cases
 
 
+def drive_wifi_keys(trace: Path, policy: str = "down") -> str:
+    """`convoy emu` link keys for a drive's 802.11p trace: its rows' rate,
+    loss and coverage gaps behind a 100-packet queue."""
+    return f"rate={trace},queue=100,outage-policy={policy}"
+
+
 def drive_cases(quick: bool, out: Path) -> list[Case]:
     """One case per SUMO drive (multipath_drive.DRIVES); quick: the ring only."""
     from .multipath_drive import DRIVES, drive_wifi_trace
@@ -159,8 +167,8 @@ def drive_cases(quick: bool, out: Path) -> list[Case]:
     out_cases = []
     for drive in DRIVES[:1] if quick else DRIVES:
         wifi = drive_wifi_trace(drive, out / "mp-drive" / "mobility" / drive.name, seconds)
-        lte_trace, up = _lte_trace_keys(drive.lte_trace)
-        out_cases.append(Case(f"drive-{drive.name}", f"rate={wifi},queue=100,outage-policy={policy}", lte_trace, seconds,
+        lte_trace, up = lte_trace_keys(drive.lte_trace)
+        out_cases.append(Case(f"drive-{drive.name}", drive_wifi_keys(wifi, policy), lte_trace, seconds,
                               schemes, policy=policy, capacity={WIFI: (wifi, None), LTE: (up, None)}))
     return out_cases
 
