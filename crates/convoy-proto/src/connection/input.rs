@@ -380,6 +380,7 @@ impl Connection {
                     for (i, sent) in progressed {
                         self.on_path_progress(now, i, sent, path_idx);
                     }
+                    self.suspect_overtaken(now);
                     self.on_lost(now, &out.lost);
                     if out.acked.is_empty() {
                         self.on_empty_ack(now, Duration::from_micros(ack.delay_us));

@@ -180,6 +180,8 @@ pub(crate) struct Path {
     pub received_recent: RecentBytes,
     /// When an acknowledgment last covered a packet of this path.
     pub last_progress: Option<Duration>,
+    /// When the newest of its packets acknowledged so far was sent.
+    pub newest_acked_sent: Option<Duration>,
     /// That acknowledgment arrived on this path (not on another).
     pub feedback_on_it: bool,
     pub last_sent: Duration,
@@ -339,6 +341,7 @@ impl Path {
             last_sent: Duration::ZERO,
             pto_count: 0,
             last_probe_timeout: None,
+            newest_acked_sent: None,
             suspect_since: None,
             suspected_at: None,
             os_down: false,
@@ -606,6 +609,7 @@ impl Connection {
         };
         let (_, sent) = self.paths[i].challenge.take().expect("matched");
         let several = self.paths.len() > 1;
+        let needed = !self.another_delivers(i, now);
         let p = &mut self.paths[i];
         if p.challenge_tries == 1 && !p.rtt.has_samples() {
             // One challenge, one answer: an RTT sample (Karn's rule).
@@ -618,7 +622,12 @@ impl Connection {
         p.validated = true;
         p.pto_count = 0;
         p.suspect_since = None;
-        if std::mem::take(&mut p.probation) && several {
+        // On probation, unless no other path delivers now: then the
+        // reader waits for this one anyway. A Wi-Fi back from a coverage
+        // gap while the cell beside it was in an outage of its own stood
+        // by for 0.4-0.5 s with the reader stalled since the gap began
+        // (`scripts/mp-drive-sim.py`, the cross-town drive at 67 s).
+        if std::mem::take(&mut p.probation) && several && !needed {
             p.demoted = true;
             p.forget_grades();
         }
@@ -684,6 +693,65 @@ impl Connection {
                 .last_heard(i)
                 .is_none_or(|t| now.saturating_sub(t) >= pto)
             && self.another_works(i)
+    }
+
+    /// Whether a path in use is overtaken: acknowledgments cover a packet
+    /// another active path sent so long after this one's oldest in flight
+    /// that, had that one arrived, the same acknowledgment would have
+    /// covered it (its smoothed RTT and four variations later). Judged by
+    /// the live feedback, not by this path's own probe timer, which waits
+    /// out its ACK delay and backs off, and is no help at all while the
+    /// peer still sends on it: a link whose way up failed (a cell's
+    /// uplink outage) kept its symbols, and the in-order reader, waiting
+    /// 1.2 s beside a Wi-Fi that carried everything else
+    /// (`scripts/mp-drive-sim.py`, the cross-town drive at 205.8 s). A
+    /// packet of its own sent later and acknowledged means the oldest was
+    /// lost on a working path (its packet threshold's business).
+    fn overtaken(&self, i: usize) -> bool {
+        let p = &self.paths[i];
+        if p.state != PathState::Active || !p.rtt.has_samples() {
+            return false;
+        }
+        let Some(oldest) = self.recovery.oldest_in_flight(Some(p.id)) else {
+            return false;
+        };
+        if p.newest_acked_sent.is_some_and(|t| t > oldest) {
+            return false;
+        }
+        let due = oldest + p.rtt.smoothed() + p.rtt.var() * 4 + MIN_SILENCE;
+        self.paths.iter().enumerate().any(|(j, q)| {
+            j != i
+                && q.validated
+                && q.state == PathState::Active
+                && q.newest_acked_sent.is_some_and(|t| t >= due)
+        })
+    }
+
+    /// Whether a path other than `i` carries data and is being heard: in
+    /// use, and nothing of ours on it waiting unacknowledged for longer
+    /// than its smoothed RTT.
+    fn another_delivers(&self, i: usize, now: Duration) -> bool {
+        self.paths.iter().enumerate().any(|(j, q)| {
+            j != i
+                && q.validated
+                && q.state == PathState::Active
+                && self
+                    .recovery
+                    .oldest_in_flight(Some(q.id))
+                    .is_none_or(|oldest| {
+                        let since = q.last_progress.map_or(oldest, |t| t.max(oldest));
+                        now.saturating_sub(since) <= q.rtt.smoothed()
+                    })
+        })
+    }
+
+    /// Suspects every path an acknowledgment just showed overtaken.
+    pub(crate) fn suspect_overtaken(&mut self, now: Duration) {
+        for i in 0..self.paths.len() {
+            if self.overtaken(i) && self.another_works(i) {
+                self.suspect(now, i);
+            }
+        }
     }
 
     /// How long a path may be silent before it is suspect: its PTO, or
@@ -896,6 +964,9 @@ impl Connection {
         p.pto_count = 0;
         p.last_progress = Some(now);
         p.feedback_on_it = via == i;
+        if let Some(t) = sent {
+            p.newest_acked_sent = Some(p.newest_acked_sent.map_or(t, |n| n.max(t)));
+        }
         let revives = p
             .suspected_at
             .is_some_and(|since| sent.is_some_and(|t| t >= since));

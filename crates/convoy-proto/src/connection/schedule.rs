@@ -90,13 +90,13 @@ impl Connection {
         // and kept taking symbols that held up the in-order reader.
         let way_back = usable
             .iter()
-            .map(|&i| self.paths[i].rtt.smoothed())
+            .map(|&i| self.expected_rtt(i))
             .min()
             .unwrap_or_default()
             / 2;
         let arrival = |i: usize| {
             let p = &self.paths[i];
-            let one_way = p.rtt.smoothed().saturating_sub(way_back);
+            let one_way = self.expected_rtt(i).saturating_sub(way_back);
             p.cc.next_send_time().unwrap_or(now).max(now) + one_way
         };
         let best = *usable.iter().min_by_key(|&&i| arrival(i))?;
@@ -114,5 +114,22 @@ impl Connection {
             let lag = arrival(i).saturating_sub(arrival(best));
             backlog as f64 > fast_rate * lag.as_secs_f64()
         })
+    }
+
+    /// The round trip a packet sent on path `i` now should take: its
+    /// smoothed RTT while our packets are on it; with none of ours on it,
+    /// its smallest RTT, as whatever queue ours had built has drained. The
+    /// smoothed RTT of a path passed over keeps the queue it last saw
+    /// (it moves only with packets sent): LTE beside Wi-Fi read 300-400 ms
+    /// for seconds after a dip in its capacity, took nothing, and idled
+    /// while its drive trace offered 3-12 Mbit/s (`scripts/mp-drive-sim.py`,
+    /// the cross-town drive).
+    pub(crate) fn expected_rtt(&self, i: usize) -> Duration {
+        let p = &self.paths[i];
+        if p.rtt.has_samples() && self.recovery.path_bytes_in_flight(p.id) == 0 {
+            p.rtt.min()
+        } else {
+            p.rtt.smoothed()
+        }
     }
 }
