@@ -24,12 +24,12 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use convoy_link::{AvailabilityTimeline, Enqueued, Link, LinkConfig, Time};
-use convoy_proto::{Config, ConnectionHandle, Endpoint, Event};
+use convoy_proto::{Config, ConnectionHandle, Event};
 use serde::Serialize;
 
 use crate::app::App;
 use crate::transfer::{
-    add_to_bin, to_duration, to_time, ProgressFn, SimError, StatsView, IPV4_UDP_OVERHEAD,
+    add_to_bin, connect, to_duration, to_time, ProgressFn, SimError, StatsView, IPV4_UDP_OVERHEAD,
 };
 
 /// Reads closer together than this are not a stall (the emulator's
@@ -181,7 +181,6 @@ pub fn run_multipath(mut spec: MultipathSpec) -> Result<MultipathReport, SimErro
         ));
     }
     let server_addr: SocketAddr = "10.7.0.2:4433".parse().expect("valid");
-    let server_key = spec.server.keypair.public;
     let configs: Vec<PathLink> = spec.links.clone();
     let mut lanes = Vec::with_capacity(configs.len());
     for (i, l) in configs.iter().enumerate() {
@@ -205,14 +204,8 @@ pub fn run_multipath(mut spec: MultipathSpec) -> Result<MultipathReport, SimErro
             downs: 0,
         });
     }
-    let mut client =
-        Endpoint::new(spec.client, false).map_err(|e| SimError::Endpoint(e.to_string()))?;
-    let mut server =
-        Endpoint::new(spec.server, true).map_err(|e| SimError::Endpoint(e.to_string()))?;
+    let (mut client, mut server, ch) = connect(spec.client, spec.server, server_addr)?;
     let mut now = Duration::ZERO;
-    let ch = client
-        .connect(now, server_addr, Some(&server_key))
-        .map_err(|e| SimError::Endpoint(e.to_string()))?;
     let mut sh: Option<ConnectionHandle> = None;
     let mut capp = App::new(0, u64::MAX, 0, u64::MAX);
     let mut sapp = App::new(1, 0, u64::MAX, u64::MAX);

@@ -228,22 +228,31 @@ fn percentile(v: &mut [Duration], q: f64) -> Duration {
     v[((v.len() - 1) as f64 * q).round() as usize]
 }
 
+/// Both endpoints, and the client's connection to the server at
+/// `server_addr` begun at time zero.
+pub(crate) fn connect(
+    client: Config,
+    server: Config,
+    server_addr: SocketAddr,
+) -> Result<(Endpoint, Endpoint, ConnectionHandle), SimError> {
+    let server_key = server.keypair.public;
+    let mut client = Endpoint::new(client, false).map_err(|e| SimError::Endpoint(e.to_string()))?;
+    let server = Endpoint::new(server, true).map_err(|e| SimError::Endpoint(e.to_string()))?;
+    let ch = client
+        .connect(Duration::ZERO, server_addr, Some(&server_key))
+        .map_err(|e| SimError::Endpoint(e.to_string()))?;
+    Ok((client, server, ch))
+}
+
 /// Runs the transfer to completion (or the time limit).
 pub fn run(mut spec: TransferSpec) -> Result<TransferReport, SimError> {
     let client_addr: SocketAddr = "10.0.0.1:40000".parse().expect("valid");
     let server_addr: SocketAddr = "10.0.0.2:4433".parse().expect("valid");
-    let server_key = spec.server.keypair.public;
     let link_configs = [spec.uplink.clone(), spec.downlink.clone()];
     let mut link: Link =
         Link::new(spec.uplink, spec.downlink).map_err(|e| SimError::Link(e.to_string()))?;
-    let mut client =
-        Endpoint::new(spec.client, false).map_err(|e| SimError::Endpoint(e.to_string()))?;
-    let mut server =
-        Endpoint::new(spec.server, true).map_err(|e| SimError::Endpoint(e.to_string()))?;
+    let (mut client, mut server, ch) = connect(spec.client, spec.server, server_addr)?;
     let mut now = Duration::ZERO;
-    let ch = client
-        .connect(now, server_addr, Some(&server_key))
-        .map_err(|e| SimError::Endpoint(e.to_string()))?;
     let mut sh = None;
     let mut capp = App::new(0, spec.upload, spec.download, u64::MAX);
     let mut sapp = App::new(
