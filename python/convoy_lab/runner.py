@@ -9,7 +9,9 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -57,6 +59,46 @@ def run_json(*args: str, timeout: float | None = None) -> dict:
             proc.returncode, proc.args, proc.stdout, proc.stderr.strip()
         )
     return json.loads(proc.stdout)
+
+
+@dataclass
+class EmulatorRun:
+    """How a `convoy emu` run ended: its exit status (None if it had to be
+    killed), its stderr, and whether it ran past its time."""
+
+    returncode: int | None
+    stderr: str
+    timed_out: bool
+
+
+def run_emulator(command: list[str], timeout_s: float, env: dict | None = None) -> EmulatorRun:
+    """Runs one `convoy emu` command to its end or `timeout_s`.
+
+    On a timeout, and when this process is interrupted or killed by a signal
+    Python sees (Ctrl-C sent to us alone, SIGTERM from a supervisor), the
+    emulator gets SIGTERM, which ends both sides and removes its namespaces,
+    and then SIGKILL if it has not ended in 10 s: a run stopped from outside
+    must not leave a 300 s emulator running beside the next one."""
+    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        _, stderr = proc.communicate(timeout=timeout_s)
+        return EmulatorRun(proc.returncode, stderr or "", timed_out=False)
+    except subprocess.TimeoutExpired:
+        return EmulatorRun(None, _stop(proc), timed_out=True)
+    except BaseException:
+        _stop(proc)
+        raise
+
+
+def _stop(proc: subprocess.Popen) -> str:
+    """SIGTERM, then SIGKILL after 10 s; returns what the process wrote to stderr."""
+    proc.send_signal(signal.SIGTERM)
+    try:
+        _, stderr = proc.communicate(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        _, stderr = proc.communicate()
+    return stderr or ""
 
 
 def codec_benchmark(quick: bool = False) -> dict:

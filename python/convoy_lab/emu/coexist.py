@@ -25,7 +25,6 @@ import math
 import os
 import shlex
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -34,7 +33,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..runner import convoy_binary
+from ..runner import convoy_binary, run_emulator
 
 CLIENT_IP, SERVER_IP = "10.7.0.1", "10.7.0.2"
 LINK = "ap"
@@ -195,17 +194,11 @@ def run(s: Schedule, work: Path, seed: int = 1) -> dict:
     (work / "t0").write_text(str(t0))
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
     (work / "launch").write_text(str(time.time_ns()))
-    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
-    status = "ok"
-    try:
-        _, err = proc.communicate(timeout=s.length + 60)
-    except subprocess.TimeoutExpired:
-        proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate()
-        status = "timeout"
-    (work / "emu.stderr").write_text(err or "")
-    if status == "ok" and proc.returncode != 0:
-        status = f"emu exit {proc.returncode}"
+    emu = run_emulator(command, s.length + 60, env=env)
+    status = "timeout" if emu.timed_out else "ok"
+    (work / "emu.stderr").write_text(emu.stderr)
+    if status == "ok" and emu.returncode != 0:
+        status = f"emu exit {emu.returncode}"
     return {"status": status, "t0": t0, "work": work}
 
 

@@ -13,14 +13,12 @@ import math
 import os
 import shlex
 import shutil
-import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 from .linkstats import data_direction_stats, empty_stats
-from ..runner import convoy_binary
+from ..runner import convoy_binary, run_emulator
 from .scenarios import LINK_NAME, Scenario
 from .schemes import Scheme, Transfer
 
@@ -140,20 +138,12 @@ def run_once(
     (workdir / "command.txt").write_text(shlex.join(command) + "\n")
     timeout_s = timeout_s or default_timeout(scenario, transfer)
     start = time.monotonic()
-    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    try:
-        _, stderr = proc.communicate(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        # SIGTERM lets convoy emu end both sides and remove its namespaces.
-        proc.send_signal(signal.SIGTERM)
-        try:
-            _, stderr = proc.communicate(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            _, stderr = proc.communicate()
+    emu = run_emulator(command, timeout_s)
+    stderr = emu.stderr
+    if emu.timed_out:
         row.update(status="timeout", error=f"no result within {timeout_s:.0f} s")
     wall = time.monotonic() - start
-    (workdir / "emu.stderr").write_text(stderr or "")
+    (workdir / "emu.stderr").write_text(stderr)
 
     client_cost, server_cost = _read_json(client_json), _read_json(server_json)
     row.update(
@@ -166,7 +156,7 @@ def run_once(
             outcome = scheme.outcome(client_out.read_text() if client_out.exists() else "")
         except (ValueError, KeyError, TypeError) as err:
             last = (stderr or "").strip().splitlines()
-            detail = last[-1] if last else f"exit status {proc.returncode}"
+            detail = last[-1] if last else f"exit status {emu.returncode}"
             row.update(status="error", error=f"{err}; emu: {detail}")
         else:
             row.update(

@@ -32,7 +32,6 @@ import json
 import math
 import os
 import shlex
-import signal
 import subprocess
 import sys
 import time
@@ -45,7 +44,7 @@ import pandas as pd
 from ..analysis import multipath as mpa
 from .catalog import ExperimentError, shared_traces_dir
 from ..emu.multipath import LINKS, LTE, WIFI, DeliveryError, get
-from ..runner import convoy_binary
+from ..runner import convoy_binary, run_emulator
 from ..report import stamp
 from ..traces import window_capacity_mbit
 
@@ -210,18 +209,13 @@ def emulate(case: Case, scheme, work: Path, seed: int = 1) -> str:
                "--", "sh", "-c", scheme.client_script(work, case.seconds)]
     (work / "command.txt").write_text(shlex.join(command) + "\n")
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
-    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
-    status = "ok"
-    try:
-        _, err = proc.communicate(timeout=case.seconds + 60)
-    except subprocess.TimeoutExpired:
-        proc.send_signal(signal.SIGTERM)  # convoy emu ends both sides and its namespaces
-        _, err = proc.communicate()
-        status = "timeout"
-    (work / "emu.stderr").write_text(err or "")
-    if status == "ok" and proc.returncode != 0:
-        lines = [ln for ln in (err or "").splitlines() if not ln.startswith("convoy emu: ")] or (err or "").splitlines()
-        status = f"emu exit {proc.returncode}: {lines[-1] if lines else ''}"
+    emu = run_emulator(command, case.seconds + 60, env=env)
+    status = "timeout" if emu.timed_out else "ok"
+    err = emu.stderr
+    (work / "emu.stderr").write_text(err)
+    if status == "ok" and emu.returncode != 0:
+        lines = [ln for ln in err.splitlines() if not ln.startswith("convoy emu: ")] or err.splitlines()
+        status = f"emu exit {emu.returncode}: {lines[-1] if lines else ''}"
     return status
 
 
