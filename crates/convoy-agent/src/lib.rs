@@ -39,6 +39,10 @@ use crate::segmenter::Segmenter;
 use crate::spool::{Lane, Spool};
 use crate::status::Shared;
 
+/// How long the main loop takes queued input before it turns to its clock
+/// work (closing segments, collection requests, the status file).
+const INPUT_TURN: Duration = Duration::from_millis(50);
+
 /// `std::thread::spawn` that carries the caller's `tracing` span into the
 /// thread, so every event the agent logs names its vehicle (the span
 /// `convoy agent` runs it in).
@@ -305,17 +309,8 @@ pub fn run(cfg: Config, stop: Arc<AtomicBool>, until_idle: bool) -> Result<(), S
             .min(Duration::from_millis(250));
         if inputs_open {
             match rx.recv_timeout(wait) {
-                Ok((class, s)) => {
-                    let class = if class == Class::Events {
-                        class
-                    } else {
-                        Class::Telemetry
-                    };
-                    collectors.observe(&s);
-                    campaigns.observe(&s);
-                    segs.get_mut(&class).expect("segmenter").push(&s);
-                    // Take what else is waiting before looking at the clock.
-                    while let Ok((class, s)) = rx.try_recv() {
+                Ok(first) => {
+                    let mut take = |(class, s): (Class, _)| {
                         let class = if class == Class::Events {
                             class
                         } else {
@@ -324,6 +319,19 @@ pub fn run(cfg: Config, stop: Arc<AtomicBool>, until_idle: bool) -> Result<(), S
                         collectors.observe(&s);
                         campaigns.observe(&s);
                         segs.get_mut(&class).expect("segmenter").push(&s);
+                    };
+                    take(first);
+                    // Take what else is waiting before looking at the
+                    // clock, but for a bounded time: input that comes
+                    // faster than it is written (a full disk sheds a
+                    // segment per write) would otherwise keep this loop
+                    // from closing segments and writing the status.
+                    let until = Instant::now() + INPUT_TURN;
+                    while Instant::now() < until {
+                        match rx.try_recv() {
+                            Ok(next) => take(next),
+                            Err(_) => break,
+                        }
                     }
                 }
                 Err(RecvTimeoutError::Timeout) => {}
