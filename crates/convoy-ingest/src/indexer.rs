@@ -303,7 +303,7 @@ impl Indexer {
         };
         if row.kind == "telemetry" {
             let bytes = self.read(row)?;
-            let seg = SegmentReader::new(&bytes[..], MAX_SEGMENT_RAW)
+            let seg = SegmentReader::from_bytes(&bytes, MAX_SEGMENT_RAW)
                 .map_err(|e| Failure::Segment(format!("corrupt segment: {e}")))?;
             let ex = extract(&row.vehicle, &seg)
                 .map_err(|e| Failure::Segment(format!("corrupt segment: {e}")))?;

@@ -1,7 +1,15 @@
-//! Telemetry columns as one Parquet file (zstd), the format analytics
-//! tools (DuckDB, Spark, pandas) read without convoy. Columns: `t_ns`
+//! Telemetry columns as one Parquet file, the format analytics tools
+//! (DuckDB, Spark, pandas) read without convoy. Columns: `t_ns`
 //! (timestamp, ns, UTC), `path` (the VSS name, dictionary-encoded by
 //! the writer), `value` (numbers and booleans as 0/1) and `text`.
+//!
+//! Column chunks are zstd-compressed from [`COMPRESS_FROM_ROWS`] rows on.
+//! Most segments are far smaller (a 1 Hz position fix is three rows), and
+//! for those the writer's codec costs more than it saves: it makes a
+//! zstd compression and decompression context for every column of every
+//! file, which took 7.7 % of the server's CPU when 10,000 vehicles sent a
+//! segment a second (docs/NET.md), to shrink chunks of tens of bytes that
+//! the file's own metadata outweighs. Readers take either codec per chunk.
 
 use std::sync::Arc;
 
@@ -34,8 +42,21 @@ pub fn schema() -> Schema {
     ])
 }
 
+/// Rows from which column chunks are compressed: at 20-odd bytes a row
+/// (timestamp, dictionary key, value), about 20 KiB of column data.
+pub const COMPRESS_FROM_ROWS: usize = 1024;
+
+fn compression_for(rows: usize) -> Result<Compression, parquet::errors::ParquetError> {
+    Ok(if rows >= COMPRESS_FROM_ROWS {
+        Compression::ZSTD(ZstdLevel::try_new(3)?)
+    } else {
+        Compression::UNCOMPRESSED
+    })
+}
+
 /// Encodes the columns as a Parquet file in memory.
 pub fn to_parquet(c: Columns) -> Result<Vec<u8>, parquet::errors::ParquetError> {
+    let compression = compression_for(c.t_ns.len())?;
     let schema = Arc::new(schema());
     let cols: Vec<ArrayRef> = vec![
         Arc::new(TimestampNanosecondArray::from(c.t_ns).with_timezone("UTC")),
@@ -48,7 +69,7 @@ pub fn to_parquet(c: Columns) -> Result<Vec<u8>, parquet::errors::ParquetError> 
     ];
     let batch = RecordBatch::try_new(schema.clone(), cols)?;
     let props = WriterProperties::builder()
-        .set_compression(Compression::ZSTD(ZstdLevel::try_new(3)?))
+        .set_compression(compression)
         .build();
     let mut w = ArrowWriter::try_new(Vec::new(), schema, Some(props))?;
     w.write(&batch)?;
@@ -76,5 +97,45 @@ mod tests {
             .unwrap();
         let rows: usize = r.map(|b| b.unwrap().num_rows()).sum();
         assert_eq!(rows, 2);
+    }
+
+    fn columns(rows: usize) -> Columns {
+        Columns {
+            t_ns: (0..rows as i64).collect(),
+            path: vec![0; rows],
+            paths: vec!["Vehicle.Speed".into()],
+            value: (0..rows).map(|i| Some(i as f64)).collect(),
+            text: vec![None; rows],
+        }
+    }
+
+    /// Every chunk's codec and the rows read back.
+    fn codecs_and_rows(bytes: Vec<u8>) -> (Vec<Compression>, usize) {
+        let b = ParquetRecordBatchReaderBuilder::try_new(bytes::Bytes::from(bytes)).unwrap();
+        let codecs = b
+            .metadata()
+            .row_groups()
+            .iter()
+            .flat_map(|g| g.columns().iter().map(|c| c.compression()))
+            .collect();
+        let rows = b.build().unwrap().map(|b| b.unwrap().num_rows()).sum();
+        (codecs, rows)
+    }
+
+    #[test]
+    fn small_files_are_stored_plain_and_large_ones_compressed() {
+        let (small, rows) = codecs_and_rows(to_parquet(columns(3)).unwrap());
+        assert_eq!(rows, 3);
+        assert!(
+            small.iter().all(|c| *c == Compression::UNCOMPRESSED),
+            "{small:?}"
+        );
+        let n = COMPRESS_FROM_ROWS;
+        let (large, rows) = codecs_and_rows(to_parquet(columns(n)).unwrap());
+        assert_eq!(rows, n);
+        assert!(
+            large.iter().all(|c| matches!(c, Compression::ZSTD(_))),
+            "{large:?}"
+        );
     }
 }

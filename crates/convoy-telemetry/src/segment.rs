@@ -109,9 +109,35 @@ pub struct SegmentReader {
     raw: Vec<u8>,
 }
 
+thread_local! {
+    /// One decompression context per thread, reused by
+    /// [`SegmentReader::from_bytes`]: making one (and its input buffer)
+    /// for every segment costs more than decompressing a small segment.
+    static CONTEXT: std::cell::RefCell<zstd::zstd_safe::DCtx<'static>> =
+        std::cell::RefCell::new(zstd::zstd_safe::DCtx::create());
+}
+
 impl SegmentReader {
     pub fn new(input: impl Read, max_bytes: u64) -> Result<SegmentReader, SegmentError> {
-        let mut dec = zstd::stream::Decoder::new(input).map_err(SegmentError::Compression)?;
+        let dec = zstd::stream::Decoder::new(input).map_err(SegmentError::Compression)?;
+        Self::read_bounded(dec, max_bytes)
+    }
+
+    /// A segment already in memory (the server's indexer), decompressed
+    /// with this thread's reused context.
+    pub fn from_bytes(input: &[u8], max_bytes: u64) -> Result<SegmentReader, SegmentError> {
+        CONTEXT.with(|ctx| {
+            // A reader on the same thread inside this one (none today)
+            // gets a context of its own rather than a panic.
+            let Ok(mut ctx) = ctx.try_borrow_mut() else {
+                return Self::new(input, max_bytes);
+            };
+            let dec = zstd::stream::read::Decoder::with_context(input, &mut ctx);
+            Self::read_bounded(dec, max_bytes)
+        })
+    }
+
+    fn read_bounded(mut dec: impl Read, max_bytes: u64) -> Result<SegmentReader, SegmentError> {
         let mut raw = Vec::new();
         (&mut dec)
             .take(max_bytes + 1)
@@ -221,12 +247,39 @@ mod tests {
         assert!(err.contains("line 2"), "{err}");
     }
 
+    #[test]
+    fn a_reused_context_forgets_a_segment_it_did_not_finish() {
+        let segment = |n: i64| {
+            let mut w = SegmentWriter::new(Vec::new()).unwrap();
+            for i in 0..n {
+                w.push(&sample(i)).unwrap();
+            }
+            w.finish().unwrap()
+        };
+        let (long, short) = (segment(500), segment(3));
+        // Cut off mid-frame, and stopped at the size bound mid-frame:
+        // either leaves the thread's context inside a frame.
+        assert!(SegmentReader::from_bytes(&long[..long.len() / 2], 1 << 30).is_err());
+        assert!(SegmentReader::from_bytes(&long, 100).is_err());
+        let r = SegmentReader::from_bytes(&short, 1 << 30).unwrap();
+        assert_eq!(r.samples().unwrap().len(), 3);
+        let r = SegmentReader::from_bytes(&long, 1 << 30).unwrap();
+        assert_eq!(r.samples().unwrap().len(), 500);
+    }
+
     proptest! {
         #[test]
         fn any_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {
             if let Ok(r) = SegmentReader::new(&bytes[..], 1 << 20) {
                 let _ = r.for_each(|_| {});
             }
+        }
+
+        #[test]
+        fn in_memory_and_streamed_reads_agree(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {
+            let streamed = SegmentReader::new(&bytes[..], 1 << 20).map(|r| r.raw);
+            let in_memory = SegmentReader::from_bytes(&bytes, 1 << 20).map(|r| r.raw);
+            prop_assert_eq!(streamed.ok(), in_memory.ok());
         }
     }
 }

@@ -139,7 +139,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
     let t0 = convoy_telemetry::now_ns() - 86_400_000_000_000;
     let seg = segment(a.samples, t0);
     let start = Instant::now();
-    let reader = SegmentReader::new(&seg[..], 1 << 32)?;
+    let reader = SegmentReader::from_bytes(&seg, 1 << 32)?;
     let ex = convoy_ingest::extract::extract("bench", &reader)?;
     let n = ex.columns.t_ns.len();
     let pq = convoy_ingest::parquet_out::to_parquet(ex.columns)?;
