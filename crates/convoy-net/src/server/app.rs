@@ -5,9 +5,8 @@
 
 use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{mpsc, Arc, Mutex};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
 use convoy_proto::{Connection, ConnectionHandle, Endpoint, Event, StreamId};
@@ -16,8 +15,10 @@ use crate::auth::{Authorizer, CommitHook, Identity, REAUTH_EVERY, REFUSED_CODE, 
 use crate::control::Bell;
 use crate::driver::{Application, Step};
 use crate::error::NetError;
+use crate::server::claims::{Claim, Claims};
 use crate::server::committer::{Committer, JobKey, Outcome};
 use crate::server::control::ServerControl;
+use crate::server::identified::Identified;
 use crate::server::offload::Offload;
 use crate::session::{ServerEvent, Session, SessionCtx, PROGRESS_EVERY};
 use crate::store::Store;
@@ -26,45 +27,6 @@ use crate::wake::Waker;
 /// Connections one identity may hold on one worker at once: a vehicle
 /// needs one (its paths share it), an agent or operator a few.
 pub const MAX_CONNECTIONS_PER_IDENTITY: usize = 8;
-
-/// Which session may write each partial file: the newest one to open it,
-/// across every worker. An older session still open (a killed client's,
-/// not yet timed out; a client cut off that comes back) is abandoned the
-/// next time it is stepped, so two sessions never write one file.
-#[derive(Clone, Default)]
-pub struct Claims {
-    owners: Arc<Mutex<HashMap<PathBuf, u64>>>,
-    next: Arc<AtomicU64>,
-    /// How many partial files are claimed: uploads in progress.
-    live: Arc<std::sync::atomic::AtomicUsize>,
-}
-
-impl Claims {
-    fn claim(&self, path: &Path) -> u64 {
-        let id = self.next.fetch_add(1, Ordering::Relaxed);
-        let mut owners = self.owners.lock().expect("claims lock");
-        owners.insert(path.to_path_buf(), id);
-        self.live.store(owners.len(), Ordering::Relaxed);
-        id
-    }
-
-    /// The count of claimed partial files, kept current.
-    pub fn live(&self) -> Arc<std::sync::atomic::AtomicUsize> {
-        self.live.clone()
-    }
-
-    fn holds(&self, path: &Path, id: u64) -> bool {
-        self.owners.lock().expect("claims lock").get(path) == Some(&id)
-    }
-
-    fn release(&self, path: &Path, id: u64) {
-        let mut owners = self.owners.lock().expect("claims lock");
-        if owners.get(path) == Some(&id) {
-            owners.remove(path);
-            self.live.store(owners.len(), Ordering::Relaxed);
-        }
-    }
-}
 
 /// Who may connect and what runs after each upload, shared by the workers.
 #[derive(Clone, Default)]
@@ -91,7 +53,7 @@ type Answer = ([u8; 32], Result<Identity, String>);
 
 struct Running {
     session: Session,
-    claim: Option<(PathBuf, u64)>,
+    claim: Option<Claim>,
     /// Set once the session's header asked for a control stream.
     control: Option<ServerControl>,
 }
@@ -110,7 +72,7 @@ pub struct ServerApp {
     access: Access,
     /// Identified connections (all of them without an authorizer, as
     /// `None`); streams are accepted only from these.
-    who: HashMap<ConnectionHandle, Option<Identity>>,
+    who: Identified,
     /// Connections whose handshake finished before the authorizer named
     /// them: their `Connected` event is reported once they are named, so
     /// it carries the vehicle (and a refused peer is never reported).
@@ -174,7 +136,7 @@ impl ServerApp {
             sink: Sink::Local(Box::new(|_| {})),
             inbox: None,
             claims,
-            who: HashMap::new(),
+            who: Identified::default(),
             unnamed_connected: HashSet::new(),
             next_reauth: Duration::ZERO,
             scratch: vec![0; 256 * 1024],
@@ -256,7 +218,7 @@ impl ServerApp {
     }
 
     fn vehicle(&self, h: ConnectionHandle) -> Option<String> {
-        self.who.get(&h).cloned().flatten().map(|w| w.name)
+        self.who.name(h).map(str::to_owned)
     }
 
     /// Identifies a connection once its peer's key is known (right after
@@ -267,10 +229,10 @@ impl ServerApp {
     /// be read).
     fn authorize(&mut self, h: ConnectionHandle, c: &mut Connection, reauth: bool) -> bool {
         if self.access.auth.is_none() {
-            self.who.entry(h).or_insert(None);
+            self.who.insert_unnamed(h);
             return false;
         }
-        let first = !self.who.contains_key(&h);
+        let first = !self.who.contains(h);
         let answer = self.answers.remove(&h);
         if c.is_closed() {
             return false;
@@ -289,11 +251,7 @@ impl ServerApp {
         let result = answer.and_then(|id| {
             // One identity's connections are capped on this worker, so a
             // registered key cannot multiply its per-connection budget.
-            let open = self
-                .who
-                .values()
-                .filter(|w| w.as_ref().is_some_and(|w| w.name == id.name))
-                .count();
+            let open = self.who.open(&id.name);
             if first && open >= MAX_CONNECTIONS_PER_IDENTITY {
                 Err(format!(
                     "{} already has {open} connections (at most {MAX_CONNECTIONS_PER_IDENTITY})",
@@ -309,12 +267,12 @@ impl ServerApp {
                 first
             }
             Err(reason) => {
-                let was = self.who.remove(&h).flatten();
+                let was = self.who.remove(h).flatten();
                 c.close(REFUSED_CODE, &format!("{REFUSED_PREFIX}{reason}"));
                 if let Some(list) = self.sessions.remove(&h) {
                     for (_, r) in list {
-                        if let Some((p, id)) = r.claim {
-                            self.claims.release(&p, id);
+                        if let Some(claim) = r.claim {
+                            self.claims.release(claim);
                         }
                     }
                 }
@@ -337,10 +295,10 @@ impl ServerApp {
         let Some(list) = self.sessions.remove(&h) else {
             return;
         };
-        let who = self.who.get(&h).cloned().flatten();
+        let who = self.who.get(h).cloned().flatten();
         for (id, r) in list {
-            if let Some((p, claim)) = r.claim {
-                self.claims.release(&p, claim);
+            if let Some(claim) = r.claim {
+                self.claims.release(claim);
             }
             if r.session.is_committing() {
                 self.orphans.insert((h, id), (r.session, who.clone()));
@@ -359,7 +317,7 @@ impl ServerApp {
     ) {
         let Some(c) = ep.connection(h) else {
             self.orphan_commits(h);
-            self.who.remove(&h);
+            self.who.remove(h);
             self.unnamed_connected.remove(&h);
             return;
         };
@@ -383,7 +341,7 @@ impl ServerApp {
         let vehicle = self.vehicle(h);
         while let Some(ev) = c.poll_event() {
             match ev {
-                Event::Connected if self.who.contains_key(&h) => {
+                Event::Connected if self.who.contains(h) => {
                     self.events.push(ServerEvent::Connected {
                         peer,
                         vehicle: vehicle.clone(),
@@ -403,7 +361,7 @@ impl ServerApp {
             }
         }
         // Not identified yet: its streams wait unaccepted.
-        let who = self.who.get(&h).cloned();
+        let who = self.who.get(h).cloned();
         if who.is_some() && self.draining.is_none() {
             while let Some(id) = c.accept_stream() {
                 self.sessions.entry(h).or_default().push((
@@ -421,7 +379,7 @@ impl ServerApp {
             // disk for the client's next run.
             self.orphan_commits(h);
             self.peers.remove(&h);
-            self.who.remove(&h);
+            self.who.remove(h);
             self.unnamed_connected.remove(&h);
             ep.remove(h);
             self.served = true;
@@ -442,11 +400,9 @@ impl ServerApp {
                 ctl.step(c, *id, control_hook.as_ref(), &mut self.scratch);
                 return !ctl.is_done();
             }
-            if let Some((p, claim)) = &r.claim {
-                if !self.claims.holds(p, *claim) {
-                    r.session.abandon();
-                    r.claim = None;
-                }
+            if r.claim.as_ref().is_some_and(|claim| !claim.holds()) {
+                r.session.abandon();
+                r.claim = None;
             }
             if let Some(outcome) = self.outcomes.remove(&(h, *id)) {
                 r.session.job_done(outcome, &ctx, &mut self.events);
@@ -471,16 +427,17 @@ impl ServerApp {
                 return !done;
             }
             match (&r.claim, &r.session.partial) {
-                (None, Some(p)) => r.claim = Some((p.clone(), self.claims.claim(p))),
-                (Some((p, claim)), None) => {
-                    self.claims.release(p, *claim);
-                    r.claim = None;
+                (None, Some(p)) => r.claim = Some(self.claims.claim(p)),
+                (Some(_), None) => {
+                    if let Some(claim) = r.claim.take() {
+                        self.claims.release(claim);
+                    }
                 }
                 _ => {}
             }
             if r.session.is_done() {
-                if let Some((p, claim)) = r.claim.take() {
-                    self.claims.release(&p, claim);
+                if let Some(claim) = r.claim.take() {
+                    self.claims.release(claim);
                 }
                 return false;
             }
@@ -607,7 +564,7 @@ impl Application for ServerApp {
         let reauth = self.access.auth.is_some() && now >= self.next_reauth;
         if reauth {
             self.next_reauth = now + REAUTH_EVERY;
-            touched.extend(self.who.keys().copied());
+            touched.extend(self.who.handles());
             touched.sort();
             touched.dedup();
         }

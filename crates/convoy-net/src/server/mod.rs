@@ -8,9 +8,11 @@
 //! [`Server::run`] and reports every worker's events.
 
 mod app;
+mod claims;
 pub(crate) mod committer;
 mod control;
 pub mod figures;
+mod identified;
 mod offload;
 
 use std::net::SocketAddr;
@@ -31,7 +33,8 @@ use crate::socket::NetSocket;
 use crate::stats::DriverStats;
 use crate::store::Store;
 use crate::wake::Waker;
-use app::{Access, Claims, ServerApp, Sink};
+use app::{Access, ServerApp, Sink};
+use claims::Claims;
 
 /// Where to listen, with which key, and where to store uploads.
 #[derive(Clone)]
