@@ -110,7 +110,7 @@ mod tests {
         assert_eq!((ids.open("car-1"), ids.open("car-2")), (1, 1));
         assert_eq!(ids.remove(a), Some(vehicle("car-1")));
         assert_eq!(ids.open("car-1"), 0);
-        assert!(ids.open.get("car-1").is_none(), "empty counts are dropped");
+        assert!(!ids.open.contains_key("car-1"), "empty counts are dropped");
         assert_eq!(ids.remove(a), None);
         assert_eq!(ids.name(b), Some("car-2"));
         assert_eq!(ids.name(c), None);
