@@ -211,6 +211,20 @@ impl PathEstimate {
         self.recount = true;
     }
 
+    /// Forgets the rates, not the base delay: the next send's arrivals
+    /// are read as the first flight's (`Tide::restart_after_idle`).
+    pub fn forget_rates(&mut self) {
+        self.recount = true;
+        self.rate_short = None;
+        self.rate_busy = None;
+        self.rate_short_busy = None;
+        self.rate_arrived = None;
+        self.rate_coast = None;
+        self.rate_recent = None;
+        self.recent_short_busy.clear();
+        self.silences = 0;
+    }
+
     pub fn on_acked(&mut self, bytes: u64) {
         self.delivered += bytes;
     }
