@@ -302,6 +302,30 @@ def test_run_writes_rows_meta_and_a_report_section(tmp_path, shared_traces, caps
     assert "Targets for convoy, 2 % added loss" in page and "1.50 met" in page
 
 
+def test_over_time_legend_comes_from_any_panel_that_drew(tmp_path, shared_traces):
+    """A part resumed on another machine keeps its rows but not their run
+    directories: the first direction's panel draws nothing, the legend
+    still names the schemes the others drew (it took the first panel's
+    alone, and a legend of none raised)."""
+    from convoy_lab.report import cellular as plots
+    df = pd.concat([_row_frame(s, ATT + ".up") for s in ("convoy", "tcp-cubic")]
+                   + [_row_frame(s, TMO + ".down") for s in ("convoy", "tcp-cubic")], ignore_index=True)
+    for _, r in df[df["trace"] == TMO + ".down"].iterrows():
+        d = tmp_path / r["run_dir"]
+        d.mkdir(parents=True)
+        pd.DataFrame({"second": range(5), "delivered_mbit_s": [1.0] * 5}).to_csv(d / "delivered.csv", index=False)
+    path = plots.over_time(df, 0, ["convoy", "tcp-cubic"], tmp_path, tmp_path / "over.png")
+    assert path is not None and path.stat().st_size > 0
+    nothing = plots.over_time(df[df["trace"] == ATT + ".up"], 0, ["convoy"], tmp_path, tmp_path / "none.png")
+    assert nothing is None
+
+
+def _row_frame(scheme: str, trace: str) -> pd.DataFrame:
+    row = {**_row(scheme, 0, 0, 2.0, 50.0, trace=trace), "run_dir": f"runs/{trace}-{scheme}",
+           "duration_s": 5.0, "first_data_s": 0.0}
+    return pd.DataFrame([row])
+
+
 def test_json_document_has_rows_and_targets(tmp_path):
     df = _grid_rows()
     res = {"experiment": None, "name": "cellular", "rows": df, "meta": {"schemes": ["convoy"]},

@@ -40,6 +40,22 @@ def test_a_failed_experiment_is_reported_and_the_rest_still_run(tmp_path, capsys
     assert "3 of 4 experiments ran to the end" in err and "failed: rcdp-delay (1)" in err
 
 
+def test_an_experiment_that_raises_is_a_failure_and_the_rest_still_run(tmp_path, capsys):
+    """The cellular part's report once raised after its last run: the
+    whole reproduce ended there, and nothing after it ran."""
+    calls, recorded = _recorder()
+
+    def run(args: list[str]) -> int:
+        if args[1] == "rcdp-delay":
+            raise ValueError("number sections must be larger than 0.")
+        return recorded(args)
+
+    rc = reproduce.run(tmp_path, 1, ["rcdp-delay", "edge-split"], None, run, run)
+    assert rc == 1 and [c[1] for c in calls] == ["edge-split"]
+    err = capsys.readouterr().err
+    assert "ValueError: number sections" in err and "failed: rcdp-delay (1)" in err
+
+
 def test_ctrl_c_stops_the_whole_run(tmp_path):
     calls, run = _recorder({"rcdp-loss": reproduce.INTERRUPTED})
     assert reproduce.run(tmp_path, 1, None, None, run, run) == reproduce.INTERRUPTED

@@ -28,6 +28,7 @@ import os
 import shutil
 import sys
 import time
+import traceback
 from pathlib import Path
 from typing import Callable
 
@@ -124,7 +125,13 @@ def run(out: Path, seeds: int, only: list[str] | None, skip: list[str] | None,
         print(f"reproduce [{i}/{len(selected)}, {(time.monotonic() - started) / 60:.0f} min in]: "
               f"{prefix} {' '.join(args)}", file=sys.stderr, flush=True)
         part_started = time.time()
-        rc = (run_mobility if name == VACAMOBIL else run_experiment)(args)
+        try:
+            rc = (run_mobility if name == VACAMOBIL else run_experiment)(args)
+        except Exception:  # noqa: BLE001 - one broken experiment must not cost the others
+            # Hours of runs can end in a bug of the report drawn from
+            # them; the runs are in OUT, and `--resume` redraws it.
+            traceback.print_exc()
+            rc = 1
         if rc == INTERRUPTED:
             print(f"reproduce: interrupted in {name}; the experiments before it are complete", file=sys.stderr)
             if keep is not None and resumes and _rewritten_since(out / name / "runs.csv", part_started) \

@@ -39,9 +39,16 @@ def _grid(n: int):
 
 
 def _finish(fig, axes, title: str, path: Path) -> Path:
-    """One legend for every panel, below them; the title above; saved."""
-    handles, labels = axes[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=min(6, len(labels)), fontsize=8)
+    """One legend for every panel, below them; the title above; saved.
+    Its entries come from every panel, not the first alone: a panel can
+    lack a scheme (a run resumed on another machine keeps its figures but
+    not its per-second series), or draw nothing but the trace."""
+    entries: dict[str, object] = {}
+    for ax in axes:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            entries.setdefault(label, handle)
+    handles, labels = list(entries.values()), list(entries)
+    fig.legend(handles, labels, loc="lower center", ncol=max(1, min(6, len(labels))), fontsize=8)
     fig.suptitle(title, fontsize=10)
     fig.tight_layout(rect=(0, 0.07, 1, 0.95))
     fig.savefig(path, dpi=100)
