@@ -5,11 +5,9 @@ use std::path::{Path, PathBuf};
 
 use convoy_link::{parse_records, MahimahiTrace, ParseErrorKind, SeriesTrace, TraceError};
 
-/// Writes `text` to a fresh file in a per-process temporary directory.
-fn file(name: &str, text: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("convoy-link-malformed-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join(name);
+/// Writes `text` to a file `name` in `dir`.
+fn file(dir: &tempfile::TempDir, name: &str, text: &str) -> PathBuf {
+    let path = dir.path().join(name);
     std::fs::write(&path, text).unwrap();
     path
 }
@@ -55,15 +53,15 @@ fn malformed_mahimahi_traces() {
         ),
         ("blank.trace", "1\n\n3\n", 2, "found an empty line"),
     ];
+    let dir = tempfile::tempdir().unwrap();
     for (name, text, line, expected) in cases {
-        let path = file(name, text);
+        let path = file(&dir, name, text);
         check(
             MahimahiTrace::from_file(&path).unwrap_err(),
             &path,
             line,
             expected,
         );
-        std::fs::remove_file(&path).unwrap();
     }
 }
 
@@ -120,15 +118,15 @@ fn malformed_series_traces() {
             "expected the first interval to start at 0",
         ),
     ];
+    let dir = tempfile::tempdir().unwrap();
     for (name, text, line, expected) in cases {
-        let path = file(name, text);
+        let path = file(&dir, name, text);
         check(
             SeriesTrace::from_file(&path).unwrap_err(),
             &path,
             line,
             expected,
         );
-        std::fs::remove_file(&path).unwrap();
     }
 }
 

@@ -121,10 +121,11 @@ mod tests {
             .arg(clap::Arg::new("config").long("config"))
     }
 
-    fn write(text: &str) -> (std::path::PathBuf, String) {
-        let dir = std::env::temp_dir().join(format!("convoy-serve-config-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let p = dir.join(format!("{}.toml", text.len()));
+    /// Writes `text` to a configuration file in a fresh directory, which
+    /// lives as long as the returned guard.
+    fn write(text: &str) -> (tempfile::TempDir, String) {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("convoy.toml");
         std::fs::write(&p, text).unwrap();
         (dir, p.display().to_string())
     }
@@ -141,7 +142,7 @@ mod tests {
         let cli = args(&["convoy", "serve", "--config", &p, "--listen", "127.0.0.1:1"]);
         assert_eq!(config_path(&cli).as_deref(), Some(p.as_str()));
         let out = expand(cli, &p, &serve()).unwrap();
-        let d = dir.display();
+        let d = dir.path().display();
         assert_eq!(
             out,
             args(&[
@@ -165,20 +166,20 @@ mod tests {
 
     #[test]
     fn unknown_keys_and_wrong_kinds_are_one_line_errors() {
-        let (_, p) = write("listn = \"x\"\n");
+        let (_dir, p) = write("listn = \"x\"\n");
         let e = expand(args(&["convoy", "serve"]), &p, &serve())
             .unwrap_err()
             .to_string();
         assert!(e.contains("unknown key \"listn\""), "{e}");
         assert!(!e.contains('\n'));
-        let (_, p) = write("fleet = \"yes\"\n");
+        let (_dir, p) = write("fleet = \"yes\"\n");
         let e = expand(args(&["convoy", "serve"]), &p, &serve())
             .unwrap_err()
             .to_string();
         assert!(e.contains("fleet: expected true or false"), "{e}");
-        let (_, p) = write("config = \"other.toml\"\n");
+        let (_dir, p) = write("config = \"other.toml\"\n");
         assert!(expand(args(&["convoy", "serve"]), &p, &serve()).is_err());
-        let (_, p) = write("listen = \n");
+        let (_dir, p) = write("listen = \n");
         let e = expand(args(&["convoy", "serve"]), &p, &serve())
             .unwrap_err()
             .to_string();

@@ -238,7 +238,8 @@ fn bench_can_reports_each_stage_and_a_broken_dbc_by_line() {
         "crates/convoy-agent/tests/data/can/drive.log",
     ]));
     assert_eq!(report["rows"][1]["frames"], 400);
-    let dir = tempfile_dir();
+    let tmp = tempfile_dir();
+    let dir = tmp.path();
     let bad = dir.join("bad.dbc");
     std::fs::write(
         &bad,
@@ -260,7 +261,8 @@ fn bench_can_reports_each_stage_and_a_broken_dbc_by_line() {
 
 #[test]
 fn trace_scale_writes_a_twin_and_refuses_a_factor_it_cannot_write() {
-    let dir = tempfile_dir();
+    let tmp = tempfile_dir();
+    let dir = tmp.path();
     let input = dir.join("thousand.trace");
     let text: String = (1..=1000).map(|ms| format!("{ms}\n")).collect();
     std::fs::write(&input, text).unwrap();
@@ -294,15 +296,14 @@ fn trace_scale_writes_a_twin_and_refuses_a_factor_it_cannot_write() {
     }
 }
 
-fn tempfile_dir() -> std::path::PathBuf {
-    let d = std::env::temp_dir().join(format!("convoy-cli-can-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
+fn tempfile_dir() -> tempfile::TempDir {
+    tempfile::tempdir().unwrap()
 }
 
 #[test]
 fn trace_lte_up_writes_a_mahimahi_uplink_with_its_handover_gaps() {
-    let dir = tempfile_dir();
+    let tmp = tempfile_dir();
+    let dir = tmp.path();
     let out = dir.join("up.trace");
     let run = convoy()
         .args([

@@ -2,7 +2,7 @@
 //! must parse with convoy-link's SeriesTrace (what `convoy emu` and the
 //! simulator read), and bad input must fail with a one-line error.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use clap::Parser;
 
@@ -20,11 +20,12 @@ fn trace(args: &[&str]) -> anyhow::Result<()> {
     run(cli.cmd)
 }
 
-fn tempdir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("convoy-trace-test-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+/// A fresh directory, removed when the guard drops (a failing test's too).
+fn tempdir(name: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("convoy-trace-test-{name}-"))
+        .tempdir()
+        .unwrap()
 }
 
 const FCD: &str = r#"<?xml version="1.0" encoding="UTF-8"?>
@@ -56,7 +57,8 @@ fn write(dir: &Path, name: &str, text: &str) -> String {
 
 #[test]
 fn from_mobility_writes_traces_the_link_model_accepts() {
-    let d = tempdir("fm");
+    let tmp = tempdir("fm");
+    let d = tmp.path().to_path_buf();
     let fcd = write(&d, "fcd.xml", FCD);
     let poly = write(&d, "b.poly.xml", POLY);
     let out = d.join("out");
@@ -101,7 +103,8 @@ fn from_mobility_writes_traces_the_link_model_accepts() {
 
 #[test]
 fn buildings_lower_the_delivery_ratio() {
-    let d = tempdir("shadow");
+    let tmp = tempdir("shadow");
+    let d = tmp.path().to_path_buf();
     let fcd = write(
         &d,
         "fcd.xml",
@@ -136,7 +139,8 @@ fn buildings_lower_the_delivery_ratio() {
 
 #[test]
 fn bad_input_fails_with_one_line() {
-    let d = tempdir("bad");
+    let tmp = tempdir("bad");
+    let d = tmp.path().to_path_buf();
     let out = d.join("o").display().to_string();
     let missing = trace(&[
         "from-mobility",
@@ -194,7 +198,8 @@ fn bad_input_fails_with_one_line() {
 
 #[test]
 fn lte_trace_from_a_csq_series_parses() {
-    let d = tempdir("lte");
+    let tmp = tempdir("lte");
+    let d = tmp.path().to_path_buf();
     let csq = write(&d, "csq.txt", "# a drive\n31\n25\n19\n0\n12\n");
     let out = d.join("lte.csv");
     let out_s = out.display().to_string();
@@ -237,7 +242,8 @@ fn lte_trace_from_a_csq_series_parses() {
 
 #[test]
 fn mac_retries_fold_into_the_80211p_trace() {
-    let d = tempdir("mac");
+    let tmp = tempdir("mac");
+    let d = tmp.path().to_path_buf();
     let fcd = write(
         &d,
         "fcd.xml",
@@ -302,7 +308,8 @@ fn mac_retries_fold_into_the_80211p_trace() {
 
 #[test]
 fn a_change_of_enodeb_interrupts_the_lte_trace() {
-    let d = tempdir("handover");
+    let tmp = tempdir("handover");
+    let d = tmp.path().to_path_buf();
     let fcd = write(
         &d,
         "fcd.xml",
