@@ -234,6 +234,14 @@ impl Driver {
     /// Runs turns until the application says it is done.
     pub fn run<A: Application>(&mut self, app: &mut A) -> Result<(), NetError> {
         precise_timers();
+        // What arrived while nobody drove the endpoint goes in before its
+        // timers run. An agent lane serves its idle connection one pass
+        // every half second: each pass's first turn fired the probe
+        // timeout of the last pass's ping, whose acknowledgment sat unread
+        // in the socket, so the path was always "silent" between uploads
+        // and a log's first packet after that paced the next one a second
+        // later (docs/SERVICE.md, "Where the cell's time goes").
+        self.receive()?;
         let mut woke_for = None;
         loop {
             let now = self.clock.now();
