@@ -175,6 +175,13 @@ const IDLE_RESTART_PACKETS: u32 = 4;
 /// start-up. The same cell, after 1 s idle: 2.0 / 1.9 / 2.1 % over 2 s at
 /// 2 / 4 / 8 packets (p99 3.20 / 3.19 / 3.43 s, against 3.66 without).
 const RESTART_PACKETS: u64 = 4;
+/// Bytes in flight that are not data: a packet of acknowledgments,
+/// flow-control credit or a ping is acknowledged and counted in flight,
+/// but never passes through `on_sent`. A log lane coming back from 10 s
+/// idle sent its first data packet right behind one of 45-53 bytes, so
+/// "only this packet in flight" never held and the whole 64 KiB file left
+/// at the rate of 10 s before.
+const CONTROL_IN_FLIGHT: u64 = 256;
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct TideConfig {
@@ -502,9 +509,13 @@ impl Tide {
     /// path's, not the moment's, and are kept. Not beside other paths,
     /// where an idle path is a backup the scheduler keeps measured.
     fn restart_after_idle(&mut self) {
-        if !self.only_path || self.phase != Phase::Track || !self.rate_known() {
+        // A path idle in its drain is idle all the same (the drain ends at
+        // the next acknowledgment after its deadline, which idling put
+        // off); a silent one is in an outage, which has its own recovery.
+        if !self.only_path || self.phase == Phase::Silent || !self.rate_known() {
             return;
         }
+        self.phase = Phase::Track;
         self.est.forget_rates();
         self.capacity = None;
         self.ramped = 0;
@@ -700,8 +711,11 @@ impl RateController for Tide {
     fn on_sent(&mut self, now: Duration, _pn: u64, bytes: usize, bytes_in_flight: u64) {
         let idle = self.last_sent.map(|t| now.saturating_sub(t));
         self.last_sent = Some(now);
-        // Only this packet in flight: everything before it is answered.
-        if bytes_in_flight <= bytes as u64 && idle.is_some_and(|gap| gap >= self.idle_restart()) {
+        // Only this packet of data in flight: everything before it is
+        // answered.
+        if bytes_in_flight < bytes as u64 + CONTROL_IN_FLIGHT
+            && idle.is_some_and(|gap| gap >= self.idle_restart())
+        {
             self.restart_after_idle();
         }
         self.est.on_sent(now, bytes);
@@ -1036,6 +1050,17 @@ mod tests {
         );
         // The base delay is the path's, and stays.
         assert_eq!(fresh.min_rtt, resume(true, ms(500), mss).min_rtt);
+        // A packet of acknowledgments or a ping in flight beside it is not
+        // data in flight: the log lane's first packet after 10 s idle
+        // went right behind one of 45-53 bytes.
+        assert_eq!(resume(true, ms(1100), mss + 53).capacity(), None);
+        // Nor is a drain the idle spell interrupted.
+        let mut drained = Tide::new(TideConfig::default());
+        drained.set_only_path(true);
+        drive(&mut drained, &Bottleneck::new(2_500_000, ms(40)), ms(2000));
+        drained.phase = Phase::Drain(ms(2100));
+        drained.on_sent(ms(3100), 1_000_000, mss as usize, mss);
+        assert_eq!((drained.capacity(), drained.phase), (None, Phase::Track));
         // A shorter pause, data still in flight, or a path beside others:
         // the rate measured before stands.
         for kept in [
