@@ -64,6 +64,9 @@ def test_emulator_run_ends_with_its_caller(tmp_path):
         script = (
             "import signal, sys\n"
             "from convoy_lab import runner\n"
+            # A shell's background job starts with SIGINT ignored, and
+            # Python then installs no handler: `make test &` hung here.
+            "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
             "signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))\n"
             f"runner.run_emulator(['sh', '-c', 'echo $$ > {pidfile}; exec sleep 60'], timeout_s=60)\n"
         )
