@@ -238,7 +238,7 @@ fn bench_can_reports_each_stage_and_a_broken_dbc_by_line() {
         "crates/convoy-agent/tests/data/can/drive.log",
     ]));
     assert_eq!(report["rows"][1]["frames"], 400);
-    let tmp = tempfile_dir();
+    let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     let bad = dir.join("bad.dbc");
     std::fs::write(
@@ -261,7 +261,7 @@ fn bench_can_reports_each_stage_and_a_broken_dbc_by_line() {
 
 #[test]
 fn trace_scale_writes_a_twin_and_refuses_a_factor_it_cannot_write() {
-    let tmp = tempfile_dir();
+    let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     let input = dir.join("thousand.trace");
     let text: String = (1..=1000).map(|ms| format!("{ms}\n")).collect();
@@ -296,13 +296,9 @@ fn trace_scale_writes_a_twin_and_refuses_a_factor_it_cannot_write() {
     }
 }
 
-fn tempfile_dir() -> tempfile::TempDir {
-    tempfile::tempdir().unwrap()
-}
-
 #[test]
 fn trace_lte_up_writes_a_mahimahi_uplink_with_its_handover_gaps() {
-    let tmp = tempfile_dir();
+    let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     let out = dir.join("up.trace");
     let run = convoy()

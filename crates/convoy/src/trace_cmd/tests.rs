@@ -58,9 +58,9 @@ fn write(dir: &Path, name: &str, text: &str) -> String {
 #[test]
 fn from_mobility_writes_traces_the_link_model_accepts() {
     let tmp = tempdir("fm");
-    let d = tmp.path().to_path_buf();
-    let fcd = write(&d, "fcd.xml", FCD);
-    let poly = write(&d, "b.poly.xml", POLY);
+    let d = tmp.path();
+    let fcd = write(d, "fcd.xml", FCD);
+    let poly = write(d, "b.poly.xml", POLY);
     let out = d.join("out");
     let out_s = out.display().to_string();
     trace(&[
@@ -104,13 +104,13 @@ fn from_mobility_writes_traces_the_link_model_accepts() {
 #[test]
 fn buildings_lower_the_delivery_ratio() {
     let tmp = tempdir("shadow");
-    let d = tmp.path().to_path_buf();
+    let d = tmp.path();
     let fcd = write(
-        &d,
+        d,
         "fcd.xml",
         r#"<fcd-export><timestep time="0"><vehicle id="v" x="700" y="0"/></timestep></fcd-export>"#,
     );
-    let poly = write(&d, "b.poly.xml", POLY);
+    let poly = write(d, "b.poly.xml", POLY);
     let loss = |with_poly: bool| {
         let out = d.join(if with_poly { "a" } else { "b" });
         let out_s = out.display().to_string();
@@ -140,7 +140,7 @@ fn buildings_lower_the_delivery_ratio() {
 #[test]
 fn bad_input_fails_with_one_line() {
     let tmp = tempdir("bad");
-    let d = tmp.path().to_path_buf();
+    let d = tmp.path();
     let out = d.join("o").display().to_string();
     let missing = trace(&[
         "from-mobility",
@@ -158,7 +158,7 @@ fn bad_input_fails_with_one_line() {
     assert!(!e.contains('\n'));
 
     let bad = write(
-        &d,
+        d,
         "bad.xml",
         "<fcd-export>\n<timestep time=\"0\">\n<vehicle id=\"v\" x=\"1\"/>\n",
     );
@@ -178,7 +178,7 @@ fn bad_input_fails_with_one_line() {
     );
     assert!(e.contains("<vehicle> needs attribute \"y\""), "{e}");
 
-    let net = write(&d, "n.xml", "<additional/>");
+    let net = write(d, "n.xml", "<additional/>");
     let e = format!(
         "{:#}",
         trace(&["obstacle-coefficient", "--net", &net]).unwrap_err()
@@ -199,15 +199,15 @@ fn bad_input_fails_with_one_line() {
 #[test]
 fn lte_trace_from_a_csq_series_parses() {
     let tmp = tempdir("lte");
-    let d = tmp.path().to_path_buf();
-    let csq = write(&d, "csq.txt", "# a drive\n31\n25\n19\n0\n12\n");
+    let d = tmp.path();
+    let csq = write(d, "csq.txt", "# a drive\n31\n25\n19\n0\n12\n");
     let out = d.join("lte.csv");
     let out_s = out.display().to_string();
     trace(&["lte", "--csq-file", &csq, "-o", &out_s]).unwrap();
     let t = convoy_link::SeriesTrace::from_file(&out).unwrap();
     assert_eq!(t.rows().len(), 5);
     assert!(!t.rows()[3].up);
-    let bad = write(&d, "bad.txt", "31\n40\n");
+    let bad = write(d, "bad.txt", "31\n40\n");
     let e = format!("{:#}", trace(&["lte", "--csq-file", &bad]).unwrap_err());
     assert!(
         e.contains("bad.txt:2: expected CSQ (0 to 31) or CSQ,CELL"),
@@ -215,7 +215,7 @@ fn lte_trace_from_a_csq_series_parses() {
     );
     // A change of CELL is a handover: down for the interruption, then the
     // second's sample; a handover starts a bad spell of the loss model.
-    let cells = write(&d, "cells.txt", "25,1\n25,1\n25,2\n25,2\n");
+    let cells = write(d, "cells.txt", "25,1\n25,1\n25,2\n25,2\n");
     let args = [
         "lte",
         "--csq-file",
@@ -243,9 +243,9 @@ fn lte_trace_from_a_csq_series_parses() {
 #[test]
 fn mac_retries_fold_into_the_80211p_trace() {
     let tmp = tempdir("mac");
-    let d = tmp.path().to_path_buf();
+    let d = tmp.path();
     let fcd = write(
-        &d,
+        d,
         "fcd.xml",
         r#"<fcd-export><timestep time="0"><vehicle id="v" x="400" y="0"/></timestep></fcd-export>"#,
     );
@@ -309,9 +309,9 @@ fn mac_retries_fold_into_the_80211p_trace() {
 #[test]
 fn a_change_of_enodeb_interrupts_the_lte_trace() {
     let tmp = tempdir("handover");
-    let d = tmp.path().to_path_buf();
+    let d = tmp.path();
     let fcd = write(
-        &d,
+        d,
         "fcd.xml",
         r#"<fcd-export>
 <timestep time="0"><vehicle id="v" x="100" y="0"/></timestep>
