@@ -13,8 +13,13 @@ a telemetry segment.
 
 For every stored sample (from the warmup to 2 s before the end, as the
 run's own freshness), with S its time and W when the server wrote the
-segment file holding it, the vehicle's last data packet (a full one, on
-either lane) delivered before W (at D; it entered the cell's queue at E):
+segment file holding it, the packet taken to carry it is the vehicle's
+last data packet (a full one, on either lane) delivered before W, or, when
+that packet left the cell in a burst with others (one grant delivers what
+waited), the burst's first packet that entered the queue after S (so a
+sample that waited out a slow spell is not charged to the agent for the
+next second's segment that caught up with it). It was delivered at D and
+entered the cell's queue at E:
 
   agent  = E - S   the segment filling (up to 1 s) and the agent's wait
                    until its last packet was handed to the cell, resends of
@@ -173,9 +178,10 @@ def analyse(out: Path) -> dict:
             if k < 0:
                 unmatched += len(times)
                 continue
-            d, e, _ = data[k]
+            burst = data[bisect.bisect_left(arrived, arrived[k]):k + 1]
             for s in times:
                 if lo <= s < hi:
+                    d, e, _ = min((x for x in burst if x[1] >= s), key=lambda x: x[1], default=data[k])
                     parts[c]["agent"].append((e - s) / 1e9)
                     parts[c]["cell"].append((d - e) / 1e9)
                     parts[c]["server"].append((written - d) / 1e9)
