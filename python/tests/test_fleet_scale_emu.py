@@ -66,3 +66,19 @@ def test_the_trace_floor_is_the_wait_for_the_next_uplink_opportunity(tmp_path):
     # 1.1 are opportunities, then 1.4 is the next.
     waits = scale_links.uplink_waits(spec, 0, 0.5, step_ms=100)
     assert waits == [0.0, 0.0, 0.2, 0.1, 0.0]
+
+
+def test_a_sample_is_charged_to_the_first_packet_of_its_burst_sent_after_it():
+    # (delivered, entered, bytes), delivery order: a lone packet at 1 s,
+    # then a burst delivered at 5 s of packets that entered at 2, 3 and 4 s
+    # (a slow spell: the 2 s segment waited there with the next ones).
+    data = [(1_000, 900, 300), (5_000, 2_000, 300), (5_000, 3_000, 300), (5_000, 4_000, 300)]
+    arrived = [d for d, _, _ in data]
+    # A segment written after the burst: its sample of 1.95 s left in the
+    # packet of 2 s, which waited 3 s in the cell, not in the one of 4 s.
+    assert scale_links.carrier(data, arrived, 3, 1_950) == (5_000, 2_000, 300)
+    assert scale_links.carrier(data, arrived, 3, 2_950) == (5_000, 3_000, 300)
+    # A sample after every packet of the burst: the last one, as before.
+    assert scale_links.carrier(data, arrived, 3, 4_500) == (5_000, 4_000, 300)
+    # A packet alone is its own burst.
+    assert scale_links.carrier(data, arrived, 0, 800) == (1_000, 900, 300)

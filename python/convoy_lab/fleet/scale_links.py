@@ -120,6 +120,16 @@ def uplink_waits(spec: str, start_s: float, end_s: float, step_ms: int = 10) -> 
     return waits
 
 
+def carrier(data: list[tuple[int, int, int]], arrived: list[int], k: int, sample: int) -> tuple[int, int, int]:
+    """The packet taken to carry a sample of time `sample` whose segment
+    was written after `data[k]` (a vehicle's data packets as (delivered,
+    entered, bytes), in delivery order; `arrived` their delivery times):
+    `data[k]`, or the first packet of its burst (the packets delivered at
+    the same instant) that entered the queue after the sample."""
+    burst = data[bisect.bisect_left(arrived, arrived[k]):k + 1]
+    return min((x for x in burst if x[1] >= sample), key=lambda x: x[1], default=data[k])
+
+
 def analyse(out: Path) -> dict:
     root = out / "fleet"
     doc = json.loads((out / "scale.json").read_text())
@@ -178,10 +188,9 @@ def analyse(out: Path) -> dict:
             if k < 0:
                 unmatched += len(times)
                 continue
-            burst = data[bisect.bisect_left(arrived, arrived[k]):k + 1]
             for s in times:
                 if lo <= s < hi:
-                    d, e, _ = min((x for x in burst if x[1] >= s), key=lambda x: x[1], default=data[k])
+                    d, e, _ = carrier(data, arrived, k, s)
                     parts[c]["agent"].append((e - s) / 1e9)
                     parts[c]["cell"].append((d - e) / 1e9)
                     parts[c]["server"].append((written - d) / 1e9)
