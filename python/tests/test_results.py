@@ -85,6 +85,17 @@ def test_readme_block_is_replaced_and_the_rest_kept(tmp_path):
     assert readme.read_text() == "no block\n"
 
 
+def test_a_full_length_row_is_regenerated_by_make_reproduce(tmp_path):
+    # A full-length run's summary is what `make reproduce` keeps and
+    # `make results` reads: its row names that, not a run into some
+    # other directory.
+    _loss_50mbit(tmp_path)
+    meta_path = tmp_path / "loss-50mbit" / "meta.json"
+    meta_path.write_text(json.dumps({**json.loads(meta_path.read_text()), "quick": False}))
+    rows = [line for line in results.headline(tmp_path).splitlines() if line.startswith("| 50 Mbit/s")]
+    assert len(rows) == 4 and all(line.endswith("| `make reproduce ONLY=loss-50mbit` |") for line in rows)
+
+
 def test_empty_results_give_no_figures(tmp_path):
     assert "Not yet measured" in results.headline(tmp_path)
 

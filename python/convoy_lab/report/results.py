@@ -138,6 +138,15 @@ def _families() -> list[tuple[str, str]]:
 # ---- README's headline table ------------------------------------------------
 
 
+def _headline_command(name: str, meta: dict, own: str) -> str:
+    """What regenerates a headline row: for a full-length run, `make
+    reproduce ONLY=NAME`, which keeps its summary where `make results`
+    reads it; for a short one (the demo's), the run's own command."""
+    if meta.get("quick") is False:
+        return f"`make reproduce ONLY={name}`"
+    return f"`{own}`"
+
+
 def _catalog_rows(out: Path) -> list[list[str]]:
     from ..experiments import catalog
 
@@ -147,7 +156,7 @@ def _catalog_rows(out: Path) -> list[list[str]]:
     df, meta = loaded
     e = catalog.get_experiment("loss-50mbit")
     s = scheme_summary(e, df).set_index(["scheme", "loss_pct"])
-    cmd = f"`{regenerate_command('loss-50mbit', {**meta, 'out': str(out)})}`"
+    cmd = _headline_command("loss-50mbit", meta, regenerate_command("loss-50mbit", {**meta, "out": str(out)}))
 
     def cell(scheme: str, loss: float, col: str, digits: int = 1) -> str:
         return _num(s.loc[(scheme, loss), col], digits) if (scheme, loss) in s.index else "n/a"
@@ -174,7 +183,7 @@ def _cellular_rows(out: Path) -> list[list[str]]:
     if loaded is None or loaded[0].empty:
         return []
     df, meta = loaded
-    cmd = f"`{meta.get('command', f'{PY} run cellular --quick')}`"
+    cmd = _headline_command(cellular.NAME, meta, meta.get("command", f"{PY} run cellular --quick"))
     rows = []
     schemes = [DEFAULT, ca.CUBIC, ca.BBR]
     for trace in sorted(ca.ok_rows(df)["trace"].dropna().unique()):
