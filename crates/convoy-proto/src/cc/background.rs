@@ -28,11 +28,12 @@
 //!   than [`EARLY_CUT_QUEUE`] above the base (one alone is a grant gap of
 //!   the link, not a queue), at most once per base round trip, cut the
 //!   window at once to what the peer received over the last two base
-//!   round trips times the base round trip plus the target, at most by
-//!   half. A cellular uplink halves its rate within a round trip; the
-//!   round's minimum sees that a round late and underrates it, and
-//!   meanwhile a real-time flow in the same queue waited behind a window
-//!   sized for the faster link.
+//!   round trips times the base round trip plus the target (and half an
+//!   acknowledgment batch), or to the window less the queue's excess at
+//!   that rate where that is smaller; at most by half. A cellular uplink
+//!   halves its rate within a round trip; the round's minimum sees that a
+//!   round late and underrates it, and meanwhile a real-time flow in the
+//!   same queue waited behind a window sized for the faster link.
 //! * **Window**, once per round trip. While the bottleneck is busy, a
 //!   window w over a round trip base + q drains at r = w/(base + q), and
 //!   the queue holds q·r of it; the target holds target·r. So the window
@@ -167,6 +168,8 @@ pub struct Background {
     /// base round trips: the rate the peer receives at.
     received: VecDeque<(Duration, u64)>,
     acked_bytes: u64,
+    /// Bytes an acknowledgment newly covers, a moving average.
+    ack_batch: f64,
     last_early_cut: Option<Duration>,
     /// One-way delay samples in a row over `EARLY_CUT_QUEUE`.
     high_in_row: u32,
@@ -184,6 +187,7 @@ impl Background {
     pub fn new(cfg: BackgroundConfig) -> Background {
         Background {
             cwnd: INITIAL_WINDOW_PACKETS * cfg.mss,
+            ack_batch: cfg.mss as f64,
             cfg,
             slow_start: true,
             base: BucketMin::default(),
@@ -258,11 +262,14 @@ impl Background {
             return false;
         }
         let rate = (b1 - b0) as f64 / span.as_secs_f64();
-        let fits = rate * (base + self.cfg.target).as_secs_f64();
-        self.cwnd = (fits as u64)
-            .max(self.cwnd / 2)
-            .min(self.cwnd)
-            .max(self.min_window());
+        self.cwnd = early_cut_window(
+            self.cwnd,
+            rate,
+            base + self.cfg.target,
+            queue.saturating_sub(self.cfg.target),
+            self.ack_batch,
+        )
+        .max(self.min_window());
         self.last_early_cut = Some(now);
         // The cut stands for this round's verdict: a new round begins.
         self.round_start = now;
@@ -367,8 +374,9 @@ impl RateController for Background {
         let sample = e.now.saturating_sub(latest);
         self.base.note(e.now, sample);
         self.round_min = Some(self.round_min.map_or(sample, |m| m.min(sample)));
+        let acked: u64 = e.acked.iter().map(|p| u64::from(p.bytes)).sum();
+        self.ack_batch += (acked as f64 - self.ack_batch) / 8.0;
         if let Some(r) = e.peer_receive {
-            let acked = e.acked.iter().map(|p| u64::from(p.bytes)).sum();
             if self.on_receive_time(e.now, r, acked) {
                 return;
             }
@@ -395,6 +403,36 @@ impl RateController for Background {
     fn rate(&self) -> u64 {
         (self.cwnd as f64 / self.srtt.as_secs_f64().max(1e-6)) as u64
     }
+}
+
+/// The window an early cut leaves: the smaller of two estimates of the
+/// window that holds the queue at the target, from `window` (bytes), the
+/// peer's received `rate` (bytes/s), the base round trip plus the target
+/// `aim`, the queue's `excess` over the target and the bytes an
+/// acknowledgment covers (`ack_batch`); never more than the window, never
+/// less than half of it.
+///
+/// On a steady link the two agree: the window in flight is the rate over
+/// the base round trip plus the queue, and the packets the peer holds for
+/// its next acknowledgment (half a batch on average). The rate's estimate
+/// without that half batch, the cut before this one, undershot: over an
+/// AP the rounds after it read an empty queue, grew by ⅛ twice and crossed
+/// the threshold again, a cycle every 0.3 s. Where a cellular rate just
+/// fell, the window is still the faster link's and the rate's estimate
+/// binds, draining the queue sooner than the excess alone would.
+/// docs/PROTOCOL.md ("The game's tail over the AP") has the runs of each.
+fn early_cut_window(
+    window: u64,
+    rate: f64,
+    aim: Duration,
+    excess: Duration,
+    ack_batch: f64,
+) -> u64 {
+    let from_rate = rate * aim.as_secs_f64() + ack_batch / 2.0;
+    let less_excess = window as f64 - rate * excess.as_secs_f64();
+    (from_rate.min(less_excess).max(0.0) as u64)
+        .max(window / 2)
+        .min(window)
 }
 
 /// The minimum of samples over the last [`BASE_BUCKETS`] buckets of

@@ -231,3 +231,35 @@ fn a_couple_of_one_way_delay_spikes_wait_for_the_round() {
     let w = drive_one_way(&mut b, 1060, 6, |i| if i == 2 || i == 3 { 15 } else { 0 });
     assert!(w.iter().all(|&x| x >= before), "{before} → {w:?}");
 }
+
+#[test]
+fn an_early_cut_on_a_steady_link_keeps_the_window_that_holds_the_target() {
+    // 10 Mbit/s, 50 ms base, the queue at 15 ms: the window in flight is
+    // the rate over 65 ms plus the packets the peer holds for its next
+    // acknowledgment, half a batch of 4 on average. Holding 3 ms needs
+    // the window less 12 ms of rate, which the rate over 53 ms plus half
+    // a batch also gives.
+    let rate = 1.25e6;
+    let batch = 4.0 * MSS as f64;
+    let window = (rate * 0.065 + batch / 2.0) as u64;
+    let cut = early_cut_window(window, rate, ms(53), ms(12), batch);
+    assert!(cut.abs_diff(window - (rate * 0.012) as u64) <= 1, "{cut}");
+    // The rate over the base round trip plus the target alone would leave
+    // out the half batch, and the next rounds would read an empty queue.
+    assert!((rate * 0.053) as u64 + MSS <= cut);
+}
+
+#[test]
+fn an_early_cut_after_the_rate_fell_takes_the_received_rate() {
+    // The window was sized for 10 Mbit/s at an empty queue; the link now
+    // carries 5 and the queue reads 15 ms.
+    let window = (1.25e6 * 0.050) as u64;
+    let rate = 0.625e6;
+    let cut = early_cut_window(window, rate, ms(53), ms(12), MSS as f64);
+    assert_eq!(cut, (rate * 0.053 + MSS as f64 / 2.0) as u64);
+    // ...never by more than half.
+    assert_eq!(
+        early_cut_window(window, 0.1e6, ms(53), ms(12), MSS as f64),
+        window / 2
+    );
+}
