@@ -415,10 +415,10 @@ fn random_loss_does_not_slow_it_down() {
 /// drive's own waits are most of that delay). On the T-Mobile drive (the
 /// `background` experiment's) and the Verizon one; not on the AT&T drive
 /// (docs/PROTOCOL.md, "On an LTE drive"). Issue 38's target is half of what
-/// VoIP leaves; the early cut gives 48.7 % on T-Mobile and 54.1 % on
-/// Verizon here, and about 54 % over `convoy emu` on the T-Mobile drive,
-/// so the bound is 45 %: a guard against starvation (0.33 Mbit/s once),
-/// not the target (docs/PROTOCOL.md, "The game's tail over the AP").
+/// VoIP leaves, which this build misses here on the T-Mobile drive (not
+/// over `convoy emu`); the bound is 45 %, a guard against starvation, not
+/// the target (docs/PROTOCOL.md, "The game's tail over the AP", has the
+/// figures).
 ///
 /// `BG_OFFSET=SECONDS` starts both drives that far in and only prints:
 /// docs/PROTOCOL.md has the distribution over offsets 0–80 s, which no

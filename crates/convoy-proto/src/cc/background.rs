@@ -414,10 +414,10 @@ impl RateController for Background {
 ///
 /// On a steady link the two agree: the window in flight is the rate over
 /// the base round trip plus the queue, and the packets the peer holds for
-/// its next acknowledgment (half a batch on average). The rate's estimate
-/// without that half batch, the cut before this one, undershot: over an
-/// AP the rounds after it read an empty queue, grew by ⅛ twice and crossed
-/// the threshold again, a cycle every 0.3 s. Where a cellular rate just
+/// its next acknowledgment (half a batch on average). Without that half
+/// batch the rate's estimate undershoots: over an AP the rounds after the
+/// cut read an empty queue, grow by ⅛ twice and cross the threshold
+/// again, a cycle every 0.3 s. Where a cellular rate just
 /// fell, the window is still the faster link's and the rate's estimate
 /// binds, draining the queue sooner than the excess alone would.
 /// docs/PROTOCOL.md ("The game's tail over the AP") has the runs of each.
