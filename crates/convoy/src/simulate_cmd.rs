@@ -10,6 +10,7 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use convoy_emu::LinkSpec;
 use convoy_link::{Capacity, LinkConfig, LossSource};
+use convoy_proto::cc::Priority;
 use convoy_proto::{CodeKind, Config, Keypair, Mode};
 use convoy_sim::{run, TransferReport, TransferSpec};
 use serde::Serialize;
@@ -58,6 +59,12 @@ pub struct SimulateArgs {
     /// on it one round trip late, the frontier no real scheme can cross.
     #[arg(long, value_name = "NAME")]
     controller: Option<String>,
+    /// `background`: the transfer yields to every other flow on the path
+    /// (the scavenger `convoy send --priority background` runs: a queue
+    /// within a few ms, random loss ignored; docs/PROTOCOL.md); `normal`:
+    /// the mode's own rate control.
+    #[arg(long, default_value = "normal", conflicts_with = "controller")]
+    priority: String,
     /// The whole link in `convoy emu`'s KEY=VALUE syntax (docs/EMU.md), e.g.
     /// up=ATT.up,down=ATT.down,delay=20ms,queue=200,offset=30s, instead of
     /// --rate, --trace, --delay, --loss and --queue.
@@ -232,6 +239,10 @@ pub fn run_simulate(args: SimulateArgs) -> Result<()> {
         .mode
         .parse()
         .map_err(|e: String| anyhow::anyhow!("{e}"))?;
+    let priority: Priority = args
+        .priority
+        .parse()
+        .map_err(|e: String| anyhow::anyhow!("{e}"))?;
     let code = match args.code.as_deref() {
         None => mode.default_code(),
         Some(name) => name
@@ -252,7 +263,7 @@ pub fn run_simulate(args: SimulateArgs) -> Result<()> {
         let Some(duration) = duration else {
             bail!("--path needs --duration: a multipath run is timed (its sender never runs dry)");
         };
-        let (client, server) = endpoint_configs(&args, mode, code)?;
+        let (client, server) = endpoint_configs(&args, mode, code, priority)?;
         let duration = Duration::from_nanos(duration.as_nanos());
         return multipath::run(&args, client, server, duration, code.name());
     }
@@ -282,7 +293,7 @@ pub fn run_simulate(args: SimulateArgs) -> Result<()> {
     let (up, down) = spec.configs(0).map_err(|e| anyhow::anyhow!("{e}"))?;
     let (capacity, loss) = capacity_and_loss(&up);
 
-    let (mut client, mut server) = endpoint_configs(&args, mode, code)?;
+    let (mut client, mut server) = endpoint_configs(&args, mode, code, priority)?;
     if let Some(name) = &args.controller {
         let rc = match name.as_str() {
             "cubic-reference" => convoy_sim::reference::cubic(),
@@ -392,9 +403,14 @@ pub fn run_simulate(args: SimulateArgs) -> Result<()> {
     Ok(())
 }
 
-/// Both endpoints' configurations from the mode, the code and the coding
-/// flags, seeded from --seed.
-fn endpoint_configs(args: &SimulateArgs, mode: Mode, code: CodeKind) -> Result<(Config, Config)> {
+/// Both endpoints' configurations from the mode, the code, the coding
+/// flags and the priority, seeded from --seed.
+fn endpoint_configs(
+    args: &SimulateArgs,
+    mode: Mode,
+    code: CodeKind,
+    priority: Priority,
+) -> Result<(Config, Config)> {
     let mut client = Config::for_mode(Keypair::generate(), mode).with_code(code);
     let mut server = Config::for_mode(Keypair::generate(), mode).with_code(code);
     let airtime = args
@@ -413,6 +429,7 @@ fn endpoint_configs(args: &SimulateArgs, mode: Mode, code: CodeKind) -> Result<(
         coding.idle_margin_z = args.idle_margin.unwrap_or(coding.idle_margin_z);
         // Both ends take the blocks asked for, however large.
         cfg.max_block_symbols = cfg.max_block_symbols.max(cfg.coding.block_symbols);
+        priority.apply(cfg);
         cfg.validate().map_err(|e| anyhow::anyhow!("{e}"))?;
     }
     client.seed = Some(args.seed);

@@ -171,6 +171,35 @@ fn a_lost_credit_update_does_not_stall_rlnc_bbr() {
 }
 
 #[test]
+fn simulate_runs_the_background_priority() {
+    // The scavenger keeps the queue within a few milliseconds where the
+    // default mode holds its tens (docs/PROTOCOL.md, "Background priority").
+    let run = |priority: &str| {
+        json_of(convoy().args([
+            "simulate",
+            "--rate",
+            "10mbit",
+            "--delay",
+            "30ms",
+            "--duration",
+            "10s",
+            "--priority",
+            priority,
+            "--json",
+        ]))
+    };
+    let (normal, background) = (run("normal"), run("background"));
+    let q = |r: &serde_json::Value| r["queue_delay_p50_ms"].as_f64().unwrap();
+    assert!(
+        q(&background) < 10.0 && q(&normal) > 20.0,
+        "{} {}",
+        q(&background),
+        q(&normal)
+    );
+    assert!(background["ratio"].as_f64().unwrap() > 0.85);
+}
+
+#[test]
 fn simulate_rejects_bad_input_in_one_line() {
     for args in [
         &["--mode", "tcp"][..],
@@ -179,6 +208,7 @@ fn simulate_rejects_bad_input_in_one_line() {
         &["--trace", "/no/such/file"],
         &["--duration", "0s"],
         &["--time-limit", "0ms"],
+        &["--priority", "urgent"],
     ] {
         let out = convoy().arg("simulate").args(args).output().unwrap();
         assert!(!out.status.success(), "{args:?} accepted");
