@@ -400,3 +400,15 @@ def test_a_resumed_schedule_experiment_keeps_its_finished_cells(tmp_path, monkey
     df = scheduled.run("background", True, tmp_path / "b", None, None, resume=True)
     assert len(df) == 2 and list(df["status"]) == ["ok", "ok"]
     assert len(pd.read_csv(tmp_path / "b" / "background" / "runs.csv")) == 2
+
+    # --only re-runs its cells and keeps the others' rows; meta.json names
+    # the part those rows came from, and a part with other settings is
+    # not merged into.
+    ran[:] = []
+    df = scheduled.run("background", True, tmp_path / "b", None, "convoy-background")
+    assert ran == ["10_250_none_phases_convoy-background"]
+    assert sorted(df["bulk"]) == ["convoy-background", "tcp-cubic"]
+    meta = json.loads((tmp_path / "b" / "background" / "meta.json").read_text())
+    assert meta["only"] == "convoy-background" and len(meta["earlier_parts"]) == 1
+    with pytest.raises(ExperimentError, match="--only: .*scale"):
+        scheduled.run("background", True, tmp_path / "b", 0.5, "convoy-background")

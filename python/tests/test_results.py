@@ -115,6 +115,10 @@ def test_a_subset_of_cells_names_its_cells_in_the_command():
     assert results._command("background", meta, Path("results")) == \
         ".venv/bin/python -m convoy_lab.experiments run background --only target,compete"
     assert "--only" not in results._command("background", {**meta, "only": None}, Path("results"))
+    # A part run with --only beside earlier parts: the table holds every
+    # part's rows, so the command is the whole experiment's.
+    merged = {**meta, "earlier_parts": [{"stamp": None}]}
+    assert "--only" not in results._command("background", merged, Path("results"))
 
 
 def test_a_subset_of_schemes_and_several_seeds_are_in_the_command():

@@ -43,9 +43,11 @@ def run_fields(out: Path, started: float, taken: dict, finished: bool) -> dict:
 
 
 class Part:
-    def __init__(self, directory: Path, resume: bool, settings: dict, kept: int):
-        """`settings`: the meta.json keys that must match the earlier
-        part's; `kept`: how many of its runs this part keeps."""
+    def __init__(self, directory: Path, resume: bool, settings: dict, kept: int, flag: str = "--resume"):
+        """`resume`: whether this part builds on the rows already in
+        `directory`; `settings`: the meta.json keys that must match the
+        earlier part's; `kept`: how many of its runs this part keeps;
+        `flag`: the option that asked for it, for the error."""
         self.meta_path = directory / "meta.json"
         self._earlier = self.meta_path.read_text() if resume and self.meta_path.is_file() else None
         try:
@@ -55,8 +57,8 @@ class Part:
         if old is not None:
             differ = [f"{k} {old[k]!r} there, {v!r} here" for k, v in settings.items() if k in old and old[k] != v]
             if differ:
-                raise ExperimentError(f"--resume: the part in {directory} ran with other settings "
-                                      f"({'; '.join(differ)}): run without --resume, or into another --out")
+                raise ExperimentError(f"{flag}: the part in {directory} ran with other settings "
+                                      f"({'; '.join(differ)}): run without {flag}, or into another --out")
         # The parts whose rows are kept: the earlier meta.json's own run and
         # the parts that one built on.
         self.earlier_parts = []

@@ -117,8 +117,12 @@ def run(name: str, quick: bool, out: Path, scale: float | None, only: str | None
     old = pd.read_csv(d / "runs.csv") if (only or resume) and (d / "runs.csv").is_file() else None
     done = {} if old is None or not resume else {
         _key(r): r for r in old.to_dict("records") if r.get("status") == "ok"}
-    part = Part(d, resume, {"quick": quick, "scale": scale, "seed": seed},
-                sum(1 for c in cells if _cell_key(c) in done))
+    # The earlier rows this part keeps (`--only`: the other cells'; `--resume`:
+    # the finished ones), so meta.json names the build and day they ran on.
+    to_run = {_cell_key(c) for c in cells} - set(done)
+    kept = 0 if old is None else sum(1 for r in old.to_dict("records") if _key(r) not in to_run)
+    part = Part(d, resume or old is not None, {"quick": quick, "scale": scale, "seed": seed}, kept,
+                "--resume" if resume else "--only")
     rows = []
     started, taken = time.time(), stamp.stamp()
 

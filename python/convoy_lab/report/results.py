@@ -62,7 +62,10 @@ def _command(name: str, meta: dict, out: Path) -> str:
     extra = " --quick" if meta.get("quick") else ""
     if meta.get("scale") not in (None, 1.0) and not meta.get("quick"):
         extra += f" --scale {meta['scale']:g}"
-    if meta.get("only"):  # a subset of the cells: the command must say which
+    if meta.get("only") and not meta.get("earlier_parts"):
+        # A subset of the cells: the command must say which. With earlier
+        # parts the table also holds their rows, and the part's own subset
+        # is on its Run line.
         extra += f" --only {meta['only']}"
     seeds = meta.get("seeds")
     n = len(seeds) if isinstance(seeds, list) else seeds
@@ -288,7 +291,9 @@ def render(out: Path, shown_out: str | None = None) -> str:
             "",
             f"Run: {stamp.describe(meta.get('stamp'))}"
             + (f"; {meta['elapsed_s']:g} s" if isinstance(meta.get("elapsed_s"), (int, float)) else "")
-            + ("" if meta.get("finished", True) else "; stopped part way: the rows below are the runs it finished"),
+            + ("" if meta.get("finished", True) else "; stopped part way: the rows below are the runs it finished")
+            + (f"; this part ran the cells matching `--only {meta['only']}`"
+               if meta.get("only") and meta.get("earlier_parts") else ""),
             *[f"- earlier part, its rows kept: {stamp.describe(p.get('stamp'))}" for p in meta.get("earlier_parts", [])],
             "",
             "```",
