@@ -584,7 +584,7 @@ mod tests {
         let (near, far) = (mean_ul(&spec, 100.0), mean_ul(&spec, 1500.0));
         assert!(near > 2.0 * far && far > 0.0, "{near} {far}");
         // Near the mast (CSQ 31, SINR far above the 15 dB cap) it is the
-        // fit's capped rate whatever the fading: 50 PRBs at 2 bit/s/Hz
+        // fit's capped rate whatever the fading: its PRBs at 2 bit/s/Hz
         // through q and HARQ.
         let p = UplinkFit::Verizon.params();
         let cap = p.mean_rate_bps(40.0);

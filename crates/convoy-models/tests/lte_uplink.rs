@@ -4,7 +4,7 @@
 //! loss chain's long-run rate and burst length are its parameters.
 
 use convoy_models::handover::HandoverTracker;
-use convoy_models::lte_fit::model_stats;
+use convoy_models::lte_fit::{self, model_stats, MEAN_TOLERANCE};
 use convoy_models::lte_loss::{LossGen, LossParams};
 use convoy_models::lte_uplink::{schedule, UplinkFit, UplinkGen, UplinkParams};
 use convoy_models::trace_stats::TraceStats;
@@ -60,6 +60,71 @@ fn every_fit_stays_near_its_trace_on_every_seed() {
             s.outage_share
         );
     }
+}
+
+/// A model run as a stand-in trace: 30 s, two seeds.
+fn short_stats(p: UplinkParams) -> TraceStats {
+    model_stats(p, 30_000, 2).unwrap()
+}
+
+#[test]
+fn holding_the_mean_moves_the_sinr_alone_to_the_traces_mean() {
+    let p = UplinkFit::Verizon.params();
+    let target = short_stats(UplinkParams {
+        sinr_db: p.sinr_db + 3.0,
+        ..p
+    });
+    for start in [
+        p,
+        UplinkParams {
+            sinr_db: p.sinr_db + 7.0,
+            ..p
+        },
+    ] {
+        let m = lte_fit::match_mean(start, short_stats(start), &target, 2).unwrap();
+        assert!(
+            (m.model.mean_mbps / target.mean_mbps - 1.0).abs() <= MEAN_TOLERANCE,
+            "{m:?} against {}",
+            target.mean_mbps
+        );
+        // The same seeds: it finds the SINR the stand-in was made with.
+        assert!((m.params.sinr_db - (p.sinr_db + 3.0)).abs() < 0.5, "{m:?}");
+        assert_eq!(
+            UplinkParams {
+                sinr_db: p.sinr_db,
+                ..m.params
+            },
+            p
+        );
+        assert!(m.evaluations <= 12);
+    }
+}
+
+#[test]
+fn a_mean_out_of_reach_gives_the_closest_found() {
+    // 1 Gbit/s: beyond any SINR on 75 PRBs (the efficiency cap).
+    let p = UplinkFit::Verizon.params();
+    let mut target = short_stats(p);
+    target.mean_mbps = 1000.0;
+    let start = short_stats(p);
+    let m = lte_fit::match_mean(p, start, &target, 2).unwrap();
+    assert!(m.model.mean_mbps > start.mean_mbps, "{m:?}");
+    assert!(m.evaluations <= 12);
+}
+
+#[test]
+fn a_search_holds_the_traces_mean() {
+    let target = short_stats(UplinkFit::Att.params());
+    let f = lte_fit::fit(&target, lte_fit::START, 2, 60).unwrap();
+    assert!(
+        (f.model.mean_mbps / target.mean_mbps - 1.0).abs() <= MEAN_TOLERANCE,
+        "{f:?} against {}",
+        target.mean_mbps
+    );
+    assert!(
+        f.mean_held && f.distance.is_finite() && f.evaluations >= 60,
+        "{f:?}"
+    );
 }
 
 #[test]

@@ -113,7 +113,7 @@ pub fn run(a: &UplinkFitArgs) -> Result<()> {
         });
         let (label, params, model, extra) = if a.search {
             let f = lte_fit::fit_multi(&ts, a.seeds, a.max_evaluations)?;
-            let extra = json!({"distance": f.distance, "evaluations": f.evaluations});
+            let extra = json!({"distance": f.distance, "evaluations": f.evaluations, "mean_held": f.mean_held});
             ("fitted".to_string(), f.params, f.model, extra)
         } else {
             let Some(fit) = stored else {
