@@ -212,7 +212,8 @@ impl UplinkFit {
         let (prbs, sinr_db, shadow_sd_db, coherence_s, grant_share) = match self {
             UplinkFit::Att => (75, -2.184, 10.0, 0.3242, 0.2947),
             UplinkFit::Tmobile => (100, 8.3535, 10.0, 8.0, 0.6787),
-            UplinkFit::Verizon => (75, 4.7558, 8.5, 1.4142, 0.506),
+            // τ: the 2 s start divided by √2, the search's finest step.
+            UplinkFit::Verizon => (75, 4.7558, 8.5, std::f64::consts::SQRT_2, 0.506),
         };
         UplinkParams {
             prbs,
