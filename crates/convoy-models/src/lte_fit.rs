@@ -13,8 +13,8 @@
 //!
 //! The mean is held, not weighed: each candidate's mean SINR is solved so
 //! that its mean is the trace's ([`match_mean`]), and the search shapes
-//! the rest. Weighed, it traded a few percent of the mean for shape and
-//! left the shared drives' means 7–11 % under.
+//! the rest. Weighed, the search trades some of the mean for shape, and
+//! the mean is what a bulk upload gets.
 
 use crate::error::ModelError;
 use crate::handover::HandoverTracker;
@@ -166,7 +166,7 @@ pub fn fit(
     seeds: u64,
     max_evaluations: usize,
 ) -> Result<Fit, ModelError> {
-    let ms = (trace.seconds as u64).max(2) * 1000;
+    let ms = run_ms(trace);
     let evals = std::cell::Cell::new(0usize);
     // A candidate at the trace's mean (its SINR solved), as a fit.
     let eval = |p: UplinkParams| -> Result<Fit, ModelError> {
@@ -178,8 +178,7 @@ pub fn fit(
             model: matched.model,
             distance: distance(&matched.model, trace),
             evaluations: 0,
-            mean_held: (matched.model.mean_mbps / trace.mean_mbps.max(1e-6) - 1.0).abs()
-                <= MEAN_TOLERANCE,
+            mean_held: mean_held(&matched.model, trace),
         })
     };
     let mut best = eval(start.validated()?)?;
@@ -230,6 +229,16 @@ pub fn fit(
 /// How close [`match_mean`] brings the model's mean to the trace's.
 pub const MEAN_TOLERANCE: f64 = 0.01;
 
+/// Whether `model`'s mean is `trace`'s within [`MEAN_TOLERANCE`].
+pub fn mean_held(model: &TraceStats, trace: &TraceStats) -> bool {
+    (model.mean_mbps / trace.mean_mbps.max(1e-6) - 1.0).abs() <= MEAN_TOLERANCE
+}
+
+/// How long each model run lasts for `trace`: as long as the trace.
+pub fn run_ms(trace: &TraceStats) -> u64 {
+    (trace.seconds as u64).max(2) * 1000
+}
+
 /// Most model evaluations [`match_mean`] spends.
 const MEAN_EVALUATIONS: usize = 12;
 
@@ -245,7 +254,7 @@ pub struct Matched {
 /// trace's within [`MEAN_TOLERANCE`]: secant steps on the log of the mean,
 /// which rises with the SINR (more bits per granted TTI, fewer TTIs below
 /// the link's floor). `model` is `p`'s statistics. The same seeds as the
-/// search, so the mean is a smooth function of the SINR. Gives the closest
+/// search, so the mean is a deterministic function of the SINR. Gives the closest
 /// it found if [`MEAN_EVALUATIONS`] runs do not get there (a mean the
 /// efficiency cap keeps out of reach).
 pub fn match_mean(
@@ -254,7 +263,7 @@ pub fn match_mean(
     trace: &TraceStats,
     seeds: u64,
 ) -> Result<Matched, ModelError> {
-    let ms = (trace.seconds as u64).max(2) * 1000;
+    let ms = run_ms(trace);
     let off = |m: &TraceStats| (m.mean_mbps.max(1e-6) / trace.mean_mbps.max(1e-6)).ln();
     let mut best = Matched {
         params: p,
@@ -266,7 +275,7 @@ pub fn match_mean(
     // the mean at the fitted SINRs.
     let mut x1 = x0 - f0.signum();
     let mut evaluations = 0;
-    while f0.abs() > MEAN_TOLERANCE.ln_1p() && evaluations < MEAN_EVALUATIONS {
+    while !mean_held(&best.model, trace) && evaluations < MEAN_EVALUATIONS {
         let c = UplinkParams { sinr_db: x1, ..p }.validated()?;
         let m = model_stats(c, ms, seeds)?;
         evaluations += 1;
@@ -278,7 +287,7 @@ pub fn match_mean(
                 evaluations: 0,
             };
         }
-        if f1.abs() <= MEAN_TOLERANCE.ln_1p() || f1 == f0 {
+        if mean_held(&m, trace) || f1 == f0 {
             break;
         }
         // Secant, each step at most 6 dB.

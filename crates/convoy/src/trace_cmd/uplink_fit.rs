@@ -122,7 +122,7 @@ pub fn run(a: &UplinkFitArgs) -> Result<()> {
                     path.display()
                 );
             };
-            let m = lte_fit::model_stats(fit.params(), (ts.seconds as u64).max(2) * 1000, a.seeds)?;
+            let m = lte_fit::model_stats(fit.params(), lte_fit::run_ms(&ts), a.seeds)?;
             let extra = json!({"distance": lte_fit::distance(&m, &ts)});
             (format!("model {}", fit.name()), fit.params(), m, extra)
         };
