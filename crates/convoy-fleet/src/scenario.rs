@@ -270,6 +270,11 @@ pub struct ClusterSpec {
     /// Vehicles within this distance of the intersection take part.
     #[serde(default = "default_zone")]
     pub zone_m: f64,
+    /// A vehicle is on a leg if it is within this distance of the leg's
+    /// axis (the roads through the intersection run along x and y); one
+    /// on a parallel street nearby is not approaching this intersection.
+    #[serde(default = "default_leg_width")]
+    pub leg_width_m: f64,
     /// Wi-Fi channels available (13 in 2.4 GHz).
     #[serde(default = "default_channels")]
     pub channels: u8,
@@ -286,6 +291,9 @@ fn default_deadline() -> f64 {
 }
 fn default_zone() -> f64 {
     300.0
+}
+fn default_leg_width() -> f64 {
+    10.0
 }
 fn default_channels() -> u8 {
     13

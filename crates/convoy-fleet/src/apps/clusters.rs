@@ -92,6 +92,27 @@ impl Clusters {
     }
 }
 
+/// The leg a vehicle at `pos` is on (0 east, 1 north, 2 west, 3 south)
+/// and its distance from the intersection at `center`; `None` outside the
+/// zone or off the two roads through the intersection.
+fn leg_at(center: Vec2, spec: &ClusterSpec, pos: Vec2) -> Option<(u8, f64)> {
+    let d = pos.dist(center);
+    if d > spec.zone_m {
+        return None;
+    }
+    let (dx, dy) = (pos.x - center.x, pos.y - center.y);
+    let along_x = dy.abs() <= spec.leg_width_m;
+    let along_y = dx.abs() <= spec.leg_width_m;
+    // Inside the junction both hold; the larger offset says which leg.
+    let leg = match (along_x, along_y) {
+        (true, true) if dx.abs() >= dy.abs() => u8::from(dx < 0.0) * 2,
+        (true, false) => u8::from(dx < 0.0) * 2,
+        (_, true) => 1 + u8::from(dy < 0.0) * 2,
+        (false, false) => return None,
+    };
+    Some((leg, d))
+}
+
 /// Encodes CAM ids as a frame: the ids, padded to the CAMs' size.
 fn frame_of(ids: &[u32], cam_bytes: u16) -> Vec<u8> {
     let mut b = Vec::with_capacity(ids.len() * usize::from(cam_bytes).max(4));
@@ -126,35 +147,21 @@ impl World {
         let c = self.clusters.as_mut().expect("clusters");
         let mut legs: [Vec<(f64, u32)>; 4] = Default::default();
         for i in 0..self.vehicles {
-            let n = &self.nodes[i];
             c.leg[i] = None;
             c.head_of[i] = None;
-            if !n.present || n.pos.dist(c.center) > c.spec.zone_m {
+            let n = &self.nodes[i];
+            let leg = if n.present {
+                leg_at(c.center, &c.spec, n.pos)
+            } else {
+                None
+            };
+            let Some((leg, d)) = leg else {
                 self.nodes[i].chan = 0;
                 continue;
-            }
-            let n = &self.nodes[i];
-            if !n.present {
-                continue;
-            }
-            let d = n.pos.dist(c.center);
-            if d > c.spec.zone_m {
-                continue;
-            }
-            let (dx, dy) = (n.pos.x - c.center.x, n.pos.y - c.center.y);
-            let leg = if dx.abs() >= dy.abs() {
-                if dx >= 0.0 {
-                    0
-                } else {
-                    2
-                }
-            } else if dy >= 0.0 {
-                1
-            } else {
-                3
             };
             c.leg[i] = Some(leg);
             // Approaching: moving toward the centre.
+            let (dx, dy) = (n.pos.x - c.center.x, n.pos.y - c.center.y);
             c.approaching[i] = n.vel.x * -dx + n.vel.y * -dy > 0.0;
             legs[leg as usize].push((d, i as u32));
         }
@@ -365,5 +372,51 @@ impl World {
                 );
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scenario::Site;
+
+    fn spec() -> ClusterSpec {
+        ClusterSpec {
+            radios: "both".into(),
+            cam_interval_s: 0.5,
+            cam_bytes: 200,
+            deadline_ms: 500.0,
+            intersection: Site { x: 400.0, y: 400.0 },
+            zone_m: 300.0,
+            leg_width_m: 10.0,
+            channels: 13,
+        }
+    }
+
+    #[test]
+    fn a_vehicle_is_on_the_leg_of_the_road_it_drives() {
+        let c = Vec2::new(400.0, 400.0);
+        let s = spec();
+        let leg = |x, y| leg_at(c, &s, Vec2::new(x, y)).map(|l| l.0);
+        assert_eq!(leg(550.0, 400.0), Some(0));
+        assert_eq!(leg(400.0, 650.0), Some(1));
+        assert_eq!(leg(120.0, 403.0), Some(2));
+        assert_eq!(leg(395.0, 200.0), Some(3));
+        // In the junction the larger offset decides.
+        assert_eq!(leg(405.0, 402.0), Some(0));
+        assert_eq!(leg(401.0, 396.0), Some(3));
+    }
+
+    #[test]
+    fn parallel_streets_and_the_far_road_take_no_part() {
+        let c = Vec2::new(400.0, 400.0);
+        let s = spec();
+        // 224 m from the intersection, but on the street at y = 200.
+        assert_eq!(leg_at(c, &s, Vec2::new(500.0, 200.0)), None);
+        assert_eq!(leg_at(c, &s, Vec2::new(200.0, 550.0)), None);
+        // On a leg's road, beyond the zone.
+        assert_eq!(leg_at(c, &s, Vec2::new(400.0, 720.0)), None);
+        let (_, d) = leg_at(c, &s, Vec2::new(400.0, 700.0)).unwrap();
+        assert!((d - 300.0).abs() < 1e-9);
     }
 }
