@@ -50,8 +50,12 @@
 //!     overshooting it, and by at least (1 − q/target) of a packet, so that
 //!     noise in real RTT samples cannot hold an unsaturated link in this
 //!     band with vanishing steps;
-//!   - q under that (no queue: the link may have room the rate cannot
-//!     show): grows by [`GAIN_UP`] of itself, at least one packet.
+//!   - q under that two rounds running (no queue: the link may have room
+//!     the rate cannot show): grows by [`GAIN_UP`] of itself, at least one
+//!     packet. A single such round moves the window as the band's edge
+//!     would: a round's minimum reads an empty queue whenever the sender
+//!     stalls for a few milliseconds, and an eighth of the window at once
+//!     is 7–8 ms of queue at any rate (an eighth of the round trip).
 //!
 //!   It grows only in rounds where the window was full (a sender with
 //!   nothing to send learns nothing about the path).
@@ -179,6 +183,8 @@ pub struct Background {
     qdelay: Duration,
     /// Whether the last round's queueing delay was above the target.
     above_target: bool,
+    /// Whether the last round read no queue (under `PROBE_BELOW` × target).
+    empty_before: bool,
     srtt: Duration,
     next_send: Option<Duration>,
 }
@@ -202,6 +208,7 @@ impl Background {
             round_limited: false,
             qdelay: Duration::ZERO,
             above_target: false,
+            empty_before: false,
             srtt: Duration::from_millis(100),
             next_send: None,
         }
@@ -276,6 +283,7 @@ impl Background {
         self.round_min = None;
         self.round_min_owd = None;
         self.above_target = false;
+        self.empty_before = false;
         true
     }
 
@@ -314,16 +322,22 @@ impl Background {
             }
         } else if !self.round_limited {
             w
-        } else if q_s < PROBE_BELOW * target {
-            // No queue at all: the link may have room we cannot see.
+        } else if q_s < PROBE_BELOW * target && self.empty_before {
+            // No queue two rounds running: the link may have room we
+            // cannot see.
             w + (w * GAIN_UP).max(mss)
         } else {
+            // A round's minimum reads an empty queue whenever the sender
+            // stalls for a few milliseconds (its host, its ACKs), so one
+            // such round moves the window as the band's edge would.
+            let q_s = q_s.max(PROBE_BELOW * target);
             // At least (1 − q/target) of a packet per round: real RTT
             // samples carry a millisecond of noise, which would otherwise
             // keep an unsaturated link in this band with tiny steps.
             w + (GAIN_NEAR * (target - q_s) * per_s).max(mss * (1.0 - q_s / target))
         };
         self.above_target = !self.slow_start && q_s > target;
+        self.empty_before = !self.slow_start && q_s < PROBE_BELOW * target;
         self.cwnd = (next as u64).max(self.min_window());
     }
 

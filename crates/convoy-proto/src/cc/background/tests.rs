@@ -69,9 +69,10 @@ fn grows_below_target_and_shrinks_above_it() {
     let mut b = Background::new(BackgroundConfig::default());
     b.on_handshake_rtt(ms(0), ms(60));
     drive(&mut b, 60, 3, |_| 3); // leave slow start
+                                 // Empty queue two rounds running: + 1/8 of the window.
+    drive(&mut b, 60, 1, |_| 0);
     let w0 = b.cwnd();
     let w = drive(&mut b, 60, 1, |_| 0);
-    // Empty queue: + 1/8 of the window.
     assert_eq!(w[0], w0 + w0 / 8);
     // 2 ms, under the 3 ms target: half the 1 ms gap's packets, or a third
     // of a packet if that is more (a small window: it is here).
@@ -100,6 +101,32 @@ fn grows_below_target_and_shrinks_above_it() {
             .unwrap()
             <= 6
     );
+}
+
+#[test]
+fn one_empty_round_is_not_yet_room_to_probe() {
+    let mut b = Background::new(BackgroundConfig::default());
+    b.on_handshake_rtt(ms(0), ms(60));
+    drive(&mut b, 60, 5, |_| 0); // slow start
+    drive(&mut b, 60, 1, |_| 3); // leave it
+    drive(&mut b, 60, 2, |_| 2); // in the band
+                                 // A stall of the sender empties the queue for one round's minimum:
+                                 // the window moves as at the band's edge (¼ of the target), half of
+                                 // the ¾ target's packets, not by an eighth of itself.
+    let w0 = b.cwnd() as f64;
+    let w1 = drive(&mut b, 60, 1, |_| 0)[0] as f64;
+    let edge = 0.5 * 0.00225 * w0 / 0.060;
+    assert!((w1 - (w0 + edge)).abs() <= 2.0, "{w0} → {w1}");
+    assert!(w1 < w0 * 1.05, "{w0} → {w1}");
+    // A second empty round in a row is room the rate cannot show.
+    let w2 = drive(&mut b, 60, 1, |_| 0)[0];
+    assert_eq!(w2, b.cwnd());
+    assert_eq!(w2, w1 as u64 + w1 as u64 / 8);
+    // A queue in between starts the count again.
+    drive(&mut b, 60, 1, |_| 2);
+    let w3 = b.cwnd() as f64;
+    let w4 = drive(&mut b, 60, 1, |_| 0)[0] as f64;
+    assert!(w4 < w3 * 1.05, "{w3} → {w4}");
 }
 
 #[test]
