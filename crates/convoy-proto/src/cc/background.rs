@@ -39,7 +39,11 @@
 //!   the queue holds q·r of it; the target holds target·r. So the window
 //!   moves by the gap in packets, (target − q)·r, times a gain:
 //!   - slow start: doubles until q passes ¾ of the target (LEDBAT++'s exit
-//!     point), then takes off the excess at once;
+//!     point), then takes off the excess at once; or sooner, when
+//!     [`EARLY_CUT_SAMPLES`] one-way delays in a row are more than
+//!     [`SLOW_START_EXIT_TARGETS`] targets above the base, with the early
+//!     cut (the round's minimum sees a doubling's queue a round late, when
+//!     the window has doubled again);
 //!   - q above the target in two rounds in a row (one alone may be a stall
 //!     of the host or the radio): shrinks by [`GAIN_DOWN`] × (q − target)·r,
 //!     at most by half (LEDBAT++'s bound), down to [`MIN_WINDOW_PACKETS`].
@@ -91,6 +95,9 @@ pub const BASE_BUCKET: Duration = Duration::from_secs(30);
 /// the window at once.
 pub const EARLY_CUT_QUEUE: Duration = Duration::from_millis(12);
 pub const EARLY_CUT_SAMPLES: u32 = 3;
+/// In slow start, that many samples in a row more than this many targets
+/// above the base end it with the same cut.
+pub const SLOW_START_EXIT_TARGETS: u32 = 2;
 
 /// Whether a transfer competes normally or yields to everything else.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -251,13 +258,21 @@ impl Background {
             return false;
         };
         let queue = Duration::from_nanos((owd - least).max(0) as u64);
-        if queue > EARLY_CUT_QUEUE {
+        // Slow start ends on the samples, not the round: the round's
+        // minimum sees the doubling's queue a round late, when the window
+        // has doubled again.
+        let limit = if self.slow_start {
+            self.cfg.target * SLOW_START_EXIT_TARGETS
+        } else {
+            EARLY_CUT_QUEUE
+        };
+        if queue > limit {
             self.high_in_row += 1;
         } else {
             self.high_in_row = 0;
         }
         let due = self.last_early_cut.is_none_or(|t| now >= t + base);
-        if self.slow_start || self.high_in_row < EARLY_CUT_SAMPLES || !due {
+        if self.high_in_row < EARLY_CUT_SAMPLES || !due {
             return false;
         }
         let (Some(&(t0, b0)), Some(&(t1, b1))) = (self.received.front(), self.received.back())
@@ -278,6 +293,7 @@ impl Background {
         )
         .max(self.min_window());
         self.last_early_cut = Some(now);
+        self.slow_start = false;
         // The cut stands for this round's verdict: a new round begins.
         self.round_start = now;
         self.round_min = None;

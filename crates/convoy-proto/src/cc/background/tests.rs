@@ -246,6 +246,24 @@ fn one_way_delays_far_above_the_base_cut_at_once_to_what_arrives() {
 }
 
 #[test]
+fn slow_start_ends_on_three_samples_over_twice_the_target() {
+    let mut b = Background::new(BackgroundConfig::default());
+    b.on_handshake_rtt(ms(0), ms(60));
+    drive_one_way(&mut b, 0, 40, |_| 0);
+    assert!(b.in_slow_start());
+    // Samples 5 ms above the base (under twice the 3 ms target) and two
+    // at 7 ms do not end it...
+    let w = drive_one_way(&mut b, 40, 6, |i| if i < 4 { 5 } else { 7 });
+    assert!(b.in_slow_start(), "{w:?}");
+    let before = b.cwnd();
+    // ...a third at 7 ms in a row does, with the early cut, at once (the
+    // round's minimum would still read the base).
+    let w = drive_one_way(&mut b, 46, 1, |_| 7);
+    assert!(!b.in_slow_start());
+    assert!(w[0] < before && w[0] >= before / 2, "{before} → {w:?}");
+}
+
+#[test]
 fn a_couple_of_one_way_delay_spikes_wait_for_the_round() {
     let mut b = Background::new(BackgroundConfig::default());
     b.on_handshake_rtt(ms(0), ms(60));
