@@ -177,11 +177,19 @@ def _ave(name: str, per_km2: float, quick: bool, seeds: int, out: Path, engine: 
 
 # ---- edge over LTE ---------------------------------------------------------
 
+# The thesis's 500 clients are all in its two cells' coverage: its cloud-only
+# latency is the path's 2 × (25 + 120) ms and the processing, little more. So
+# ours drive a 1 km² grid with the two eNodeBs 500 m apart inside it (every
+# client within 560 m). On the 4 km² grid with both eNodeBs along one side
+# that this replaced, a third of the clients were over 1 km out, where the
+# fitted uplink (75 PRBs at 23 dBm) does not close for seconds at a time:
+# 3-4 % of requests went unanswered and cloud-only read 721 ms, 200 ms of
+# it the air's.
 EDGE_TOML = """name = "edge-split"
 duration_s = {duration}
-enodeb = [{{ x = 500, y = 500 }}, {{ x = 1500, y = 500 }}]
+enodeb = [{{ x = 250, y = 500 }}, {{ x = 750, y = 500 }}]
 [mobility]
-grid = {{ blocks = 10, block_m = 200, vehicles = 500, speed_mps = 13.89 }}
+grid = {{ blocks = 5, block_m = 200, vehicles = 500, speed_mps = 13.89 }}
 [core]
 backhaul_ms = 25
 internet_ms = 120
@@ -219,7 +227,12 @@ def _edge(quick: bool, seeds: int, out: Path, engine: str, workers: int | None) 
     diffs = (mean["pgw"] - mean["enodeb"]).dropna()
     s_best = best["pgw"]
     enb_gain = mean["pgw"][s_best] - mean["enodeb"].get(s_best, math.nan)
-    enb_edge = edge_only.get(("pgw", s_best), math.nan) - edge_only.get(("enodeb", s_best), math.nan)
+    # The thesis's "at most 50 ms (≈ 18 %)" is over the edge-served requests
+    # (50 ms is 18 % of ≈ 280 ms, an edge request's latency): the largest
+    # difference over the shares, relative to the PGW's at that share.
+    edge_diffs = (edge_only.get("pgw", pd.Series(dtype=float)) - edge_only.get("enodeb", pd.Series(dtype=float))).dropna()
+    s_enb = float(edge_diffs.idxmax()) if len(edge_diffs) else math.nan
+    enb_edge = float(edge_diffs.max()) if len(edge_diffs) else math.nan
     claims = [
         Claim("cloud-only mean latency (games, 500 clients, 25 + 120 ms)", "> 500 ms", _ms(cloud)),
         Claim("edge share with the lowest mean latency (PGW / eNodeB)", "≈ 50 %", f"{best['pgw'] * 100:.0f} % / {best['enodeb'] * 100:.0f} %"),
@@ -228,19 +241,19 @@ def _edge(quick: bool, seeds: int, out: Path, engine: str, workers: int | None) 
             "past ≈ 50 % (edge saturates)",
             f"{min(worse['pgw']) * 100:.0f} %" if worse["pgw"] else "none up to 100 %",
         ),
-        Claim("improvement over cloud-only at 50 % edge share (PGW), mean of all requests", "≈ 40–45 %",
-              _pct(1 - at50 / cloud) if cloud else "n/a"),
-        Claim("… of the edge-served requests alone at 50 % (PGW)", "≈ 40–45 %",
-              _pct(1 - edge50 / cloud) if cloud else "n/a"),
+        Claim("improvement over cloud-only of the edge-served requests at 50 % (PGW; the thesis's Fig. 8.6)",
+              "≈ 40–45 %", _pct(1 - edge50 / cloud) if cloud else "n/a"),
+        Claim("… of the mean of all requests at 50 % (PGW)", "–", _pct(1 - at50 / cloud) if cloud else "n/a"),
         Claim(
-            "eNodeB over PGW placement at the best share, mean of all requests",
+            "eNodeB over PGW placement, edge-served requests, largest over the shares",
             "≤ 50 ms (≈ 18 %)",
-            f"{enb_gain:.0f} ms ({enb_gain / mean['pgw'][s_best] * 100:.0f} %); largest over shares {diffs.max():.0f} ms",
+            f"{enb_edge:.0f} ms ({enb_edge / edge_only.get(('pgw', s_enb), math.nan) * 100:.0f} %) at {s_enb * 100:.0f} %"
+            if len(edge_diffs) else "n/a",
         ),
         Claim(
-            "… of the edge-served requests at the best share",
-            "≤ 50 ms (≈ 18 %)",
-            f"{enb_edge:.0f} ms ({enb_edge / edge_only.get(('pgw', s_best), math.nan) * 100:.0f} %)",
+            "… of the mean of all requests at the best share",
+            "–",
+            f"{enb_gain:.0f} ms ({enb_gain / mean['pgw'][s_best] * 100:.0f} %); largest over shares {diffs.max():.0f} ms",
         ),
     ]
     return {"df": df, "claims": claims, "table": table, "meta": {"duration_s": duration, "shares": shares}}
@@ -314,7 +327,7 @@ _add(FleetExperiment(
     BAGUENA + " ch. 7", lambda q, s, o, e, w: _ave("ave-dense", 41, q, s, o, e, w)))
 _add(FleetExperiment(
     "edge-split", "Edge over LTE: request latency against edge share, edge at the eNodeB or the PGW",
-    "500 game clients on a 2 × 2 km grid, 2 eNodeBs, 25 ms backhaul, 120 ms Internet, edge capacity 100",
+    "500 game clients on a 1 × 1 km grid, 2 eNodeBs 500 m apart, 25 ms backhaul, 120 ms Internet, edge capacity 100",
     BAGUENA + " ch. 8", lambda q, s, o, e, w: _edge(q, s, o, e, w)))
 _add(FleetExperiment(
     "clusters", "Clustered VANET: CAM delivery against vehicle count, Wi-Fi only, LTE only, both",

@@ -407,16 +407,27 @@ EDGE_BEST_SHARE, EDGE_GAIN_AT_HALF, ENODEB_GAIN = 0.5, (0.40, 0.45), 0.18  # SPE
 
 
 def _edge(df: pd.DataFrame) -> list[Headline]:
-    """edge-split: mean request latency by edge share and placement."""
-    mean = df.groupby(["param.edge.placement", "param.edge.edge_share"])["edge.mean_latency_ms"].mean()
+    """edge-split: mean request latency by edge share and placement.
+
+    The shape (best share, worse than cloud-only past it) is read from the
+    mean of all requests, as the thesis's Fig. 8.2 plots it. Its two sizes
+    are the edge-served requests': the 40–45 % is Fig. 8.6's edge bar
+    against its cloud bar at 50 %, and "at most 50 ms (≈ 18 %)" puts the
+    reference at ≈ 280 ms, an edge request's latency, not a mix's."""
+    by = ["param.edge.placement", "param.edge.edge_share"]
+    mean = df.groupby(by)["edge.mean_latency_ms"].mean()
+    edge = df.groupby(by)["edge.mean_edge_ms"].mean()
     pgw = mean.get("pgw", pd.Series(dtype=float))
-    enb = mean.get("enodeb", pd.Series(dtype=float))
+    pgw_edge = edge.get("pgw", pd.Series(dtype=float))
+    enb_edge = edge.get("enodeb", pd.Series(dtype=float))
     cloud = float(pgw.get(0.0, math.nan)) if len(pgw) else math.nan
     best = float(pgw.idxmin()) if len(pgw) else math.nan
     past = [x for x in pgw.index if x > best and pgw[x] > cloud] if len(pgw) else []
-    gain = 1 - float(pgw.get(0.5, math.nan)) / cloud if cloud else math.nan
-    enb_ms = float(pgw.get(best, math.nan) - enb.get(best, math.nan)) if len(pgw) and len(enb) else math.nan
-    enb_rel = enb_ms / float(pgw.get(best, math.nan)) if not _nan(enb_ms) else math.nan
+    gain = 1 - float(pgw_edge.get(0.5, math.nan)) / cloud if cloud else math.nan
+    diffs = (pgw_edge - enb_edge).dropna()
+    at = float(diffs.idxmax()) if len(diffs) else math.nan
+    enb_ms = float(diffs.max()) if len(diffs) else math.nan
+    enb_rel = enb_ms / float(pgw_edge.get(at, math.nan)) if not _nan(enb_ms) else math.nan
     lo, hi = EDGE_GAIN_AT_HALF
     return [
         _row(S8, "edge-split", "500 game clients: mean latency against edge share (PGW): the best share, and "
@@ -426,12 +437,13 @@ def _edge(df: pd.DataFrame) -> list[Headline]:
              lambda: 0 < best < 1 and bool(past) and cloud > 500, lambda: near(best, EDGE_BEST_SHARE),
              "a best share between none and all, and an edge worse than cloud-only past it",
              f"best share {_pct(best)} against {_pct(EDGE_BEST_SHARE)}"),
-        _row(S8, "edge-split", "improvement over cloud-only at 50 % edge share (PGW, mean of all requests)",
+        _row(S8, "edge-split", "edge-served requests at 50 % edge share (PGW) against cloud-only: improvement",
              f"{lo * 100:.0f}–{_pct(hi)}", _pct(gain), (gain,), lambda: gain > 0,
              lambda: lo * (1 - TOLERANCE) <= gain <= hi * (1 + TOLERANCE), "the edge ahead of cloud-only",
              f"ours {_pct(gain)} against {lo * 100:.0f}–{_pct(hi)}"),
-        _row(S8, "edge-split", "eNodeB placement over PGW at the best share (mean of all requests)",
-             f"≤ 50 ms (≈ {_pct(ENODEB_GAIN)})", f"{enb_ms:.0f} ms ({_pct(enb_rel)})", (enb_ms, enb_rel),
+        _row(S8, "edge-split", "eNodeB placement over PGW, edge-served requests (largest over the shares)",
+             f"≤ 50 ms (≈ {_pct(ENODEB_GAIN)})",
+             f"{enb_ms:.0f} ms ({_pct(enb_rel)}) at {_pct(at)}" if not _nan(enb_ms) else "n/a", (enb_ms, enb_rel),
              lambda: enb_ms > 0, lambda: near(enb_rel, ENODEB_GAIN), "the eNodeB ahead of the PGW",
              f"ours {_pct(enb_rel)} against ≈ {_pct(ENODEB_GAIN)}"),
     ]
