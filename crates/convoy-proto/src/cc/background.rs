@@ -321,6 +321,9 @@ impl Background {
         let next = if self.slow_start {
             if q_s > 0.75 * target {
                 self.slow_start = false;
+                // Samples counted against slow start's limit (twice the
+                // target) are no evidence against the early cut's.
+                self.high_in_row = 0;
                 w - (w / 2.0).min((q_s - target).max(0.0) * per_s)
             } else if self.round_limited {
                 2.0 * w

@@ -308,3 +308,35 @@ fn an_early_cut_after_the_rate_fell_takes_the_received_rate() {
         window / 2
     );
 }
+
+#[test]
+fn samples_high_for_slow_start_do_not_count_toward_an_early_cut_after_it() {
+    // Pairs at 4 ms one-way (over ¾ of the target: the round law ends
+    // slow start at the round's end) and pairs at 7 ms (over twice the
+    // target, never three in a row). Where the round ends depends on the
+    // phase: take the phase where slow start ends right after two at 7 ms.
+    let pattern = [4, 4, 7, 7];
+    let ended = (0..4).find_map(|phase| {
+        let mut b = Background::new(BackgroundConfig::default());
+        b.on_handshake_rtt(ms(0), ms(60));
+        drive_one_way(&mut b, 0, 40, |_| 0);
+        let mut pn = 40;
+        let mut last = Vec::new();
+        while b.in_slow_start() && pn < 200 {
+            let extra = pattern[(pn as usize + phase) % 4];
+            drive_one_way(&mut b, pn, 1, |_| extra);
+            last.push(extra);
+            pn += 1;
+        }
+        last.ends_with(&[7, 7]).then_some((b, pn))
+    });
+    let (mut b, pn) = ended.expect("no phase ends slow start after two samples at 7 ms");
+    assert!(
+        b.last_early_cut.is_none(),
+        "slow start ended by the round, not a cut"
+    );
+    // One sample over the early cut's 12 ms is one, not a third in a row.
+    let before = b.cwnd();
+    let w = drive_one_way(&mut b, pn, 1, |_| 13);
+    assert_eq!(w[0], before);
+}
