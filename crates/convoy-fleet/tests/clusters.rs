@@ -32,5 +32,7 @@ fn wifi_and_lte_together_deliver_more_than_either_alone() {
         both > wifi && both > lte,
         "both {both}, Wi-Fi {wifi}, LTE {lte}"
     );
-    assert!(both > 0.9, "both {both}");
+    // Members' CAMs reach their head acknowledged and retried; what is
+    // lost is the heads' broadcasts to their members, about 1 %.
+    assert!(both > 0.97, "both {both}");
 }

@@ -13,8 +13,9 @@
 //!   rebroadcast what their members sent (one aggregate per 100 ms).
 //! * `lte`: every CAM goes up to a relay at the PGW, which sends it down
 //!   to every other vehicle in the zone.
-//! * `both`: members broadcast CAMs on their leg's Wi-Fi channel (legs use
-//!   channels `gap` apart, gap = channels / (legs − 1)); heads aggregate,
+//! * `both`: members send CAMs to their head on their leg's Wi-Fi channel,
+//!   acknowledged and retried (legs use channels `gap` apart, gap =
+//!   channels / (legs − 1)); heads aggregate,
 //!   drop CAMs of vehicles leaving the intersection (irrelevant outside the
 //!   platoon), send the aggregate over LTE to the relay, which forwards it
 //!   to the other heads, who broadcast it to their members over Wi-Fi.
@@ -224,11 +225,19 @@ impl World {
                 if c.is_head(i) {
                     c.pending.entry(i).or_default().push(id);
                 }
+                // With LTE beside it, a member's CAM is for its head, which
+                // acknowledges it (802.11 retries); on one shared channel
+                // it is for everyone in range, a broadcast.
+                let to = if c.spec.radios == "both" {
+                    c.head_of[i as usize].filter(|&h| h != i)
+                } else {
+                    None
+                };
                 let f = frame_of(&[id], bytes);
                 self.wave_send(
                     i,
                     OutFrame {
-                        to: None,
+                        to,
                         bytes: f,
                         token: 0,
                         owner: Owner::Cluster,
