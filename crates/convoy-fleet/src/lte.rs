@@ -212,7 +212,7 @@ impl Lte {
                     }
                 };
                 ue.ul_shadow_db = Some(x);
-                p.mean_rate_bps(p.at_csq(ue.csq).sinr_db + x)
+                p.power_limited_rate_bps(p.at_csq(ue.csq).sinr_db + x)
             }
         };
         (handover, replans)

@@ -167,6 +167,27 @@ impl UplinkParams {
         let delivered = 1.0 - b.powi(i32::from(MAX_HARQ_TX));
         self.granted_rate_bps(sinr_db) * delivered / (1.0 / self.grant_share + retx)
     }
+
+    /// Long-run rate at `sinr_db` over the grant's PRBs for a UE the
+    /// scheduler may give fewer PRBs, bit/s. Below the lowest usable SINR
+    /// the UE's fixed power over m < M PRBs raises its SINR by
+    /// 10·log10(M/m): it takes the most PRBs on which the link closes,
+    /// m = ⌊M·10^((S − S_min)/10)⌋, so a far UE still sends a little (a
+    /// request, a fix) rather than nothing, down to the SINR one PRB
+    /// closes at. At or above S_min it is `mean_rate_bps`: more PRBs at
+    /// the same power always carry more.
+    pub fn power_limited_rate_bps(&self, sinr_db: f64) -> f64 {
+        if sinr_db >= SINR_MIN_DB {
+            return self.mean_rate_bps(sinr_db);
+        }
+        let share = 10f64.powf((sinr_db - SINR_MIN_DB) / 10.0);
+        let prbs = (f64::from(self.prbs) * share).floor() as u32;
+        if prbs == 0 {
+            return 0.0;
+        }
+        let narrow = UplinkParams { prbs, ..*self };
+        narrow.mean_rate_bps(sinr_db + 10.0 * (f64::from(self.prbs) / f64::from(prbs)).log10())
+    }
 }
 
 /// The three shared uplink traces the model is fitted to
@@ -401,6 +422,28 @@ mod tests {
             let want = p.mean_rate_bps(5.0);
             assert!((got / want - 1.0).abs() < 0.02, "q {q}: {got} vs {want}");
         }
+    }
+
+    #[test]
+    fn a_power_limited_ue_takes_fewer_prbs_rather_than_none() {
+        let p = UplinkFit::Verizon.params(); // 75 PRBs
+                                             // Where the grant closes, nothing changes.
+        for s in [-10.0, -3.0, 5.0, 20.0] {
+            assert_eq!(p.power_limited_rate_bps(s), p.mean_rate_bps(s));
+        }
+        // 6 dB under: a quarter of the PRBs (18) at -10 dB or a little over.
+        let r = p.power_limited_rate_bps(-16.0);
+        let quarter = UplinkParams { prbs: 18, ..p };
+        assert!(r >= quarter.mean_rate_bps(-10.0) && r > 0.0, "{r}");
+        assert_eq!(p.mean_rate_bps(-16.0), 0.0);
+        // It falls with the SINR, to nothing past one PRB's reach
+        // (10·log10(75) = 18.75 dB under the limit).
+        let rates: Vec<f64> = (0..40)
+            .map(|k| p.power_limited_rate_bps(-10.0 - 0.5 * f64::from(k)))
+            .collect();
+        assert!(rates.windows(2).all(|w| w[1] <= w[0]), "{rates:?}");
+        assert!(p.power_limited_rate_bps(-28.5) > 0.0);
+        assert_eq!(p.power_limited_rate_bps(-29.0), 0.0);
     }
 
     #[test]

@@ -181,10 +181,10 @@ def _ave(name: str, per_km2: float, quick: bool, seeds: int, out: Path, engine: 
 # latency is the path's 2 × (25 + 120) ms and the processing, little more. So
 # ours drive a 1 km² grid with the two eNodeBs 500 m apart inside it (every
 # client within 560 m). On the 4 km² grid with both eNodeBs along one side
-# that this replaced, a third of the clients were over 1 km out, where the
-# fitted uplink (75 PRBs at 23 dBm) does not close for seconds at a time:
-# 3-4 % of requests went unanswered and cloud-only read 721 ms, 200 ms of
-# it the air's.
+# that this replaced, a third of the clients were over 1 km out, at the
+# uplink's edge: 3-4 % of requests went unanswered and cloud-only read
+# 721 ms, 200 ms of it the air's (615 ms and 1 % with the power-limited
+# uplink, docs/SIM.md).
 EDGE_TOML = """name = "edge-split"
 duration_s = {duration}
 enodeb = [{{ x = 250, y = 500 }}, {{ x = 750, y = 500 }}]
