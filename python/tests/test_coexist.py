@@ -121,3 +121,17 @@ def test_tables_and_targets_from_rows():
     assert checks["LTE trace: VoIP added p95 (ms)"] == "n/a"
     text = "\n".join(t for t, _, _ in scheduled.tables("background", df))
     assert "VoIP" in text
+
+
+def test_the_emulator_s_own_lateness_is_read_from_its_summary(tmp_path):
+    (tmp_path / "emu.stderr").write_text(
+        "convoy emu: ap:up: offered 44449 packets / 11525111 bytes, delivered 44443 packets / 11524799 bytes, "
+        "dropped 6 (loss 6); late p50 1 us, p99 3 us, max 5147 us\n"
+        "convoy emu: ap:down: offered 141793 packets / 187872624 bytes, delivered 141619 packets / 187624344 bytes, "
+        "dropped 174 (queue_full 156, loss 18); late p50 0 us, p99 2 us, max 91486 us\n"
+        "some other line with max 7 in it\n")
+    assert coexist.emu_late_max_ms(tmp_path) == 91.486
+    # A run killed before its summary, or none at all: unknown, not zero.
+    (tmp_path / "emu.stderr").write_text("convoy emu: ap:down: late p50 0 us, p99 2 us, max")
+    assert math.isnan(coexist.emu_late_max_ms(tmp_path))
+    assert math.isnan(coexist.emu_late_max_ms(tmp_path / "missing"))

@@ -253,6 +253,19 @@ def bulk_result(work: Path, i: int = 0) -> dict:
     return {"bytes": math.nan, "seconds": math.nan, "goodput_mbit_s": math.nan}
 
 
+def emu_late_max_ms(work: Path) -> float:
+    """The most any packet left the emulator after its time, over both
+    directions, from `convoy emu --summary` ("late p50 … max N us"): a
+    stall of the emulator's process that the link's delay does not hold.
+    A real-time flow's jitter maximum no larger than it may be the host's,
+    not the link's. NaN when the summary is missing."""
+    path = work / "emu.stderr"
+    text = path.read_text() if path.is_file() else ""
+    late = [int(line.rsplit("max ", 1)[1].split()[0]) for line in text.splitlines()
+            if "late p50" in line and "max " in line and line.rsplit("max ", 1)[1].split()[0].isdigit()]
+    return max(late) / 1000 if late else math.nan
+
+
 def link_offset(work: Path, t0: int) -> float:
     """Seconds to add to link time (the emulator's epoch) to get schedule
     time (from t0): matched on the first game packet (128 IP bytes, the
