@@ -426,8 +426,8 @@ mod tests {
 
     #[test]
     fn a_power_limited_ue_takes_fewer_prbs_rather_than_none() {
-        let p = UplinkFit::Verizon.params(); // 75 PRBs
-                                             // Where the grant closes, nothing changes.
+        // Verizon's fit: 75 PRBs. Where the grant closes, nothing changes.
+        let p = UplinkFit::Verizon.params();
         for s in [-10.0, -3.0, 5.0, 20.0] {
             assert_eq!(p.power_limited_rate_bps(s), p.mean_rate_bps(s));
         }

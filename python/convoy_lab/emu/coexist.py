@@ -23,6 +23,7 @@ import gzip
 import json
 import math
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -261,8 +262,7 @@ def emu_late_max_ms(work: Path) -> float:
     not the link's. NaN when the summary is missing."""
     path = work / "emu.stderr"
     text = path.read_text() if path.is_file() else ""
-    late = [int(line.rsplit("max ", 1)[1].split()[0]) for line in text.splitlines()
-            if "late p50" in line and "max " in line and line.rsplit("max ", 1)[1].split()[0].isdigit()]
+    late = [int(us) for us in re.findall(r"late p50 .*? max (\d+) us", text)]
     return max(late) / 1000 if late else math.nan
 
 

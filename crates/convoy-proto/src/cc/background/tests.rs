@@ -68,8 +68,9 @@ fn slow_start_doubles_then_stops_at_three_quarters_of_the_target() {
 fn grows_below_target_and_shrinks_above_it() {
     let mut b = Background::new(BackgroundConfig::default());
     b.on_handshake_rtt(ms(0), ms(60));
-    drive(&mut b, 60, 3, |_| 3); // leave slow start
-                                 // Empty queue two rounds running: + 1/8 of the window.
+    // Leave slow start; then an empty queue two rounds running: + 1/8 of
+    // the window.
+    drive(&mut b, 60, 3, |_| 3);
     drive(&mut b, 60, 1, |_| 0);
     let w0 = b.cwnd();
     let w = drive(&mut b, 60, 1, |_| 0);
@@ -110,9 +111,10 @@ fn one_empty_round_is_not_yet_room_to_probe() {
     drive(&mut b, 60, 5, |_| 0); // slow start
     drive(&mut b, 60, 1, |_| 3); // leave it
     drive(&mut b, 60, 2, |_| 2); // in the band
-                                 // A stall of the sender empties the queue for one round's minimum:
-                                 // the window moves as at the band's edge (¼ of the target), half of
-                                 // the ¾ target's packets, not by an eighth of itself.
+
+    // A stall of the sender empties the queue for one round's minimum:
+    // the window moves as at the band's edge (¼ of the target), half of
+    // the ¾ target's packets, not by an eighth of itself.
     let w0 = b.cwnd() as f64;
     let w1 = drive(&mut b, 60, 1, |_| 0)[0] as f64;
     let edge = 0.5 * 0.00225 * w0 / 0.060;
