@@ -180,11 +180,10 @@ def _ave(name: str, per_km2: float, quick: bool, seeds: int, out: Path, engine: 
 # The thesis's 500 clients are all in its two cells' coverage: its cloud-only
 # latency is the path's 2 × (25 + 120) ms and the processing, little more. So
 # ours drive a 1 km² grid with the two eNodeBs 500 m apart inside it (every
-# client within 560 m). On the 4 km² grid with both eNodeBs along one side
-# that this replaced, a third of the clients were over 1 km out, at the
-# uplink's edge: 3-4 % of requests went unanswered and cloud-only read
-# 721 ms, 200 ms of it the air's (615 ms and 1 % with the power-limited
-# uplink, docs/SIM.md).
+# client within 560 m). With both eNodeBs along one side of a 4 km² grid,
+# a third of the clients would be over 1 km out, at the uplink's edge,
+# where a request waits seconds for a fade to lift and cloud-only latency
+# becomes mostly the air's.
 def enodeb_lead(edge_ms: pd.Series) -> tuple[float, float, float]:
     """The eNodeB's lead over the PGW for edge-served requests, from their
     mean latency by (placement, share): the largest difference over the
