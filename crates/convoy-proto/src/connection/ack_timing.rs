@@ -1,41 +1,69 @@
 //! When the receiver acknowledges: after `ack_every` ack-eliciting packets,
 //! or `max_ack_delay` after the first one not yet acknowledged, but never
-//! one packet alone when a second is due within [`PAIR_HOLD_MAX`].
+//! fewer than [`ACK_BATCH`] packets when the rest of the batch is due
+//! within [`BATCH_HOLD_MAX`] of its first.
 //!
-//! Why the pair: below about 2.5 Mbit/s full packets arrive more than
-//! `max_ack_delay` (5 ms) apart, so the timer alone acknowledged every
-//! packet, and the 85-byte feedback packets came to 6 % of the payload on
-//! the air at 1 Mbit/s (`convoy simulate --rate 1mbit`), where TCP's
-//! delayed ACK acknowledges every second segment. Holding a lone packet's
-//! acknowledgment until the next one arrives halves that, for a peer that
-//! reads receive times (Tide, background; see [`AckTiming::pairs`]). The hold is
-//! bounded twice: only when the packets' spacing says a second one comes
-//! soon (below about 0.9 Mbit/s the spacing is longer and every packet is
-//! acknowledged after `max_ack_delay` as before, so a slow link's sender
-//! does not wait), and never past [`PAIR_HOLD_MAX`] (the last packet of a
-//! burst waits at most that). The sender subtracts the reported delay from
-//! its RTT samples, and Tide reads the peer's receive times, which the hold
-//! does not move.
+//! Why batches: below about 10 Mbit/s full packets arrive more than a
+//! quarter of `max_ack_delay` (5 ms) apart, so the timer alone
+//! acknowledged every packet below 2.5 Mbit/s and every second or third
+//! above it, and the feedback packets (about 78 bytes on the air) came to
+//! 2-6 % of the payload between 1 and 5 Mbit/s (`convoy simulate --rate
+//! R`), where TCP's delayed ACK acknowledges every second segment. On a
+//! cellular link the feedback is also the other direction's grants.
+//! Holding an acknowledgment until the batch is in cuts that, for a peer
+//! that reads receive times (Tide, background; see
+//! [`AckTiming::batches`]). The hold is bounded twice: only while the
+//! packets' spacing says the next one comes soon (below about 0.9 Mbit/s
+//! the spacing is longer and every packet is acknowledged after
+//! `max_ack_delay` as before, so a slow link's sender does not wait), and
+//! never past [`BATCH_HOLD_MAX`] (the last packet of a burst waits at most
+//! that). The sender subtracts the reported delay from its RTT samples,
+//! and Tide reads the peer's receive times, which the hold does not move.
 
 use std::time::Duration;
 
-/// The longest a lone packet's acknowledgment waits for a second one: the
-/// RTT sample's ack-delay adjustment is capped at 4 × `max_ack_delay`
-/// (20 ms by default), so a longer hold would inflate RTT samples.
-pub(crate) const PAIR_HOLD_MAX: Duration = Duration::from_millis(20);
+/// The longest an acknowledgment waits for the rest of its batch, from the
+/// batch's first packet: the RTT sample's ack-delay adjustment is capped
+/// at 4 × `max_ack_delay` (20 ms by default), so a longer hold would
+/// inflate RTT samples.
+pub(crate) const BATCH_HOLD_MAX: Duration = Duration::from_millis(20);
+
+/// The packets an acknowledgment waits for when they come within
+/// [`BATCH_HOLD_MAX`], on a lone path. Two halved the feedback between 0.9
+/// and 2.5 Mbit/s; four halves it again there and thins it up to 10
+/// Mbit/s, where the 5 ms delay already covers four.
+pub(crate) const ACK_BATCH: u32 = 4;
+
+/// The batch on several paths: a pair. The receiver's spacing then mixes
+/// the paths' packets, so a slow path's packet waits for the fast path's
+/// to make its batch, while its sender allows for the slow path's own
+/// spacing; with batches of 4 a 0.8 Mbit/s Wi-Fi at 10 % loss behind a
+/// 2.5 s queue turned suspect five times in 10 s beside LTE
+/// (`tests/multipath.rs`).
+pub(crate) const MULTIPATH_ACK_BATCH: u32 = 2;
+
+/// The batch for a connection with `paths` paths.
+pub(crate) fn ack_batch(paths: usize) -> u32 {
+    if paths > 1 {
+        MULTIPATH_ACK_BATCH
+    } else {
+        ACK_BATCH
+    }
+}
 
 /// The longest the peer may hold an acknowledgment when our packets leave
 /// `spacing` apart: what our probe timeouts must allow for. Without it a
-/// 1 Mbit/s transfer's timeouts fired while the first packet of each pair
-/// waited for the second, and Tide went silent for nothing. Twice the
-/// hold our spacing implies, as the link may space them wider than we
-/// pace; allowing the whole 20 ms wherever a hold could happen moved the
-/// reader's p95 at 3 Mbit/s and 2 % loss by +16 ms, this by +8, both
+/// 1 Mbit/s transfer's timeouts fired while the first packet of each
+/// batch waited for the rest, and Tide went silent for nothing. Twice the
+/// hold our spacing implies (the batch's remaining packets and half a
+/// spacing more), as the link may space them wider than we pace; allowing
+/// the whole 20 ms wherever a hold could happen moved the reader's p95 at
+/// 3 Mbit/s and 2 % loss by +16 ms, twice the pair's hold by +8, both
 /// within the spread that any change of timing gives it there (at 2
 /// Mbit/s this was 7 ms better than no allowance; `convoy simulate`,
 /// seeds 1-10).
-pub(crate) fn peer_ack_delay(spacing: Duration, max_ack_delay: Duration) -> Duration {
-    (spacing * 3).clamp(max_ack_delay, PAIR_HOLD_MAX.max(max_ack_delay))
+pub(crate) fn peer_ack_delay(spacing: Duration, max_ack_delay: Duration, batch: u32) -> Duration {
+    (spacing * (2 * batch - 1)).clamp(max_ack_delay, BATCH_HOLD_MAX.max(max_ack_delay))
 }
 
 /// Gaps longer than this between ack-eliciting packets are pauses (the
@@ -44,11 +72,13 @@ const GAP_CEILING: Duration = Duration::from_millis(200);
 
 #[derive(Clone, Debug, Default)]
 pub(crate) struct AckTiming {
-    /// Whether lone packets may wait for a pair: only for a peer that
-    /// reads receive times (Tide, background). RLNC+BBR's sender takes its
-    /// delivery rate from when ACKs arrive, and with pairs it paced a
+    /// Whether an acknowledgment may wait for its batch: only for a peer
+    /// that reads receive times (Tide, background). RLNC+BBR's sender takes
+    /// its delivery rate from when ACKs arrive, and with pairs it paced a
     /// 2 Mbit/s link at 1.79 (`convoy-sim` `rlnc_bbr`, bound 1.8).
-    pub(crate) pairs: bool,
+    pub(crate) batches: bool,
+    /// How many packets a batch holds ([`ack_batch`]).
+    pub(crate) batch: u32,
     /// Ack-eliciting packets received since the last ACK written.
     pending: u32,
     /// When the first of them arrived.
@@ -84,12 +114,19 @@ impl AckTiming {
     /// When the pending packets must be acknowledged at the latest.
     pub(crate) fn deadline(&self, max_ack_delay: Duration) -> Option<Duration> {
         let first = self.first_at.filter(|_| self.pending > 0)?;
+        let last = self.last_at.unwrap_or(first);
         let hold = match self.gap {
-            // A second packet is expected within the hold: wait for it
-            // (its arrival makes the ACK due at once if the usual delay
-            // has passed), a little past its expected time.
-            Some(gap) if self.pairs && self.pending == 1 && gap * 3 / 2 <= PAIR_HOLD_MAX => {
-                (gap * 3 / 2).max(max_ack_delay)
+            // The batch's next packet is expected within the hold: wait for
+            // it, a little past its expected time (its arrival makes the
+            // ACK due at once if the usual delay has passed and the batch
+            // is in, or if the one after it is not expected in time).
+            Some(gap) if self.batches && self.pending < self.batch => {
+                let next = last.saturating_sub(first) + gap * 3 / 2;
+                if next <= BATCH_HOLD_MAX {
+                    next.max(max_ack_delay)
+                } else {
+                    max_ack_delay
+                }
             }
             _ => max_ack_delay,
         };
@@ -115,9 +152,10 @@ mod tests {
 
     const DELAY: Duration = Duration::from_millis(5);
 
-    fn paired() -> AckTiming {
+    fn batched() -> AckTiming {
         AckTiming {
-            pairs: true,
+            batches: true,
+            batch: ACK_BATCH,
             ..Default::default()
         }
     }
@@ -129,7 +167,10 @@ mod tests {
     /// Packets `spacing` apart, each ACK taken the moment it is due;
     /// returns how many packets each ACK covered.
     fn packets_per_ack(spacing: Duration, packets: u32) -> Vec<u32> {
-        let mut t = paired();
+        packets_per_ack_of(batched(), spacing, packets)
+    }
+
+    fn packets_per_ack_of(mut t: AckTiming, spacing: Duration, packets: u32) -> Vec<u32> {
         let mut covered = Vec::new();
         let mut now = Duration::ZERO;
         for _ in 0..packets {
@@ -161,14 +202,43 @@ mod tests {
 
     #[test]
     fn packets_10_ms_apart_are_acknowledged_in_pairs() {
+        // A third would come after the hold's ceiling.
         let acks = packets_per_ack(ms(10), 40);
         // The first has no spacing to go by yet.
         assert!(acks.iter().skip(2).all(|&n| n == 2), "{acks:?}");
     }
 
     #[test]
+    fn packets_4_ms_apart_are_acknowledged_in_batches() {
+        // 3 Mbit/s: the timer alone would take two at a time.
+        let acks = packets_per_ack(ms(4), 80);
+        assert!(
+            acks.iter().skip(2).all(|&n| n == ACK_BATCH),
+            "{acks:?}"
+        );
+    }
+
+    #[test]
+    fn on_several_paths_packets_4_ms_apart_are_acknowledged_in_pairs() {
+        let t = AckTiming {
+            batch: ack_batch(2),
+            ..batched()
+        };
+        let acks = packets_per_ack_of(t, ms(4), 80);
+        assert!(acks.iter().skip(2).all(|&n| n == 2), "{acks:?}");
+        assert_eq!(peer_ack_delay(ms(4), DELAY, ack_batch(2)), ms(12));
+    }
+
+    #[test]
+    fn packets_7_ms_apart_are_acknowledged_in_threes() {
+        // The fourth would come 21 ms after the first: past the ceiling.
+        let acks = packets_per_ack(ms(7), 60);
+        assert!(acks.iter().skip(2).all(|&n| n == 3), "{acks:?}");
+    }
+
+    #[test]
     fn sparse_packets_are_acknowledged_alone_after_the_usual_delay() {
-        let mut t = paired();
+        let mut t = batched();
         t.on_eliciting(ms(0));
         t.on_ack_written();
         t.on_eliciting(ms(50));
@@ -180,7 +250,7 @@ mod tests {
 
     #[test]
     fn the_hold_never_passes_its_ceiling() {
-        let mut t = paired();
+        let mut t = batched();
         for i in 0..20 {
             t.on_eliciting(ms(13 * i));
             if i < 19 {
@@ -188,9 +258,9 @@ mod tests {
             }
         }
         let d = t.deadline(DELAY).unwrap() - ms(13 * 19);
-        assert!(d <= PAIR_HOLD_MAX && d >= DELAY, "{d:?}");
+        assert!(d <= BATCH_HOLD_MAX && d >= DELAY, "{d:?}");
         // Spacing of 14 ms asks for 21 ms: over the ceiling, no hold.
-        let mut t = paired();
+        let mut t = batched();
         for i in 0..20 {
             t.on_eliciting(ms(14 * i));
             if i < 19 {
@@ -202,7 +272,7 @@ mod tests {
 
     #[test]
     fn a_pause_does_not_count_as_the_spacing() {
-        let mut t = paired();
+        let mut t = batched();
         t.on_eliciting(ms(0));
         t.on_eliciting(ms(10));
         t.on_ack_written();
@@ -213,18 +283,23 @@ mod tests {
 
     #[test]
     fn the_sender_allows_for_the_hold_where_packets_leave_apart() {
-        // 10 Mbit/s: 1.2 ms apart, acknowledged in batches of the delay.
-        assert_eq!(peer_ack_delay(Duration::from_micros(1_200), DELAY), DELAY);
-        // 3 Mbit/s: 4 ms apart, a hold of 6 ms, twice that allowed.
-        assert_eq!(peer_ack_delay(ms(4), DELAY), ms(12));
+        // 20 Mbit/s: 0.6 ms apart, acknowledged in batches of the delay.
+        assert_eq!(peer_ack_delay(Duration::from_micros(600), DELAY, ACK_BATCH), DELAY);
+        // 10 Mbit/s: 1.2 ms apart, a batch in 4.2 ms, twice that allowed.
+        assert_eq!(
+            peer_ack_delay(Duration::from_micros(1_200), DELAY, ACK_BATCH),
+            Duration::from_micros(8_400)
+        );
+        // 3 Mbit/s: 4 ms apart, a batch's first may wait up to the cap.
+        assert_eq!(peer_ack_delay(ms(4), DELAY, ACK_BATCH), BATCH_HOLD_MAX);
         // 1 Mbit/s: 12 ms apart, a pair's first may wait up to the cap.
-        assert_eq!(peer_ack_delay(ms(12), DELAY), PAIR_HOLD_MAX);
+        assert_eq!(peer_ack_delay(ms(12), DELAY, ACK_BATCH), BATCH_HOLD_MAX);
         // 0.1 Mbit/s: no hold, but the bound stays conservative.
-        assert_eq!(peer_ack_delay(ms(120), DELAY), PAIR_HOLD_MAX);
+        assert_eq!(peer_ack_delay(ms(120), DELAY, ACK_BATCH), BATCH_HOLD_MAX);
     }
 
     #[test]
-    fn without_pairs_every_packet_is_acknowledged_after_the_delay() {
+    fn without_batches_every_packet_is_acknowledged_after_the_delay() {
         let mut t = AckTiming::default();
         t.on_eliciting(ms(0));
         t.on_ack_written();
@@ -234,11 +309,11 @@ mod tests {
 
     #[test]
     fn ack_every_makes_it_due_at_once() {
-        let mut t = paired();
+        let mut t = batched();
         for i in 0..16 {
             t.on_eliciting(Duration::from_micros(10 * i));
         }
         assert!(t.due(Duration::from_micros(150), 16, DELAY));
-        assert!(!paired().due(ms(100), 16, DELAY));
+        assert!(!batched().due(ms(100), 16, DELAY));
     }
 }

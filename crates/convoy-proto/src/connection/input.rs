@@ -471,6 +471,7 @@ impl Connection {
             }
         }
         if eliciting {
+            self.ack_timing.batch = super::ack_timing::ack_batch(self.paths.len());
             self.ack_timing.on_eliciting(now);
             self.largest_received_at = now;
         }

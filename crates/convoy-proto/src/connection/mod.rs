@@ -490,7 +490,7 @@ impl Connection {
             self.start_pair_unmeasured();
         }
         self.send_receive_times = est.peer_params.receive_times;
-        self.ack_timing.pairs = self.send_receive_times;
+        self.ack_timing.batches = self.send_receive_times;
         self.one_rtt = Some(Established1Rtt {
             send: est.send,
             recv: est.recv,

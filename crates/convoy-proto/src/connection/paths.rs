@@ -935,15 +935,16 @@ impl Connection {
 
     /// How long the peer may hold an acknowledgment of this path's packets
     /// (ack_timing.rs): longer than `max_ack_delay` where our packets
-    /// leave far enough apart for the peer to acknowledge them in pairs.
+    /// leave far enough apart for the peer to acknowledge them in batches.
     pub(crate) fn peer_ack_delay(&self, i: usize) -> Duration {
         if !self.cfg.rate_control.wants_receive_times() {
-            // The peer acknowledges in pairs only for receive-time readers.
+            // The peer holds for batches only for receive-time readers.
             return self.cfg.max_ack_delay;
         }
         let rate = self.paths[i].cc.rate().max(1);
         let spacing = Duration::from_secs_f64(self.cfg.max_datagram as f64 / rate as f64);
-        super::ack_timing::peer_ack_delay(spacing, self.cfg.max_ack_delay)
+        let batch = super::ack_timing::ack_batch(self.paths.len());
+        super::ack_timing::peer_ack_delay(spacing, self.cfg.max_ack_delay, batch)
     }
 
     /// Packets of these paths were acknowledged: they work.
