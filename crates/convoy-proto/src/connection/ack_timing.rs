@@ -212,10 +212,7 @@ mod tests {
     fn packets_4_ms_apart_are_acknowledged_in_batches() {
         // 3 Mbit/s: the timer alone would take two at a time.
         let acks = packets_per_ack(ms(4), 80);
-        assert!(
-            acks.iter().skip(2).all(|&n| n == ACK_BATCH),
-            "{acks:?}"
-        );
+        assert!(acks.iter().skip(2).all(|&n| n == ACK_BATCH), "{acks:?}");
     }
 
     #[test]
@@ -284,7 +281,10 @@ mod tests {
     #[test]
     fn the_sender_allows_for_the_hold_where_packets_leave_apart() {
         // 20 Mbit/s: 0.6 ms apart, acknowledged in batches of the delay.
-        assert_eq!(peer_ack_delay(Duration::from_micros(600), DELAY, ACK_BATCH), DELAY);
+        assert_eq!(
+            peer_ack_delay(Duration::from_micros(600), DELAY, ACK_BATCH),
+            DELAY
+        );
         // 10 Mbit/s: 1.2 ms apart, a batch in 4.2 ms, twice that allowed.
         assert_eq!(
             peer_ack_delay(Duration::from_micros(1_200), DELAY, ACK_BATCH),
