@@ -40,7 +40,10 @@ pub(crate) const ACK_BATCH: u32 = 4;
 /// spacing; with batches of 4 a 0.8 Mbit/s Wi-Fi at 10 % loss behind a
 /// 2.5 s queue turned suspect five times in 10 s beside LTE
 /// (`tests/multipath.rs`).
-pub(crate) const MULTIPATH_ACK_BATCH: u32 = 2;
+pub(crate) const MULTIPATH_ACK_BATCH: u32 = PAIR;
+
+/// Two packets an acknowledgment: what TCP's delayed ACK does.
+const PAIR: u32 = 2;
 
 /// The batch for a connection with `paths` paths.
 pub(crate) fn ack_batch(paths: usize) -> u32 {
@@ -69,7 +72,7 @@ pub(crate) fn ack_batch(paths: usize) -> u32 {
 pub(crate) fn peer_ack_delay(spacing: Duration, max_ack_delay: Duration, batch: u32) -> Duration {
     let batch_in = spacing * (2 * batch - 1) / 2;
     let held = if batch_in <= max_ack_delay {
-        batch.min(MULTIPATH_ACK_BATCH)
+        PAIR
     } else {
         batch
     };
