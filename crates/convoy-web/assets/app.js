@@ -189,16 +189,37 @@ async function refresh() {
   }
 }
 
+// Changes on the live feed become refreshes: the first at once, the next
+// no sooner than REFRESH_GAP_MS after the last one began, nor than twice
+// what it took (a large fleet's documents take longer), nor before it
+// ended. A quiet fleet's change shows as soon as it is fetched; a busy
+// one's within a gap, one refresh covering all that came meanwhile.
+// The fleet poller (python/convoy_lab/fleet/scale.py) does the same.
+const REFRESH_GAP_MS = 100;
+const live = { timer: null, running: false, again: false, began: -Infinity, took: 0 };
+
+function refreshSoon() {
+  if (live.timer) return;  // a refresh is due and will fetch this change
+  if (live.running) { live.again = true; return; }
+  const wait = live.began + Math.max(REFRESH_GAP_MS, 2 * live.took) - performance.now();
+  live.timer = setTimeout(async () => {
+    live.timer = null;
+    live.running = true;
+    live.again = false;
+    live.began = performance.now();
+    await refresh();
+    live.took = performance.now() - live.began;
+    live.running = false;
+    if (live.again) refreshSoon();
+  }, Math.max(0, wait));
+}
+
 function listen() {
-  const live = document.getElementById("live");
+  const badge = document.getElementById("live");
   const es = new EventSource("/api/events");
-  let pending = null;
-  es.addEventListener("open", () => { live.dataset.live = "on"; live.textContent = "live"; });
-  es.addEventListener("error", () => { live.dataset.live = "off"; live.textContent = "reconnecting…"; });
-  es.addEventListener("change", () => {
-    // Coalesce bursts of changes into one refresh.
-    if (!pending) pending = setTimeout(() => { pending = null; refresh(); }, 100);
-  });
+  es.addEventListener("open", () => { badge.dataset.live = "on"; badge.textContent = "live"; });
+  es.addEventListener("error", () => { badge.dataset.live = "off"; badge.textContent = "reconnecting…"; });
+  es.addEventListener("change", refreshSoon);
 }
 
 (async function main() {

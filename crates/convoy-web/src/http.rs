@@ -38,6 +38,26 @@ pub struct WebConfig {
     /// Called after `POST /api/requests` queued a request (the request
     /// dispatcher sends it at once instead of at its next poll).
     pub on_request: Option<Arc<dyn Fn() + Send + Sync>>,
+    /// Rung by the process's own indexer after each commit: the live feed
+    /// reads the catalog's version at once instead of at its next poll.
+    pub changes: Option<ChangeSignal>,
+}
+
+/// A handle the indexer rings when it has committed: the live feed then
+/// tells the pages within [`MIN_VERSION_GAP`] rather than within
+/// [`VERSION_POLL`]. Rings while the feed is busy fold into one.
+#[derive(Clone, Default)]
+pub struct ChangeSignal(Arc<tokio::sync::Notify>);
+
+impl ChangeSignal {
+    pub fn new() -> ChangeSignal {
+        ChangeSignal::default()
+    }
+
+    /// The catalog changed; cheap, and never blocks.
+    pub fn ring(&self) {
+        self.0.notify_one();
+    }
 }
 
 /// A running web view; stops when dropped.
@@ -103,8 +123,12 @@ pub(crate) struct Shared {
     pub positions: crate::positions::Cache,
 }
 
-/// How often the catalog's version is polled for the live feed.
+/// How often the catalog's version is polled for the live feed: what
+/// other processes sharing the catalog and the upload commits change.
 const VERSION_POLL: Duration = Duration::from_millis(250);
+/// The fewest milliseconds between two reads of the version however often
+/// the indexer rings: at most 20 queries and live events a second.
+const MIN_VERSION_GAP: Duration = Duration::from_millis(50);
 
 impl Web {
     pub fn start(cfg: WebConfig) -> Result<Web, String> {
@@ -152,6 +176,7 @@ impl Web {
             .build()
             .map_err(|e| format!("cannot start the HTTP runtime: {e}"))?;
         let is_tls = tls.is_some();
+        let changes = cfg.changes.unwrap_or_default();
         let thread = std::thread::Builder::new()
             .name("convoy-web".into())
             .spawn(move || {
@@ -159,7 +184,7 @@ impl Web {
                 // store owns a runtime of its own, which tokio refuses to
                 // drop from inside an asynchronous task.
                 let last = shared.clone();
-                runtime.spawn(poll_version(shared.clone(), version_tx));
+                runtime.spawn(poll_version(shared.clone(), version_tx, changes));
                 runtime.block_on(server::accept_loop(listener, shared, tls, stop_rx));
                 // Live feeds see `stop` and end; what is still running
                 // after this is cut.
@@ -202,11 +227,13 @@ impl Drop for Web {
     }
 }
 
-/// Publishes the catalog's version every [`VERSION_POLL`]: one query for
-/// all live pages rather than one per page.
-async fn poll_version(shared: Arc<Shared>, tx: watch::Sender<Option<i64>>) {
+/// Publishes the catalog's version every [`VERSION_POLL`], and soon after
+/// each ring of `changes`: one query for all live pages rather than one
+/// per page.
+async fn poll_version(shared: Arc<Shared>, tx: watch::Sender<Option<i64>>, changes: ChangeSignal) {
     let mut stop = shared.stop.clone();
     loop {
+        let read_at = tokio::time::Instant::now();
         let s = shared.clone();
         let v = tokio::task::spawn_blocking(move || s.pool.with(|c| c.version()).ok())
             .await
@@ -222,6 +249,12 @@ async fn poll_version(shared: Arc<Shared>, tx: watch::Sender<Option<i64>>) {
         }
         tokio::select! {
             _ = tokio::time::sleep(VERSION_POLL) => {}
+            _ = changes.0.notified() => {
+                tokio::select! {
+                    _ = tokio::time::sleep_until(read_at + MIN_VERSION_GAP) => {}
+                    _ = stop.changed() => return,
+                }
+            }
             _ = stop.changed() => return,
         }
     }

@@ -42,4 +42,4 @@ mod server;
 pub mod tls;
 pub mod token;
 
-pub use http::{Web, WebConfig};
+pub use http::{ChangeSignal, Web, WebConfig};

@@ -47,6 +47,7 @@ impl Service {
             tls: None,
             extra_metrics: None,
             on_request: None,
+            changes: None,
         })
         .unwrap();
         Service {

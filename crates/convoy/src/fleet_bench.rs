@@ -186,6 +186,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
         tls: None,
         extra_metrics: None,
         on_request: None,
+        changes: None,
     })
     .map_err(anyhow::Error::msg)?;
     let token = convoy_web::token::issue(

@@ -139,7 +139,13 @@ pub fn start(
     let ijson = json.clone();
     let counters = Arc::new(crate::service_metrics::ServiceCounters::default());
     let icounters = counters.clone();
+    // The web view's live feed hears of each indexed segment at once.
+    let changes = convoy_web::ChangeSignal::new();
+    let ichanges = changes.clone();
     let indexer = Indexer::new(open()?, store.clone(), dir, move |e: &IndexEvent| {
+        if matches!(e, IndexEvent::Indexed { .. }) {
+            ichanges.ring();
+        }
         icounters.index_event(e);
         crate::service_log::index_event(e);
         ijson(serde_json::to_value(e).unwrap_or_default());
@@ -166,6 +172,7 @@ pub fn start(
                     let d = dispatch.clone();
                     Arc::new(move || d.queued())
                 }),
+                changes: Some(changes),
             })
             .map_err(anyhow::Error::msg)?;
             json(serde_json::json!({"event": "http", "addr": web.addr(), "url": web.url()}));

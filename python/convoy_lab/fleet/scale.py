@@ -31,7 +31,9 @@ import socket
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
+import urllib.request
 from pathlib import Path
 
 from ..experiments.catalog import shared_traces_dir
@@ -42,7 +44,11 @@ from .service import Service, backlog_priority_key, http_json
 
 PORT = 4433
 HTTP = 8080
-POLL_S = 0.2
+# The poller refreshes as the page does (crates/convoy-web/assets/app.js,
+# `refreshSoon`): on each change of the live feed, at once, or no sooner
+# than REFRESH_GAP_S after its last refresh began nor than twice what that
+# took. What it sees is what the map shows.
+REFRESH_GAP_S = 0.1
 # Samples taken in the first seconds are ingested while a hundred agents
 # connect at once; the steady state's freshness starts after them.
 WARMUP_S = 10.0
@@ -95,6 +101,30 @@ def thread_sched(pid: int, comm: str) -> dict | None:
     return None
 
 
+def page_refresh(token: str) -> list[dict]:
+    """What the page fetches on a refresh (its three tables), in turn
+    rather than at once; returns the vehicles."""
+    http_json(HTTP, "/api/uploads?limit=200", token)
+    http_json(HTTP, "/api/requests?limit=50", token)
+    return http_json(HTTP, "/api/vehicles", token)["vehicles"]
+
+
+def follow_live_feed(token: str, changed: threading.Event) -> None:
+    """Sets `changed` on each `change` event of the web view's live feed
+    (`/api/events`), reconnecting as the page's EventSource does."""
+    while True:
+        try:
+            req = urllib.request.Request(f"http://127.0.0.1:{HTTP}/api/events",
+                                         headers={"Authorization": f"Bearer {token}"})
+            with urllib.request.urlopen(req, timeout=60) as feed:
+                for line in feed:
+                    if line.startswith(b"event: change"):
+                        changed.set()
+        except OSError:
+            pass
+        time.sleep(0.5)
+
+
 def server_side(root: Path) -> int:
     log = open(root / "server.log", "ab")
     serve = subprocess.Popen(
@@ -105,16 +135,26 @@ def server_side(root: Path) -> int:
     seen = open(root / "seen.jsonl", "a", buffering=1)
     last: dict[str, int] = {}
     idle = None
+    changed = threading.Event()
+    threading.Thread(target=follow_live_feed, args=(token, changed), daemon=True).start()
+    began, took = float("-inf"), 0.0
     try:
         while not (root / "clients-done").exists():
             if serve.poll() is not None:
                 return 1
+            # The first pass fetches at once: the idle figures below.
+            if idle is not None and not changed.wait(timeout=0.5):
+                continue
+            time.sleep(max(0.0, began + max(REFRESH_GAP_S, 2 * took) - time.monotonic()))
+            changed.clear()
+            began = time.monotonic()
             try:
-                vehicles = http_json(HTTP, "/api/vehicles", token)["vehicles"]
+                vehicles = page_refresh(token)
             except OSError:
                 time.sleep(0.1)
                 continue
             now = time.time_ns()
+            took = time.monotonic() - began
             if idle is None:  # the server is up and no agent has connected yet
                 idle = proc_figures(serve.pid)
                 idle["indexer"] = thread_sched(serve.pid, "convoy-indexer")
@@ -123,7 +163,6 @@ def server_side(root: Path) -> int:
                 if t and t > last.get(v["name"], 0):
                     last[v["name"]] = t
                     seen.write(json.dumps({"v": v["name"], "seen_ns": now, "t_ns": t}) + "\n")
-            time.sleep(max(0.0, POLL_S - (time.time_ns() - now) / 1e9))
         doc = {"idle": idle, "end": proc_figures(serve.pid)}
         doc["end"]["indexer"] = thread_sched(serve.pid, "convoy-indexer")
         (root / "server.json").write_text(json.dumps(doc))
