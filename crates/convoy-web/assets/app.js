@@ -24,8 +24,11 @@ async function login(token) {
   if (!r.ok) throw new Error((await r.json()).error || r.statusText);
 }
 
+// A request that hangs must not hold the live refreshes behind it.
+const API_TIMEOUT_MS = 10_000;
+
 async function api(path) {
-  const r = await fetch(path, { credentials: "same-origin" });
+  const r = await fetch(path, { credentials: "same-origin", signal: AbortSignal.timeout(API_TIMEOUT_MS) });
   const body = await r.json();
   if (!r.ok) throw new Error(body.error || r.statusText);
   return body;
@@ -194,23 +197,29 @@ async function refresh() {
 // what it took (a large fleet's documents take longer), nor before it
 // ended. A quiet fleet's change shows as soon as it is fetched; a busy
 // one's within a gap, one refresh covering all that came meanwhile.
-// The fleet poller (python/convoy_lab/fleet/scale.py) does the same.
+// The fleet experiment's poller (python/convoy_lab/fleet/scale.py) keeps
+// the same schedule.
 const REFRESH_GAP_MS = 100;
-const live = { timer: null, running: false, again: false, began: -Infinity, took: 0 };
+const refreshing = { timer: null, running: false, again: false, began: -Infinity, took: 0 };
+
+// A refresh, timed for the schedule.
+async function timedRefresh() {
+  refreshing.running = true;
+  refreshing.again = false;
+  refreshing.began = performance.now();
+  await refresh();
+  refreshing.took = performance.now() - refreshing.began;
+  refreshing.running = false;
+}
 
 function refreshSoon() {
-  if (live.timer) return;  // a refresh is due and will fetch this change
-  if (live.running) { live.again = true; return; }
-  const wait = live.began + Math.max(REFRESH_GAP_MS, 2 * live.took) - performance.now();
-  live.timer = setTimeout(async () => {
-    live.timer = null;
-    live.running = true;
-    live.again = false;
-    live.began = performance.now();
-    await refresh();
-    live.took = performance.now() - live.began;
-    live.running = false;
-    if (live.again) refreshSoon();
+  if (refreshing.timer) return;  // a refresh is due and will fetch this change
+  if (refreshing.running) { refreshing.again = true; return; }
+  const wait = refreshing.began + Math.max(REFRESH_GAP_MS, 2 * refreshing.took) - performance.now();
+  refreshing.timer = setTimeout(async () => {
+    refreshing.timer = null;
+    await timedRefresh();
+    if (refreshing.again) refreshSoon();
   }, Math.max(0, wait));
 }
 
@@ -233,7 +242,7 @@ function listen() {
     return;
   }
   loadBasemap().catch((e) => showError("basemap: " + e));
-  await refresh();
+  await timedRefresh();
   // After the load event: an open event stream must not hold it back.
   if (document.readyState === "complete") listen();
   else window.addEventListener("load", listen);

@@ -38,8 +38,9 @@ pub struct WebConfig {
     /// Called after `POST /api/requests` queued a request (the request
     /// dispatcher sends it at once instead of at its next poll).
     pub on_request: Option<Arc<dyn Fn() + Send + Sync>>,
-    /// Rung by the process's own indexer after each commit: the live feed
-    /// reads the catalog's version at once instead of at its next poll.
+    /// Rung by the process's own indexer after each segment it commits:
+    /// the live feed reads the catalog's version at once instead of at its
+    /// next poll.
     pub changes: Option<ChangeSignal>,
 }
 
@@ -57,6 +58,11 @@ impl ChangeSignal {
     /// The catalog changed; cheap, and never blocks.
     pub fn ring(&self) {
         self.0.notify_one();
+    }
+
+    /// Waits for a ring (one made while nobody waited counts).
+    async fn rung(&self) {
+        self.0.notified().await;
     }
 }
 
@@ -249,7 +255,7 @@ async fn poll_version(shared: Arc<Shared>, tx: watch::Sender<Option<i64>>, chang
         }
         tokio::select! {
             _ = tokio::time::sleep(VERSION_POLL) => {}
-            _ = changes.0.notified() => {
+            _ = changes.rung() => {
                 tokio::select! {
                     _ = tokio::time::sleep_until(read_at + MIN_VERSION_GAP) => {}
                     _ = stop.changed() => return,

@@ -139,11 +139,12 @@ pub fn start(
     let ijson = json.clone();
     let counters = Arc::new(crate::service_metrics::ServiceCounters::default());
     let icounters = counters.clone();
-    // The web view's live feed hears of each indexed segment at once.
+    // The web view's live feed hears of each segment the indexer commits
+    // (indexed, or kept as not indexable) at once; a retry changed nothing.
     let changes = convoy_web::ChangeSignal::new();
     let ichanges = changes.clone();
     let indexer = Indexer::new(open()?, store.clone(), dir, move |e: &IndexEvent| {
-        if matches!(e, IndexEvent::Indexed { .. }) {
+        if !matches!(e, IndexEvent::IndexRetry { .. }) {
             ichanges.ring();
         }
         icounters.index_event(e);

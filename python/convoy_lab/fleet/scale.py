@@ -21,6 +21,7 @@ with the server's store and what the poller saw on the map.
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import re
@@ -44,11 +45,17 @@ from .service import Service, backlog_priority_key, http_json
 
 PORT = 4433
 HTTP = 8080
-# The poller refreshes as the page does (crates/convoy-web/assets/app.js,
+# The poller keeps the page's schedule (crates/convoy-web/assets/app.js,
 # `refreshSoon`): on each change of the live feed, at once, or no sooner
 # than REFRESH_GAP_S after its last refresh began nor than twice what that
-# took. What it sees is what the map shows.
+# took. It fetches the page's three tables one after another where the
+# page fetches them at once, so it sees a sample a little later than the
+# map shows it, never sooner.
 REFRESH_GAP_S = 0.1
+# With no change for this long the poller fetches anyway: a live feed that
+# failed must not leave samples unseen (they would drop out of the
+# freshness figures rather than count as late).
+FEED_SILENT_S = 1.0
 # Samples taken in the first seconds are ingested while a hundred agents
 # connect at once; the steady state's freshness starts after them.
 WARMUP_S = 10.0
@@ -120,8 +127,8 @@ def follow_live_feed(token: str, changed: threading.Event) -> None:
                 for line in feed:
                     if line.startswith(b"event: change"):
                         changed.set()
-        except OSError:
-            pass
+        except (OSError, http.client.HTTPException):
+            pass  # reconnect, as EventSource does
         time.sleep(0.5)
 
 
@@ -143,14 +150,16 @@ def server_side(root: Path) -> int:
             if serve.poll() is not None:
                 return 1
             # The first pass fetches at once: the idle figures below.
-            if idle is not None and not changed.wait(timeout=0.5):
-                continue
+            if idle is not None:
+                changed.wait(timeout=FEED_SILENT_S)
             time.sleep(max(0.0, began + max(REFRESH_GAP_S, 2 * took) - time.monotonic()))
+            # Cleared after the wait: what changed during it, this fetch sees.
             changed.clear()
             began = time.monotonic()
             try:
                 vehicles = page_refresh(token)
-            except OSError:
+            except (OSError, ValueError, http.client.HTTPException):
+                changed.set()  # the change is still to be fetched
                 time.sleep(0.1)
                 continue
             now = time.time_ns()
