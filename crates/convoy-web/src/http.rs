@@ -255,12 +255,8 @@ async fn poll_version(shared: Arc<Shared>, tx: watch::Sender<Option<i64>>, chang
         }
         tokio::select! {
             _ = tokio::time::sleep(VERSION_POLL) => {}
-            _ = changes.rung() => {
-                tokio::select! {
-                    _ = tokio::time::sleep_until(read_at + MIN_VERSION_GAP) => {}
-                    _ = stop.changed() => return,
-                }
-            }
+            // At most MIN_VERSION_GAP late to see `stop` after a ring.
+            _ = changes.rung() => tokio::time::sleep_until(read_at + MIN_VERSION_GAP).await,
             _ = stop.changed() => return,
         }
     }
