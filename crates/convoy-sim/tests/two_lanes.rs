@@ -18,6 +18,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use convoy_link::{Dur, Link, LinkConfig, MahimahiTrace, PerUeConfig, QueueDiscipline, Time};
+use convoy_proto::cc::Priority;
 use convoy_proto::{Config, ConnectionHandle, Endpoint, Event, Keypair, Mode, StreamId};
 
 const SEC: Duration = Duration::from_secs(1);
@@ -55,21 +56,16 @@ struct Lane {
 }
 
 impl Lane {
-    /// A lane dialling `server` from `addr`, its endpoint seeded with
-    /// `seed` (its connection IDs: distinct for every lane the server
-    /// sees).
+    /// A lane dialling `server` from `addr` with `cfg` (its seed sets
+    /// its connection IDs: distinct for every lane the server sees).
     fn new(
         addr: SocketAddr,
-        seed: u64,
-        idle_timeout: Duration,
+        cfg: Config,
         server: SocketAddr,
         key: &[u8; 32],
         size: usize,
         every: Duration,
     ) -> Lane {
-        let mut cfg = Config::for_mode(Keypair::generate(), Mode::Tide);
-        cfg.seed = Some(seed);
-        cfg.idle_timeout = idle_timeout;
         let mut ep = Endpoint::new(cfg, false).unwrap();
         let h = ep.connect(Duration::ZERO, server, Some(key)).unwrap();
         Lane {
@@ -222,6 +218,7 @@ fn run(up: LinkConfig, down: LinkConfig, duration: Duration) -> (Lane, Lane) {
         bulk: 200_000,
         every: 2 * SEC,
         idle_timeout: 5 * SEC,
+        bulk_priority: Priority::Normal,
     };
     let mut cell = run_cell(up, down, duration, &load);
     cell.pop().unwrap()
@@ -234,6 +231,8 @@ struct Load {
     bulk: usize,
     every: Duration,
     idle_timeout: Duration,
+    /// The bulk lanes' (the agent's `backlog_priority`).
+    bulk_priority: Priority,
 }
 
 /// Runs `load` over `up`/`down` for `duration`: every vehicle's (live,
@@ -251,6 +250,7 @@ fn run_cell(
         bulk,
         every,
         idle_timeout,
+        bulk_priority,
     } = *load;
     let server_kp = Keypair::generate();
     let key = server_kp.public;
@@ -262,19 +262,16 @@ fn run_cell(
     for v in 0..vehicles {
         let ip = std::net::Ipv4Addr::new(10, 1, (v / 250) as u8, (v % 250 + 1) as u8);
         let seed = |port: u16| u64::from(port) + 100_000 * v as u64;
-        let lane = |port: u16, size: usize, every: Duration| {
-            Lane::new(
-                SocketAddr::from((ip, port)),
-                seed(port),
-                idle_timeout,
-                server_addr,
-                &key,
-                size,
-                every,
-            )
+        let lane = |port: u16, size: usize, every: Duration, priority: Priority| {
+            let mut cfg = Config::for_mode(Keypair::generate(), Mode::Tide);
+            cfg.seed = Some(seed(port));
+            cfg.idle_timeout = idle_timeout;
+            priority.apply(&mut cfg);
+            let addr = SocketAddr::from((ip, port));
+            Lane::new(addr, cfg, server_addr, &key, size, every)
         };
-        let mut live = lane(40001, 300, SEC);
-        let mut bulk_lane = lane(40002, bulk, every);
+        let mut live = lane(40001, 300, SEC, Priority::Normal);
+        let mut bulk_lane = lane(40002, bulk, every, bulk_priority);
         live.next = SEC + SEC.mul_f64(v as f64 / vehicles as f64);
         bulk_lane.next = SEC + every.mul_f64(v as f64 / vehicles as f64);
         if bulk == 0 {
@@ -464,7 +461,8 @@ fn a_live_lane_beside_a_bulk_one_over_the_tmobile_trace() {
 /// `CELL_TRACE` (ATT-LTE-driving-2016), `CELL_VEHICLES` (25),
 /// `CELL_SECONDS` (90) and `CELL_OFFSETS` (0,30,60) change it;
 /// `CELL_LOGS=0` sends no logs, which shows what the trace's own outages
-/// cost the live lane. `CELL_RUNS=fleet` runs the four cells of `fleet
+/// cost the live lane; `CELL_BULK=background` sends them under the
+/// scavenger, as the agent's `backlog_priority = "background"` does. `CELL_RUNS=fleet` runs the four cells of `fleet
 /// scale` instead (T-Mobile from 0 s, Verizon from 17 s, AT&T from 34 s,
 /// T-Mobile from 51 s), pooled as its figures are; `CELL_RUNS` also takes
 /// a list of `TRACE@OFFSET`.
@@ -498,6 +496,11 @@ fn a_cell_of_vehicles() {
         bulk: if logs { 65_536 } else { 0 },
         every: 10 * SEC,
         idle_timeout: 30 * SEC,
+        bulk_priority: match var("CELL_BULK", "normal").as_str() {
+            "background" => Priority::Background,
+            "normal" => Priority::Normal,
+            other => panic!("CELL_BULK: normal or background, not {other:?}"),
+        },
     };
     let quantile = |v: &[f64], p: f64| v[((v.len() - 1) as f64 * p) as usize];
     eprintln!("{vehicles} vehicles a cell, {seconds} s: live upload times (s)");
@@ -555,7 +558,7 @@ fn a_cell_of_vehicles() {
     // live uploads over 2 s with it, 5.9 % without.
     let as_configured = ["CELL_TRACE", "CELL_VEHICLES", "CELL_SECONDS", "CELL_RUNS"]
         .into_iter()
-        .chain(["CELL_OFFSETS", "CELL_LOGS"])
+        .chain(["CELL_OFFSETS", "CELL_LOGS", "CELL_BULK"])
         .all(|v| std::env::var(v).is_err());
     if as_configured {
         assert!(
