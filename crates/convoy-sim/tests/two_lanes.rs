@@ -462,10 +462,11 @@ fn a_live_lane_beside_a_bulk_one_over_the_tmobile_trace() {
 /// `CELL_SECONDS` (90) and `CELL_OFFSETS` (0,30,60) change it;
 /// `CELL_LOGS=0` sends no logs, which shows what the trace's own outages
 /// cost the live lane; `CELL_BULK=background` sends them under the
-/// scavenger, as the agent's `backlog_priority = "background"` does. `CELL_RUNS=fleet` runs the four cells of `fleet
-/// scale` instead (T-Mobile from 0 s, Verizon from 17 s, AT&T from 34 s,
-/// T-Mobile from 51 s), pooled as its figures are; `CELL_RUNS` also takes
-/// a list of `TRACE@OFFSET`.
+/// scavenger, as the agent's `backlog_priority = "background"` does.
+/// `CELL_RUNS=fleet` runs the four cells of `fleet scale` instead
+/// (T-Mobile from 0 s, Verizon from 17 s, AT&T from 34 s, T-Mobile from
+/// 51 s), pooled as its figures are; `CELL_RUNS` also takes a list of
+/// `TRACE@OFFSET`.
 #[test]
 fn a_cell_of_vehicles() {
     let var = |name: &str, default: &str| std::env::var(name).unwrap_or_else(|_| default.into());
@@ -496,11 +497,9 @@ fn a_cell_of_vehicles() {
         bulk: if logs { 65_536 } else { 0 },
         every: 10 * SEC,
         idle_timeout: 30 * SEC,
-        bulk_priority: match var("CELL_BULK", "normal").as_str() {
-            "background" => Priority::Background,
-            "normal" => Priority::Normal,
-            other => panic!("CELL_BULK: normal or background, not {other:?}"),
-        },
+        bulk_priority: var("CELL_BULK", "normal")
+            .parse()
+            .unwrap_or_else(|e| panic!("CELL_BULK: {e}")),
     };
     let quantile = |v: &[f64], p: f64| v[((v.len() - 1) as f64 * p) as usize];
     eprintln!("{vehicles} vehicles a cell, {seconds} s: live upload times (s)");
